@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/fake"
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// driverFactories are the drivers this binary can serve, by driverKey.
+var driverFactories = map[string]func() handlers.Driver{
+	fake.Key: func() handlers.Driver { return fake.New() },
+}
+
+// driverOrder is the order drivers appear in the manifest.
+var driverOrder = []string{fake.Key}
+
+func driverNames() []string { return append([]string(nil), driverOrder...) }
+
+// buildDrivers instantiates the comma-separated driver keys in list.
+func buildDrivers(list string) ([]handlers.Driver, error) {
+	var out []handlers.Driver
+	seen := map[string]bool{}
+	for _, key := range strings.Split(list, ",") {
+		key = strings.TrimSpace(key)
+		if key == "" || seen[key] {
+			continue
+		}
+		f, ok := driverFactories[key]
+		if !ok {
+			known := driverNames()
+			sort.Strings(known)
+			return nil, fmt.Errorf("unknown driver %q in --drivers; known drivers: %s", key, strings.Join(known, ", "))
+		}
+		seen[key] = true
+		out = append(out, f())
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--drivers enables no driver; known drivers: %s", strings.Join(driverNames(), ", "))
+	}
+	return out, nil
+}

@@ -1,0 +1,138 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/state"
+)
+
+// Key is the driverKey of this driver.
+const Key = "fake-plugin"
+
+// defaultPATH is the PATH a command gets when the call gives none.
+const defaultPATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+
+// Driver is the fake-plugin driver. The zero value is not usable; use New.
+type Driver struct {
+	tmpDir string
+	now    func() time.Time
+
+	mu     sync.Mutex
+	leases map[string]*lease
+	closed bool
+
+	setups *state.Setups
+	execs  *state.Executions[*execution]
+}
+
+var (
+	_ handlers.Driver             = (*Driver)(nil)
+	_ handlers.LeaseResumer       = (*Driver)(nil)
+	_ handlers.InteractiveSetup   = (*Driver)(nil)
+	_ handlers.TemplateCapturer   = (*Driver)(nil)
+	_ handlers.TemplateDeleter    = (*Driver)(nil)
+	_ handlers.ExecutionCanceller = (*Driver)(nil)
+)
+
+// Option configures a Driver.
+type Option func(*Driver)
+
+// WithTempDir puts lease roots under dir instead of os.TempDir().
+func WithTempDir(dir string) Option { return func(d *Driver) { d.tmpDir = dir } }
+
+// New returns a fake driver.
+func New(opts ...Option) *Driver {
+	d := &Driver{
+		tmpDir: os.TempDir(),
+		now:    time.Now,
+		leases: map[string]*lease{},
+		setups: state.NewSetups(),
+		execs:  state.NewExecutions[*execution](),
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// Key implements handlers.Driver.
+func (d *Driver) Key() string { return Key }
+
+// errClosed is returned for work that would start after shutdown began.
+var errClosed = errors.New("The fake-plugin driver is shutting down; retry once the worker has restarted.") //nolint:staticcheck // shown to operators
+
+// Close stops every command of every lease and removes every lease root,
+// reusable ones included: a restarted worker cannot resume them anyway.
+func (d *Driver) Close(ctx context.Context) error {
+	d.mu.Lock()
+	d.closed = true
+	leases := make([]*lease, 0, len(d.leases))
+	for _, l := range d.leases {
+		leases = append(leases, l)
+	}
+	d.leases = map[string]*lease{}
+	d.mu.Unlock()
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(leases))
+	for i, l := range leases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = l.teardown(ctx, true, 0)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Declaration implements handlers.Driver: the manifest entry.
+func (d *Driver) Declaration() handlers.DriverDeclaration {
+	return handlers.DriverDeclaration{
+		DriverKey:                       Key,
+		Kind:                            "sandbox_provider",
+		DisplayName:                     "Fake Sandbox Provider",
+		Description:                     "Runs commands in an isolated local temporary directory while exercising the sandbox provider plugin lifecycle.",
+		SupportsInteractiveSetup:        true,
+		InteractiveSetupConnectionTypes: []string{"ssh"},
+		SupportsTemplateCapture:         true,
+		TemplateRefKind:                 "snapshot",
+		TemplateConfigBinding:           &handlers.TemplateConfigBinding{Field: "snapshot", UnsetFields: []string{"image"}},
+		SupportsTemplateDelete:          true,
+		ConfigSchema: handlers.Object{
+			"type": "object",
+			"properties": handlers.Object{
+				"image":      handlers.Object{"type": "string", "default": DefaultImage, "description": "Label recorded on leases; the fake runs commands on this machine."},
+				"timeoutMs":  handlers.Object{"type": "number", "default": DefaultTimeoutMs, "description": "Default command timeout in milliseconds; 0 or less disables it."},
+				"reuseLease": handlers.Object{"type": "boolean", "default": false, "description": "Keep one lease directory per environment across runs."},
+				"maxOutputBytes": handlers.Object{"type": "integer", "minimum": 1, "default": DefaultMaxOutputBytes,
+					"description": "Bytes of each output stream kept in an execute result (the tail); output is streamed in full.", "x-paperclip-advanced": true},
+			},
+		},
+		SandboxCapabilities: map[string]bool{"incrementalSessionOutput": true},
+	}
+}
+
+// ValidateConfig implements handlers.Driver. It never fails: the fake
+// accepts any config and warns about values it had to replace.
+func (d *Driver) ValidateConfig(_ context.Context, p *handlers.ValidateConfigParams) (*handlers.ValidationResult, error) {
+	c := parseConfig(p.Config)
+	return &handlers.ValidationResult{OK: true, Warnings: c.warnings(p.Config), NormalizedConfig: c.normalized()}, nil
+}
+
+// Probe implements handlers.Driver. It has no side effects.
+func (d *Driver) Probe(_ context.Context, p *handlers.ProbeParams) (*handlers.ProbeResult, error) {
+	c := parseConfig(p.Config)
+	return &handlers.ProbeResult{
+		OK:      true,
+		Summary: "Fake sandbox provider is ready for image " + c.Image + ".",
+		Metadata: handlers.Object{
+			"provider": Key, "image": c.Image, "timeoutMs": c.TimeoutMs, "reuseLease": c.ReuseLease,
+		},
+	}, nil
+}

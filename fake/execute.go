@@ -1,0 +1,379 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/state"
+)
+
+// execution is one running command. Its owner is the Execute call that
+// created it; others may only ask it to stop.
+type execution struct {
+	stopOnce sync.Once
+	stopCh   chan struct{} // closed when termination is requested
+	reason   string
+	// stopped is set by the owner when a stop request took effect: the
+	// command never started, or its process group was terminated for it.
+	stopped bool
+
+	started chan struct{} // closed once the process started or will not start
+	pgid    int
+	done    chan struct{} // closed when Execute is finished with the process
+}
+
+func newExecution() *execution {
+	return &execution{stopCh: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
+}
+
+// stop asks the execution to terminate; repeated calls coalesce.
+func (e *execution) stop(reason string) {
+	e.stopOnce.Do(func() {
+		e.reason = reason
+		close(e.stopCh)
+	})
+}
+
+func (e *execution) stopRequested() bool {
+	select {
+	case <-e.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// Execute implements handlers.Driver: command and args run directly (no
+// shell) in their own process group, with only PATH and the explicit env.
+func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
+	c := parseConfig(p.Config)
+	startedAt := isoMillis(d.now())
+	cmdLine := commandLine(p.Command, p.Args)
+	meta := handlers.Object{"startedAt": startedAt, "commandLine": cmdLine}
+
+	leaseID := p.Lease.LeaseID()
+	if leaseID == "" {
+		return failed(1, "fake-plugin: the lease has no providerLeaseId; acquire a lease before executing commands.\n", meta), nil
+	}
+	d.mu.Lock()
+	l, ok := d.leases[leaseID]
+	d.mu.Unlock()
+	if !ok {
+		return failed(1, fmt.Sprintf("fake-plugin: lease %s is not active in this worker (released, destroyed, expired, or lost in a worker restart); acquire a new lease.\n", leaseID), meta), nil
+	}
+	if err := l.owned(&p.BaseParams); err != nil {
+		return nil, err
+	}
+
+	e := newExecution()
+	defer close(e.done)
+	if p.ExecutionID != nil {
+		key := state.ExecKey{CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID, ProviderLeaseID: leaseID, ExecutionID: *p.ExecutionID}
+		if err := d.execs.Register(key, e); err != nil {
+			return nil, err
+		}
+		defer d.execs.Unregister(key, func(v *execution) bool { return v == e })
+	}
+	l.mu.Lock()
+	if l.closing || l.gone {
+		l.mu.Unlock()
+		close(e.started)
+		return nil, fmt.Errorf("fake-plugin lease %s is being released; acquire a new lease.", leaseID) //nolint:staticcheck // shown to operators
+	}
+	l.running[e] = struct{}{}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.running, e)
+		l.mu.Unlock()
+	}()
+
+	timeout := c.TimeoutMs
+	if p.TimeoutMs != nil {
+		timeout = *p.TimeoutMs
+	}
+	r := &run{l: l, e: e, p: p, out: out, maxOut: c.MaxOutputBytes, meta: meta}
+	return r.do(ctx, timeout)
+}
+
+// failed is a result for a command that could not run.
+func failed(code int, stderr string, meta handlers.Object) *handlers.ExecuteResult {
+	return &handlers.ExecuteResult{ExitCode: &code, Stdout: "", Stderr: stderr, Metadata: meta}
+}
+
+// run is the state of one Execute call.
+type run struct {
+	l      *lease
+	e      *execution
+	p      *handlers.ExecuteParams
+	out    handlers.OutputSink
+	maxOut int
+	meta   handlers.Object
+}
+
+func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResult, error) {
+	if r.e.stopRequested() { // a cancel raced the start and won: nothing runs
+		close(r.e.started)
+		r.e.stopped = true
+		r.meta["cancelled"] = true
+		return failed(130, "fake-plugin: execution cancelled before it started.\n", r.meta), nil
+	}
+	cwd, err := r.cwd()
+	if err != nil {
+		close(r.e.started)
+		return nil, err
+	}
+	env := buildEnv(r.p.Env)
+	path, err := lookPath(r.p.Command, envPATH(r.p.Env), cwd)
+	if err != nil {
+		close(r.e.started)
+		code := 127
+		if errors.Is(err, os.ErrPermission) {
+			code = 126
+		}
+		return failed(code, fmt.Sprintf("fake-plugin: cannot run %s: %s\n", shellQuote(r.p.Command), describeLookErr(err)), r.meta), nil
+	}
+
+	var stdin *os.File
+	if r.p.Stdin != nil {
+		if stdin, err = stageStdin(*r.p.Stdin); err != nil {
+			close(r.e.started)
+			return nil, err
+		}
+		defer stdin.Close()
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		close(r.e.started)
+		return nil, fmt.Errorf("create stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		close(r.e.started)
+		return nil, fmt.Errorf("create stderr pipe: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        append([]string{r.p.Command}, r.p.Args...),
+		Env:         env,
+		Dir:         cwd,
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	startErr := cmd.Start()
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		close(r.e.started)
+		return failed(127, fmt.Sprintf("fake-plugin: cannot run %s: %v\n", shellQuote(r.p.Command), unwrapPathErr(startErr)), r.meta), nil
+	}
+	pgid := cmd.Process.Pid
+	r.e.pgid = pgid
+	r.l.mu.Lock()
+	r.l.groups[pgid] = struct{}{}
+	r.l.mu.Unlock()
+	close(r.e.started)
+
+	stdout, stderr := newTail(r.maxOut), newTail(r.maxOut)
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go r.copy(&readers, outR, "stdout", stdout)
+	go r.copy(&readers, errR, "stderr", stderr)
+
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+
+	var timer <-chan time.Time
+	if timeoutMs > 0 {
+		t := time.NewTimer(time.Duration(timeoutMs * float64(time.Millisecond)))
+		defer t.Stop()
+		timer = t.C
+	}
+	timedOut := false
+	select {
+	case <-exited:
+	case <-timer:
+		timedOut = true
+		terminateGroup(ctx, pgid, killGrace)
+	case <-r.e.stopCh:
+		r.meta["cancelled"] = true
+		r.e.stopped = terminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
+	case <-ctx.Done():
+		r.meta["cancelled"] = true
+		terminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
+	}
+	<-exited
+
+	// Output still arriving from background children is read briefly, then
+	// the pipes are closed so that they cannot hold the call.
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(pipeDrain):
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	outR.Close()
+	errR.Close()
+	if !groupAlive(pgid) {
+		r.l.mu.Lock()
+		delete(r.l.groups, pgid)
+		r.l.mu.Unlock()
+	}
+
+	res := &handlers.ExecuteResult{TimedOut: timedOut, Stdout: stdout.String(), Stderr: stderr.String(), Metadata: r.meta}
+	if stdout.truncated() || stderr.truncated() {
+		r.meta["outputTruncated"] = true
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		name := unix.SignalName(ws.Signal())
+		res.Signal = &name
+	} else if !timedOut {
+		code := cmd.ProcessState.ExitCode()
+		res.ExitCode = &code
+	}
+	if waitErr != nil && cmd.ProcessState == nil {
+		return nil, fmt.Errorf("wait for command: %w", waitErr)
+	}
+	zerolog.Ctx(ctx).Debug().Int("pid", pgid).Bool("timedOut", timedOut).Msg("fake command finished")
+	return res, nil
+}
+
+// copy reads one output stream into its tail and the host stream.
+func (r *run) copy(wg *sync.WaitGroup, src *os.File, stream string, t *tail) {
+	defer wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			t.Write(buf[:n])
+			if r.out != nil {
+				r.out.Write(stream, buf[:n])
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// cwd resolves the command's working directory inside the lease root:
+// the lease workspace by default, a relative cwd against it, and an
+// absolute cwd only when it lies inside the lease root.
+func (r *run) cwd() (string, error) {
+	cwd := r.p.Cwd
+	if cwd == "" {
+		return r.l.workspace, nil
+	}
+	if !filepath.IsAbs(cwd) {
+		cwd = filepath.Join(r.l.workspace, cwd)
+	}
+	cwd = filepath.Clean(cwd)
+	real := cwd
+	if ev, err := filepath.EvalSymlinks(cwd); err == nil {
+		real = ev
+	}
+	rootReal, err := filepath.EvalSymlinks(r.l.root)
+	if err != nil {
+		rootReal = r.l.root
+	}
+	if !within(rootReal, real) && !within(r.l.root, cwd) {
+		return "", fmt.Errorf("cwd %s is outside the fake-plugin lease root %s; use the cwd environmentRealizeWorkspace returned.", r.p.Cwd, r.l.root) //nolint:staticcheck // shown to operators
+	}
+	return cwd, nil
+}
+
+// within reports whether p is root or below it.
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// envPATH is the PATH a command runs with.
+func envPATH(env map[string]string) string {
+	if p, ok := env["PATH"]; ok {
+		return p
+	}
+	return defaultPATH
+}
+
+// buildEnv is the command's whole environment: PATH plus the explicit
+// env. Nothing is inherited from the worker.
+func buildEnv(env map[string]string) []string {
+	out := []string{"PATH=" + envPATH(env)}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		if k != "PATH" && k != "" && !strings.ContainsAny(k, "=\x00") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+strings.ReplaceAll(env[k], "\x00", ""))
+	}
+	return out
+}
+
+// stageStdin writes data to an unlinked temp file and returns it opened
+// for reading: the command reads a real file, and nothing stays on disk.
+func stageStdin(data string) (*os.File, error) {
+	name := filepath.Join(os.TempDir(), "paperclip-fake-stdin-"+uuid.NewString())
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("stage stdin: %w", err)
+	}
+	_ = os.Remove(name)
+	if _, err := io.WriteString(f, data); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stage stdin: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stage stdin: %w", err)
+	}
+	return f, nil
+}
+
+func describeLookErr(err error) string {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):
+		return "command not found"
+	case errors.Is(err, os.ErrPermission):
+		return "permission denied (not an executable file)"
+	}
+	return unwrapPathErr(err).Error()
+}
+
+func unwrapPathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}

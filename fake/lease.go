@@ -1,0 +1,358 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// drainTimeout bounds how long a release without cancelActiveWork waits
+// for running commands to finish before it terminates them.
+const drainTimeout = 5 * time.Second
+
+// lease is one fake sandbox: a private temp root with a workspace dir.
+type lease struct {
+	id            string
+	companyID     string
+	environmentID string
+	root          string
+	workspace     string
+	image         string
+	reuse         bool
+
+	op sync.Mutex // serialises acquire/release/destroy/realize of this lease
+
+	mu        sync.Mutex
+	closing   bool
+	gone      bool
+	running   map[*execution]struct{}
+	groups    map[int]struct{} // every process group started here
+	expiresAt time.Time
+	expiry    *time.Timer
+}
+
+func (l *lease) metadata(resumed bool) handlers.Object {
+	return handlers.Object{
+		"provider": Key, "image": l.image, "reuseLease": l.reuse,
+		"remoteCwd": l.workspace, "fakeRootDir": l.root, "resumedLease": resumed,
+	}
+}
+
+func (l *lease) result(resumed bool) *handlers.Lease {
+	id := l.id
+	out := &handlers.Lease{ProviderLeaseID: &id, Metadata: l.metadata(resumed)}
+	l.mu.Lock()
+	if !l.expiresAt.IsZero() {
+		s := isoMillis(l.expiresAt)
+		out.ExpiresAt = &s
+	}
+	l.mu.Unlock()
+	return out
+}
+
+// isoMillis formats t as JavaScript's toISOString does.
+func isoMillis(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// checkIDPart rejects a runId or environmentId that would make a lease id
+// ambiguous.
+func checkIDPart(name, v string) error {
+	if strings.ContainsAny(v, "/?#") || strings.TrimSpace(v) != v {
+		return fmt.Errorf("%s %q cannot be used in a fake-plugin lease id: it must not contain '/', '?', '#' or surrounding spaces.", name, v) //nolint:staticcheck // shown to operators
+	}
+	return nil
+}
+
+// newLease creates the lease's directories.
+func (d *Driver) newLease(id string, p *handlers.BaseParams, c Config) (*lease, error) {
+	root, err := os.MkdirTemp(d.tmpDir, "paperclip-fake-sandbox-*")
+	if err != nil {
+		return nil, fmt.Errorf("create fake lease root: %w", err)
+	}
+	ws := filepath.Join(root, "workspace")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("create fake lease workspace: %w", err)
+	}
+	return &lease{
+		id: id, companyID: p.CompanyID, environmentID: p.EnvironmentID,
+		root: root, workspace: ws, image: c.Image, reuse: c.ReuseLease,
+		running: map[*execution]struct{}{}, groups: map[int]struct{}{},
+	}, nil
+}
+
+// owned checks that the call comes from the lease's company and environment.
+func (l *lease) owned(p *handlers.BaseParams) error {
+	if l.companyID != p.CompanyID || l.environmentID != p.EnvironmentID {
+		return fmt.Errorf("fake-plugin lease %s belongs to another company or environment; use a lease acquired for this environment.", l.id) //nolint:staticcheck // shown to operators
+	}
+	return nil
+}
+
+// AcquireLease implements handlers.Driver.
+func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
+	c := parseConfig(p.Config)
+	var expires time.Time
+	if p.RequestedExpiresAt != nil && *p.RequestedExpiresAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, *p.RequestedExpiresAt)
+		if err != nil {
+			return nil, fmt.Errorf("requestedExpiresAt %q is not an ISO-8601 timestamp.", *p.RequestedExpiresAt) //nolint:staticcheck // shown to operators
+		}
+		if !t.After(d.now()) {
+			return nil, fmt.Errorf("requestedExpiresAt %s is already past; the lease would end before it starts.", isoMillis(t)) //nolint:staticcheck // shown to operators
+		}
+		expires = t
+	}
+	var id string
+	if c.ReuseLease {
+		if err := checkIDPart("environmentId", p.EnvironmentID); err != nil {
+			return nil, err
+		}
+		id = Key + "://" + p.EnvironmentID
+	} else {
+		if err := checkIDPart("runId", p.RunID); err != nil {
+			return nil, err
+		}
+		id = Key + "://" + p.RunID + "/" + uuid.NewString()
+	}
+
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, errClosed
+	}
+	l, resumed := d.leases[id]
+	if !resumed {
+		var err error
+		if l, err = d.newLease(id, &p.BaseParams, c); err != nil {
+			d.mu.Unlock()
+			return nil, err
+		}
+		d.leases[id] = l
+	}
+	d.mu.Unlock()
+
+	if resumed {
+		if err := l.owned(&p.BaseParams); err != nil {
+			return nil, err
+		}
+	}
+	l.op.Lock()
+	defer l.op.Unlock()
+	if !expires.IsZero() {
+		d.setExpiry(l, expires)
+	}
+	zerolog.Ctx(ctx).Debug().Str("leaseId", id).Bool("resumed", resumed).Msg("fake lease acquired")
+	return l.result(resumed), nil
+}
+
+// setExpiry arranges for l to be destroyed at t (the earliest requested time wins).
+func (d *Driver) setExpiry(l *lease, t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.expiresAt.IsZero() && !t.Before(l.expiresAt) {
+		return
+	}
+	if l.expiry != nil {
+		l.expiry.Stop()
+	}
+	l.expiresAt = t
+	l.expiry = time.AfterFunc(time.Until(t), func() { d.expire(l) })
+}
+
+// expire destroys l when its requested expiry arrives.
+func (d *Driver) expire(l *lease) {
+	d.mu.Lock()
+	if d.leases[l.id] != l {
+		d.mu.Unlock()
+		return
+	}
+	delete(d.leases, l.id)
+	d.mu.Unlock()
+	l.op.Lock()
+	defer l.op.Unlock()
+	_, _ = l.teardown(context.Background(), true, 0)
+}
+
+// ResumeLease implements handlers.LeaseResumer. A lease this worker does
+// not hold (released, destroyed, or from before a restart) is reported as
+// expired, the host's convention for "gone".
+func (d *Driver) ResumeLease(_ context.Context, p *handlers.ResumeLeaseParams) (*handlers.Lease, error) {
+	d.mu.Lock()
+	l, ok := d.leases[p.ProviderLeaseID]
+	d.mu.Unlock()
+	if !ok {
+		return &handlers.Lease{ProviderLeaseID: nil, Metadata: handlers.Object{"provider": Key, "expired": true}}, nil
+	}
+	if err := l.owned(&p.BaseParams); err != nil {
+		return nil, err
+	}
+	return l.result(true), nil
+}
+
+// ReleaseLease implements handlers.Driver. With reuseLease (current
+// config) the lease's commands are stopped and its directory kept;
+// otherwise the lease is destroyed.
+func (d *Driver) ReleaseLease(ctx context.Context, p *handlers.ReleaseLeaseParams) (*handlers.TerminationReceipt, error) {
+	c := parseConfig(p.Config)
+	return d.endLease(ctx, p, !c.ReuseLease)
+}
+
+// DestroyLease implements handlers.Driver.
+func (d *Driver) DestroyLease(ctx context.Context, p *handlers.DestroyLeaseParams) (*handlers.TerminationReceipt, error) {
+	return d.endLease(ctx, p, true)
+}
+
+func (d *Driver) endLease(ctx context.Context, p *handlers.ReleaseLeaseParams, remove bool) (*handlers.TerminationReceipt, error) {
+	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
+		return nil, nil
+	}
+	id := *p.ProviderLeaseID
+	d.mu.Lock()
+	l, ok := d.leases[id]
+	if ok && l.owned(&p.BaseParams) == nil && remove {
+		delete(d.leases, id)
+	}
+	d.mu.Unlock()
+	if !ok {
+		return nil, nil // already gone: release and destroy are idempotent
+	}
+	if err := l.owned(&p.BaseParams); err != nil {
+		return nil, err
+	}
+	l.op.Lock()
+	defer l.op.Unlock()
+	drain := drainTimeout
+	if p.CancelActiveWork {
+		drain = 0
+	}
+	confirmed, err := l.teardown(ctx, remove, drain)
+	if err != nil || !confirmed {
+		return nil, err
+	}
+	state := "stopped"
+	if remove {
+		state = "destroyed"
+	}
+	return &handlers.TerminationReceipt{ProviderLeaseID: id, State: state}, nil
+}
+
+// teardown stops the lease's commands (after waiting up to drain for them
+// to finish) and, with remove, deletes its root. It reports whether every
+// process group started in the lease is confirmed gone.
+func (l *lease) teardown(ctx context.Context, remove bool, drain time.Duration) (bool, error) {
+	l.mu.Lock()
+	l.closing = true
+	if remove && l.expiry != nil {
+		l.expiry.Stop()
+	}
+	running := make([]*execution, 0, len(l.running))
+	for e := range l.running {
+		running = append(running, e)
+	}
+	l.mu.Unlock()
+
+	if drain > 0 {
+		dctx, cancel := context.WithTimeout(ctx, drain)
+		for _, e := range running {
+			select {
+			case <-e.done:
+			case <-dctx.Done():
+			}
+		}
+		cancel()
+	}
+	for _, e := range running {
+		e.stop("the lease is being released")
+	}
+	l.mu.Lock()
+	groups := make([]int, 0, len(l.groups))
+	for g := range l.groups {
+		groups = append(groups, g)
+	}
+	l.mu.Unlock()
+
+	confirmed := true
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !terminateGroup(ctx, g, killGrace) {
+				mu.Lock()
+				confirmed = false
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, e := range running {
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			confirmed = false
+		}
+	}
+
+	l.mu.Lock()
+	if confirmed {
+		l.groups = map[int]struct{}{}
+	}
+	if !remove {
+		l.closing = false // a kept lease serves the next run
+	}
+	l.mu.Unlock()
+
+	if !remove {
+		return confirmed, nil
+	}
+	l.mu.Lock()
+	l.gone = true
+	l.mu.Unlock()
+	if err := os.RemoveAll(l.root); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("remove fake lease root: %w", err)
+	}
+	return confirmed, nil
+}
+
+// RealizeWorkspace implements handlers.Driver. The cwd is always the
+// lease's own workspace: no directory outside a lease root is created.
+func (d *Driver) RealizeWorkspace(_ context.Context, p *handlers.RealizeWorkspaceParams) (*handlers.RealizeWorkspaceResult, error) {
+	l, err := d.activeLease(&p.BaseParams, p.Lease.LeaseID())
+	if err != nil {
+		return nil, err
+	}
+	l.op.Lock()
+	defer l.op.Unlock()
+	if err := os.MkdirAll(l.workspace, 0o700); err != nil {
+		return nil, fmt.Errorf("prepare fake workspace: %w", err)
+	}
+	return &handlers.RealizeWorkspaceResult{Cwd: l.workspace, Metadata: handlers.Object{"provider": Key, "remoteCwd": l.workspace}}, nil
+}
+
+// activeLease returns the lease id names, owned by the caller.
+func (d *Driver) activeLease(p *handlers.BaseParams, id string) (*lease, error) {
+	if id == "" {
+		return nil, errors.New("The lease has no providerLeaseId; acquire a fake-plugin lease first.") //nolint:staticcheck // shown to operators
+	}
+	d.mu.Lock()
+	l, ok := d.leases[id]
+	d.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("fake-plugin lease %s is not active in this worker (released, destroyed, expired, or lost in a worker restart); acquire a new lease.", id) //nolint:staticcheck // shown to operators
+	}
+	if err := l.owned(p); err != nil {
+		return nil, err
+	}
+	return l, nil
+}

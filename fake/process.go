@@ -1,0 +1,125 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// killGrace is the time between SIGTERM and SIGKILL, as the reference has it.
+const killGrace = 250 * time.Millisecond
+
+// pipeDrain bounds how long output is still read after the command's own
+// process exited: a background child that keeps the pipe open must not
+// hold the execute call.
+const pipeDrain = 200 * time.Millisecond
+
+// groupAlive reports whether process group pgid has a member that is not a
+// zombie.
+func groupAlive(pgid int) bool {
+	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	// kill(2) also reaches zombies, which no signal can end; look closer.
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 3 {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g == pgid && f[0] != "Z" && pid > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// waitGroupGone polls until pgid has no live member or d passes.
+func waitGroupGone(ctx context.Context, pgid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if !groupAlive(pgid) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return !groupAlive(pgid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// terminateGroup sends SIGTERM to the group, SIGKILL after grace, and
+// reports whether the group is confirmed gone.
+func terminateGroup(ctx context.Context, pgid int, grace time.Duration) bool {
+	if !groupAlive(pgid) {
+		return true
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	if waitGroupGone(ctx, pgid, grace) {
+		return true
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	return waitGroupGone(context.WithoutCancel(ctx), pgid, 2*time.Second)
+}
+
+// lookPath resolves command the way the child would: through the child's
+// PATH when it has no slash, relative to dir when it has one.
+func lookPath(command, pathEnv, dir string) (string, error) {
+	if strings.Contains(command, "/") {
+		p := command
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := executable(p); err != nil {
+			return "", err
+		}
+		return p, nil
+	}
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		p := filepath.Join(d, command)
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return os.ErrPermission
+	}
+	return nil
+}

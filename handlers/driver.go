@@ -1,0 +1,91 @@
+package handlers
+
+import "context"
+
+// Driver is what every environment driver serves: the minimum environment
+// method set of a Paperclip sandbox provider. Optional capabilities are the
+// small interfaces below; supportedMethods follows from which a driver
+// implements.
+type Driver interface {
+	// Key is the driverKey the host routes by.
+	Key() string
+	// Declaration is the driver's manifest entry.
+	Declaration() DriverDeclaration
+	ValidateConfig(ctx context.Context, p *ValidateConfigParams) (*ValidationResult, error)
+	Probe(ctx context.Context, p *ProbeParams) (*ProbeResult, error)
+	AcquireLease(ctx context.Context, p *AcquireLeaseParams) (*Lease, error)
+	// ReleaseLease and DestroyLease return a receipt only once the driver
+	// has confirmed that the lease's execution ended, else nil.
+	ReleaseLease(ctx context.Context, p *ReleaseLeaseParams) (*TerminationReceipt, error)
+	DestroyLease(ctx context.Context, p *DestroyLeaseParams) (*TerminationReceipt, error)
+	RealizeWorkspace(ctx context.Context, p *RealizeWorkspaceParams) (*RealizeWorkspaceResult, error)
+	Execute(ctx context.Context, p *ExecuteParams, out OutputSink) (*ExecuteResult, error)
+	// Close stops everything the driver runs and removes what it does not
+	// keep; the worker calls it on shutdown, SIGTERM and stdin EOF.
+	Close(ctx context.Context) error
+}
+
+// OutputSink receives a command's output while it runs ("stdout" or
+// "stderr"). Writes after the execute call returned are dropped.
+type OutputSink interface {
+	Write(stream string, p []byte)
+}
+
+// LeaseResumer serves environmentResumeLease.
+type LeaseResumer interface {
+	ResumeLease(ctx context.Context, p *ResumeLeaseParams) (*Lease, error)
+}
+
+// FileSyncer serves environmentSyncIn and environmentSyncOut, which the host
+// uses only together.
+type FileSyncer interface {
+	SyncIn(ctx context.Context, p *SyncParams) (*SyncResult, error)
+	SyncOut(ctx context.Context, p *SyncParams) (*SyncResult, error)
+}
+
+// InteractiveSetup serves the start/get/cancel interactive-setup methods.
+type InteractiveSetup interface {
+	StartInteractiveSetup(ctx context.Context, p *StartSetupParams) (*SetupSession, error)
+	GetInteractiveSetup(ctx context.Context, p *GetSetupParams) (*SetupSession, error)
+	CancelInteractiveSetup(ctx context.Context, p *CancelSetupParams) (*CancelSetupResult, error)
+}
+
+// TemplateCapturer serves environmentCaptureTemplate.
+type TemplateCapturer interface {
+	CaptureTemplate(ctx context.Context, p *CaptureTemplateParams) (*CaptureTemplateResult, error)
+}
+
+// TemplateDeleter serves environmentDeleteTemplate.
+type TemplateDeleter interface {
+	DeleteTemplate(ctx context.Context, p *DeleteTemplateParams) (*DeleteTemplateResult, error)
+}
+
+// ExecutionCanceller serves environmentCancelExecution, the fork-lineage
+// exact-cancellation extension.
+type ExecutionCanceller interface {
+	CancelExecution(ctx context.Context, p *CancelExecutionParams) (*CancelExecutionResult, error)
+}
+
+// DriverDeclaration is PluginEnvironmentDriverDeclaration.
+type DriverDeclaration struct {
+	DriverKey                       string                 `json:"driverKey"`
+	Kind                            string                 `json:"kind"`
+	DisplayName                     string                 `json:"displayName"`
+	Description                     string                 `json:"description,omitempty"`
+	SupportsReusableLeases          *bool                  `json:"supportsReusableLeases,omitempty"`
+	SupportsInteractiveSetup        bool                   `json:"supportsInteractiveSetup,omitempty"`
+	InteractiveSetupConnectionTypes []string               `json:"interactiveSetupConnectionTypes,omitempty"`
+	SupportsTemplateCapture         bool                   `json:"supportsTemplateCapture,omitempty"`
+	TemplateRefKind                 string                 `json:"templateRefKind,omitempty"`
+	TemplateConfigBinding           *TemplateConfigBinding `json:"templateConfigBinding,omitempty"`
+	TemplateIdentityPaths           []string               `json:"templateIdentityPaths,omitempty"`
+	SupportsTemplateDelete          bool                   `json:"supportsTemplateDelete,omitempty"`
+	ConfigSchema                    Object                 `json:"configSchema"`
+	SandboxCapabilities             map[string]bool        `json:"sandboxCapabilities,omitempty"`
+}
+
+// TemplateConfigBinding names the config field a captured template binds to.
+type TemplateConfigBinding struct {
+	Field       string   `json:"field"`
+	UnsetFields []string `json:"unsetFields,omitempty"`
+}

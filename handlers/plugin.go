@@ -1,0 +1,228 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
+)
+
+// Options configure a Plugin.
+type Options struct {
+	// ForkExtensions advertises the fork-lineage extensions
+	// (environmentCancelExecution) in supportedMethods and serves them.
+	ForkExtensions bool
+	// InFlight reports requests being served, for health.
+	InFlight func() int
+	// CloseTimeout bounds driver shutdown (default 700ms).
+	CloseTimeout time.Duration
+}
+
+// Plugin is the worker's rpc.Dispatcher.
+type Plugin struct {
+	drivers map[string]Driver
+	order   []string
+	opts    Options
+	started time.Time
+
+	mu          sync.Mutex
+	initialized bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns a plugin serving drivers, in the given order.
+func New(opts Options, drivers ...Driver) *Plugin {
+	if opts.CloseTimeout <= 0 {
+		opts.CloseTimeout = 700 * time.Millisecond
+	}
+	p := &Plugin{drivers: map[string]Driver{}, opts: opts, started: time.Now()}
+	for _, d := range drivers {
+		p.drivers[d.Key()] = d
+		p.order = append(p.order, d.Key())
+	}
+	return p
+}
+
+var _ rpc.Dispatcher = (*Plugin)(nil)
+
+// Dispatch implements rpc.Dispatcher.
+func (p *Plugin) Dispatch(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	switch method {
+	case "initialize":
+		return p.initialize(ctx, params)
+	case "health":
+		return p.health(), nil
+	case "shutdown":
+		return nil, p.Close(ctx)
+	case "configChanged":
+		return nil, decodeParams(params, &struct {
+			Config    Object  `json:"config"`
+			CompanyID *string `json:"companyId"`
+		}{})
+	case "validateConfig":
+		var v struct {
+			Config Object `json:"config"`
+		}
+		if err := decodeParams(params, &v); err != nil {
+			return nil, err
+		}
+		// The plugin has no instance-level settings: every setting is per
+		// environment and checked by environmentValidateConfig.
+		return map[string]any{"ok": true}, nil
+	}
+	for _, m := range envMethods {
+		if m.name == method {
+			return p.routeEnv(ctx, m, params)
+		}
+	}
+	for _, name := range knownGeneric {
+		if name == method {
+			return nil, rpc.NotImplemented(method)
+		}
+	}
+	return nil, rpc.MethodNotFound(method)
+}
+
+func (p *Plugin) routeEnv(ctx context.Context, m envMethod, params json.RawMessage) (any, error) {
+	if forkOnly[m.name] && !p.opts.ForkExtensions {
+		return nil, rpc.NotImplemented(m.name)
+	}
+	var head struct {
+		DriverKey *string `json:"driverKey"`
+	}
+	if err := decodeParams(params, &head); err != nil {
+		return nil, err
+	}
+	if head.DriverKey == nil || *head.DriverKey == "" {
+		return nil, missing("driverKey")
+	}
+	d, ok := p.drivers[*head.DriverKey]
+	if !ok {
+		return nil, rpc.InvalidParams("unknown driverKey %q; this worker serves %s.", *head.DriverKey, strings.Join(p.order, ", "))
+	}
+	zerolog.Ctx(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context { return c.Str("driverKey", d.Key()) })
+	result, served, err := m.serve(ctx, d, params)
+	if !served {
+		return nil, rpc.NotImplemented(m.name)
+	}
+	return result, err
+}
+
+// SupportedMethods lists the optional methods the enabled drivers serve.
+func (p *Plugin) SupportedMethods() []string {
+	out := []string{"validateConfig", "configChanged", "health", "shutdown"}
+	for _, m := range envMethods {
+		if forkOnly[m.name] && !p.opts.ForkExtensions {
+			continue
+		}
+		for _, key := range p.order {
+			if _, served, _ := m.serve(context.Background(), p.drivers[key], nil); served {
+				out = append(out, m.name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// InitializeParams are initialize's params; the manifest is kept opaque.
+type InitializeParams struct {
+	Manifest          json.RawMessage `json:"manifest"`
+	Config            Object          `json:"config"`
+	InstanceInfo      Object          `json:"instanceInfo"`
+	APIVersion        *float64        `json:"apiVersion"`
+	DatabaseNamespace *string         `json:"databaseNamespace"`
+}
+
+// InitializeResult is initialize's result: both keys always.
+type InitializeResult struct {
+	OK               bool     `json:"ok"`
+	SupportedMethods []string `json:"supportedMethods"`
+}
+
+func (p *Plugin) initialize(ctx context.Context, raw json.RawMessage) (any, error) {
+	var params InitializeParams
+	if err := decodeParams(raw, &params); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.initialized {
+		return nil, rpc.Errorf(rpc.CodeWorkerError, "Worker already initialized")
+	}
+	p.initialized = true
+	zerolog.Ctx(ctx).Info().Strs("drivers", p.order).Msg("sandbox plugin ready")
+	return InitializeResult{OK: true, SupportedMethods: p.SupportedMethods()}, nil
+}
+
+// Health is health's result.
+type Health struct {
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
+	Details Object `json:"details,omitempty"`
+}
+
+func (p *Plugin) health() Health {
+	inflight := 0
+	if p.opts.InFlight != nil {
+		inflight = p.opts.InFlight() - 1 // not counting this health call
+	}
+	drivers := append([]string(nil), p.order...)
+	sort.Strings(drivers)
+	return Health{
+		Status:  "ok",
+		Message: fmt.Sprintf("sandbox-plugin healthy: %d driver(s), %d request(s) in flight", len(drivers), max(inflight, 0)),
+		Details: Object{
+			"drivers":  drivers,
+			"uptimeMs": time.Since(p.started).Milliseconds(),
+			"inFlight": max(inflight, 0),
+		},
+	}
+}
+
+// Close stops every driver once, bounded by CloseTimeout. Shutdown, SIGTERM
+// and stdin EOF all end here.
+func (p *Plugin) Close(ctx context.Context) error {
+	p.closeOnce.Do(func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.CloseTimeout)
+		defer cancel()
+		var wg sync.WaitGroup
+		errs := make([]error, len(p.order))
+		for i, key := range p.order {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := p.drivers[key].Close(cctx); err != nil {
+					errs[i] = fmt.Errorf("%s: %w", key, err)
+				}
+			}()
+		}
+		wg.Wait()
+		p.closeErr = errors.Join(errs...)
+		if p.closeErr != nil {
+			zerolog.Ctx(ctx).Warn().Err(p.closeErr).Msg("driver shutdown incomplete")
+		}
+	})
+	// Shutdown answers null even when a driver could not finish cleanly:
+	// the host is stopping the worker either way, and the log says why.
+	return nil
+}
+
+// Drivers returns the enabled drivers in order.
+func (p *Plugin) Drivers() []Driver {
+	out := make([]Driver, 0, len(p.order))
+	for _, key := range p.order {
+		out = append(out, p.drivers[key])
+	}
+	return out
+}

@@ -1,0 +1,150 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
+)
+
+// checker is implemented by params with required fields.
+type checker interface{ check() error }
+
+// decodeParams reads raw into v and reports shape errors as -32602 naming
+// the field.
+func decodeParams(raw json.RawMessage, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				field = "params"
+			}
+			return rpc.InvalidParams("%q must be %s, not %s.", field, kindOf(te.Type), te.Value)
+		}
+		return rpc.InvalidParams("params could not be read: %v.", err)
+	}
+	if c, ok := v.(checker); ok {
+		return c.check()
+	}
+	return nil
+}
+
+// kindOf names a Go type the way a JSON author thinks of it.
+func kindOf(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint32, reflect.Uint64, reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Slice:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a " + t.String()
+}
+
+func missing(fields ...string) error {
+	return rpc.InvalidParams("%s required.", joinFields(fields))
+}
+
+func joinFields(fields []string) string {
+	q := make([]string, len(fields))
+	for i, f := range fields {
+		q[i] = fmt.Sprintf("%q", f)
+	}
+	if len(q) == 1 {
+		return q[0] + " is"
+	}
+	return strings.Join(q, ", ") + " are"
+}
+
+// need reports the names whose values are empty.
+func need(pairs ...string) error {
+	var absent []string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "" {
+			absent = append(absent, pairs[i])
+		}
+	}
+	if len(absent) > 0 {
+		return missing(absent...)
+	}
+	return nil
+}
+
+func (p *BaseParams) check() error {
+	if p.Config == nil {
+		p.Config = Object{}
+	}
+	return need("driverKey", p.DriverKey, "companyId", p.CompanyID, "environmentId", p.EnvironmentID)
+}
+
+func (p *ValidateConfigParams) check() error {
+	if p.Config == nil {
+		p.Config = Object{}
+	}
+	return need("driverKey", p.DriverKey)
+}
+
+func (p *AcquireLeaseParams) check() error {
+	if err := p.BaseParams.check(); err != nil {
+		return err
+	}
+	return need("runId", p.RunID)
+}
+
+func (p *ResumeLeaseParams) check() error {
+	if err := p.BaseParams.check(); err != nil {
+		return err
+	}
+	return need("providerLeaseId", p.ProviderLeaseID)
+}
+
+func (p *ExecuteParams) check() error {
+	if err := p.BaseParams.check(); err != nil {
+		return err
+	}
+	return need("command", p.Command)
+}
+
+func (p *StartSetupParams) check() error {
+	if err := p.BaseParams.check(); err != nil {
+		return err
+	}
+	return need("sessionId", p.SessionID)
+}
+
+func (p *DeleteTemplateParams) check() error {
+	if err := p.BaseParams.check(); err != nil {
+		return err
+	}
+	return need("templateRef", p.TemplateRef)
+}
+
+func (p *SyncParams) check() error {
+	if err := p.BaseParams.check(); err != nil {
+		return err
+	}
+	for i, op := range p.Operations {
+		for j, f := range op.Files {
+			where := fmt.Sprintf("operations[%d].files[%d]", i, j)
+			if f.SourcePath == "" || f.TargetPath == "" {
+				return missing(where+".sourcePath", where+".targetPath")
+			}
+			if f.Kind != "file" && f.Kind != "directory" {
+				return rpc.InvalidParams("%q must be \"file\" or \"directory\".", where+".kind")
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package rpc
+
+import "unicode/utf8"
+
+// MaxLogChunkUnits is the host's limit for one execute.log chunk, counted
+// in UTF-16 code units as JavaScript counts string length.
+const MaxLogChunkUnits = 1_000_000
+
+// utf16Units is the number of UTF-16 code units r takes.
+func utf16Units(r rune) int {
+	if r >= 0x10000 && r <= utf8.MaxRune {
+		return 2
+	}
+	return 1
+}
+
+// completeUTF8 returns how many leading bytes of b end on a UTF-8 sequence
+// boundary: an incomplete sequence at the very end is held back, since the
+// next read may complete it. Invalid bytes count as complete (JSON encoding
+// turns them into U+FFFD).
+func completeUTF8(b []byte) int {
+	n := len(b)
+	// Look back at most UTFMax-1 bytes for the start of a sequence.
+	for i := n - 1; i >= 0 && i >= n-utf8.UTFMax; i-- {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			return n // ASCII: everything before is whole
+		}
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(b[i:]) {
+				return i
+			}
+			return n
+		}
+	}
+	return n
+}
+
+// splitChunks cuts b (which ends on a sequence boundary) into pieces of at
+// most maxUnits UTF-16 code units, never inside a UTF-8 sequence.
+func splitChunks(b []byte, maxUnits int) [][]byte {
+	var out [][]byte
+	for len(b) > 0 {
+		// Fast path: a byte is at least one unit and a unit at most 3 bytes
+		// (4-byte sequences are 2 units), so len(b) <= maxUnits fits.
+		if len(b) <= maxUnits {
+			out = append(out, b)
+			break
+		}
+		units, i := 0, 0
+		for i < len(b) {
+			r, size := utf8.DecodeRune(b[i:])
+			u := utf16Units(r)
+			if r == utf8.RuneError && size == 1 {
+				u = 1
+			}
+			if units+u > maxUnits {
+				break
+			}
+			units += u
+			i += size
+		}
+		out = append(out, b[:i])
+		b = b[i:]
+	}
+	return out
+}

@@ -1,0 +1,159 @@
+package rpc
+
+import (
+	"context"
+	"sync"
+	"unicode/utf8"
+)
+
+// MaxExecuteLogUnits is the host's per-execute budget for execute.log, in
+// UTF-16 code units; past it the host drops chunks, so the worker stops
+// sending them.
+const MaxExecuteLogUnits = 128 << 20
+
+// Notifier sends notifications to the host on behalf of one request: each
+// carries that request's paperclipInvocationId when it has one.
+type Notifier struct {
+	s            *lineStream
+	invocationID string
+}
+
+type notifierKey struct{}
+
+func withNotifier(ctx context.Context, n Notifier) context.Context {
+	return context.WithValue(ctx, notifierKey{}, n)
+}
+
+// NotifierFrom returns the notifier of the request ctx serves. Outside a
+// request it returns a notifier that sends nothing.
+func NotifierFrom(ctx context.Context) Notifier {
+	n, _ := ctx.Value(notifierKey{}).(Notifier)
+	return n
+}
+
+// Notify sends method with params. It reports whether the line was written.
+func (n Notifier) Notify(method string, params any) error {
+	if n.s == nil {
+		return nil
+	}
+	return n.s.writeNotification(method, n.invocationID, params)
+}
+
+// LogParams are the params of a "log" notification.
+type LogParams struct {
+	Level   string         `json:"level"`
+	Message string         `json:"message"`
+	Meta    map[string]any `json:"meta,omitempty"`
+}
+
+// Log sends a "log" notification.
+func (n Notifier) Log(level, message string, meta map[string]any) error {
+	return n.Notify("log", LogParams{Level: level, Message: message, Meta: meta})
+}
+
+// ExecuteLogParams are the params of an "execute.log" notification.
+type ExecuteLogParams struct {
+	Stream string `json:"stream"`
+	Chunk  string `json:"chunk"`
+}
+
+// ExecuteLog streams the output of one environmentExecute call to the host
+// while that call is pending. Writes after Close are dropped, as the host
+// would drop them. It is safe for concurrent use by the stdout and stderr
+// copiers.
+type ExecuteLog struct {
+	n Notifier
+
+	mu      sync.Mutex
+	closed  bool
+	units   int64
+	pending map[string][]byte
+}
+
+// NewExecuteLog returns an execute.log route for the request ctx serves.
+// Without an invocation id the host cannot route chunks, so none are sent.
+func NewExecuteLog(ctx context.Context) *ExecuteLog {
+	return &ExecuteLog{n: NotifierFrom(ctx), pending: map[string][]byte{}}
+}
+
+// Write sends p as one or more chunks of stream ("stdout" or "stderr"). An
+// incomplete UTF-8 sequence at the end of p is held until the next write.
+func (e *ExecuteLog) Write(stream string, p []byte) {
+	if e == nil || len(p) == 0 || e.n.s == nil || e.n.invocationID == "" {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	buf := append(e.pending[stream], p...)
+	cut := completeUTF8(buf)
+	e.send(stream, buf[:cut])
+	e.pending[stream] = append([]byte(nil), buf[cut:]...)
+}
+
+// send writes whole chunks; the caller holds mu.
+func (e *ExecuteLog) send(stream string, b []byte) {
+	for _, c := range splitChunks(b, MaxLogChunkUnits) {
+		u := int64(utf8.RuneCount(c))
+		if c4 := countSupplementary(c); c4 > 0 {
+			u += int64(c4)
+		}
+		if e.units+u > MaxExecuteLogUnits {
+			e.closed = true
+			return
+		}
+		e.units += u
+		if err := e.n.Notify("execute.log", ExecuteLogParams{Stream: stream, Chunk: string(c)}); err != nil {
+			e.closed = true
+			return
+		}
+	}
+}
+
+// Close flushes held bytes and stops the route. Call it before the execute
+// response is written.
+func (e *ExecuteLog) Close() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	for _, stream := range []string{"stdout", "stderr"} {
+		if b := e.pending[stream]; len(b) > 0 {
+			e.send(stream, b)
+		}
+	}
+	e.closed = true
+}
+
+// StreamWriter adapts one stream of e to io.Writer.
+func (e *ExecuteLog) StreamWriter(stream string) *StreamWriter {
+	return &StreamWriter{e: e, stream: stream}
+}
+
+// StreamWriter is an io.Writer for one stream of an ExecuteLog.
+type StreamWriter struct {
+	e      *ExecuteLog
+	stream string
+}
+
+func (w *StreamWriter) Write(p []byte) (int, error) {
+	w.e.Write(w.stream, p)
+	return len(p), nil
+}
+
+// countSupplementary counts 4-byte UTF-8 sequences, each two UTF-16 units.
+func countSupplementary(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c >= 0xF0 && c <= 0xF4 {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,350 @@
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+)
+
+// DefaultMaxLineBytes bounds one incoming line. The host may send lines of
+// up to 128 Mi UTF-16 units; in UTF-8 that can take more bytes, so the
+// default leaves room for three bytes a unit.
+const DefaultMaxLineBytes = 3 * 128 << 20
+
+// errLineTooLong reports a line past the limit; its bytes were discarded.
+var errLineTooLong = errors.New("line too long")
+
+// envelope is the first, shallow read of an incoming line. Raw fields keep
+// ids and params byte-exact.
+type envelope struct {
+	JSONRPC    json.RawMessage `json:"jsonrpc"`
+	ID         json.RawMessage `json:"id"`
+	Method     json.RawMessage `json:"method"`
+	Params     json.RawMessage `json:"params"`
+	Result     json.RawMessage `json:"result"`
+	Error      json.RawMessage `json:"error"`
+	Invocation json.RawMessage `json:"paperclipInvocation"`
+}
+
+// inbound is a validated host request kept aside for its handler: the
+// jsonrpc2 library sees only a small stand-in message carrying a token.
+type inbound struct {
+	id         json.RawMessage
+	method     string
+	params     json.RawMessage
+	invocation *Invocation
+}
+
+// lineStream is a jsonrpc2.ObjectStream over NDJSON. It answers lines that
+// are not valid JSON-RPC itself and keeps reading, and it reports EOF only
+// after drain has returned, so replies to in-flight requests are not lost.
+type lineStream struct {
+	r       *bufio.Reader
+	maxLine int
+	drain   func()
+
+	wmu    sync.Mutex
+	w      *bufio.Writer
+	closer io.Closer
+	wErr   error
+
+	mu      sync.Mutex
+	nextTok uint64
+	pending map[uint64]*inbound
+}
+
+func newLineStream(r io.Reader, w io.Writer, maxLine int, drain func()) *lineStream {
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLineBytes
+	}
+	s := &lineStream{
+		r:       bufio.NewReaderSize(r, 64<<10),
+		maxLine: maxLine,
+		drain:   drain,
+		w:       bufio.NewWriterSize(w, 64<<10),
+		pending: map[uint64]*inbound{},
+	}
+	if c, ok := r.(io.Closer); ok {
+		s.closer = c
+	}
+	return s
+}
+
+// readLine returns the next line without its terminator (and without a
+// trailing CR). A line past maxLine is discarded up to its end.
+func (s *lineStream) readLine() ([]byte, error) {
+	var buf []byte
+	tooLong := false
+	for {
+		frag, err := s.r.ReadSlice('\n')
+		if !tooLong {
+			if len(buf)+len(frag) > s.maxLine+2 {
+				tooLong, buf = true, nil
+			} else {
+				buf = append(buf, frag...)
+			}
+		}
+		switch {
+		case err == nil:
+			if tooLong {
+				return nil, errLineTooLong
+			}
+			buf = bytes.TrimSuffix(buf[:len(buf)-1], []byte{'\r'})
+			return buf, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if tooLong {
+				return nil, errLineTooLong
+			}
+			if len(buf) > 0 {
+				return bytes.TrimSuffix(buf, []byte{'\r'}), nil
+			}
+			return nil, io.EOF
+		default:
+			return nil, err
+		}
+	}
+}
+
+// ReadObject implements jsonrpc2.ObjectStream.
+func (s *lineStream) ReadObject(v any) error {
+	for {
+		line, err := s.readLine()
+		switch {
+		case errors.Is(err, errLineTooLong):
+			s.writeError(nil, CodeInvalidRequest, fmt.Sprintf(
+				"Invalid Request: line exceeds the %d-byte limit and was discarded", s.maxLine))
+			continue
+		case err != nil:
+			if s.drain != nil {
+				s.drain()
+			}
+			return err
+		}
+		msg, ok := s.classify(line)
+		if !ok {
+			continue
+		}
+		return json.Unmarshal(msg, v)
+	}
+}
+
+// classify validates one line. It answers invalid lines itself and returns
+// ok=false for them and for blank lines. For a request it returns a small
+// stand-in message whose numeric id is a token for the kept-aside request.
+func (s *lineStream) classify(line []byte) ([]byte, bool) {
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 {
+		return nil, false
+	}
+	if !json.Valid(trimmed) {
+		var env any
+		err := json.Unmarshal(trimmed, &env)
+		detail := "not valid JSON"
+		if err != nil {
+			detail = err.Error()
+		}
+		s.writeError(nil, CodeParseError, "Parse error: "+detail)
+		return nil, false
+	}
+	if trimmed[0] != '{' {
+		what := "a JSON-RPC message must be a JSON object"
+		if trimmed[0] == '[' {
+			what = "batch requests are not supported; send one object per line"
+		}
+		s.writeError(nil, CodeInvalidRequest, "Invalid Request: "+what)
+		return nil, false
+	}
+	var env envelope
+	if err := json.Unmarshal(trimmed, &env); err != nil {
+		s.writeError(nil, CodeInvalidRequest, "Invalid Request: "+err.Error())
+		return nil, false
+	}
+	id := validID(env.ID)
+	if string(env.JSONRPC) != `"2.0"` {
+		s.writeError(id, CodeInvalidRequest, `Invalid Request: "jsonrpc" must be "2.0"`)
+		return nil, false
+	}
+	isResponse := env.ID != nil && (env.Result != nil || env.Error != nil)
+	if isResponse {
+		if env.Method != nil {
+			s.writeError(id, CodeInvalidRequest, "Invalid Request: a message cannot carry both method and result or error")
+			return nil, false
+		}
+		return trimmed, true
+	}
+	var method string
+	if env.Method == nil || json.Unmarshal(env.Method, &method) != nil {
+		s.writeError(id, CodeInvalidRequest, `Invalid Request: "method" must be a string`)
+		return nil, false
+	}
+	if env.ID == nil {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method})
+		return b, true
+	}
+	if id == nil {
+		s.writeError(nil, CodeInvalidRequest, `Invalid Request: "id" must be a string or a number`)
+		return nil, false
+	}
+	if env.Params != nil && !bytes.HasPrefix(bytes.TrimSpace(env.Params), []byte("{")) && string(env.Params) != "null" {
+		s.writeError(id, CodeInvalidParams, "Invalid params: params must be a JSON object")
+		return nil, false
+	}
+	in := &inbound{id: id, method: method, params: env.Params}
+	if len(env.Invocation) > 0 && string(env.Invocation) != "null" {
+		var inv Invocation
+		if err := json.Unmarshal(env.Invocation, &inv); err != nil {
+			s.writeError(id, CodeInvalidRequest, "Invalid Request: paperclipInvocation must be an object {id, scope:{companyId}}")
+			return nil, false
+		}
+		in.invocation = &inv
+	}
+	s.mu.Lock()
+	s.nextTok++
+	tok := s.nextTok
+	s.pending[tok] = in
+	s.mu.Unlock()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": tok, "method": method})
+	return b, true
+}
+
+// take removes and returns the request kept aside under tok.
+func (s *lineStream) take(tok uint64) *inbound {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.pending[tok]
+	delete(s.pending, tok)
+	return in
+}
+
+// validID returns raw when it is a JSON string or number, else nil.
+func validID(raw json.RawMessage) json.RawMessage {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil
+	}
+	switch c := raw[0]; {
+	case c == '"', c == '-', c >= '0' && c <= '9':
+		return raw
+	}
+	return nil
+}
+
+// WriteObject implements jsonrpc2.ObjectStream for what the library sends
+// (requests to the host).
+func (s *lineStream) WriteObject(obj any) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	return s.writeLine(b)
+}
+
+// Close implements jsonrpc2.ObjectStream. It flushes; it closes the reader
+// when it can be closed.
+func (s *lineStream) Close() error {
+	s.wmu.Lock()
+	err := s.w.Flush()
+	s.wmu.Unlock()
+	if s.closer != nil {
+		_ = s.closer.Close()
+	}
+	return err
+}
+
+// writeLine writes one complete protocol line and flushes it.
+func (s *lineStream) writeLine(b []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.wErr != nil {
+		return s.wErr
+	}
+	if _, err := s.w.Write(b); err != nil {
+		s.wErr = err
+		return err
+	}
+	if err := s.w.WriteByte('\n'); err != nil {
+		s.wErr = err
+		return err
+	}
+	if err := s.w.Flush(); err != nil {
+		s.wErr = err
+		return err
+	}
+	return nil
+}
+
+var nullID = json.RawMessage("null")
+
+// writeResult writes a success response; a nil result is sent as null.
+func (s *lineStream) writeResult(id json.RawMessage, result any) error {
+	body, err := marshalNoEscape(result)
+	if err != nil {
+		code, msg := CodeInternalError, "Internal error: the result could not be encoded as JSON"
+		return s.writeError(id, code, msg)
+	}
+	var b bytes.Buffer
+	b.Grow(len(body) + len(id) + 32)
+	b.WriteString(`{"jsonrpc":"2.0","id":`)
+	b.Write(id)
+	b.WriteString(`,"result":`)
+	b.Write(body)
+	b.WriteByte('}')
+	return s.writeLine(b.Bytes())
+}
+
+// writeError writes an error response; a nil id is sent as null.
+func (s *lineStream) writeError(id json.RawMessage, code int, message string) error {
+	if id == nil {
+		id = nullID
+	}
+	msg, _ := json.Marshal(message)
+	var b bytes.Buffer
+	b.WriteString(`{"jsonrpc":"2.0","id":`)
+	b.Write(id)
+	b.WriteString(`,"error":{"code":`)
+	b.WriteString(strconv.Itoa(code))
+	b.WriteString(`,"message":`)
+	b.Write(msg)
+	b.WriteString(`}}`)
+	return s.writeLine(b.Bytes())
+}
+
+// writeNotification writes a notification; it never has an id key.
+func (s *lineStream) writeNotification(method, invocationID string, params any) error {
+	body, err := marshalNoEscape(params)
+	if err != nil {
+		return err
+	}
+	m, _ := json.Marshal(method)
+	var b bytes.Buffer
+	b.Grow(len(body) + 96)
+	b.WriteString(`{"jsonrpc":"2.0","method":`)
+	b.Write(m)
+	b.WriteString(`,"params":`)
+	b.Write(body)
+	if invocationID != "" {
+		idj, _ := json.Marshal(invocationID)
+		b.WriteString(`,"paperclipInvocationId":`)
+		b.Write(idj)
+	}
+	b.WriteByte('}')
+	return s.writeLine(b.Bytes())
+}
+
+// marshalNoEscape encodes v compactly without HTML escaping.
+func marshalNoEscape(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
+}
