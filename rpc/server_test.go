@@ -1,0 +1,282 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echoDispatcher answers "echo" with its params, "slow" after its release
+// channel closes, "panic" with a panic, "fail" with an error, "log" by
+// logging and notifying, and anything else as unknown.
+func echoDispatcher(release <-chan struct{}) Dispatcher {
+	return dispatchFunc(func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		switch method {
+		case "echo":
+			return params, nil
+		case "void":
+			return nil, nil
+		case "slow":
+			select {
+			case <-release:
+				return "slow done", nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		case "panic":
+			panic("handler exploded")
+		case "fail":
+			return nil, errBoom
+		case "coded":
+			return nil, fmt.Errorf("wrapped: %w", Errorf(CodeInvalidParams, "Invalid params: x"))
+		case "log":
+			zerolog.Ctx(ctx).Info().Str("k", "v").Msg("hello from a handler")
+			el := NewExecuteLog(ctx)
+			el.Write("stdout", []byte("chunk"))
+			el.Close()
+			el.Write("stdout", []byte("after close"))
+			return true, nil
+		case "shutdown":
+			return nil, nil
+		}
+		return nil, MethodNotFound(method)
+	})
+}
+
+func TestBadInputGetsErrorAndServingContinues(t *testing.T) {
+	cases := []struct {
+		name, line string
+		code       int
+		id         string
+	}{
+		{"not json", `hello`, CodeParseError, "null"},
+		{"truncated", `{"jsonrpc":"2.0","id":1,`, CodeParseError, "null"},
+		{"array", `[1,2]`, CodeInvalidRequest, "null"},
+		{"scalar", `42`, CodeInvalidRequest, "null"},
+		{"wrong version", `{"jsonrpc":"1.0","id":3,"method":"echo"}`, CodeInvalidRequest, "3"},
+		{"no version", `{"id":"x","method":"echo"}`, CodeInvalidRequest, `"x"`},
+		{"method not string", `{"jsonrpc":"2.0","id":4,"method":5}`, CodeInvalidRequest, "4"},
+		{"null id", `{"jsonrpc":"2.0","id":null,"method":"echo"}`, CodeInvalidRequest, "null"},
+		{"object id", `{"jsonrpc":"2.0","id":{},"method":"echo"}`, CodeInvalidRequest, "null"},
+		{"params array", `{"jsonrpc":"2.0","id":5,"method":"echo","params":[1]}`, CodeInvalidParams, "5"},
+		{"unknown method", `{"jsonrpc":"2.0","id":6,"method":"nope"}`, CodeMethodNotFound, "6"},
+		{"handler error", `{"jsonrpc":"2.0","id":7,"method":"fail"}`, CodeWorkerError, "7"},
+		{"wrapped coded error", `{"jsonrpc":"2.0","id":8,"method":"coded"}`, CodeInvalidParams, "8"},
+		{"panic", `{"jsonrpc":"2.0","id":9,"method":"panic"}`, CodeInternalError, "9"},
+		{"bad invocation", `{"jsonrpc":"2.0","id":10,"method":"echo","paperclipInvocation":"x"}`, CodeInvalidRequest, "10"},
+	}
+	h := newHarness(t, echoDispatcher(nil), Options{})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h.t = t
+			h.send(tc.line)
+			m, _ := h.reply()
+			if m.Error == nil || m.Error.Code != tc.code {
+				t.Fatalf("got %s, want error code %d", m.raw, tc.code)
+			}
+			if string(m.ID) != tc.id {
+				t.Errorf("id = %s, want %s", m.ID, tc.id)
+			}
+			if strings.Contains(string(m.raw), `"data"`) || strings.Contains(string(m.raw), `"result"`) {
+				t.Errorf("error response carries data or result: %s", m.raw)
+			}
+			h.send(`{"jsonrpc":"2.0","id":"after","method":"echo","params":{"ok":1}}`)
+			m, _ = h.reply()
+			if string(m.ID) != `"after"` || string(m.Result) != `{"ok":1}` {
+				t.Fatalf("next request not served: %s", m.raw)
+			}
+		})
+	}
+}
+
+func TestIDsEchoedExactly(t *testing.T) {
+	h := newHarness(t, echoDispatcher(nil), Options{})
+	for _, id := range []string{`0`, `1`, `-1`, `1.5`, `1e3`, `9007199254740993`, `""`, `"abc"`, `"ü \"q\""`} {
+		h.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"void"}`)
+		m, _ := h.reply()
+		if string(m.ID) != id {
+			t.Errorf("id %s echoed as %s", id, m.ID)
+		}
+		if !strings.Contains(string(m.raw), `"result":null`) {
+			t.Errorf("void result not sent as null: %s", m.raw)
+		}
+	}
+}
+
+func TestBlankLinesAndCRLF(t *testing.T) {
+	h := newHarness(t, echoDispatcher(nil), Options{})
+	h.send("")
+	h.send("   ")
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"echo","params":{"a":"b"}}` + "\r")
+	m, _ := h.reply()
+	if string(m.ID) != "1" || string(m.Result) != `{"a":"b"}` {
+		t.Fatalf("got %s", m.raw)
+	}
+}
+
+func TestLineOverLimitIsAnsweredAndDiscarded(t *testing.T) {
+	h := newHarness(t, echoDispatcher(nil), Options{MaxLineBytes: 1024})
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"echo","params":{"pad":"` + strings.Repeat("x", 4096) + `"}}`)
+	m, _ := h.reply()
+	if m.Error == nil || m.Error.Code != CodeInvalidRequest || string(m.ID) != "null" {
+		t.Fatalf("got %s", m.raw)
+	}
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"void"}`)
+	if m, _ := h.reply(); string(m.ID) != "2" {
+		t.Fatalf("got %s", m.raw)
+	}
+}
+
+func TestLongLineWithinLimit(t *testing.T) {
+	h := newHarness(t, echoDispatcher(nil), Options{})
+	pad := strings.Repeat("y", 3<<20)
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"echo","params":{"pad":"` + pad + `"}}`)
+	m, _ := h.reply()
+	if len(m.Result) != len(pad)+10 {
+		t.Fatalf("result length %d", len(m.Result))
+	}
+}
+
+func TestSlowRequestDoesNotDelayFastOne(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, echoDispatcher(release), Options{})
+	h.send(`{"jsonrpc":"2.0","id":"slow","method":"slow"}`)
+	h.send(`{"jsonrpc":"2.0","id":"fast","method":"echo","params":{}}`)
+	m, _ := h.reply()
+	if string(m.ID) != `"fast"` {
+		t.Fatalf("first reply was %s, want the fast one", m.raw)
+	}
+	if n := h.srv.InFlight(); n != 1 {
+		t.Errorf("in flight = %d, want 1", n)
+	}
+	close(release)
+	if m, _ := h.reply(); string(m.ID) != `"slow"` {
+		t.Fatalf("got %s", m.raw)
+	}
+}
+
+func TestEOFWaitsForInFlightReplies(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, echoDispatcher(release), Options{})
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"slow"}`)
+	for h.srv.InFlight() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	h.in.Close()
+	close(release)
+	m, _ := h.reply()
+	if string(m.ID) != "1" || string(m.Result) != `"slow done"` {
+		t.Fatalf("got %s", m.raw)
+	}
+	if err := <-h.done; err != nil {
+		t.Fatal(err)
+	}
+	h.done <- nil // for cleanup
+}
+
+func TestStopMethodCancelsInFlightAndEndsServe(t *testing.T) {
+	h := newHarness(t, echoDispatcher(make(chan struct{})), Options{StopMethod: "shutdown"})
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"slow"}`)
+	for h.srv.InFlight() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"shutdown","params":{}}`)
+	got := map[string]msg{}
+	for len(got) < 2 {
+		m, _ := h.reply()
+		got[string(m.ID)] = m
+	}
+	if got["1"].Error == nil || got["1"].Error.Code != CodeWorkerError {
+		t.Errorf("cancelled request: %s", got["1"].raw)
+	}
+	if string(got["2"].Result) != "null" {
+		t.Errorf("shutdown reply: %s", got["2"].raw)
+	}
+	select {
+	case err := <-h.done:
+		h.done <- err
+	case <-time.After(2 * time.Second):
+		t.Fatal("Serve did not return after shutdown")
+	}
+}
+
+func TestNotificationsCarryInvocationID(t *testing.T) {
+	h := newHarness(t, echoDispatcher(nil), Options{})
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"log","paperclipInvocation":{"id":"inv-42","scope":{"companyId":"c"}}}`)
+	m, notes := h.reply()
+	if string(m.Result) != "true" {
+		t.Fatalf("got %s", m.raw)
+	}
+	var sawLog, sawChunk bool
+	for _, n := range notes {
+		if strings.Contains(string(n.raw), `"id":`) {
+			t.Errorf("notification has an id key: %s", n.raw)
+		}
+		if n.InvocationID != "inv-42" {
+			t.Errorf("notification without the invocation id: %s", n.raw)
+		}
+		switch n.Method {
+		case "log":
+			var p LogParams
+			_ = json.Unmarshal(n.Params, &p)
+			sawLog = p.Message == "hello from a handler" && p.Level == "info" && p.Meta["k"] == "v"
+		case "execute.log":
+			if strings.Contains(string(n.Params), "after close") {
+				t.Errorf("chunk sent after close: %s", n.raw)
+			}
+			sawChunk = string(n.Params) == `{"stream":"stdout","chunk":"chunk"}`
+		}
+	}
+	if !sawLog || !sawChunk {
+		t.Errorf("log=%v chunk=%v in %d notifications", sawLog, sawChunk, len(notes))
+	}
+	// Without an invocation there is no id, and execute.log is not sent.
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"log"}`)
+	_, notes = h.reply()
+	for _, n := range notes {
+		if n.Method == "execute.log" || n.InvocationID != "" {
+			t.Errorf("unexpected: %s", n.raw)
+		}
+	}
+}
+
+func TestConcurrentRequestsAllAnswered(t *testing.T) {
+	var calls atomic.Int64
+	d := dispatchFunc(func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		calls.Add(1)
+		return string(params), nil
+	})
+	h := newHarness(t, d, Options{})
+	const n = 200
+	go func() {
+		for i := range n {
+			_, _ = fmt.Fprintf(h.in, `{"jsonrpc":"2.0","id":%d,"method":"m","params":{"i":%d}}`+"\n", i, i)
+		}
+	}()
+	seen := map[string]bool{}
+	for len(seen) < n {
+		m, _ := h.reply()
+		seen[string(m.ID)] = true
+	}
+	if calls.Load() != n {
+		t.Errorf("calls = %d", calls.Load())
+	}
+}
+
+func TestHostNotificationsGetNoReply(t *testing.T) {
+	h := newHarness(t, echoDispatcher(nil), Options{})
+	h.send(`{"jsonrpc":"2.0","method":"onEvent","params":{"event":{}}}`)
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"void"}`)
+	if m, _ := h.reply(); string(m.ID) != "1" {
+		t.Fatalf("got %s", m.raw)
+	}
+}
