@@ -1,0 +1,265 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// Native file sync: environmentSyncIn copies host paths into the lease
+// root, environmentSyncOut copies lease paths to the host. The whole call
+// is validated before anything is written; operations then apply in
+// order, each one's post-upload commands after its files. The path,
+// symlink and exclude rules are in sync_confine.go.
+
+var _ handlers.FileSyncer = (*Driver)(nil)
+
+// SyncIn implements handlers.FileSyncer: host → sandbox.
+func (d *Driver) SyncIn(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
+	return d.sync(ctx, p, true)
+}
+
+// SyncOut implements handlers.FileSyncer: sandbox → host.
+func (d *Driver) SyncOut(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
+	return d.sync(ctx, p, false)
+}
+
+// mappingPlan is one validated file mapping. src and dst are absolute on
+// the host side and root-relative on the sandbox side.
+type mappingPlan struct {
+	index    int
+	src, dst string
+	dir      bool
+	mode     *fs.FileMode
+	exclude  []string
+	follow   bool
+	from, to string // as the host gave them, for messages
+}
+
+// commandPlan is one validated post-upload command.
+type commandPlan struct {
+	command string
+	cwd     string // root-relative; "" = the operation's target directory
+	timeout time.Duration
+	hasTO   bool
+}
+
+type operationPlan struct {
+	id       string
+	files    []mappingPlan
+	commands []commandPlan
+	cwd      string // default cwd of the commands, root-relative
+}
+
+func (d *Driver) sync(ctx context.Context, p *handlers.SyncParams, in bool) (*handlers.SyncResult, error) {
+	l, err := d.activeLease(&p.BaseParams, p.Lease.LeaseID())
+	if err != nil {
+		return nil, err
+	}
+	roots := []string{l.root}
+	if real, err := filepath.EvalSymlinks(l.root); err == nil && real != l.root {
+		roots = append(roots, real)
+	}
+	plans, err := planSync(p.Operations, in, roots)
+	if err != nil {
+		return nil, err
+	}
+	ctx, done, err := l.trackSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+
+	root, err := os.OpenRoot(l.root)
+	if err != nil {
+		return nil, fmt.Errorf("open fake lease root: %w", err)
+	}
+	defer root.Close()
+	s := &syncer{l: l, root: root, in: in, timeoutMs: parseConfig(p.Config).TimeoutMs}
+	res := &handlers.SyncResult{Operations: make([]handlers.SyncOperationResult, 0, len(plans))}
+	for _, op := range plans {
+		r, err := s.operation(ctx, op)
+		if err != nil {
+			return nil, err
+		}
+		res.Operations = append(res.Operations, r)
+	}
+	zerolog.Ctx(ctx).Debug().Str("leaseId", l.id).Bool("in", in).Int("operations", len(plans)).Msg("fake sync finished")
+	return res, nil
+}
+
+// planSync validates every operation before any side effect.
+func planSync(ops []handlers.SyncOperation, in bool, roots []string) ([]operationPlan, error) {
+	plans := make([]operationPlan, 0, len(ops))
+	for i, op := range ops {
+		where := fmt.Sprintf("operation %q", op.OperationID)
+		plan := operationPlan{id: op.OperationID}
+		var targetDirs []string
+		for j, f := range op.Files {
+			m, err := planMapping(j, f, in, roots)
+			if err != nil {
+				return nil, fmt.Errorf("%s (operations[%d]) files[%d]: %w", where, i, j, err)
+			}
+			plan.files = append(plan.files, m)
+			if in {
+				if m.dir {
+					targetDirs = append(targetDirs, m.dst)
+				} else {
+					targetDirs = append(targetDirs, path.Dir(m.dst))
+				}
+			}
+		}
+		if len(op.PostUploadCommands) > 0 && !in {
+			return nil, fmt.Errorf("%s (operations[%d]): environmentSyncOut cannot run post-upload commands; send them with environmentSyncIn", where, i)
+		}
+		plan.cwd = commonDir(targetDirs)
+		if len(targetDirs) == 0 {
+			plan.cwd = "workspace"
+		}
+		for k, c := range op.PostUploadCommands {
+			cp := commandPlan{command: c.Command}
+			if c.Command == "" {
+				return nil, fmt.Errorf("%s (operations[%d]) postUploadCommands[%d]: the command is empty", where, i, k)
+			}
+			if c.Cwd != "" {
+				rel, err := sandboxRel(c.Cwd, roots...)
+				if err != nil {
+					return nil, fmt.Errorf("%s (operations[%d]) postUploadCommands[%d] cwd: %w", where, i, k, err)
+				}
+				cp.cwd = rel
+			}
+			if c.TimeoutMs != nil {
+				t := *c.TimeoutMs
+				if math.IsNaN(t) || t <= 0 || t > 86_400_000 {
+					return nil, fmt.Errorf("%s (operations[%d]) postUploadCommands[%d]: timeoutMs must be from 1 to 86400000", where, i, k)
+				}
+				cp.timeout, cp.hasTO = time.Duration(t*float64(time.Millisecond)), true
+			}
+			plan.commands = append(plan.commands, cp)
+		}
+		plans = append(plans, plan)
+	}
+	return plans, nil
+}
+
+func planMapping(j int, f handlers.SyncFileMapping, in bool, roots []string) (mappingPlan, error) {
+	m := mappingPlan{index: j, from: f.SourcePath, to: f.TargetPath, follow: f.FollowSymlinks}
+	switch f.Kind {
+	case "file":
+	case "directory":
+		m.dir = true
+	default:
+		return m, fmt.Errorf("kind %q must be \"file\" or \"directory\"", f.Kind)
+	}
+	host, sandbox := &m.src, &m.dst
+	hp, sp := f.SourcePath, f.TargetPath
+	if !in {
+		host, sandbox = &m.dst, &m.src
+		hp, sp = f.TargetPath, f.SourcePath
+	}
+	var err error
+	if *host, err = hostPath(hp); err != nil {
+		return m, err
+	}
+	if *sandbox, err = sandboxRel(sp, roots...); err != nil {
+		return m, err
+	}
+	if f.Mode != nil {
+		if *f.Mode > 0o777 {
+			return m, fmt.Errorf("mode %#o is not a permission mode from 0 to 0o777", *f.Mode)
+		}
+		mode := fs.FileMode(*f.Mode)
+		m.mode = &mode
+	}
+	if len(f.Exclude) > 0 && !m.dir {
+		return m, errors.New("exclude applies only to directory mappings")
+	}
+	for _, e := range f.Exclude {
+		q, err := normalizeExclude(e)
+		if err != nil {
+			return m, err
+		}
+		m.exclude = append(m.exclude, q)
+	}
+	return m, nil
+}
+
+// trackSync registers a sync call with the lease like a running command,
+// so that release and destroy stop it (its context is cancelled) and wait
+// for it. done must be called when the call ends.
+func (l *lease) trackSync(ctx context.Context) (context.Context, func(), error) {
+	e := newExecution()
+	close(e.started)
+	l.mu.Lock()
+	if l.closing || l.gone {
+		l.mu.Unlock()
+		close(e.done)
+		return nil, nil, fmt.Errorf("fake-plugin lease %s is being released; acquire a new lease", l.id)
+	}
+	l.running[e] = struct{}{}
+	l.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-e.stopCh:
+			cancel(fmt.Errorf("sync stopped: %s", e.reason))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		cancel(nil)
+		<-watched
+		l.mu.Lock()
+		delete(l.running, e)
+		l.mu.Unlock()
+		close(e.done)
+	}, nil
+}
+
+// syncer is the state of one sync call.
+type syncer struct {
+	l         *lease
+	root      *os.Root
+	in        bool
+	timeoutMs float64
+}
+
+// operation copies one operation's mappings in order, then runs its
+// post-upload commands.
+func (s *syncer) operation(ctx context.Context, op operationPlan) (handlers.SyncOperationResult, error) {
+	res := handlers.SyncOperationResult{OperationID: op.id}
+	for _, m := range op.files {
+		if err := context.Cause(ctx); err != nil {
+			return res, fmt.Errorf("operation %q: %w", op.id, err)
+		}
+		c := &copier{ctx: ctx, follow: m.follow, exclude: m.exclude}
+		if s.in {
+			c.src, c.dst = hostFS{}, s.root
+		} else {
+			c.src, c.dst = s.root, hostFS{}
+		}
+		if err := c.mapping(m); err != nil {
+			return res, fmt.Errorf("operation %q files[%d] (%s -> %s): %w", op.id, m.index, m.from, m.to, err)
+		}
+		res.FilesTransferred += c.files
+		res.BytesTransferred += c.bytes
+	}
+	for i, cmd := range op.commands {
+		if err := s.postUpload(ctx, op, i, cmd); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}

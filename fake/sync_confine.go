@@ -1,0 +1,156 @@
+package fake
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Path rules of native sync.
+//
+// Sandbox paths are absolute POSIX paths without a ".." segment that lie
+// in the lease root (the host builds them from remoteCwd, which is
+// <root>/workspace). They are mapped to names relative to the root, and
+// every sandbox-side access goes through an os.Root opened on it, so a
+// symlink inside the lease cannot lead a sync out of it either. Host paths
+// are the host's own: they must be absolute and are used as given.
+//
+// Symlinks copied without followSymlinks are kept only when their target
+// is relative, has ".." segments only at its start, and resolves
+// (lexically, from the link's directory) inside the mapping's target
+// directory. Because ".." only walks up through directories the sync
+// itself mirrors, and every kept link obeys the same rule, no chain of kept
+// links leaves the target. Any other link fails the call.
+//
+// Exclude patterns (directory mappings only) use path.Match syntax against
+// slash-separated paths relative to the mapping's source directory. An
+// entry is excluded when a pattern matches its relative path or any
+// trailing run of its path segments (so a pattern without "/" matches a
+// basename at any depth), and an excluded directory is skipped whole.
+// That is the P, **/P, P/** and **/P/** reading the CreateOS driver uses; a
+// leading "./" or "**/" and a trailing "/" or "/**" are therefore dropped
+// from a pattern, and "**" elsewhere means what path.Match makes of it
+// ("*" within one segment).
+
+// sandboxRel maps the absolute sandbox path p to a name relative to the
+// lease root. roots are the root's spellings (as created and with its
+// symlinks resolved).
+func sandboxRel(p string, roots ...string) (string, error) {
+	if p == "" || strings.IndexByte(p, 0) >= 0 || !strings.HasPrefix(p, "/") {
+		return "", fmt.Errorf("sandbox path %q is not an absolute POSIX path", p)
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == ".." {
+			return "", fmt.Errorf("sandbox path %q contains a '..' segment", p)
+		}
+	}
+	c := path.Clean(p)
+	for _, root := range roots {
+		if root == "" {
+			continue
+		}
+		root = filepath.ToSlash(filepath.Clean(root))
+		if c == root {
+			return ".", nil
+		}
+		if rest, ok := strings.CutPrefix(c, strings.TrimSuffix(root, "/")+"/"); ok && rest != "" {
+			return rest, nil
+		}
+	}
+	return "", fmt.Errorf("sandbox path %s is outside the fake-plugin lease root", p)
+}
+
+// hostPath checks a host-side path.
+func hostPath(p string) (string, error) {
+	if p == "" || strings.IndexByte(p, 0) >= 0 || !filepath.IsAbs(p) {
+		return "", fmt.Errorf("host path %q is not absolute", p)
+	}
+	return filepath.Clean(p), nil
+}
+
+// linkConfined checks a symlink found at dir/<name> (dir relative to the
+// mapping's directory, "." for the top) whose target is target.
+func linkConfined(dir, target string) error {
+	if target == "" || strings.IndexByte(target, 0) >= 0 {
+		return fmt.Errorf("symlink target %q is empty or invalid", target)
+	}
+	if strings.HasPrefix(target, "/") {
+		return fmt.Errorf("symlink target %q is absolute; only relative links inside the synced directory are kept", target)
+	}
+	leading := true
+	for seg := range strings.SplitSeq(target, "/") {
+		switch {
+		case seg == "..":
+			if !leading {
+				return fmt.Errorf("symlink target %q has a '..' after other segments", target)
+			}
+		case seg != "" && seg != ".":
+			leading = false
+		}
+	}
+	r := path.Join(dir, target)
+	if r == ".." || strings.HasPrefix(r, "../") {
+		return fmt.Errorf("symlink target %q points outside the synced directory", target)
+	}
+	return nil
+}
+
+// normalizeExclude checks an exclude pattern and strips what the matching
+// rule already implies.
+func normalizeExclude(p string) (string, error) {
+	q := strings.TrimPrefix(p, "./")
+	for strings.HasPrefix(q, "**/") {
+		q = q[3:]
+	}
+	for strings.HasSuffix(q, "/**") {
+		q = q[:len(q)-3]
+	}
+	q = strings.TrimRight(q, "/")
+	if q == "" || q == "**" || q == "." {
+		return "", fmt.Errorf("exclude pattern %q would exclude everything", p)
+	}
+	if _, err := path.Match(q, ""); err != nil {
+		return "", fmt.Errorf("exclude pattern %q: %w", p, err)
+	}
+	return q, nil
+}
+
+// excluded reports whether rel (slash-separated, relative to the mapping's
+// source directory) matches one of the normalised patterns.
+func excluded(patterns []string, rel string) bool {
+	for _, p := range patterns {
+		for s := rel; ; {
+			if ok, _ := path.Match(p, s); ok {
+				return true
+			}
+			i := strings.IndexByte(s, '/')
+			if i < 0 {
+				break
+			}
+			s = s[i+1:]
+		}
+	}
+	return false
+}
+
+// commonDir is the deepest directory containing every name in dirs
+// (root-relative, cleaned); "." when dirs is empty or share nothing.
+func commonDir(dirs []string) string {
+	if len(dirs) == 0 {
+		return "."
+	}
+	common := strings.Split(dirs[0], "/")
+	for _, d := range dirs[1:] {
+		segs := strings.Split(d, "/")
+		n := 0
+		for n < len(common) && n < len(segs) && common[n] == segs[n] {
+			n++
+		}
+		common = common[:n]
+	}
+	if len(common) == 0 {
+		return "."
+	}
+	return strings.Join(common, "/")
+}

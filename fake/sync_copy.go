@@ -1,0 +1,348 @@
+package fake
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/rs/zerolog"
+)
+
+// fsys is one side of a copy. *os.Root is the sandbox side (names relative
+// to the lease root); hostFS is the host side (absolute names).
+type fsys interface {
+	Lstat(name string) (fs.FileInfo, error)
+	Stat(name string) (fs.FileInfo, error)
+	Open(name string) (*os.File, error)
+	OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error)
+	Readlink(name string) (string, error)
+	Mkdir(name string, perm fs.FileMode) error
+	MkdirAll(name string, perm fs.FileMode) error
+	Chmod(name string, mode fs.FileMode) error
+	Rename(oldname, newname string) error
+	Symlink(oldname, newname string) error
+	Remove(name string) error
+}
+
+var _ fsys = (*os.Root)(nil)
+
+// hostFS is the host's file system, unconfined: host paths are the host's.
+type hostFS struct{}
+
+func (hostFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
+func (hostFS) Stat(name string) (fs.FileInfo, error)  { return os.Stat(name) }
+func (hostFS) Open(name string) (*os.File, error)     { return os.Open(name) }
+func (hostFS) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
+	return os.OpenFile(name, flag, perm)
+}
+func (hostFS) Readlink(name string) (string, error)         { return os.Readlink(name) }
+func (hostFS) Mkdir(name string, perm fs.FileMode) error    { return os.Mkdir(name, perm) }
+func (hostFS) MkdirAll(name string, perm fs.FileMode) error { return os.MkdirAll(name, perm) }
+func (hostFS) Chmod(name string, mode fs.FileMode) error    { return os.Chmod(name, mode) }
+func (hostFS) Rename(oldname, newname string) error         { return os.Rename(oldname, newname) }
+func (hostFS) Symlink(oldname, newname string) error        { return os.Symlink(oldname, newname) }
+func (hostFS) Remove(name string) error                     { return os.Remove(name) }
+
+// syncCreateHook, when set (tests only), sees every file and directory a
+// sync creates, right after creation and before anything is written to it.
+var syncCreateHook func(name string, fi fs.FileInfo)
+
+func created(name string, fi fs.FileInfo) {
+	if h := syncCreateHook; h != nil {
+		h(name, fi)
+	}
+}
+
+// copier copies one mapping and counts what it wrote. Every file lands
+// through a 0600 temp file in the target directory that is filled,
+// chmod-ed, fsync-ed and renamed into place; every directory it creates
+// starts at 0700 and gets its final mode once its contents are in. No
+// entry is ever more open than its final mode.
+type copier struct {
+	ctx      context.Context
+	src, dst fsys
+	follow   bool
+	exclude  []string
+
+	files, bytes int64
+}
+
+func (c *copier) mapping(m mappingPlan) error {
+	fi, err := c.src.Stat(m.src) // the mapping's own source is always resolved
+	if err != nil {
+		return fmt.Errorf("read source: %w", cleanErr(err))
+	}
+	if !m.dir {
+		if !fi.Mode().IsRegular() {
+			return errors.New("the source is not a regular file")
+		}
+		if err := c.dst.MkdirAll(parent(m.dst), 0o700); err != nil {
+			return fmt.Errorf("create target directory: %w", cleanErr(err))
+		}
+		mode := fi.Mode().Perm()
+		if m.mode != nil {
+			mode = *m.mode
+		}
+		return c.file(m.src, m.dst, mode)
+	}
+	if !fi.IsDir() {
+		return errors.New("the source is not a directory")
+	}
+	made := false
+	switch ti, err := c.dst.Stat(m.dst); {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := c.dst.MkdirAll(parent(m.dst), 0o700); err != nil {
+			return fmt.Errorf("create target directory: %w", cleanErr(err))
+		}
+		if err := c.mkdir(m.dst); err != nil {
+			return err
+		}
+		made = true
+	case err != nil:
+		return fmt.Errorf("read target: %w", cleanErr(err))
+	case !ti.IsDir():
+		return errors.New("the target exists and is not a directory")
+	}
+	if err := c.tree(m.src, m.dst, ".", []fileID{idOf(fi)}); err != nil {
+		return err
+	}
+	switch {
+	case m.mode != nil:
+		return c.chmod(m.dst, *m.mode)
+	case made:
+		return c.chmod(m.dst, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// tree copies the contents of directory src to dst; rel is their path
+// relative to the mapping's directories, ancestors the identities of the
+// source directories being copied (for loops through followed links).
+func (c *copier) tree(src, dst, rel string, ancestors []fileID) error {
+	d, err := c.src.Open(src)
+	if err != nil {
+		return fmt.Errorf("read source directory %s: %w", rel, cleanErr(err))
+	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("read source directory %s: %w", rel, cleanErr(err))
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	for _, e := range entries {
+		if err := context.Cause(c.ctx); err != nil {
+			return err
+		}
+		erel := path.Join(rel, e.Name())
+		if excluded(c.exclude, erel) {
+			continue
+		}
+		s, t := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		fi, err := c.src.Lstat(s)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", erel, cleanErr(err))
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if !c.follow {
+				if err := c.link(s, t, rel, erel); err != nil {
+					return err
+				}
+				continue
+			}
+			if fi, err = c.src.Stat(s); err != nil {
+				return fmt.Errorf("follow symlink %s: %w", erel, cleanErr(err))
+			}
+		}
+		switch {
+		case fi.IsDir():
+			id := idOf(fi)
+			if id != (fileID{}) && slices.Contains(ancestors, id) {
+				return fmt.Errorf("following symlink %s loops back to a directory being copied", erel)
+			}
+			if err := c.subdir(s, t, erel, fi, append(ancestors, id)); err != nil {
+				return err
+			}
+		case fi.Mode().IsRegular():
+			if err := c.file(s, t, fi.Mode().Perm()); err != nil {
+				return fmt.Errorf("%s: %w", erel, err)
+			}
+		default:
+			zerolog.Ctx(c.ctx).Warn().Str("entry", erel).Stringer("type", fi.Mode().Type()).Msg("sync skipped an entry that is not a file, directory or symlink")
+		}
+	}
+	return nil
+}
+
+// subdir copies source directory s into t, creating t if needed. An
+// existing t must be a real directory: the sync never writes through a
+// symlink it finds in a target tree.
+func (c *copier) subdir(s, t, erel string, fi fs.FileInfo, ancestors []fileID) error {
+	made := false
+	switch ti, err := c.dst.Lstat(t); {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := c.mkdir(t); err != nil {
+			return fmt.Errorf("%s: %w", erel, err)
+		}
+		made = true
+	case err != nil:
+		return fmt.Errorf("read target %s: %w", erel, cleanErr(err))
+	case !ti.IsDir():
+		return fmt.Errorf("target %s exists and is not a directory", erel)
+	}
+	if err := c.tree(s, t, erel, ancestors); err != nil {
+		return err
+	}
+	if made {
+		return c.chmod(t, fi.Mode().Perm())
+	}
+	return nil
+}
+
+func (c *copier) mkdir(name string) error {
+	if err := c.dst.Mkdir(name, 0o700); err != nil {
+		return fmt.Errorf("create directory: %w", cleanErr(err))
+	}
+	if syncCreateHook != nil {
+		if fi, err := c.dst.Lstat(name); err == nil {
+			created(name, fi)
+		}
+	}
+	return nil
+}
+
+func (c *copier) chmod(name string, mode fs.FileMode) error {
+	if err := c.dst.Chmod(name, mode); err != nil {
+		return fmt.Errorf("set mode: %w", cleanErr(err))
+	}
+	return nil
+}
+
+// link recreates the symlink s at t, if its target stays inside.
+func (c *copier) link(s, t, dir, erel string) error {
+	target, err := c.src.Readlink(s)
+	if err != nil {
+		return fmt.Errorf("read symlink %s: %w", erel, cleanErr(err))
+	}
+	if err := linkConfined(dir, filepath.ToSlash(target)); err != nil {
+		return fmt.Errorf("symlink %s: %w", erel, err)
+	}
+	if ti, err := c.dst.Lstat(t); err == nil && ti.IsDir() {
+		return fmt.Errorf("target %s exists and is a directory", erel)
+	}
+	tmp := tempName(t)
+	if err := c.dst.Symlink(target, tmp); err != nil {
+		return fmt.Errorf("create symlink %s: %w", erel, cleanErr(err))
+	}
+	if err := c.dst.Rename(tmp, t); err != nil {
+		_ = c.dst.Remove(tmp)
+		return fmt.Errorf("place symlink %s: %w", erel, cleanErr(err))
+	}
+	return nil
+}
+
+// file copies regular file s to t with the final mode mode.
+func (c *copier) file(s, t string, mode fs.FileMode) (err error) {
+	if ti, err := c.dst.Lstat(t); err == nil && ti.IsDir() {
+		return errors.New("the target exists and is a directory")
+	}
+	in, err := c.src.Open(s)
+	if err != nil {
+		return fmt.Errorf("read source: %w", cleanErr(err))
+	}
+	defer in.Close()
+	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return errors.New("the source is not a regular file")
+	}
+	tmp := tempName(t)
+	out, err := c.dst.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("create temp file: %w", cleanErr(err))
+	}
+	defer func() {
+		if err != nil {
+			out.Close()
+			_ = c.dst.Remove(tmp)
+		}
+	}()
+	if syncCreateHook != nil {
+		if fi, err := out.Stat(); err == nil {
+			created(tmp, fi)
+		}
+	}
+	n, err := io.Copy(out, ctxReader{c.ctx, in})
+	if err != nil {
+		return fmt.Errorf("copy: %w", cleanErr(err))
+	}
+	if err := out.Chmod(mode); err != nil {
+		return fmt.Errorf("set mode: %w", cleanErr(err))
+	}
+	if err := out.Sync(); err != nil {
+		return fmt.Errorf("sync: %w", cleanErr(err))
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("close: %w", cleanErr(err))
+	}
+	if err := c.dst.Rename(tmp, t); err != nil {
+		return fmt.Errorf("rename into place: %w", cleanErr(err))
+	}
+	c.files++
+	c.bytes += n
+	return nil
+}
+
+// tempName is a fresh hidden name next to name.
+func tempName(name string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return filepath.Join(parent(name), ".paperclip-sync-"+hex.EncodeToString(b[:])+".tmp")
+}
+
+// parent is name's directory; "." for a top-level root-relative name.
+func parent(name string) string { return filepath.Dir(name) }
+
+// ctxReader stops a copy once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r ctxReader) Read(p []byte) (int, error) {
+	if err := context.Cause(r.ctx); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
+}
+
+// fileID identifies a directory for loop detection.
+type fileID struct{ dev, ino uint64 }
+
+func idOf(fi fs.FileInfo) fileID {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return fileID{uint64(st.Dev), st.Ino}
+	}
+	return fileID{}
+}
+
+// cleanErr drops the *PathError wrapper, whose path is relative to a root
+// the host never sees, keeping the operation and cause.
+func cleanErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return fmt.Errorf("%s: %w", le.Op, le.Err)
+	}
+	return err
+}

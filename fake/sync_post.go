@@ -1,0 +1,120 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// postUpload runs one post-upload command verbatim as `sh -c <command>`
+// in its own process group, with only PATH in its environment, stdin and
+// output on /dev/null (output may hold secrets and is never returned), in
+// a cwd confined to the lease root. Its timeout is its own timeoutMs, else
+// the config's (0 or less: none); on timeout the group gets SIGTERM, then
+// SIGKILL after killGrace. Failure errors name the operation, the command
+// index and the exit code or signal, never the command or its output.
+func (s *syncer) postUpload(ctx context.Context, op operationPlan, i int, c commandPlan) error {
+	where := fmt.Sprintf("operation %q postUploadCommands[%d]", op.id, i)
+	rel := c.cwd
+	if rel == "" {
+		rel = op.cwd
+	}
+	dir, err := s.confinedDir(rel)
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if err := context.Cause(ctx); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	timeout := c.timeout
+	if !c.hasTO && s.timeoutMs > 0 {
+		timeout = time.Duration(s.timeoutMs * float64(time.Millisecond))
+	}
+	sh, err := lookPath("sh", defaultPATH, dir)
+	if err != nil {
+		return fmt.Errorf("%s: no sh to run it: %w", where, err)
+	}
+	cmd := &exec.Cmd{
+		Path:        sh,
+		Args:        []string{"sh", "-c", c.command},
+		Env:         buildEnv(nil),
+		Dir:         dir,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: start: %w", where, unwrapPathErr(err))
+	}
+	pgid := cmd.Process.Pid
+	s.l.mu.Lock()
+	s.l.groups[pgid] = struct{}{}
+	s.l.mu.Unlock()
+
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	timedOut := false
+	var stopErr error
+	select {
+	case <-exited:
+	case <-timer:
+		timedOut = true
+		terminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
+	case <-ctx.Done():
+		stopErr = context.Cause(ctx)
+		terminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
+	}
+	<-exited
+	if !groupAlive(pgid) {
+		s.l.mu.Lock()
+		delete(s.l.groups, pgid)
+		s.l.mu.Unlock()
+	}
+
+	switch ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); {
+	case timedOut:
+		return fmt.Errorf("%s timed out after %d ms and was killed", where, timeout.Milliseconds())
+	case stopErr != nil:
+		return fmt.Errorf("%s was stopped: %w", where, stopErr)
+	case ws.Signaled():
+		return fmt.Errorf("%s was killed by signal %s", where, unix.SignalName(ws.Signal()))
+	case cmd.ProcessState.ExitCode() != 0:
+		return fmt.Errorf("%s failed with exit code %d", where, cmd.ProcessState.ExitCode())
+	}
+	return nil
+}
+
+// confinedDir re-validates a command cwd at use time: rel must name a
+// directory through the lease's os.Root, and its real path must lie in the
+// lease root's real path. It returns the real path to run in.
+func (s *syncer) confinedDir(rel string) (string, error) {
+	fi, err := s.root.Stat(rel)
+	if err != nil {
+		return "", fmt.Errorf("cwd %s: %w", filepath.Join(s.l.root, rel), cleanErr(err))
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("cwd %s is not a directory", filepath.Join(s.l.root, rel))
+	}
+	rootReal, err := filepath.EvalSymlinks(s.l.root)
+	if err != nil {
+		return "", fmt.Errorf("resolve the lease root: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(rootReal, rel))
+	if err != nil {
+		return "", fmt.Errorf("cwd %s: %w", filepath.Join(s.l.root, rel), cleanErr(err))
+	}
+	if !within(rootReal, real) {
+		return "", errors.New("cwd " + filepath.Join(s.l.root, rel) + " is outside the fake-plugin lease root")
+	}
+	return real, nil
+}
