@@ -34,3 +34,8 @@ func (d *Driver) CancelExecution(ctx context.Context, p *handlers.CancelExecutio
 	// done happens after the owner wrote stopped.
 	return &handlers.CancelExecutionResult{ExecutionID: p.ExecutionID, Cancelled: e.stopped}, nil
 }
+
+// execKey is the registry key of executionID on lease l.
+func execKey(b handlers.BaseParams, l *handlers.Lease, executionID string) state.ExecKey {
+	return state.ExecKey{CompanyID: b.CompanyID, EnvironmentID: b.EnvironmentID, ProviderLeaseID: l.LeaseID(), ExecutionID: executionID}
+}

@@ -28,6 +28,10 @@ type Driver struct {
 
 	setups *state.Setups
 	execs  *state.Executions[*execution]
+
+	// beforeSpawn, when set by tests, runs after an execution is registered
+	// and before its process starts.
+	beforeSpawn func()
 }
 
 var (

@@ -107,6 +107,9 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 	if p.TimeoutMs != nil {
 		timeout = *p.TimeoutMs
 	}
+	if d.beforeSpawn != nil {
+		d.beforeSpawn()
+	}
 	r := &run{l: l, e: e, p: p, out: out, maxOut: c.MaxOutputBytes, meta: meta}
 	return r.do(ctx, timeout)
 }
