@@ -13,7 +13,8 @@
 //	@close                         close stdin and read until the process exits
 //
 // "{{lease}}" in a line is replaced by the providerLeaseId of the latest
-// result that had one.
+// result that had one, "{{remoteCwd}}" by that lease's metadata.remoteCwd,
+// and "{{name}}" by Session.Vars["name"].
 package script
 
 import (
@@ -38,6 +39,8 @@ type Session struct {
 	done   chan struct{}
 	Exit   error
 	lease  string
+	// Vars are substituted for "{{name}}" in script lines.
+	Vars map[string]string
 	// Seen receives every line the worker printed, in order.
 	Seen func(line []byte)
 	// Sent receives every line sent.
@@ -120,7 +123,13 @@ func (s *Session) Run(script []byte, timeout time.Duration) error {
 	return sc.Err()
 }
 
-func (s *Session) subst(line string) string { return strings.ReplaceAll(line, "{{lease}}", s.lease) }
+func (s *Session) subst(line string) string {
+	line = strings.ReplaceAll(line, "{{lease}}", s.lease)
+	for k, v := range s.Vars {
+		line = strings.ReplaceAll(line, "{{"+k+"}}", v)
+	}
+	return line
+}
 
 func (s *Session) send(line string) error { return s.sendQuiet(line, "") }
 
@@ -173,9 +182,22 @@ func (s *Session) await(id json.RawMessage, deadline time.Time) error {
 		}
 		var r struct {
 			ProviderLeaseID *string `json:"providerLeaseId"`
+			Metadata        struct {
+				RemoteCwd   string `json:"remoteCwd"`
+				FakeRootDir string `json:"fakeRootDir"`
+			} `json:"metadata"`
 		}
 		if json.Unmarshal(env.Result, &r) == nil && r.ProviderLeaseID != nil && *r.ProviderLeaseID != "" {
 			s.lease = *r.ProviderLeaseID
+			if r.Metadata.RemoteCwd != "" {
+				if s.Vars == nil {
+					s.Vars = map[string]string{}
+				}
+				s.Vars["remoteCwd"] = r.Metadata.RemoteCwd
+			}
+			if r.Metadata.FakeRootDir != "" {
+				s.Vars["fakeRootDir"] = r.Metadata.FakeRootDir
+			}
 		}
 		if compact(env.ID) == want {
 			return nil

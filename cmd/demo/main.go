@@ -1,0 +1,96 @@
+// Command demo plays a JSONL request script against sandbox-plugin and
+// prints every request, reply and notification: `make demo` runs it.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/script"
+)
+
+func main() {
+	bin := flag.String("bin", "bin/sandbox-plugin", "the sandbox-plugin binary")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: demo [-bin path] script.jsonl")
+		os.Exit(2)
+	}
+	os.Exit(run(*bin, flag.Arg(0)))
+}
+
+func run(bin, path string) int {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	host, err := os.MkdirTemp("", "sandbox-plugin-demo-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	defer os.RemoveAll(host)
+	// A small project on the "host" side for sync in.
+	_ = os.MkdirAll(filepath.Join(host, "project", "src"), 0o755)
+	_ = os.WriteFile(filepath.Join(host, "project", "README.md"), []byte("# demo project\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(host, "project", "src", "main.sh"), []byte("#!/bin/sh\necho \"hello from the sandbox: $(pwd)\"\n"), 0o755)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := script.Start(ctx, bin, []string{"--log-level", "info"}, []string{"TMPDIR=" + os.TempDir()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	s.Vars = map[string]string{"host": host}
+	s.Sent = func(line []byte) { fmt.Printf("\n→ %s\n", clip(line)) }
+	s.Seen = func(line []byte) {
+		var m struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(line, &m)
+		arrow := "←"
+		if m.Method != "" {
+			arrow = "  ⇠ " + m.Method + ":"
+		}
+		fmt.Printf("%s %s\n", arrow, clip(line))
+	}
+	runErr := s.Run(src, 90*time.Second)
+	exitErr := s.Close()
+	if runErr != nil {
+		fmt.Fprintln(os.Stderr, "demo:", runErr)
+		return 1
+	}
+	if exitErr != nil {
+		fmt.Fprintln(os.Stderr, "demo: worker exit:", exitErr)
+		return 1
+	}
+	if root := s.Vars["fakeRootDir"]; root != "" {
+		if _, err := os.Stat(root); !os.IsNotExist(err) {
+			fmt.Fprintf(os.Stderr, "demo: the lease root %s is still on disk\n", root)
+			return 1
+		}
+	}
+	out, err := os.ReadFile(filepath.Join(host, "result.txt"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo: sync out did not bring result.txt back:", err)
+		return 1
+	}
+	fmt.Printf("\nsynced back to the host: result.txt = %q\nworker exited 0; the lease root is gone from disk.\n", out)
+	return 0
+}
+
+func clip(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > 600 {
+		return string(b[:600]) + fmt.Sprintf("… (%d bytes)", len(b))
+	}
+	return string(b)
+}
