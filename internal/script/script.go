@@ -33,12 +33,12 @@ import (
 
 // Session is a running worker process.
 type Session struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan []byte
-	done   chan struct{}
-	Exit   error
-	lease  string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan []byte
+	done  chan struct{}
+	Exit  error
+	lease string
 	// Vars are substituted for "{{name}}" in script lines.
 	Vars map[string]string
 	// Seen receives every line the worker printed, in order.
