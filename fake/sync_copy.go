@@ -336,6 +336,9 @@ func idOf(fi fs.FileInfo) fileID {
 // cleanErr drops the *PathError wrapper, whose path is relative to a root
 // the host never sees, keeping the operation and cause.
 func cleanErr(err error) error {
+	if strings.Contains(err.Error(), "path escapes from parent") { // os.Root's unexported errPathEscapes
+		return fmt.Errorf("a symlink or path leads outside the fake-plugin lease root (%w)", err)
+	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return fmt.Errorf("%s: %w", pe.Op, pe.Err)

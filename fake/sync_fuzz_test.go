@@ -1,0 +1,89 @@
+package fake
+
+import (
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzSyncPathConfined checks the containment rules of native sync: an
+// accepted sandbox path maps to a local name under the lease root that an
+// os.Root opened there resolves without escaping, and an accepted symlink
+// target stays inside the synced directory.
+func FuzzSyncPathConfined(f *testing.F) {
+	const root = "/tmp/paperclip-fake-sandbox-123"
+	for _, s := range [][2]string{
+		{root + "/workspace/a.txt", "b"},
+		{root, "."},
+		{root + "/", "./x"},
+		{root + "/../etc/passwd", "../x"},
+		{root + "-other/x", "/etc/passwd"},
+		{root + "//workspace/./x/", "a/../../b"},
+		{"workspace/x", "../../.."},
+		{"/etc/passwd", "x/.."},
+		{root + "/a\x00b", "a\x00"},
+		{"", ""},
+	} {
+		f.Add(s[0], s[1])
+	}
+	dir := f.TempDir()
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { r.Close() })
+
+	f.Fuzz(func(t *testing.T, p, link string) {
+		rel, err := sandboxRel(p, root)
+		if err == nil {
+			if !strings.HasPrefix(p, "/") || strings.Contains(p, "\x00") {
+				t.Fatalf("accepted %q", p)
+			}
+			for seg := range strings.SplitSeq(p, "/") {
+				if seg == ".." {
+					t.Fatalf("accepted %q with a '..' segment", p)
+				}
+			}
+			if rel != "." && !filepath.IsLocal(rel) {
+				t.Fatalf("%q maps to non-local %q", p, rel)
+			}
+			if j := filepath.Join(root, rel); !within(root, j) || j != path.Clean(p) {
+				t.Fatalf("%q maps to %q (%q)", p, rel, j)
+			}
+			// The name must be usable through the root without escaping
+			// (it may not exist there, which is fine).
+			if _, err := r.Lstat(rel); err != nil && strings.Contains(err.Error(), "escapes") {
+				t.Fatalf("%q: os.Root reports an escape: %v", p, err)
+			}
+		}
+
+		linkDir := "."
+		if err == nil && rel != "." {
+			linkDir = path.Dir(rel)
+		}
+		if linkConfined(linkDir, link) == nil {
+			if link == "" || strings.HasPrefix(link, "/") || strings.Contains(link, "\x00") {
+				t.Fatalf("accepted link target %q", link)
+			}
+			res := path.Join(linkDir, link)
+			if res == ".." || strings.HasPrefix(res, "../") {
+				t.Fatalf("link %q in %q resolves to %q", link, linkDir, res)
+			}
+			seenName := false
+			for seg := range strings.SplitSeq(link, "/") {
+				if seg == ".." && seenName {
+					t.Fatalf("accepted %q with an inner '..'", link)
+				}
+				if seg != "" && seg != "." && seg != ".." {
+					seenName = true
+				}
+			}
+		}
+
+		if q, err := normalizeExclude(link); err == nil {
+			_ = excluded([]string{q}, strings.TrimPrefix(path.Clean("/"+p), "/"))
+		}
+	})
+}
