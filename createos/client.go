@@ -1,0 +1,363 @@
+package createos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// maxJSONBody bounds a JSON answer; the plugin reads only small objects.
+const maxJSONBody = 16 << 20
+
+// Client talks to one CreateOS origin with one key. Every request goes to
+// ${origin}/v1${path}, carries X-Api-Key, refuses redirects and is paced.
+type Client struct {
+	cfg   Config
+	key   string
+	http  *http.Client
+	pacer Pacer
+	// poll is the transition polling interval (250 ms).
+	poll time.Duration
+}
+
+// errRedirect stops a redirect; it surfaces as a connection failure.
+var errRedirect = errors.New("redirect refused")
+
+// noRedirects returns a copy of hc that never follows a redirect: the key
+// must not travel to another location.
+func noRedirects(hc *http.Client) *http.Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	c := *hc
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return errRedirect }
+	return &c
+}
+
+// request sends one request and returns a 2xx response, whose body the
+// caller owns. Non-2xx answers become *APIError without reading the body;
+// transport failures never mention the URL.
+func (c *Client) request(ctx context.Context, method, path string, body []byte, contentType string) (*http.Response, error) {
+	if err := c.pacer.Wait(ctx, c.cfg.APIURL); err != nil {
+		return nil, err
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.cfg.APIURL+"/v1"+path, rd)
+	if err != nil {
+		return nil, errConnection
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("X-Api-Key", c.key)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		// The cause is dropped on purpose: it names the URL.
+		return nil, errConnection
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		resp.Body.Close()
+		return nil, &APIError{Status: resp.StatusCode, Label: operationLabel(path)}
+	}
+	return resp, nil
+}
+
+// operationLabel names the operation from the path alone (never the body);
+// the first match wins.
+func operationLabel(path string) string {
+	switch {
+	case strings.Contains(path, "/files?"):
+		return "file transfer"
+	case strings.Contains(path, "/stdin/close"):
+		return "stdin close"
+	case strings.Contains(path, "/connect?"):
+		return "output connection"
+	case strings.HasSuffix(path, "/processes"):
+		return "process creation"
+	case strings.Contains(path, "/processes/"):
+		return "process cleanup"
+	case strings.HasSuffix(path, "/exec"):
+		return "workspace command"
+	}
+	return "sandbox lifecycle"
+}
+
+// object is a decoded JSON object whose values are decoded on use.
+type object map[string]json.RawMessage
+
+// asObject decodes raw as a non-array JSON object.
+func asObject(raw json.RawMessage) (object, bool) {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' {
+		return nil, false
+	}
+	var o object
+	if json.Unmarshal(t, &o) != nil {
+		return nil, false
+	}
+	return o, true
+}
+
+// str returns the string value of key.
+func (o object) str(key string) (string, bool) {
+	var s string
+	raw, ok := o[key]
+	if !ok || len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// num returns the number value of key.
+func (o object) num(key string) (float64, bool) {
+	raw, ok := o[key]
+	if !ok {
+		return 0, false
+	}
+	var f float64
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || !(t[0] == '-' || t[0] >= '0' && t[0] <= '9') || json.Unmarshal(t, &f) != nil {
+		return 0, false
+	}
+	return f, true
+}
+
+// isTrue reports whether key is the JSON literal true.
+func (o object) isTrue(key string) bool {
+	return string(bytes.TrimSpace(o[key])) == "true"
+}
+
+// json sends body (if not nil) as JSON and returns the data of a JSend
+// success envelope.
+func (c *Client) json(ctx context.Context, method, path string, body any) (object, error) {
+	var buf []byte
+	ct := ""
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		buf, ct = b, "application/json"
+	}
+	resp, err := c.request(ctx, method, path, buf, ct)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, errInvalidJSON
+	}
+	env, ok := asObject(raw)
+	if !ok {
+		return nil, errInvalidJSON
+	}
+	if status, _ := env.str("status"); status != "success" {
+		return nil, errUnsuccessful
+	}
+	data, ok := asObject(env["data"])
+	if !ok {
+		return nil, errInvalidResponse
+	}
+	return data, nil
+}
+
+var identifierRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`)
+
+// identifier checks a sandbox, process or lease id before it is used in a
+// path.
+func identifier(s string) (string, error) {
+	if !identifierRE.MatchString(s) {
+		return "", errInvalidID
+	}
+	return s, nil
+}
+
+// getSandbox returns the sandbox's status.
+func (c *Client) getSandbox(ctx context.Context, id string) (string, error) {
+	if _, err := identifier(id); err != nil {
+		return "", err
+	}
+	data, err := c.json(ctx, http.MethodGet, "/sandboxes/"+id, nil)
+	if err != nil {
+		return "", err
+	}
+	got, okID := data.str("id")
+	status, okStatus := data.str("status")
+	if !okID || got != id || !okStatus {
+		return "", errSandboxIdentity
+	}
+	return status, nil
+}
+
+// createSandbox creates a sandbox from the config. No idle pause is asked
+// for: it is neither a command timeout nor a guaranteed expiry.
+func (c *Client) createSandbox(ctx context.Context) (string, error) {
+	body := map[string]any{"shape": c.cfg.Shape, "ingress_enabled": false}
+	if c.cfg.Rootfs != nil {
+		body["rootfs"] = *c.cfg.Rootfs
+	}
+	if c.cfg.Region != nil {
+		body["region"] = *c.cfg.Region
+	}
+	data, err := c.json(ctx, http.MethodPost, "/sandboxes", body)
+	if err != nil {
+		return "", err
+	}
+	id, _ := data.str("id")
+	return identifier(id)
+}
+
+// destroySandbox deletes the sandbox under a fresh deadline; 404 counts as
+// done.
+func (c *Client) destroySandbox(ctx context.Context, id string) error {
+	if _, err := identifier(id); err != nil {
+		return err
+	}
+	ctx, cancel := fresh(ctx, c.cfg.timeout())
+	defer cancel()
+	if _, err := c.json(ctx, http.MethodDelete, "/sandboxes/"+id, nil); err != nil && !isStatus(err, http.StatusNotFound) {
+		return err
+	}
+	return nil
+}
+
+// transition brings the sandbox to desired ("running" or "paused"),
+// submitting the action at most once and polling until the state is
+// reached, under ctx's deadline.
+func (c *Client) transition(ctx context.Context, id, desired string) error {
+	submitted := false
+	for {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		status, err := c.getSandbox(ctx, id)
+		if err != nil {
+			return err
+		}
+		if status == desired {
+			return nil
+		}
+		var canSubmit bool
+		if desired == "running" {
+			canSubmit = status == "paused" || status == "error"
+		} else {
+			canSubmit = status == "running"
+		}
+		switch {
+		case canSubmit && !submitted:
+			action := "pause"
+			if desired == "running" {
+				action = "resume"
+			}
+			if _, err := c.json(ctx, http.MethodPost, "/sandboxes/"+id+"/"+action, nil); err != nil {
+				// A concurrent transition is reconciled by the next read.
+				if !isStatus(err, http.StatusConflict) {
+					return err
+				}
+			} else {
+				submitted = true
+			}
+		case !canSubmit && status != "creating" && status != "pausing" && status != "resuming":
+			return errDidNotReach(desired)
+		}
+		if err := sleep(ctx, c.poll); err != nil {
+			return err
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// upload writes content to the absolute guest path (the provider creates
+// missing parents).
+func (c *Client) upload(ctx context.Context, id, path string, content []byte) error {
+	if _, err := identifier(id); err != nil {
+		return err
+	}
+	if content == nil {
+		content = []byte{}
+	}
+	resp, err := c.request(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+encodeURIComponent(path), content, "application/octet-stream")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// execResult is the part of an /exec answer the plugin reads.
+type execResult struct {
+	exitCode float64
+	hasCode  bool
+	stdout   string
+	hasOut   bool
+}
+
+// exec runs cmd with args to completion through /exec.
+func (c *Client) exec(ctx context.Context, id, cmd string, args ...string) (execResult, error) {
+	var r execResult
+	if _, err := identifier(id); err != nil {
+		return r, err
+	}
+	if args == nil {
+		args = []string{}
+	}
+	data, err := c.json(ctx, http.MethodPost, "/sandboxes/"+id+"/exec", map[string]any{"cmd": cmd, "args": args})
+	if err != nil {
+		return r, err
+	}
+	res, ok := asObject(data["result"])
+	if !ok {
+		return r, errInvalidResponse
+	}
+	r.exitCode, r.hasCode = res.num("exit_code")
+	r.stdout, r.hasOut = res.str("stdout")
+	return r, nil
+}
+
+// ok reports exit code 0.
+func (r execResult) ok() bool { return r.hasCode && r.exitCode == 0 }
+
+// encodeURIComponent escapes s as JavaScript's encodeURIComponent does
+// (space is %20, not +).
+func encodeURIComponent(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if 'a' <= ch && ch <= 'z' || 'A' <= ch && ch <= 'Z' || '0' <= ch && ch <= '9' || strings.IndexByte("-_.!~*'()", ch) >= 0 {
+			b.WriteByte(ch)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[ch>>4])
+		b.WriteByte(hex[ch&15])
+	}
+	return b.String()
+}

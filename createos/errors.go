@@ -1,0 +1,129 @@
+package createos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Error is an operator-facing error whose text is the reference plugin's
+// message verbatim. It never carries a URL, a key or a provider body.
+type Error struct{ msg string }
+
+func (e *Error) Error() string { return e.msg }
+
+func newError(msg string) *Error { return &Error{msg: msg} }
+
+// APIError is a non-2xx answer. The body is never read: provider bodies may
+// echo credentials or command input.
+type APIError struct {
+	Status int
+	// Label is chosen from the request path only.
+	Label string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("CreateOS request failed (HTTP %d) during %s.", e.Status, e.Label)
+}
+
+// isStatus reports whether err is an APIError with one of the statuses.
+func isStatus(err error, statuses ...int) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	for _, s := range statuses {
+		if ae.Status == s {
+			return true
+		}
+	}
+	return false
+}
+
+// CleanupError marks a failure after which process containment on the lease
+// is unproven; the driver then refuses to reuse the lease until it is
+// destroyed.
+type CleanupError struct{ msg string }
+
+func (e *CleanupError) Error() string { return e.msg }
+
+// timeoutError is the cause of every deadline this package sets. It matches
+// context.DeadlineExceeded, so a timeout that escapes to the host maps to the
+// JSON-RPC timeout code, while a cancellation never does.
+type timeoutError struct{}
+
+func (timeoutError) Error() string        { return "CreateOS request timed out." }
+func (timeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+func (timeoutError) Timeout() bool        { return true }
+
+var errTimedOut error = timeoutError{}
+
+// withTimeout is ctx bounded by d, with a timeout-typed cause.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, errTimedOut)
+}
+
+// fresh is a context for cleanup: it keeps ctx's values but not its
+// cancellation or deadline, and gets its own deadline d.
+func fresh(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return withTimeout(context.WithoutCancel(ctx), d)
+}
+
+// timedOut reports whether ctx ended because of a deadline rather than a
+// cancellation.
+func timedOut(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded)
+}
+
+// Messages of the reference plugin (spec §10), verbatim.
+var (
+	errConnection        = newError("CreateOS connection failed.")
+	errInvalidJSON       = newError("CreateOS returned invalid JSON.")
+	errUnsuccessful      = newError("CreateOS returned an unsuccessful response.")
+	errInvalidResponse   = newError("CreateOS returned an invalid response.")
+	errInvalidID         = newError("CreateOS returned an invalid resource ID.")
+	errSandboxIdentity   = newError("CreateOS sandbox identity or state is invalid.")
+	errNUL               = newError("Sandbox command values cannot contain NUL.")
+	errNoCommand         = newError("A sandbox command is required.")
+	errInvalidEnv        = newError("Invalid sandbox environment variable.")
+	errFrameTooLarge     = newError("CreateOS process frame is too large.")
+	errInvalidFrame      = newError("CreateOS returned an invalid process frame.")
+	errEvicted           = newError("CreateOS process output was evicted before it could be read.")
+	errOutputConnection  = newError("CreateOS process output connection failed.")
+	errInvalidSeq        = newError("CreateOS process sequence is invalid.")
+	errSeqGap            = newError("CreateOS process output has a sequence gap.")
+	errInvalidOutput     = newError("CreateOS process output is invalid.")
+	errExitMissing       = newError("CreateOS process exit status is missing.")
+	errStreamError       = newError("CreateOS process stream reported an error.")
+	errUnknownEvent      = newError("CreateOS returned an unknown process event.")
+	errNoExit            = newError("CreateOS process stream ended without an exit status.")
+	errCommandCancelled  = newError("CreateOS command was cancelled.")
+	errExpiryUnsupported = newError("CreateOS does not yet support leases with a guaranteed expiration deadline.")
+	errNoBash            = newError("CreateOS workspace preparation failed; the image must provide Bash.")
+	errExecLease         = newError("CreateOS execution requires a lease from this environment.")
+	errLeaseClosing      = newError("CreateOS lease is closing or requires cleanup.")
+	errCommandTimeout    = newError("Invalid CreateOS command timeout.")
+	errNotThisEnv        = newError("CreateOS lease does not belong to this environment.")
+	errCleanupInProgress = newError("CreateOS lease cleanup is already in progress.")
+	errUnconfirmedReuse  = newError("CreateOS process cleanup is unconfirmed; destroy this lease before reusing it.")
+	errResumeWhileClose  = newError("CreateOS lease cleanup must finish before resume.")
+	errWorkspaceLease    = newError("CreateOS workspace requires a lease from this environment.")
+	errProbeCommand      = newError("CreateOS command probe failed.")
+	errProbe             = newError("CreateOS probe failed.")
+	errInvalidConfig     = newError("Invalid CreateOS configuration.")
+
+	errCreationUnconfirmed = &CleanupError{msg: "CreateOS process creation could not be confirmed; destroy the lease before reusing it."}
+	errCleanupUnconfirmed  = &CleanupError{msg: "CreateOS command cleanup failed; process termination is unconfirmed."}
+)
+
+// errDidNotReach is the transition failure for desired.
+func errDidNotReach(desired string) error {
+	return newError("CreateOS sandbox did not reach " + desired + ".")
+}
+
+// errSetupUnconfirmed is acquire's failure when the sandbox it created could
+// not be deleted.
+func errSetupUnconfirmed(id string) error {
+	return newError("CreateOS setup failed and cleanup is unconfirmed for sandbox " + id + ".")
+}
