@@ -68,7 +68,7 @@ func New(opts ...Option) *Driver {
 func (d *Driver) Key() string { return Key }
 
 // errClosed is returned for work that would start after shutdown began.
-var errClosed = errors.New("The fake-plugin driver is shutting down; retry once the worker has restarted.") //nolint:staticcheck // shown to operators
+var errClosed = state.UserText("The fake-plugin driver is shutting down; retry once the worker has restarted.")
 
 // Close stops every command of every lease and removes every lease root,
 // reusable ones included: a restarted worker cannot resume them anyway.

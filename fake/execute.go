@@ -93,7 +93,7 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 	if l.closing || l.gone {
 		l.mu.Unlock()
 		close(e.started)
-		return nil, fmt.Errorf("fake-plugin lease %s is being released; acquire a new lease.", leaseID) //nolint:staticcheck // shown to operators
+		return nil, state.Userf("fake-plugin lease %s is being released; acquire a new lease.", leaseID)
 	}
 	l.running[e] = struct{}{}
 	l.mu.Unlock()
@@ -307,7 +307,7 @@ func (r *run) cwd() (string, error) {
 		rootReal = r.l.root
 	}
 	if !within(rootReal, real) && !within(r.l.root, cwd) {
-		return "", fmt.Errorf("cwd %s is outside the fake-plugin lease root %s; use the cwd environmentRealizeWorkspace returned.", r.p.Cwd, r.l.root) //nolint:staticcheck // shown to operators
+		return "", state.Userf("cwd %s is outside the fake-plugin lease root %s; use the cwd environmentRealizeWorkspace returned.", r.p.Cwd, r.l.root)
 	}
 	return cwd, nil
 }

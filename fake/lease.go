@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // drainTimeout bounds how long a release without cancelActiveWork waits
@@ -67,7 +68,7 @@ func isoMillis(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.
 // ambiguous.
 func checkIDPart(name, v string) error {
 	if strings.ContainsAny(v, "/?#") || strings.TrimSpace(v) != v {
-		return fmt.Errorf("%s %q cannot be used in a fake-plugin lease id: it must not contain '/', '?', '#' or surrounding spaces.", name, v) //nolint:staticcheck // shown to operators
+		return state.Userf("%s %q cannot be used in a fake-plugin lease id: it must not contain '/', '?', '#' or surrounding spaces.", name, v)
 	}
 	return nil
 }
@@ -93,7 +94,7 @@ func (d *Driver) newLease(id string, p *handlers.BaseParams, c Config) (*lease, 
 // owned checks that the call comes from the lease's company and environment.
 func (l *lease) owned(p *handlers.BaseParams) error {
 	if l.companyID != p.CompanyID || l.environmentID != p.EnvironmentID {
-		return fmt.Errorf("fake-plugin lease %s belongs to another company or environment; use a lease acquired for this environment.", l.id) //nolint:staticcheck // shown to operators
+		return state.Userf("fake-plugin lease %s belongs to another company or environment; use a lease acquired for this environment.", l.id)
 	}
 	return nil
 }
@@ -105,10 +106,10 @@ func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParam
 	if p.RequestedExpiresAt != nil && *p.RequestedExpiresAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, *p.RequestedExpiresAt)
 		if err != nil {
-			return nil, fmt.Errorf("requestedExpiresAt %q is not an ISO-8601 timestamp.", *p.RequestedExpiresAt) //nolint:staticcheck // shown to operators
+			return nil, state.Userf("requestedExpiresAt %q is not an ISO-8601 timestamp.", *p.RequestedExpiresAt)
 		}
 		if !t.After(d.now()) {
-			return nil, fmt.Errorf("requestedExpiresAt %s is already past; the lease would end before it starts.", isoMillis(t)) //nolint:staticcheck // shown to operators
+			return nil, state.Userf("requestedExpiresAt %s is already past; the lease would end before it starts.", isoMillis(t))
 		}
 		expires = t
 	}
@@ -343,13 +344,13 @@ func (d *Driver) RealizeWorkspace(_ context.Context, p *handlers.RealizeWorkspac
 // activeLease returns the lease id names, owned by the caller.
 func (d *Driver) activeLease(p *handlers.BaseParams, id string) (*lease, error) {
 	if id == "" {
-		return nil, errors.New("The lease has no providerLeaseId; acquire a fake-plugin lease first.") //nolint:staticcheck // shown to operators
+		return nil, state.UserText("The lease has no providerLeaseId; acquire a fake-plugin lease first.")
 	}
 	d.mu.Lock()
 	l, ok := d.leases[id]
 	d.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("fake-plugin lease %s is not active in this worker (released, destroyed, expired, or lost in a worker restart); acquire a new lease.", id) //nolint:staticcheck // shown to operators
+		return nil, state.Userf("fake-plugin lease %s is not active in this worker (released, destroyed, expired, or lost in a worker restart); acquire a new lease.", id)
 	}
 	if err := l.owned(p); err != nil {
 		return nil, err

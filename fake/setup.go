@@ -2,8 +2,6 @@ package fake
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/state"
@@ -110,7 +108,7 @@ func (d *Driver) CaptureTemplate(_ context.Context, p *handlers.CaptureTemplateP
 	s, found, err := d.setups.UpdateSession(id, func(s *state.SetupSession) error {
 		switch s.Status {
 		case statusCancelled, statusTimedOut, statusFailed:
-			return fmt.Errorf("Fake setup session cannot be captured from status %s.", s.Status) //nolint:staticcheck // reference text
+			return state.Userf("Fake setup session cannot be captured from status %s.", s.Status)
 		}
 		s.Status = statusCapturing
 		ref = templateRef(s.EnvironmentID, s.SessionID)
@@ -124,7 +122,7 @@ func (d *Driver) CaptureTemplate(_ context.Context, p *handlers.CaptureTemplateP
 		return nil
 	})
 	if !found {
-		return nil, errors.New("Fake setup session not found.") //nolint:staticcheck // reference text
+		return nil, state.UserText("Fake setup session not found.")
 	}
 	if err != nil {
 		return nil, err

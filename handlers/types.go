@@ -16,7 +16,6 @@ type BaseParams struct {
 	Config        Object  `json:"config"`
 }
 
-func (p *BaseParams) base() *BaseParams { return p }
 
 // ValidateConfigParams: environmentValidateConfig.
 type ValidateConfigParams struct {

@@ -1,8 +1,6 @@
 package state
 
 import (
-	"errors"
-	"fmt"
 	"sync"
 	"unicode/utf16"
 )
@@ -12,8 +10,8 @@ const MaxExecutionIDUnits = 512
 
 // Reference messages for executionId problems.
 var (
-	ErrExecutionIDInvalid = errors.New("Environment executionId must be a non-empty opaque string.") //nolint:staticcheck // reference text
-	ErrExecutionIDTooLong = errors.New("Environment executionId exceeds the 512-character limit.")   //nolint:staticcheck // reference text
+	ErrExecutionIDInvalid = UserText("Environment executionId must be a non-empty opaque string.")
+	ErrExecutionIDTooLong = UserText("Environment executionId exceeds the 512-character limit.")
 )
 
 // ExecKey identifies one execution exactly.
@@ -55,7 +53,7 @@ func (r *Executions[T]) Register(k ExecKey, v T) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.entries[k]; ok {
-		return fmt.Errorf("Environment execution \"%s\" is already active.", k.ExecutionID) //nolint:staticcheck // reference text
+		return Userf("Environment execution \"%s\" is already active.", k.ExecutionID)
 	}
 	r.entries[k] = v
 	return nil
