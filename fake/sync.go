@@ -18,9 +18,34 @@ import (
 
 // Native file sync: environmentSyncIn copies host paths into the lease
 // root, environmentSyncOut copies lease paths to the host. The whole call
-// is validated before anything is written; operations then apply in
-// order, each one's post-upload commands after its files. The path,
-// symlink and exclude rules are in sync_confine.go.
+// is validated before anything is written (paths, kinds, modes, exclude
+// patterns, command cwds and timeouts); operations then apply in array
+// order, each one's post-upload commands after its files, and the first
+// failure fails the call (earlier operations stay applied). The path,
+// symlink and exclude rules are in sync_confine.go, the copy in
+// sync_copy.go, the commands in sync_post.go.
+//
+// Semantics chosen for the fake:
+//   - a file mapping writes targetPath itself; a directory mapping merges
+//     the source's contents into targetPath (nothing is deleted there);
+//     missing parents are created 0700;
+//   - the mapping's sourcePath is always resolved (a symlink there is
+//     read through); followSymlinks applies to entries inside a directory:
+//     false keeps them as links (confined, see sync_confine.go), true
+//     copies what they point to, refusing loops; on the sandbox side
+//     following never leaves the lease root;
+//   - mode (0..0o777) is the final mode of a file mapping's file, or of a
+//     directory mapping's target directory; otherwise files get the
+//     source's permission bits, directories the sync creates get the
+//     source's, existing directories keep theirs. Nothing is ever more
+//     open than its final mode (on both sides, whatever the umask);
+//   - entries that are not files, directories or symlinks are skipped with
+//     a warning; access and writablePath are advisory and ignored;
+//   - filesTransferred/bytesTransferred count regular files written and
+//     their content bytes (links and directories are not counted);
+//   - post-upload commands are refused on environmentSyncOut (they would
+//     run on the host), as the CreateOS driver does;
+//   - a running sync counts as lease work: release and destroy stop it.
 
 var _ handlers.FileSyncer = (*Driver)(nil)
 

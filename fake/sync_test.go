@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,7 +34,10 @@ type syncEnv struct {
 func newSyncEnv(t *testing.T, config handlers.Object) *syncEnv {
 	t.Helper()
 	d := New(WithTempDir(t.TempDir()))
-	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	t.Cleanup(func() {
+		_ = d.Close(context.Background())
+		syncNoLeaks(t)
+	})
 	if config == nil {
 		config = handlers.Object{}
 	}
@@ -710,6 +714,27 @@ func TestSyncUnknownLease(t *testing.T) {
 	p.CompanyID = "company-2"
 	if _, err := e.d.SyncOut(context.Background(), p); err == nil || !strings.Contains(err.Error(), "belongs to another company") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// syncNoLeaks fails when a goroutine of a sync call outlives it.
+func syncNoLeaks(t *testing.T) {
+	t.Helper()
+	leaked := func() string {
+		buf := make([]byte, 1<<20)
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "fake.(*lease).trackSync") || strings.Contains(g, "fake.(*syncer).postUpload") {
+				return g
+			}
+		}
+		return ""
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for g := leaked(); g != ""; g = leaked() {
+		if time.Now().After(deadline) {
+			t.Fatalf("leaked goroutine:\n%s", g)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
