@@ -1,0 +1,306 @@
+package createos
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// Key is the driverKey of this driver.
+const Key = "createos"
+
+// Guest paths.
+const (
+	workspaceDir = "/paperclip-workspace"
+	// markerPath proves a resumed sandbox is the one this lease prepared.
+	// The host excludes .paperclip-runtime from workspace export.
+	markerPath = workspaceDir + "/.paperclip-runtime/.paperclip-createos-lease"
+)
+
+// Driver is the CreateOS driver. Its in-memory state is per worker; the
+// host owns durable leases. Use New.
+type Driver struct {
+	http           *http.Client
+	pacer          Pacer
+	getenv         func(string) string
+	newUUID        func() string
+	pollInterval   time.Duration // transition polling
+	reconnectDelay time.Duration // between output reconnects
+
+	mu           sync.Mutex
+	active       map[string]map[*trackedCall]struct{} // by scope
+	closing      map[string]bool                      // scopes being released or destroyed
+	unconfirmed  map[string]bool                      // scopes whose process containment is unproven
+	shuttingDown bool
+}
+
+// trackedCall is one execute in flight on a lease.
+type trackedCall struct {
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+var (
+	_ handlers.Driver       = (*Driver)(nil)
+	_ handlers.LeaseResumer = (*Driver)(nil)
+)
+
+// Option configures a Driver.
+type Option func(*Driver)
+
+// WithHTTPClient sends requests through hc; redirects are refused whatever
+// hc's policy.
+func WithHTTPClient(hc *http.Client) Option { return func(d *Driver) { d.http = noRedirects(hc) } }
+
+// WithPacer replaces the worker-wide request pacer (tests pass NoPacing).
+func WithPacer(p Pacer) Option { return func(d *Driver) { d.pacer = p } }
+
+// WithGetenv replaces os.Getenv for CREATEOS_API_KEY.
+func WithGetenv(f func(string) string) Option { return func(d *Driver) { d.getenv = f } }
+
+// New returns a CreateOS driver.
+func New(opts ...Option) *Driver {
+	d := &Driver{
+		http:           noRedirects(nil),
+		pacer:          sharedPacer,
+		getenv:         os.Getenv,
+		newUUID:        uuid.NewString,
+		pollInterval:   250 * time.Millisecond,
+		reconnectDelay: 250 * time.Millisecond,
+		active:         map[string]map[*trackedCall]struct{}{},
+		closing:        map[string]bool{},
+		unconfirmed:    map[string]bool{},
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// Key implements handlers.Driver.
+func (d *Driver) Key() string { return Key }
+
+// client returns a client for cfg; resolving the key can fail.
+func (d *Driver) client(cfg Config) (*Client, error) {
+	key, err := resolveAPIKey(cfg, d.getenv)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg, key: key, http: d.http, pacer: d.pacer, poll: d.pollInterval}, nil
+}
+
+// scope identifies a lease in the driver's state: company, environment,
+// origin, a hash of the key, and the sandbox id.
+func (d *Driver) scope(p *handlers.BaseParams, id string) (string, error) {
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
+		return "", err
+	}
+	key, err := resolveAPIKey(cfg, d.getenv)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(key))
+	b, err := json.Marshal([]string{p.CompanyID, p.EnvironmentID, cfg.APIURL, hex.EncodeToString(sum[:]), id})
+	return string(b), err
+}
+
+// metadataMatches reports whether lease metadata was written by this driver
+// for the caller's company, environment and API origin.
+func metadataMatches(p *handlers.BaseParams, md handlers.Object) (bool, error) {
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
+		return false, err
+	}
+	return md["provider"] == Key && md["companyId"] == p.CompanyID &&
+		md["environmentId"] == p.EnvironmentID && md["apiUrl"] == cfg.APIURL, nil
+}
+
+// Declaration implements handlers.Driver: the v0.1.0 manifest entry.
+func (d *Driver) Declaration() handlers.DriverDeclaration {
+	reusable := true
+	return handlers.DriverDeclaration{
+		DriverKey:              Key,
+		Kind:                   "sandbox_provider",
+		DisplayName:            "CreateOS Sandbox",
+		Description:            "CreateOS sandboxes with live command output and optional pause/resume reuse.",
+		SupportsReusableLeases: &reusable,
+		SandboxCapabilities:    map[string]bool{"incrementalSessionOutput": true},
+		ConfigSchema: handlers.Object{
+			"type":     "object",
+			"required": []string{"apiUrl", "shape"},
+			"properties": handlers.Object{
+				"apiUrl": handlers.Object{"type": "string", "title": "API URL", "default": OfficialAPIURL, "description": OfficialAPIURL},
+				"apiKey": handlers.Object{"type": "string", "format": "secret-ref",
+					"description": "CreateOS API key or Paperclip secret reference. Saved keys become company secrets. The official API endpoint can use CREATEOS_API_KEY from the host; custom endpoints require an explicit key."},
+				"shape": handlers.Object{"type": "string", "title": "Shape", "description": "Choose the sandbox CPU and memory size.",
+					"enum": []string{
+						"s-1vcpu-256mb", "s-0.25vcpu-512mb", "s-0.5vcpu-1gb",
+						"s-1vcpu-1gb", "s-1vcpu-2gb", "s-2vcpu-2gb", "s-2vcpu-4gb",
+						"s-4vcpu-4gb", "s-4vcpu-8gb", "s-8vcpu-8gb", "s-8vcpu-16gb",
+					}},
+				"rootfs": handlers.Object{"type": "string",
+					"description": "Root filesystem or ready template ID/name. Omit to use the provider default. The image must supply Bash and the selected agent runtime dependencies."},
+				"region": handlers.Object{"type": "string", "description": "Optional region; must match the API endpoint's region."},
+				"timeoutMs": handlers.Object{"type": "integer", "minimum": 1, "maximum": maxTimeoutMs, "default": DefaultTimeoutMs,
+					"description": "Operation and default command timeout in milliseconds. This is not a sandbox lifetime."},
+				"reuseLease": handlers.Object{"type": "boolean", "default": false,
+					"description": "Pause the sandbox after a run and resume it for subsequent runs instead of deleting it."},
+			},
+		},
+	}
+}
+
+// ValidateConfig implements handlers.Driver.
+func (d *Driver) ValidateConfig(_ context.Context, p *handlers.ValidateConfigParams) (*handlers.ValidationResult, error) {
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
+		return &handlers.ValidationResult{OK: false, Errors: []string{messageOf(err, errInvalidConfig)}}, nil
+	}
+	return &handlers.ValidationResult{OK: true, NormalizedConfig: cfg.Normalized()}, nil
+}
+
+// messageOf is err's text, or fallback's when it has none.
+func messageOf(err, fallback error) string {
+	if err == nil || err.Error() == "" {
+		return fallback.Error()
+	}
+	return err.Error()
+}
+
+// track runs an execute on a lease of this environment: it refuses closing
+// or poisoned leases, registers the call so release and shutdown can stop
+// it, bounds it by timeoutMs, and poisons the lease on a *CleanupError.
+func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease *handlers.Lease, timeoutMs *float64,
+	work func(ctx context.Context, c *Client) (T, error)) (T, error) {
+	var zero T
+	id := lease.LeaseID()
+	if id == "" {
+		return zero, errExecLease
+	}
+	if ok, err := metadataMatches(p, lease.Metadata); err != nil {
+		return zero, err
+	} else if !ok {
+		return zero, errExecLease
+	}
+	scope, err := d.scope(p, id)
+	if err != nil {
+		return zero, err
+	}
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
+		return zero, err
+	}
+	d.mu.Lock()
+	refused := d.shuttingDown || d.closing[scope] || d.unconfirmed[scope]
+	d.mu.Unlock()
+	if refused {
+		return zero, errLeaseClosing
+	}
+	timeout := float64(cfg.TimeoutMs)
+	if timeoutMs != nil {
+		timeout = *timeoutMs
+	}
+	if timeout != float64(int64(timeout)) || timeout < 1 || timeout > maxTimeoutMs {
+		return zero, errCommandTimeout
+	}
+	c, err := d.client(cfg)
+	if err != nil {
+		return zero, err
+	}
+
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	call := &trackedCall{cancel: cancel, done: make(chan struct{})}
+	d.mu.Lock()
+	if d.shuttingDown || d.closing[scope] || d.unconfirmed[scope] {
+		d.mu.Unlock()
+		return zero, errLeaseClosing
+	}
+	if d.active[scope] == nil {
+		d.active[scope] = map[*trackedCall]struct{}{}
+	}
+	d.active[scope][call] = struct{}{}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.active[scope], call)
+		if len(d.active[scope]) == 0 {
+			delete(d.active, scope)
+		}
+		d.mu.Unlock()
+		close(call.done)
+	}()
+
+	wctx, wcancel := withTimeout(cctx, msDuration(int64(timeout)))
+	defer wcancel()
+	v, err := work(wctx, c)
+	if _, poisoned := err.(*CleanupError); poisoned {
+		d.mu.Lock()
+		d.unconfirmed[scope] = true
+		d.mu.Unlock()
+	}
+	return v, err
+}
+
+// errStopped is the cause given to tracked calls stopped by release,
+// destroy or shutdown.
+var errStopped = newError("CreateOS lease is being released.")
+
+// stopActive cancels every tracked call on scope and waits until each has
+// finished its own cleanup, or ctx ends.
+func (d *Driver) stopActive(ctx context.Context, scope string) error {
+	d.mu.Lock()
+	calls := make([]*trackedCall, 0, len(d.active[scope]))
+	for c := range d.active[scope] {
+		calls = append(calls, c)
+	}
+	d.mu.Unlock()
+	return stopCalls(ctx, calls)
+}
+
+func stopCalls(ctx context.Context, calls []*trackedCall) error {
+	for _, c := range calls {
+		c.cancel(errStopped)
+	}
+	for _, c := range calls {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// Execute implements handlers.Driver.
+func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
+	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *Client) (*handlers.ExecuteResult, error) {
+		return d.runCommand(ctx, c, p, out)
+	})
+}
+
+// Close implements handlers.Driver: it refuses new work, then stops every
+// tracked call and waits for their cleanup, bounded by ctx. Sandboxes are
+// left to the host, which owns leases and releases or destroys them.
+func (d *Driver) Close(ctx context.Context) error {
+	d.mu.Lock()
+	d.shuttingDown = true
+	var calls []*trackedCall
+	for _, set := range d.active {
+		for c := range set {
+			calls = append(calls, c)
+		}
+	}
+	d.mu.Unlock()
+	return stopCalls(ctx, calls)
+}

@@ -1,0 +1,302 @@
+package createos
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// expired is resume's answer when the sandbox is gone or no longer matches.
+func expired() *handlers.Lease {
+	return &handlers.Lease{Metadata: handlers.Object{"expired": true}}
+}
+
+// AcquireLease implements handlers.Driver: create a sandbox, wait until it
+// runs, prepare the workspace and write the lease marker, all under one
+// deadline of timeoutMs. A failure after creation deletes the sandbox; if
+// that delete fails too, the error names the sandbox left behind.
+func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
+	// An idle timeout or a host-local timer cannot supply a provider expiry.
+	if p.RequestedExpiresAt != nil && *p.RequestedExpiresAt != "" {
+		return nil, errExpiryUnsupported
+	}
+	return d.acquire(ctx, &p.BaseParams)
+}
+
+func (d *Driver) acquire(ctx context.Context, p *handlers.BaseParams) (*handlers.Lease, error) {
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.client(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := withTimeout(ctx, cfg.timeout())
+	defer cancel()
+	id, err := c.createSandbox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	log := zerolog.Ctx(ctx)
+	log.Info().Str("sandbox", id).Msg("CreateOS sandbox created")
+	lease, err := d.prepare(ctx, c, p, id)
+	if err == nil {
+		return lease, nil
+	}
+	if derr := c.destroySandbox(ctx, id); derr != nil {
+		log.Warn().Str("sandbox", id).Str("error", derr.Error()).Msg("CreateOS sandbox cleanup after a failed acquire failed")
+		return nil, errSetupUnconfirmed(id)
+	}
+	return nil, err
+}
+
+// prepare brings a new sandbox to running, creates the workspace and writes
+// a fresh marker.
+func (d *Driver) prepare(ctx context.Context, c *Client, p *handlers.BaseParams, id string) (*handlers.Lease, error) {
+	if err := c.transition(ctx, id, "running"); err != nil {
+		return nil, err
+	}
+	mkdir, _ := shellQuote(workspaceDir)
+	r, err := c.exec(ctx, id, "/bin/bash", "-lc", "mkdir -p -- "+mkdir)
+	if err != nil {
+		return nil, err
+	}
+	if !r.ok() {
+		return nil, errNoBash
+	}
+	marker := d.newUUID()
+	if err := c.upload(ctx, id, markerPath, []byte(marker)); err != nil {
+		return nil, err
+	}
+	cfg := c.cfg
+	return &handlers.Lease{ProviderLeaseID: &id, Metadata: handlers.Object{
+		"provider": Key, "apiUrl": cfg.APIURL,
+		"companyId": p.CompanyID, "environmentId": p.EnvironmentID,
+		"remoteCwd": workspaceDir, "shellCommand": "bash", "marker": marker,
+		"shape": cfg.Shape, "rootfs": strOrNil(cfg.Rootfs), "region": strOrNil(cfg.Region),
+		"reuseLease": cfg.ReuseLease,
+	}}, nil
+}
+
+// Probe implements handlers.Driver: it acquires a real sandbox, runs
+// /bin/echo in it and always deletes it. A failed delete is an error, never
+// hidden behind the probe result.
+func (d *Driver) Probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.ProbeResult, error) {
+	res, id, cfg := d.probe(ctx, p)
+	if id != "" {
+		c, err := d.client(cfg)
+		if err == nil {
+			err = c.destroySandbox(ctx, id)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// probe returns the result, and the sandbox to delete if one was created.
+func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.ProbeResult, string, Config) {
+	fail := func(err error) *handlers.ProbeResult {
+		return &handlers.ProbeResult{OK: false, Summary: messageOf(err, errProbe)}
+	}
+	lease, err := d.acquire(ctx, &p.BaseParams)
+	if err != nil {
+		return fail(err), "", Config{}
+	}
+	id := lease.LeaseID()
+	cfg, _ := ParseConfig(p.Config) // acquire parsed it
+	c, err := d.client(cfg)
+	if err != nil {
+		return fail(err), id, cfg
+	}
+	ectx, cancel := withTimeout(ctx, cfg.timeout())
+	defer cancel()
+	r, err := d.runCommand(ectx, c, &handlers.ExecuteParams{
+		BaseParams: p.BaseParams, Lease: *lease,
+		Command: "/bin/echo", Args: []string{"paperclip-createos-ready"}, Cwd: workspaceDir,
+	}, nil)
+	if err != nil {
+		return fail(err), id, cfg
+	}
+	if r.TimedOut || r.ExitCode == nil || *r.ExitCode != 0 || !containsReady(r.Stdout) {
+		return fail(errProbeCommand), id, cfg
+	}
+	return &handlers.ProbeResult{OK: true, Summary: "CreateOS sandbox creation and command execution succeeded."}, id, cfg
+}
+
+func containsReady(s string) bool { return strings.Contains(s, "paperclip-createos-ready") }
+
+var markerRE = regexp.MustCompile(`^[0-9a-f-]{36}$`)
+
+// sameValue reports whether metadata holds key with exactly want (nil for
+// null); a missing key never matches.
+func sameValue(md handlers.Object, key string, want any) bool {
+	v, ok := md[key]
+	return ok && v == want
+}
+
+// ResumeLease implements handlers.LeaseResumer. Resume never deletes: a
+// sandbox that is gone, replaced or built from another config is expired;
+// a transient error is returned, since it does not prove loss.
+func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams) (*handlers.Lease, error) {
+	if ok, err := metadataMatches(&p.BaseParams, p.LeaseMetadata); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, errNotThisEnv
+	}
+	id := p.ProviderLeaseID
+	scope, err := d.scope(&p.BaseParams, id)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	busy := d.closing[scope] || d.unconfirmed[scope]
+	d.mu.Unlock()
+	if busy {
+		return nil, errResumeWhileClose
+	}
+	marker, _ := p.LeaseMetadata["marker"].(string)
+	if !markerRE.MatchString(marker) {
+		return expired(), nil
+	}
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
+		return nil, err
+	}
+	md := p.LeaseMetadata
+	if !sameValue(md, "shape", cfg.Shape) || !sameValue(md, "rootfs", strOrNil(cfg.Rootfs)) || !sameValue(md, "region", strOrNil(cfg.Region)) {
+		return expired(), nil
+	}
+	c, err := d.client(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := withTimeout(ctx, cfg.timeout())
+	defer cancel()
+	lease, err := d.resume(ctx, c, id, marker, md)
+	if isStatus(err, http.StatusNotFound) {
+		return expired(), nil
+	}
+	return lease, err
+}
+
+func (d *Driver) resume(ctx context.Context, c *Client, id, marker string, md handlers.Object) (*handlers.Lease, error) {
+	status, err := c.getSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if status == "destroyed" || status == "failed" {
+		return expired(), nil
+	}
+	if err := c.transition(ctx, id, "running"); err != nil {
+		return nil, err
+	}
+	r, err := c.exec(ctx, id, "/bin/cat", markerPath)
+	if err != nil {
+		return nil, err
+	}
+	if !r.ok() || !r.hasOut || r.stdout != marker {
+		return expired(), nil
+	}
+	out := make(handlers.Object, len(md)+1)
+	for k, v := range md {
+		out[k] = v
+	}
+	out["resumedLease"] = true
+	return &handlers.Lease{ProviderLeaseID: &id, Metadata: out}, nil
+}
+
+// ReleaseLease implements handlers.Driver: it stops the lease's active
+// commands (their process trees are deleted first), then pauses a reusable
+// sandbox or deletes a disposable one. A lease whose process cleanup is
+// unconfirmed is never paused for reuse.
+func (d *Driver) ReleaseLease(ctx context.Context, p *handlers.ReleaseLeaseParams) (*handlers.TerminationReceipt, error) {
+	return nil, d.release(ctx, p, false)
+}
+
+// DestroyLease implements handlers.Driver: as release, but always deletes.
+func (d *Driver) DestroyLease(ctx context.Context, p *handlers.DestroyLeaseParams) (*handlers.TerminationReceipt, error) {
+	return nil, d.release(ctx, p, true)
+}
+
+func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, destroy bool) error {
+	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
+		return nil
+	}
+	id := *p.ProviderLeaseID
+	if ok, err := metadataMatches(&p.BaseParams, p.LeaseMetadata); err != nil {
+		return err
+	} else if !ok {
+		return errNotThisEnv
+	}
+	scope, err := d.scope(&p.BaseParams, id)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	if d.closing[scope] {
+		d.mu.Unlock()
+		return errCleanupInProgress
+	}
+	d.closing[scope] = true
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.closing, scope)
+		d.mu.Unlock()
+	}()
+
+	if err := d.stopActive(ctx, scope); err != nil {
+		return err
+	}
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
+		return err
+	}
+	c, err := d.client(cfg)
+	if err != nil {
+		return err
+	}
+	if destroy || !cfg.ReuseLease {
+		if err := c.destroySandbox(ctx, id); err != nil {
+			return err
+		}
+		d.mu.Lock()
+		delete(d.unconfirmed, scope)
+		d.mu.Unlock()
+		return nil
+	}
+	d.mu.Lock()
+	poisoned := d.unconfirmed[scope]
+	d.mu.Unlock()
+	if poisoned {
+		return errUnconfirmedReuse
+	}
+	pctx, cancel := fresh(ctx, cfg.timeout())
+	defer cancel()
+	if err := c.transition(pctx, id, "paused"); err != nil && !isStatus(err, http.StatusNotFound) {
+		return err
+	}
+	return nil
+}
+
+// RealizeWorkspace implements handlers.Driver: the workspace is the fixed
+// guest directory; nothing is sent to the provider.
+func (d *Driver) RealizeWorkspace(_ context.Context, p *handlers.RealizeWorkspaceParams) (*handlers.RealizeWorkspaceResult, error) {
+	if p.Lease.LeaseID() == "" {
+		return nil, errWorkspaceLease
+	}
+	if ok, err := metadataMatches(&p.BaseParams, p.Lease.Metadata); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, errWorkspaceLease
+	}
+	return &handlers.RealizeWorkspaceResult{Cwd: workspaceDir, Metadata: handlers.Object{"provider": Key, "remoteCwd": workspaceDir}}, nil
+}

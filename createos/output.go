@@ -1,0 +1,148 @@
+package createos
+
+import (
+	"unicode/utf8"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// maxCaptureUnits is how much of each stream an execute result keeps: the
+// last 4,194,304 characters. Characters are counted as JavaScript does, in
+// UTF-16 code units (a rune above U+FFFF counts two), like the host's
+// execute.log budget. The head is dropped by whole runes, so a cut never
+// splits a surrogate pair and may keep one unit less than the reference.
+const maxCaptureUnits = 4_194_304
+
+// output accumulates a command's stdout and stderr: it decodes each stream
+// as UTF-8 across frame boundaries, sends every decoded chunk live to the
+// sink, and keeps the tail of each stream.
+type output struct {
+	sink      handlers.OutputSink
+	decoders  [2]utf8Stream
+	captures  [2]capture
+	truncated bool
+}
+
+func newOutput(sink handlers.OutputSink) *output { return &output{sink: sink} }
+
+var streamNames = [2]string{"stdout", "stderr"}
+
+func streamIndex(name string) int {
+	if name == "stderr" {
+		return 1
+	}
+	return 0
+}
+
+// write adds raw bytes of stream ("stdout" or "stderr").
+func (o *output) write(stream string, p []byte) {
+	i := streamIndex(stream)
+	o.append(i, o.decoders[i].write(p))
+}
+
+// finish flushes both decoders; an incomplete sequence becomes U+FFFD.
+func (o *output) finish() {
+	for i := range o.decoders {
+		o.append(i, o.decoders[i].end())
+	}
+}
+
+func (o *output) append(i int, text string) {
+	if text == "" {
+		return
+	}
+	if o.sink != nil {
+		o.sink.Write(streamNames[i], []byte(text))
+	}
+	if o.captures[i].add(text) {
+		o.truncated = true
+	}
+}
+
+func (o *output) stdout() string { return o.captures[0].String() }
+func (o *output) stderr() string { return o.captures[1].String() }
+
+// utf8Stream decodes UTF-8 incrementally: an incomplete sequence at the end
+// of a write waits for the next one; invalid bytes become U+FFFD.
+type utf8Stream struct{ pending []byte }
+
+func (d *utf8Stream) write(p []byte) string {
+	buf := append(d.pending, p...)
+	cut := len(buf)
+	for i := len(buf) - 1; i >= 0 && i >= len(buf)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(buf[i]) {
+			if !utf8.FullRune(buf[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	d.pending = append([]byte(nil), buf[cut:]...)
+	return validUTF8(buf[:cut])
+}
+
+func (d *utf8Stream) end() string {
+	if len(d.pending) == 0 {
+		return ""
+	}
+	d.pending = nil
+	return "\uFFFD"
+}
+
+// validUTF8 replaces each invalid byte with U+FFFD.
+func validUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	out := make([]byte, 0, len(b)+8)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		out = utf8.AppendRune(out, r)
+		b = b[n:]
+	}
+	return string(out)
+}
+
+// units is the UTF-16 length of r.
+func units(r rune) int {
+	if r > 0xFFFF {
+		return 2
+	}
+	return 1
+}
+
+// utf16Len is the UTF-16 length of valid UTF-8 s.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += units(r)
+	}
+	return n
+}
+
+// capture keeps the last maxCaptureUnits UTF-16 units of a stream.
+type capture struct {
+	buf   []byte // valid UTF-8; the kept text is buf[start:]
+	start int
+	units int
+}
+
+// add appends text and reports whether the head had to be dropped.
+func (c *capture) add(text string) bool {
+	c.buf = append(c.buf, text...)
+	c.units += utf16Len(text)
+	dropped := false
+	for c.units > maxCaptureUnits {
+		r, n := utf8.DecodeRune(c.buf[c.start:])
+		c.start += n
+		c.units -= units(r)
+		dropped = true
+	}
+	if c.start > 1<<16 && c.start > len(c.buf)/2 {
+		c.buf = append(c.buf[:0], c.buf[c.start:]...)
+		c.start = 0
+	}
+	return dropped
+}
+
+func (c *capture) String() string { return string(c.buf[c.start:]) }

@@ -1,0 +1,154 @@
+package createos
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"io"
+	"math"
+	"regexp"
+	"unicode/utf8"
+)
+
+// maxFrameUnits bounds one NDJSON line of a process stream: 1,048,576
+// characters, counted in UTF-16 units as the reference does.
+const maxFrameUnits = 1_048_576
+
+// errStreamBroken marks a body read that failed at the network level: the
+// stream is treated as ended and reconnected, never as a protocol error.
+var errStreamBroken = errors.New("createos: process stream read failed")
+
+// frameReader splits a process stream into JSON objects.
+type frameReader struct {
+	r   *bufio.Reader
+	eof bool
+}
+
+func newFrameReader(r io.Reader) *frameReader { return &frameReader{r: bufio.NewReaderSize(r, 64<<10)} }
+
+// next returns the next non-blank frame, io.EOF at the end of the stream
+// (a final unterminated line is parsed too), errStreamBroken when the read
+// failed, or a protocol error.
+func (f *frameReader) next() (object, error) {
+	for !f.eof {
+		line, err := f.readLine()
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+		if err == io.EOF {
+			f.eof = true
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if frameUnits(line) > maxFrameUnits {
+			return nil, errFrameTooLarge
+		}
+		o, ok := asObject(line)
+		if !ok {
+			return nil, errInvalidFrame
+		}
+		return o, nil
+	}
+	return nil, io.EOF
+}
+
+// readLine reads up to and excluding '\n'. A line longer than any frame can
+// be (3 bytes per UTF-16 unit at most) fails before it is buffered whole.
+func (f *frameReader) readLine() ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := f.r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > 3*maxFrameUnits+1 {
+			return nil, errFrameTooLarge
+		}
+		switch {
+		case err == nil:
+			return line[:len(line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF:
+			return line, io.EOF
+		default:
+			return nil, errStreamBroken
+		}
+	}
+}
+
+// frameUnits is the UTF-16 length of line decoded as UTF-8, with each
+// invalid byte one U+FFFD.
+func frameUnits(line []byte) int {
+	n := 0
+	for len(line) > 0 {
+		r, size := utf8.DecodeRune(line)
+		n += units(r)
+		line = line[size:]
+	}
+	return n
+}
+
+var (
+	base64RE = regexp.MustCompile(`^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$`)
+	signalRE = regexp.MustCompile(`^SIG[A-Z0-9]+$`)
+)
+
+// exitStatus is a process's end as the exit frame reports it.
+type exitStatus struct {
+	code   *int
+	signal *string
+}
+
+// handle applies one frame: data is delivered once in order (replays at or
+// below cursor are skipped), heartbeats are ignored, and the exit frame ends
+// the stream. It returns the exit status when the frame was the exit.
+func (e *follower) handle(fr object) (*exitStatus, error) {
+	typ, _ := fr.str("type")
+	switch typ {
+	case "heartbeat":
+		return nil, nil
+	case "data":
+		seq, ok := fr.num("seq")
+		if !ok || seq != math.Trunc(seq) || seq < 1 || seq > 1<<53-1 {
+			return nil, errInvalidSeq
+		}
+		if int64(seq) <= e.cursor {
+			return nil, nil
+		}
+		if int64(seq) != e.cursor+1 {
+			return nil, errSeqGap
+		}
+		stream, _ := fr.str("stream")
+		data, okData := fr.str("data_base64")
+		if stream != "stdout" && stream != "stderr" || !okData || !base64RE.MatchString(data) {
+			return nil, errInvalidOutput
+		}
+		b, err := base64.StdEncoding.DecodeString(data)
+		if err != nil {
+			return nil, errInvalidOutput
+		}
+		e.out.write(stream, b)
+		e.cursor = int64(seq)
+		return nil, nil
+	case "exit":
+		var st exitStatus
+		if f, ok := fr.num("exit_code"); ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 {
+			code := int(f)
+			st.code = &code
+		}
+		if s, ok := fr.str("signal"); ok {
+			st.signal = &s
+		}
+		if st.code == nil && (st.signal == nil || !signalRE.MatchString(*st.signal)) {
+			return nil, errExitMissing
+		}
+		return &st, nil
+	case "error":
+		if msg, _ := fr.str("error"); msg == "output_offset_expired" {
+			return nil, errEvicted
+		}
+		return nil, errStreamError
+	}
+	return nil, errUnknownEvent
+}

@@ -1,0 +1,269 @@
+package createos
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// stub is the in-process CreateOS provider of the reference plugin tests
+// (spec §7.0): one sandbox sb_test, processes proc_test, a connect stream
+// that prints paperclip-createos-ready and exits 0. It records every call
+// and fails the test when a request lacks the configured key. Knobs
+// override single routes.
+type stub struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	calls    []stubCall
+	state    string
+	marker   string
+	connects int
+	// hook handles a request first; it returns true when it answered.
+	hook func(w http.ResponseWriter, r *http.Request, body []byte) bool
+	// connect serves the n-th connect (1-based) instead of the default.
+	connect func(w http.ResponseWriter, r *http.Request, n int)
+	// connected receives once per connect request.
+	connected chan struct{}
+}
+
+type stubCall struct {
+	Method, Path string // Path includes the query
+	Body         []byte
+	Aborted      bool // the request's context was already done on arrival
+}
+
+func (c stubCall) String() string { return c.Method + " " + c.Path }
+
+// json decodes the call's body.
+func (c stubCall) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(c.Body, &m); err != nil {
+		t.Fatalf("%s: body %q: %v", c, c.Body, err)
+	}
+	return m
+}
+
+func newStub(t *testing.T) *stub {
+	s := &stub{t: t, state: "running", connected: make(chan struct{}, 16)}
+	s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// driver returns a driver whose every request to any host reaches the stub,
+// without pacing and with fast polling.
+func (s *stub) driver(opts ...Option) *Driver {
+	hc := s.srv.Client()
+	tr := hc.Transport.(*http.Transport).Clone()
+	addr := s.srv.Listener.Addr().String()
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	tr.TLSClientConfig.ServerName = "example.com" // the httptest certificate's name
+	hc.Transport = tr
+	d := New(append([]Option{WithHTTPClient(hc), WithPacer(NoPacing), WithGetenv(func(string) string { return "" })}, opts...)...)
+	d.pollInterval = time.Millisecond
+	d.reconnectDelay = time.Millisecond
+	return d
+}
+
+func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	s.calls = append(s.calls, stubCall{Method: r.Method, Path: r.URL.RequestURI(), Body: body, Aborted: r.Context().Err() != nil})
+	hook := s.hook
+	s.mu.Unlock()
+	if got := r.Header.Get("X-Api-Key"); got != "test-secret" {
+		s.t.Errorf("%s %s: X-Api-Key %q", r.Method, r.URL.Path, got)
+	}
+	if hook != nil && hook(w, r, body) {
+		return
+	}
+	p := r.URL.Path
+	switch {
+	case r.Method == http.MethodPost && p == "/v1/sandboxes":
+		s.setState("running")
+		success(w, map[string]any{"id": "sb_test"})
+	case p == "/v1/sandboxes/sb_test" && r.Method == http.MethodGet:
+		success(w, map[string]any{"id": "sb_test", "status": s.getState()})
+	case p == "/v1/sandboxes/sb_test" && r.Method == http.MethodDelete:
+		s.setState("destroyed")
+		success(w, map[string]any{"id": "sb_test"})
+	case p == "/v1/sandboxes/sb_test/pause":
+		s.setState("paused")
+		success(w, map[string]any{"status": "pausing"})
+	case p == "/v1/sandboxes/sb_test/resume":
+		s.setState("running")
+		success(w, map[string]any{"status": "resuming"})
+	case p == "/v1/sandboxes/sb_test/files" && r.Method == http.MethodPut:
+		if strings.HasSuffix(r.URL.Query().Get("path"), ".paperclip-createos-lease") {
+			s.mu.Lock()
+			s.marker = string(body)
+			s.mu.Unlock()
+		}
+		success(w, map[string]any{})
+	case p == "/v1/sandboxes/sb_test/exec":
+		var req struct {
+			Cmd string `json:"cmd"`
+		}
+		_ = json.Unmarshal(body, &req)
+		out := ""
+		if req.Cmd == "/bin/cat" {
+			s.mu.Lock()
+			out = s.marker
+			s.mu.Unlock()
+		}
+		success(w, map[string]any{"result": map[string]any{"exit_code": 0, "stdout": out, "stderr": ""}})
+	case p == "/v1/sandboxes/sb_test/processes" && r.Method == http.MethodPost:
+		var req map[string]any
+		_ = json.Unmarshal(body, &req)
+		if env, ok := req["env"].(map[string]any); ok && len(env) > 0 {
+			failWith(w, http.StatusBadRequest)
+			return
+		}
+		success(w, map[string]any{"process_id": "proc_test"})
+	case strings.HasSuffix(p, "/stdin/close"):
+		success(w, map[string]any{})
+	case strings.HasSuffix(p, "/connect"):
+		s.mu.Lock()
+		s.connects++
+		n, connect := s.connects, s.connect
+		s.mu.Unlock()
+		s.connected <- struct{}{}
+		if connect != nil {
+			connect(w, r, n)
+			return
+		}
+		ndjson(w, dataFrame(1, "stdout", "paperclip-createos-ready\n"), `{"type":"exit","exit_code":0}`)
+	case strings.HasPrefix(p, "/v1/sandboxes/sb_test/processes/") && r.Method == http.MethodDelete:
+		success(w, map[string]any{"tree_exited": true})
+	default:
+		failWith(w, http.StatusNotFound)
+	}
+}
+
+func (s *stub) setState(v string) { s.mu.Lock(); s.state = v; s.mu.Unlock() }
+func (s *stub) getState() string  { s.mu.Lock(); defer s.mu.Unlock(); return s.state }
+
+// fail writes status with a body that echoes the key, as a hostile or
+// verbose provider might.
+func failWith(w http.ResponseWriter, status int) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, privateBody)
+}
+
+func ndjson(w http.ResponseWriter, lines ...string) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	for _, l := range lines {
+		_, _ = io.WriteString(w, l+"\n")
+	}
+}
+
+func dataFrame(seq int, stream, text string) string {
+	return dataFrameBytes(seq, stream, []byte(text))
+}
+
+func dataFrameBytes(seq int, stream string, b []byte) string {
+	return fmt.Sprintf(`{"type":"data","seq":%d,"stream":%q,"data_base64":%q}`, seq, stream, base64.StdEncoding.EncodeToString(b))
+}
+
+// snapshot returns the calls so far.
+func (s *stub) snapshot() []stubCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]stubCall(nil), s.calls...)
+}
+
+func (s *stub) reset() {
+	s.mu.Lock()
+	s.calls = nil
+	s.mu.Unlock()
+}
+
+func (s *stub) last() stubCall {
+	c := s.snapshot()
+	if len(c) == 0 {
+		s.t.Fatal("no calls")
+	}
+	return c[len(c)-1]
+}
+
+// find returns the index of the first call whose "METHOD path" starts with
+// prefix, or -1.
+func (s *stub) find(prefix string) int {
+	for i, c := range s.snapshot() {
+		if strings.HasPrefix(c.String(), prefix) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *stub) count(prefix string) int {
+	n := 0
+	for _, c := range s.snapshot() {
+		if strings.HasPrefix(c.String(), prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// base are the reference tests' base params.
+func base(over handlers.Object) handlers.BaseParams {
+	return handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: baseConfig(over)}
+}
+
+// recordingSink records execute.log chunks.
+type recordingSink struct {
+	mu     sync.Mutex
+	chunks [][2]string
+}
+
+func (r *recordingSink) Write(stream string, p []byte) {
+	r.mu.Lock()
+	r.chunks = append(r.chunks, [2]string{stream, string(p)})
+	r.mu.Unlock()
+}
+
+// logContext is a context whose logger writes to a buffer tests inspect.
+func logContext(t *testing.T) (context.Context, *syncBuffer) {
+	buf := &syncBuffer{}
+	l := zerolog.New(buf)
+	return l.WithContext(t.Context()), buf
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
