@@ -1,0 +1,181 @@
+package createostest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// baseEnv is the environment of every sandbox command; the server's own
+// environment (which may hold keys) never leaks in.
+var baseEnv = map[string]string{
+	"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME": "/root",
+	"USER": "root",
+	"LANG": "C.UTF-8",
+}
+
+func (s *Server) commandSpec(sb *sandbox, cmd string, args []string, cwd string, env map[string]string) helperSpec {
+	merged := map[string]string{}
+	for _, m := range []map[string]string{baseEnv, sb.env, env} {
+		for k, v := range m {
+			merged[k] = v
+		}
+	}
+	list := make([]string, 0, len(merged))
+	for k, v := range merged {
+		list = append(list, k+"="+v)
+	}
+	slices.Sort(list)
+	return helperSpec{view: sb.view, Cmd: cmd, Args: args, Cwd: cwd, Env: list}
+}
+
+type execBody struct {
+	Cmd       string            `json:"cmd"`
+	Args      []string          `json:"args"`
+	Cwd       string            `json:"cwd"`
+	Env       map[string]string `json:"env"`
+	Stdin     *string           `json:"stdin"`
+	TimeoutMs int               `json:"timeout_ms"`
+	Stream    bool              `json:"stream"`
+}
+
+// execResult is a finished synchronous command.
+type execResult struct {
+	exitCode int
+	errText  string
+}
+
+// runCommand runs one command to completion in the sandbox view.
+func (s *Server) runCommand(ctx context.Context, spec helperSpec, stdin io.Reader, stdout, stderr io.Writer) (execResult, error) {
+	h, err := newHelperCmd(ctx, spec)
+	if err != nil {
+		return execResult{}, err
+	}
+	h.Stdin, h.Stdout, h.Stderr = stdin, stdout, stderr
+	if err := h.start(); err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return execResult{exitCode: 126, errText: "cannot enter " + spec.Cwd}, nil
+		}
+		return execResult{}, err
+	}
+	_ = h.Wait()
+	st := h.readStatus()
+	switch {
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errExecTimeout):
+		return execResult{exitCode: 124, errText: "command timed out"}, nil
+	case ctx.Err() != nil:
+		return execResult{}, ctx.Err()
+	case st.SetupError != "":
+		return execResult{}, errors.New("sandbox setup failed: " + st.SetupError)
+	case st.Signal != "":
+		sig, _ := parseSignal(st.Signal)
+		return execResult{exitCode: 128 + int(sig), errText: "killed by " + st.Signal}, nil
+	case st.ExitCode != nil:
+		return execResult{exitCode: *st.ExitCode}, nil
+	}
+	return execResult{}, errors.New("sandbox helper did not report an exit status")
+}
+
+var errExecTimeout = errors.New("exec timeout")
+
+func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
+	if s.isoErr != nil {
+		serverError(w, http.StatusNotImplemented, s.isoErr.Error())
+		return
+	}
+	var body execBody
+	if err := decodeJSON(r, &body); err != nil {
+		fail(w, http.StatusBadRequest, "invalid JSON body")
+		return
+	}
+	if body.Cmd == "" || strings.ContainsRune(body.Cmd, 0) {
+		fail(w, http.StatusBadRequest, map[string]any{"cmd": "required"})
+		return
+	}
+	if body.Cwd != "" && !strings.HasPrefix(body.Cwd, "/") {
+		fail(w, http.StatusBadRequest, map[string]any{"cwd": "must be absolute"})
+		return
+	}
+	sb, done := s.acquire(w, r)
+	if sb == nil {
+		return
+	}
+	defer done()
+
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(sb.ctx, func() { cancel(context.Canceled) })
+	defer stop()
+	if body.TimeoutMs > 0 {
+		t := time.AfterFunc(time.Duration(body.TimeoutMs)*time.Millisecond, func() { cancel(errExecTimeout) })
+		defer t.Stop()
+	}
+	var stdin io.Reader
+	if body.Stdin != nil {
+		stdin = strings.NewReader(*body.Stdin)
+	}
+	spec := s.commandSpec(sb, body.Cmd, body.Args, body.Cwd, body.Env)
+	if r.URL.Query().Get("stream") == "true" {
+		s.execStream(ctx, func() { cancel(context.Canceled) }, w, spec, stdin)
+		return
+	}
+	start := time.Now()
+	var stdout, stderr bytes.Buffer
+	res, err := s.runCommand(ctx, spec, stdin, &stdout, &stderr)
+	if err != nil {
+		serverError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	result := map[string]any{"exit_code": res.exitCode, "stdout": stdout.String(), "stderr": stderr.String()}
+	if res.errText != "" {
+		result["error"] = res.errText
+	}
+	success(w, http.StatusOK, map[string]any{"result": result, "exec_ms": time.Since(start).Milliseconds()})
+}
+
+// execStream answers /exec?stream=true: {stdout}, {stderr}, {hb: true} and
+// finally {exit_code} (or {error} when the command could not run).
+func (s *Server) execStream(ctx context.Context, cancel func(), w http.ResponseWriter, spec helperSpec, stdin io.Reader) {
+	sf, faulty := s.faults.takeStream(RouteExecStream)
+	out := newNDJSON(w, sf, faulty)
+	out.onDead = cancel // a cut stream ends the command, as a dropped request does
+	hbDone := make(chan struct{})
+	hbStopped := make(chan struct{})
+	go func() {
+		defer close(hbStopped)
+		t := time.NewTicker(s.opts.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				out.control(map[string]bool{"hb": true})
+			case <-hbDone:
+				return
+			}
+		}
+	}()
+	stdout := &textFrames{key: "stdout", out: out}
+	stderr := &textFrames{key: "stderr", out: out}
+	res, err := s.runCommand(ctx, spec, stdin, stdout, stderr)
+	close(hbDone)
+	<-hbStopped
+	stdout.close()
+	stderr.close()
+	switch {
+	case err != nil:
+		out.final(map[string]string{"error": err.Error()})
+	default:
+		out.final(map[string]int{"exit_code": res.exitCode})
+	}
+	if out.aborted() {
+		panic(http.ErrAbortHandler)
+	}
+}

@@ -1,0 +1,166 @@
+package createostest
+
+import (
+	"sync"
+	"time"
+)
+
+// Always, as a count, keeps a fault active until Reset.
+const Always = -1
+
+// Fault is a one-request misbehaviour of a route.
+type Fault struct {
+	// Status, when non-zero, answers the request with this status and a
+	// JSend fail/error envelope instead of running the handler (409, 410,
+	// 429, 500, 502, 503 …). 429 carries Retry-After.
+	Status int
+	// Body is the envelope's data/message; default the status text.
+	Body string
+	// RetryAfter overrides the Retry-After header.
+	RetryAfter string
+	// Delay is waited before the request is handled (slow responses).
+	Delay time.Duration
+}
+
+// StreamFaultKind is how a streamed response (connect, files GET, exec
+// stream) misbehaves.
+type StreamFaultKind int
+
+// Stream fault kinds.
+const (
+	// StreamEnd ends the body cleanly after After data frames, without an
+	// exit frame (a dropped stream the client must reconnect past).
+	StreamEnd StreamFaultKind = iota + 1
+	// StreamCutMidFrame writes half of the next frame (or file body), then
+	// aborts the connection (a network failure mid-read).
+	StreamCutMidFrame
+	// StreamCutMidFrameEOF writes half of the next frame, then ends the body
+	// cleanly, leaving an unterminated partial line.
+	StreamCutMidFrameEOF
+	// StreamGap skips a sequence number after After frames.
+	StreamGap
+	// StreamMalformed writes a line that is not JSON after After frames.
+	StreamMalformed
+	// StreamEvicted writes {"type":"error","error":"output_offset_expired"}
+	// after After frames.
+	StreamEvicted
+	// StreamUnknownEvent writes a frame of an unknown type after After frames.
+	StreamUnknownEvent
+)
+
+// StreamFault makes one streamed response misbehave.
+type StreamFault struct {
+	Kind  StreamFaultKind
+	After int // complete data frames delivered before the fault
+}
+
+type queued[T any] struct {
+	v     T
+	count int // remaining; Always = forever
+}
+
+// Faults holds the injected misbehaviours. All methods are safe for
+// concurrent use; faults for a route apply in the order injected.
+type Faults struct {
+	mu            sync.Mutex
+	status        map[Route][]*queued[Fault]
+	stream        map[Route][]*queued[StreamFault]
+	treeNotExited int
+}
+
+func newFaults() *Faults {
+	return &Faults{status: map[Route][]*queued[Fault]{}, stream: map[Route][]*queued[StreamFault]{}}
+}
+
+// Inject answers the next count requests to route with status.
+func (f *Faults) Inject(route Route, status, count int) {
+	f.InjectFault(route, Fault{Status: status}, count)
+}
+
+// InjectFault applies fault to the next count requests to route (RouteAny
+// matches every route).
+func (f *Faults) InjectFault(route Route, fault Fault, count int) {
+	if count == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status[route] = append(f.status[route], &queued[Fault]{v: fault, count: count})
+}
+
+// Delay holds the next count requests to route for d before handling them.
+func (f *Faults) Delay(route Route, d time.Duration, count int) {
+	f.InjectFault(route, Fault{Delay: d}, count)
+}
+
+// Stream makes the next count streamed responses of route (RouteConnect,
+// RouteFilesGet, RouteExecStream) misbehave.
+func (f *Faults) Stream(route Route, sf StreamFault, count int) {
+	if count == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stream[route] = append(f.stream[route], &queued[StreamFault]{v: sf, count: count})
+}
+
+// TreeNotExited makes the next count process DELETEs answer
+// {"tree_exited": false} (the process is still killed).
+func (f *Faults) TreeNotExited(count int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.treeNotExited = count
+}
+
+// Reset removes every fault.
+func (f *Faults) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status = map[Route][]*queued[Fault]{}
+	f.stream = map[Route][]*queued[StreamFault]{}
+	f.treeNotExited = 0
+}
+
+func takeFrom[T any](m map[Route][]*queued[T], route Route) (T, bool) {
+	for _, key := range []Route{route, RouteAny} {
+		q := m[key]
+		if len(q) == 0 {
+			continue
+		}
+		head := q[0]
+		if head.count > 0 {
+			head.count--
+			if head.count == 0 {
+				m[key] = q[1:]
+			}
+		}
+		return head.v, true
+	}
+	var zero T
+	return zero, false
+}
+
+func (f *Faults) take(route Route) Fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, _ := takeFrom(f.status, route)
+	return v
+}
+
+func (f *Faults) takeStream(route Route) (StreamFault, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return takeFrom(f.stream, route)
+}
+
+func (f *Faults) takeTreeNotExited() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.treeNotExited == 0 {
+		return false
+	}
+	if f.treeNotExited > 0 {
+		f.treeNotExited--
+	}
+	return true
+}

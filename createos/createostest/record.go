@@ -1,0 +1,98 @@
+package createostest
+
+import (
+	"io"
+	"net/http"
+	"sync"
+)
+
+// Request is one recorded request, in arrival order.
+type Request struct {
+	Seq    int    // 1-based arrival order
+	Route  Route  // endpoint name
+	Method string // HTTP method
+	Path   string // URL path, e.g. /v1/sandboxes/sb_x/files
+	Query  string // raw query, e.g. path=%2Ftmp%2Fx
+	Header http.Header
+	Body   []byte // first Options.MaxRecordedBody bytes the handler read
+	Status int    // response status; 0 while the request is in flight
+}
+
+type recorder struct {
+	mu   sync.Mutex
+	max  int
+	reqs []*Request
+}
+
+type captureBody struct {
+	io.ReadCloser
+	rec *recorder
+	req *Request
+}
+
+func (c *captureBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	if n > 0 && c.rec.max > 0 {
+		c.rec.mu.Lock()
+		if room := c.rec.max - len(c.req.Body); room > 0 {
+			c.req.Body = append(c.req.Body, p[:min(n, room)]...)
+		}
+		c.rec.mu.Unlock()
+	}
+	return n, err
+}
+
+func (r *recorder) start(route Route, hr *http.Request) *Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	req := &Request{
+		Seq:    len(r.reqs) + 1,
+		Route:  route,
+		Method: hr.Method,
+		Path:   hr.URL.Path,
+		Query:  hr.URL.RawQuery,
+		Header: hr.Header.Clone(),
+	}
+	r.reqs = append(r.reqs, req)
+	hr.Body = &captureBody{ReadCloser: hr.Body, rec: r, req: req}
+	return req
+}
+
+func (r *recorder) finish(req *Request, status int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	req.Status = status
+}
+
+// Requests returns a copy of every request received so far, in order.
+func (s *Server) Requests() []Request {
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
+	out := make([]Request, len(s.rec.reqs))
+	for i, r := range s.rec.reqs {
+		out[i] = *r
+		out[i].Header = r.Header.Clone()
+		out[i].Body = append([]byte(nil), r.Body...)
+	}
+	return out
+}
+
+// Count returns how many requests hit route (RouteAny: all requests).
+func (s *Server) Count(route Route) int {
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
+	n := 0
+	for _, r := range s.rec.reqs {
+		if route == RouteAny || r.Route == route {
+			n++
+		}
+	}
+	return n
+}
+
+// ResetRequests forgets the recorded requests.
+func (s *Server) ResetRequests() {
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
+	s.rec.reqs = nil
+}

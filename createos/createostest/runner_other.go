@@ -1,0 +1,47 @@
+//go:build !linux
+
+package createostest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+var errNoIsolation = errors.New("createostest: sandbox commands need Linux mount and PID namespaces")
+
+type view struct{}
+
+func newView(root, workspace, tmp string, writable bool) (*view, error) { return nil, errNoIsolation }
+func (v *view) close()                                                  {}
+
+type helperSpec struct {
+	view *view
+	Cmd  string
+	Args []string
+	Cwd  string
+	Env  []string
+	PTY  bool
+}
+
+type helperStatus struct {
+	ExitCode   *int
+	Signal     string
+	SetupError string
+}
+
+type helperCmd struct{ *exec.Cmd }
+
+func newHelperCmd(context.Context, helperSpec) (*helperCmd, error) { return nil, errNoIsolation }
+func (h *helperCmd) start() error                                  { return errNoIsolation }
+func (h *helperCmd) signal(syscall.Signal)                         {}
+func (h *helperCmd) readStatus() helperStatus {
+	return helperStatus{SetupError: errNoIsolation.Error()}
+}
+
+// Isolation reports why sandbox commands cannot run on this platform.
+func Isolation() error { return errNoIsolation }
+
+func openPTY(cols, rows int) (*os.File, *os.File, error) { return nil, nil, errNoIsolation }

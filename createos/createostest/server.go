@@ -1,0 +1,209 @@
+package createostest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Options configures a Server. The zero value is usable.
+type Options struct {
+	// APIKey is the X-Api-Key every request must carry; default "test-key".
+	APIKey string
+	// Dir is where sandbox directories are created; default os.TempDir().
+	Dir string
+	// Addr is the listen address; default a free loopback port.
+	Addr string
+	// JournalLimit bounds each managed process's output journal in bytes of
+	// output data; default 1 MiB (the provider's journal).
+	JournalLimit int
+	// Heartbeat is the interval of heartbeat frames on /connect and
+	// /exec?stream=true; default 5s.
+	Heartbeat time.Duration
+	// Shapes, when non-empty, is the accepted shape catalog (400 otherwise);
+	// by default any non-empty shape is accepted.
+	Shapes []string
+	// Region, when set, is the only accepted create region (400 otherwise).
+	Region string
+	// WritableHost leaves the host's top-level directories writable inside
+	// sandboxes; by default they are bound read-only.
+	WritableHost bool
+	// AllowNoIsolation lets NewServer succeed where namespaces are
+	// unavailable; command routes then answer 501 with the reason.
+	AllowNoIsolation bool
+	// MaxRecordedBody caps the request body bytes kept per recorded
+	// request; default 1 MiB, negative keeps none.
+	MaxRecordedBody int
+	// Logf, when set, receives one line per request and notable events.
+	Logf func(format string, args ...any)
+}
+
+// Server is a CreateOS control plane backed by real directories and real
+// processes. Create one with NewServer; end it with Close.
+type Server struct {
+	// URL is the origin (scheme://host:port); the API lives under URL+"/v1".
+	URL string
+
+	opts   Options
+	hs     *httptest.Server
+	dir    string
+	faults *Faults
+	rec    recorder
+	isoErr error
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu              sync.Mutex
+	sandboxes       map[string]*sandbox
+	transitionReads int // GETs that show a transitional state; 0 = synchronous
+	destroyedReads  int // GETs that still show "destroyed" before 404
+	evictedFrame    bool
+
+	closeOnce sync.Once
+}
+
+// NewServer starts a server. t may be nil (the simulator); when it is not,
+// Close is registered with t.Cleanup and setup failures call t.Fatal.
+func NewServer(t testing.TB, opts Options) *Server {
+	if t != nil {
+		t.Helper()
+	}
+	s, err := Start(opts)
+	if err != nil {
+		if t == nil {
+			panic(err)
+		}
+		t.Fatal(err)
+	}
+	if t != nil {
+		t.Cleanup(s.Close)
+	}
+	return s
+}
+
+// Start is NewServer returning an error instead of failing a test.
+func Start(opts Options) (*Server, error) {
+	if opts.APIKey == "" {
+		opts.APIKey = "test-key"
+	}
+	if opts.JournalLimit <= 0 {
+		opts.JournalLimit = 1 << 20
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 5 * time.Second
+	}
+	if opts.MaxRecordedBody == 0 {
+		opts.MaxRecordedBody = 1 << 20
+	}
+	isoErr := Isolation()
+	if isoErr != nil && !opts.AllowNoIsolation {
+		return nil, isoErr
+	}
+	dir, err := os.MkdirTemp(opts.Dir, "createostest-")
+	if err != nil {
+		return nil, fmt.Errorf("createostest: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		opts:      opts,
+		dir:       dir,
+		faults:    newFaults(),
+		isoErr:    isoErr,
+		ctx:       ctx,
+		cancel:    cancel,
+		sandboxes: map[string]*sandbox{},
+	}
+	s.rec.max = opts.MaxRecordedBody
+	s.hs = httptest.NewUnstartedServer(s.routes())
+	if opts.Addr != "" {
+		l, err := listen(opts.Addr)
+		if err != nil {
+			cancel()
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		s.hs.Listener.Close()
+		s.hs.Listener = l
+	}
+	s.hs.Start()
+	s.URL = s.hs.URL
+	return s, nil
+}
+
+// Close ends every stream and process, stops the listener and removes all
+// sandbox directories. It is safe to call more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.mu.Lock()
+		boxes := make([]*sandbox, 0, len(s.sandboxes))
+		for _, sb := range s.sandboxes {
+			boxes = append(boxes, sb)
+		}
+		s.mu.Unlock()
+		for _, sb := range boxes {
+			s.release(sb)
+		}
+		s.hs.CloseClientConnections()
+		s.hs.Close()
+		os.RemoveAll(s.dir)
+	})
+}
+
+// Faults returns the fault-injection knobs.
+func (s *Server) Faults() *Faults { return s.faults }
+
+// Client returns an HTTP client for the server that refuses redirects, as
+// the driver's client must.
+func (s *Server) Client() *http.Client {
+	c := *s.hs.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
+// SetTransitionReads makes create, pause, resume, fork and destroy
+// asynchronous: the transitional state ("creating", "pausing", "resuming",
+// "forking", "destroying") is what the next n GETs of the sandbox read.
+// Zero (the default) makes them synchronous.
+func (s *Server) SetTransitionReads(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.transitionReads = max(n, 0)
+}
+
+// SetAsyncTransitions is SetTransitionReads(2) when on, 0 when off.
+func (s *Server) SetAsyncTransitions(on bool) {
+	if on {
+		s.SetTransitionReads(2)
+		return
+	}
+	s.SetTransitionReads(0)
+}
+
+// SetDestroyedReads keeps a destroyed sandbox readable (status
+// "destroyed") for n GETs before it answers 404; default 0.
+func (s *Server) SetDestroyedReads(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.destroyedReads = max(n, 0)
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf(format, args...)
+	}
+}
+
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
