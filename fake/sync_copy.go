@@ -98,20 +98,14 @@ func (c *copier) mapping(m mappingPlan) error {
 	if !fi.IsDir() {
 		return errors.New("the source is not a directory")
 	}
-	made := false
-	switch ti, err := c.dst.Stat(m.dst); {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := c.dst.MkdirAll(parent(m.dst), 0o700); err != nil {
-			return fmt.Errorf("create target directory: %w", cleanErr(err))
-		}
-		if err := c.mkdir(m.dst); err != nil {
-			return err
-		}
-		made = true
-	case err != nil:
-		return fmt.Errorf("read target: %w", cleanErr(err))
-	case !ti.IsDir():
-		return errors.New("the target exists and is not a directory")
+	if err := c.dst.MkdirAll(parent(m.dst), 0o700); err != nil {
+		return fmt.Errorf("create target directory: %w", cleanErr(err))
+	}
+	made, err := c.ensureDir(m.dst, true)
+	if errors.Is(err, errNotDir) {
+		return fmt.Errorf("the target %w", err)
+	} else if err != nil {
+		return fmt.Errorf("the target: %w", err)
 	}
 	if err := c.tree(m.src, m.dst, ".", []fileID{idOf(fi)}); err != nil {
 		return err
@@ -187,17 +181,11 @@ func (c *copier) tree(src, dst, rel string, ancestors []fileID) error {
 // existing t must be a real directory: the sync never writes through a
 // symlink it finds in a target tree.
 func (c *copier) subdir(s, t, erel string, fi fs.FileInfo, ancestors []fileID) error {
-	made := false
-	switch ti, err := c.dst.Lstat(t); {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := c.mkdir(t); err != nil {
-			return fmt.Errorf("%s: %w", erel, err)
-		}
-		made = true
-	case err != nil:
-		return fmt.Errorf("read target %s: %w", erel, cleanErr(err))
-	case !ti.IsDir():
-		return fmt.Errorf("target %s exists and is not a directory", erel)
+	made, err := c.ensureDir(t, false)
+	if errors.Is(err, errNotDir) {
+		return fmt.Errorf("target %s %w", erel, err)
+	} else if err != nil {
+		return fmt.Errorf("target %s: %w", erel, err)
 	}
 	if err := c.tree(s, t, erel, ancestors); err != nil {
 		return err
@@ -208,16 +196,38 @@ func (c *copier) subdir(s, t, erel string, fi fs.FileInfo, ancestors []fileID) e
 	return nil
 }
 
-func (c *copier) mkdir(name string) error {
-	if err := c.dst.Mkdir(name, 0o700); err != nil {
-		return fmt.Errorf("create directory: %w", cleanErr(err))
-	}
-	if syncCreateHook != nil {
-		if fi, err := c.dst.Lstat(name); err == nil {
-			created(name, fi)
+// errNotDir is ensureDir's error for a name that is something else.
+var errNotDir = errors.New("exists and is not a directory")
+
+// ensureDir makes name a directory (0700 until its contents are in) and
+// reports whether it created it. An existing name must be a directory;
+// follow allows a symlink to one (only for a mapping's own target). A
+// concurrent sync creating the same directory is not an error.
+func (c *copier) ensureDir(name string, follow bool) (bool, error) {
+	err := c.dst.Mkdir(name, 0o700)
+	if err == nil {
+		if syncCreateHook != nil {
+			if fi, err := c.dst.Lstat(name); err == nil {
+				created(name, fi)
+			}
 		}
+		return true, nil
 	}
-	return nil
+	if !errors.Is(err, fs.ErrExist) {
+		return false, fmt.Errorf("create directory: %w", cleanErr(err))
+	}
+	stat := c.dst.Lstat
+	if follow {
+		stat = c.dst.Stat
+	}
+	fi, err := stat(name)
+	if err != nil {
+		return false, fmt.Errorf("read directory: %w", cleanErr(err))
+	}
+	if !fi.IsDir() {
+		return false, errNotDir
+	}
+	return false, nil
 }
 
 func (c *copier) chmod(name string, mode fs.FileMode) error {

@@ -790,3 +790,48 @@ func syncWaitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestSyncConcurrentCallsSameTarget(t *testing.T) {
+	e := newSyncEnv(t, nil)
+	a, b := strings.Repeat("a", 256<<10), strings.Repeat("b", 256<<10)
+	syncWriteTree(t, e.host, map[string]string{"a/f": a, "b/f": b})
+	target := e.ws + "/t"
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src := filepath.Join(e.host, "a")
+			if i%2 == 1 {
+				src = filepath.Join(e.host, "b")
+			}
+			_, errs[i] = e.in(syncOp("op", handlers.SyncFileMapping{SourcePath: src, TargetPath: target, Kind: "directory"}))
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := syncReadTree(t, target)
+	if len(got) != 1 || (got["f"] != a && got["f"] != b) {
+		t.Errorf("target holds mixed or extra content (%d entries, %d bytes in f)", len(got), len(got["f"]))
+	}
+}
+
+func TestSyncNeverWritesThroughTargetSymlinks(t *testing.T) {
+	e := newSyncEnv(t, nil)
+	syncWriteTree(t, e.host, map[string]string{"src/sub/f": "new", "src/g": "new"})
+	syncWriteTree(t, e.ws, map[string]string{"other/keep": "old", "t/sub": "->../other", "t/g": "->../other/keep"})
+	_, err := e.in(syncOp("op", handlers.SyncFileMapping{SourcePath: filepath.Join(e.host, "src"), TargetPath: e.ws + "/t", Kind: "directory"}))
+	if err == nil || !strings.Contains(err.Error(), "target sub exists and is not a directory") {
+		t.Fatalf("err = %v", err)
+	}
+	// g (sorted before sub) replaced the link itself, not its target.
+	if got := syncReadTree(t, filepath.Join(e.ws, "other")); !reflect.DeepEqual(got, map[string]string{"keep": "old"}) {
+		t.Errorf("the symlinked directory changed: %v", got)
+	}
+	syncCheckFile(t, filepath.Join(e.ws, "t", "g"), "new")
+}
