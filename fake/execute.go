@@ -172,6 +172,8 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 		close(r.e.started)
 		return nil, fmt.Errorf("create stderr pipe: %w", err)
 	}
+	growPipe(outR)
+	growPipe(errR)
 	cmd := &exec.Cmd{
 		Path:        path,
 		Args:        append([]string{r.p.Command}, r.p.Args...),
@@ -271,7 +273,7 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 // copy reads one output stream into its tail and the host stream.
 func (r *run) copy(wg *sync.WaitGroup, src *os.File, stream string, t *tail) {
 	defer wg.Done()
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, 256<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
@@ -379,4 +381,16 @@ func unwrapPathErr(err error) error {
 		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
 	}
 	return err
+}
+
+// pipeSize is the capacity asked for on output pipes: a command writing
+// fast should not stall every 64 KiB waiting for the reader to wake.
+const pipeSize = 1 << 20
+
+// growPipe raises a pipe's capacity; failure (a lower system limit) only
+// costs speed.
+func growPipe(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize) })
+	}
 }

@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"sync"
-	"unicode/utf8"
 )
 
 // MaxExecuteLogUnits is the host's per-execute budget for execute.log, in
@@ -87,25 +86,25 @@ func (e *ExecuteLog) Write(stream string, p []byte) {
 	if e.closed {
 		return
 	}
-	buf := append(e.pending[stream], p...)
+	buf := p
+	if held := e.pending[stream]; len(held) > 0 {
+		buf = append(held, p...)
+	}
 	cut := completeUTF8(buf)
 	e.send(stream, buf[:cut])
-	e.pending[stream] = append([]byte(nil), buf[cut:]...)
+	e.pending[stream] = append(e.pending[stream][:0], buf[cut:]...)
 }
 
 // send writes whole chunks; the caller holds mu.
 func (e *ExecuteLog) send(stream string, b []byte) {
 	for _, c := range splitChunks(b, MaxLogChunkUnits) {
-		u := int64(utf8.RuneCount(c))
-		if c4 := countSupplementary(c); c4 > 0 {
-			u += int64(c4)
-		}
+		u := utf16Len(c)
 		if e.units+u > MaxExecuteLogUnits {
 			e.closed = true
 			return
 		}
 		e.units += u
-		if err := e.n.Notify("execute.log", ExecuteLogParams{Stream: stream, Chunk: string(c)}); err != nil {
+		if err := e.n.s.writeExecuteLog(e.n.invocationID, stream, c); err != nil {
 			e.closed = true
 			return
 		}
@@ -147,12 +146,17 @@ func (w *StreamWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// countSupplementary counts 4-byte UTF-8 sequences, each two UTF-16 units.
-func countSupplementary(b []byte) int {
-	n := 0
+// utf16Len is the length of b in UTF-16 code units once encoded: one a
+// byte of ASCII or an invalid byte, one a 2- or 3-byte sequence, two a
+// 4-byte sequence.
+func utf16Len(b []byte) int64 {
+	var n int64
 	for _, c := range b {
-		if c >= 0xF0 && c <= 0xF4 {
-			n++
+		switch {
+		case c < 0x80, c >= 0xC0 && c < 0xF0:
+			n++ // ASCII or the lead byte of a BMP sequence
+		case c >= 0xF0:
+			n += 2
 		}
 	}
 	return n

@@ -348,3 +348,17 @@ func marshalNoEscape(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
 }
+
+// writeExecuteLog writes one execute.log notification, encoding the chunk
+// straight from bytes (the hot path of streamed output).
+func (s *lineStream) writeExecuteLog(invocationID, stream string, chunk []byte) error {
+	b := make([]byte, 0, len(chunk)+len(invocationID)+128)
+	b = append(b, `{"jsonrpc":"2.0","method":"execute.log","params":{"stream":`...)
+	b = appendJSONString(b, []byte(stream))
+	b = append(b, `,"chunk":`...)
+	b = appendJSONString(b, chunk)
+	b = append(b, `},"paperclipInvocationId":`...)
+	b = appendJSONString(b, []byte(invocationID))
+	b = append(b, '}')
+	return s.writeLine(b)
+}
