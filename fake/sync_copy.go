@@ -75,6 +75,10 @@ type copier struct {
 	exclude  []string
 
 	files, bytes int64
+	// targets are the target directories written so far: meeting one in
+	// the source means the target lies inside the source (possible here,
+	// where host and sandbox share one machine), which would never end.
+	targets map[fileID]bool
 }
 
 func (c *copier) mapping(m mappingPlan) error {
@@ -163,6 +167,9 @@ func (c *copier) tree(src, dst, rel string, ancestors []fileID) error {
 			if id != (fileID{}) && slices.Contains(ancestors, id) {
 				return fmt.Errorf("following symlink %s loops back to a directory being copied", erel)
 			}
+			if id != (fileID{}) && c.targets[id] {
+				return fmt.Errorf("source directory %s is a target of the same copy: the target lies inside the source", erel)
+			}
 			if err := c.subdir(s, t, erel, fi, append(ancestors, id)); err != nil {
 				return err
 			}
@@ -211,6 +218,7 @@ func (c *copier) ensureDir(name string, follow bool) (bool, error) {
 				created(name, fi)
 			}
 		}
+		c.target(name)
 		return true, nil
 	}
 	if !errors.Is(err, fs.ErrExist) {
@@ -227,7 +235,18 @@ func (c *copier) ensureDir(name string, follow bool) (bool, error) {
 	if !fi.IsDir() {
 		return false, errNotDir
 	}
+	c.target(name)
 	return false, nil
+}
+
+// target records directory name as one being written.
+func (c *copier) target(name string) {
+	if fi, err := c.dst.Stat(name); err == nil {
+		if c.targets == nil {
+			c.targets = map[fileID]bool{}
+		}
+		c.targets[idOf(fi)] = true
+	}
 }
 
 func (c *copier) chmod(name string, mode fs.FileMode) error {

@@ -835,3 +835,14 @@ func TestSyncNeverWritesThroughTargetSymlinks(t *testing.T) {
 	}
 	syncCheckFile(t, filepath.Join(e.ws, "t", "g"), "new")
 }
+
+func TestSyncTargetInsideSource(t *testing.T) {
+	// Host and sandbox are one machine for the fake: a host target inside
+	// the sandbox source must not recurse forever.
+	e := newSyncEnv(t, nil)
+	syncWriteTree(t, e.ws, map[string]string{"f": "f"})
+	_, err := e.out(syncOp("op", handlers.SyncFileMapping{SourcePath: e.ws, TargetPath: filepath.Join(e.ws, "copy"), Kind: "directory"}))
+	if err == nil || !strings.Contains(err.Error(), "the target lies inside the source") {
+		t.Fatalf("err = %v", err)
+	}
+}
