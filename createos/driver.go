@@ -35,6 +35,7 @@ type Driver struct {
 	newUUID        func() string
 	pollInterval   time.Duration // transition polling
 	reconnectDelay time.Duration // between output reconnects
+	maxCapture     int           // UTF-16 units of each stream kept in a result
 
 	mu           sync.Mutex
 	active       map[string]map[*trackedCall]struct{} // by scope
@@ -76,6 +77,7 @@ func New(opts ...Option) *Driver {
 		newUUID:        uuid.NewString,
 		pollInterval:   250 * time.Millisecond,
 		reconnectDelay: 250 * time.Millisecond,
+		maxCapture:     maxCaptureUnits,
 		active:         map[string]map[*trackedCall]struct{}{},
 		closing:        map[string]bool{},
 		unconfirmed:    map[string]bool{},

@@ -101,7 +101,7 @@ func (d *Driver) runCommand(ctx context.Context, c *Client, p *handlers.ExecuteP
 	if err != nil {
 		return nil, err
 	}
-	out := newOutput(sink)
+	out := newOutput(sink, d.maxCapture)
 	base := "/sandboxes/" + id + "/processes"
 	var (
 		processID     string

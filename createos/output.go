@@ -18,12 +18,15 @@ const maxCaptureUnits = 4_194_304
 // sink, and keeps the tail of each stream.
 type output struct {
 	sink      handlers.OutputSink
+	limit     int // UTF-16 units kept per stream
 	decoders  [2]utf8Stream
 	captures  [2]capture
 	truncated bool
 }
 
-func newOutput(sink handlers.OutputSink) *output { return &output{sink: sink} }
+func newOutput(sink handlers.OutputSink, limit int) *output {
+	return &output{sink: sink, limit: limit}
+}
 
 var streamNames = [2]string{"stdout", "stderr"}
 
@@ -54,7 +57,7 @@ func (o *output) append(i int, text string) {
 	if o.sink != nil {
 		o.sink.Write(streamNames[i], []byte(text))
 	}
-	if o.captures[i].add(text) {
+	if o.captures[i].add(text, o.limit) {
 		o.truncated = true
 	}
 }
@@ -120,7 +123,7 @@ func utf16Len(s string) int {
 	return n
 }
 
-// capture keeps the last maxCaptureUnits UTF-16 units of a stream.
+// capture keeps the last limit UTF-16 units of a stream.
 type capture struct {
 	buf   []byte // valid UTF-8; the kept text is buf[start:]
 	start int
@@ -128,21 +131,35 @@ type capture struct {
 }
 
 // add appends text and reports whether the head had to be dropped.
-func (c *capture) add(text string) bool {
+func (c *capture) add(text string, limit int) bool {
 	c.buf = append(c.buf, text...)
 	c.units += utf16Len(text)
-	dropped := false
-	for c.units > maxCaptureUnits {
-		r, n := utf8.DecodeRune(c.buf[c.start:])
-		c.start += n
-		c.units -= units(r)
-		dropped = true
+	if c.units <= limit {
+		return false
 	}
+	// Drop whole runes from the head: a leading byte of a 4-byte sequence
+	// is two UTF-16 units, any other leading byte one, continuation bytes
+	// none (the buffer is valid UTF-8).
+	i := c.start
+	for c.units > limit {
+		b := c.buf[i]
+		switch {
+		case b >= 0xF0:
+			c.units -= 2
+		case b < 0x80 || b >= 0xC0:
+			c.units--
+		}
+		i++
+		for i < len(c.buf) && c.buf[i]&0xC0 == 0x80 {
+			i++
+		}
+	}
+	c.start = i
 	if c.start > 1<<16 && c.start > len(c.buf)/2 {
 		c.buf = append(c.buf[:0], c.buf[c.start:]...)
 		c.start = 0
 	}
-	return dropped
+	return true
 }
 
 func (c *capture) String() string { return string(c.buf[c.start:]) }

@@ -1,0 +1,366 @@
+package createos
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// processBody is the JSON body of the process creation.
+func (s *stub) processBody(t *testing.T) map[string]any {
+	t.Helper()
+	i := s.find("POST /v1/sandboxes/sb_test/processes")
+	if i < 0 {
+		t.Fatalf("no process creation: %v", s.snapshot())
+	}
+	return s.snapshot()[i].json(t)
+}
+
+func script(t *testing.T, body map[string]any) string {
+	t.Helper()
+	args, _ := body["args"].([]any)
+	if len(args) != 2 || args[0] != "-lc" {
+		t.Fatalf("args %v", body["args"])
+	}
+	return args[1].(string)
+}
+
+// 12. "quotes hostile args/env/cwd and stages stdin instead of racing the
+// input endpoint"
+func TestCommandQuotesHostileArgsEnvCwdAndStagesStdin(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, nil)
+	s.reset()
+	p := execParams(l, nil)
+	p.Command = "printf"
+	p.Args = []string{"a'; touch /bad; echo '"}
+	p.Env = map[string]string{"MESSAGE": "$(touch /bad)", "A_FIRST": "x"}
+	p.Cwd = "/work dir"
+	p.Stdin = ptr("secret input\n")
+	if _, err := d.Execute(t.Context(), p, nil); err != nil {
+		t.Fatal(err)
+	}
+	body := s.processBody(t)
+	if body["cmd"] != "/bin/bash" || body["cwd"] != "/work dir" {
+		t.Errorf("body %v", body)
+	}
+	if _, ok := body["env"]; ok {
+		t.Error("env sent to the API")
+	}
+	if _, ok := body["timeout_ms"]; ok {
+		t.Error("timeout_ms sent to the API")
+	}
+	sc := script(t, body)
+	up := s.find("PUT /v1/sandboxes/sb_test/files?path=%2Ftmp%2Fpaperclip-stdin-")
+	if up < 0 || string(s.snapshot()[up].Body) != "secret input\n" {
+		t.Fatalf("stdin was not staged: %v", s.snapshot())
+	}
+	stdinPath := strings.TrimPrefix(s.snapshot()[up].Path, "/v1/sandboxes/sb_test/files?path=%2Ftmp%2F")
+	want := "cd -- '/work dir' || exit\nexec env A_FIRST='x' MESSAGE='$(touch /bad)' 'printf' 'a'\"'\"'; touch /bad; echo '\"'\"'' < '/tmp/" + stdinPath + "'"
+	if sc != want {
+		t.Errorf("script\n%s\nwant\n%s", sc, want)
+	}
+	if strings.Contains(sc, "secret input") {
+		t.Error("the script carries stdin")
+	}
+	if s.count("POST /v1/sandboxes/sb_test/processes/proc_test/input") != 0 {
+		t.Error("stdin written through /input")
+	}
+	if up > s.find("POST /v1/sandboxes/sb_test/processes") || s.find("POST /v1/sandboxes/sb_test/processes/proc_test/stdin/close") < 0 {
+		t.Error("stdin must be staged before creation and closed after")
+	}
+	last := s.last()
+	if last.String() != "POST /v1/sandboxes/sb_test/exec" || last.json(t)["cmd"] != "/bin/rm" {
+		t.Errorf("last call %s %s", last, last.Body)
+	}
+	if args := last.json(t)["args"].([]any); len(args) != 3 || args[2] != "/tmp/"+stdinPath {
+		t.Errorf("rm args %v", args)
+	}
+}
+
+func TestCommandScriptWithoutEnvOrStdin(t *testing.T) {
+	sc, err := commandScript(&handlers.ExecuteParams{Command: "/bin/echo", Args: []string{"hi"}}, "")
+	if err != nil || sc != "exec env  '/bin/echo' 'hi'" {
+		t.Errorf("%q %v", sc, err)
+	}
+	if q, _ := shellQuote("a'; touch /bad; echo '"); q != `'a'"'"'; touch /bad; echo '"'"''` {
+		t.Errorf("quote %s", q)
+	}
+	for _, p := range []*handlers.ExecuteParams{
+		{Command: "a\x00b"}, {Command: "x", Args: []string{"\x00"}}, {Command: "x", Cwd: "/\x00"}, {Command: "x", Env: map[string]string{"A": "\x00"}},
+	} {
+		if _, err := commandScript(p, ""); err != errNUL {
+			t.Errorf("%+v: %v", p, err)
+		}
+	}
+	if _, err := commandScript(&handlers.ExecuteParams{}, ""); err != errNoCommand {
+		t.Errorf("empty command: %v", err)
+	}
+}
+
+// 13. "replays the same process after disconnect without duplicate logs,
+// preserving split UTF-8"
+func TestCommandReplaysSameProcessAfterDisconnect(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, nil)
+	euro := []byte("€")
+	var afters []string
+	s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
+		afters = append(afters, r.URL.Query().Get("after"))
+		if n == 1 {
+			ndjson(w, dataFrameBytes(1, "stdout", euro[:2]))
+			return
+		}
+		ndjson(w, dataFrameBytes(1, "stdout", euro[:2]), dataFrameBytes(2, "stdout", euro[2:]),
+			`{"type":"heartbeat"}`, "", dataFrame(3, "stderr", "warning"), `{"type":"exit","exit_code":7}`)
+	}
+	sink := &recordingSink{}
+	res, err := d.Execute(t.Context(), execParams(l, nil), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode == nil || *res.ExitCode != 7 || res.Signal != nil || res.Stdout != "€" || res.Stderr != "warning" || res.TimedOut {
+		t.Errorf("result %+v", res)
+	}
+	if len(afters) != 2 || afters[0] != "0" || afters[1] != "1" {
+		t.Errorf("connect offsets %v", afters)
+	}
+	want := [][2]string{{"stdout", "€"}, {"stderr", "warning"}}
+	if len(sink.chunks) != 2 || sink.chunks[0] != want[0] || sink.chunks[1] != want[1] {
+		t.Errorf("log %q, want %q", sink.chunks, want)
+	}
+	if n := s.count("POST /v1/sandboxes/sb_test/processes"); n != 2 { // creation + stdin/close
+		t.Errorf("%d process posts", n)
+	}
+	if s.count("DELETE /v1/sandboxes/sb_test/processes") != 0 {
+		t.Error("a completed process was deleted")
+	}
+}
+
+// 14. "terminates the process tree on %s output"
+func TestCommandTerminatesProcessTreeOnBadOutput(t *testing.T) {
+	cases := map[string]struct {
+		connect func(w http.ResponseWriter, r *http.Request, n int)
+		want    string
+	}{
+		"gap":     {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, dataFrame(2, "stdout", "x")) }, "sequence gap"},
+		"expired": {func(w http.ResponseWriter, r *http.Request, n int) { failWith(w, http.StatusGone) }, "evicted"},
+		"stream error": {func(w http.ResponseWriter, r *http.Request, n int) {
+			ndjson(w, `{"type":"error","error":"output_offset_expired"}`)
+		}, "evicted"},
+		"malformed":    {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{broken`) }, "invalid process frame"},
+		"missing exit": {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"exit"}`) }, "exit status is missing"},
+		"other error":  {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"error","error":"boom"}`) }, "stream reported an error"},
+		"unknown":      {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"mystery"}`) }, "unknown process event"},
+		"array frame":  {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `[1]`) }, "invalid process frame"},
+		"bad seq":      {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"data","seq":0}`) }, "sequence is invalid"},
+		"bad base64": {func(w http.ResponseWriter, r *http.Request, n int) {
+			ndjson(w, `{"type":"data","seq":1,"stream":"stdout","data_base64":"YQ"}`)
+		}, "output is invalid"},
+		"pty in v0.1": {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, dataFrame(1, "pty", "x")) }, "output is invalid"},
+		"bad signal":  {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"exit","signal":"TERM"}`) }, "exit status is missing"},
+		"no exit":     {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"heartbeat"}`) }, "ended without an exit status"},
+		"5xx forever": {func(w http.ResponseWriter, r *http.Request, n int) { failWith(w, http.StatusBadGateway) }, "output connection failed"},
+		"4xx":         {func(w http.ResponseWriter, r *http.Request, n int) { failWith(w, http.StatusForbidden) }, "HTTP 403) during output connection"},
+		"too large": {func(w http.ResponseWriter, r *http.Request, n int) {
+			ndjson(w, `{"type":"heartbeat","pad":"`+strings.Repeat("x", maxFrameUnits)+`"}`)
+		}, "frame is too large"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := newStub(t)
+			d := s.driver()
+			l := acquire(t, d, nil)
+			s.connect = tc.connect
+			_, err := d.Execute(t.Context(), execParams(l, nil), nil)
+			wantErr(t, err, tc.want)
+			if s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test?grace_ms=1000") < 0 {
+				t.Errorf("no tree DELETE: %v", s.snapshot())
+			}
+			if name == "no exit" || name == "5xx forever" {
+				if n := s.count("GET /v1/sandboxes/sb_test/processes/proc_test/connect"); n != 1+maxReconnects {
+					t.Errorf("%d connects", n)
+				}
+			}
+		})
+	}
+}
+
+// A signal exit is reported as such.
+func TestCommandSignalExit(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, nil)
+	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"exit","signal":"SIGKILL"}`) }
+	res, err := d.Execute(t.Context(), execParams(l, nil), nil)
+	if err != nil || res.ExitCode != nil || res.Signal == nil || *res.Signal != "SIGKILL" {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// 15. "enforces timeout and preserves partial output while cleanup uses a
+// fresh deadline"
+func TestCommandTimeoutPreservesPartialOutputAndCleansUpWithFreshDeadline(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, nil)
+	s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
+		ndjson(w, dataFrame(1, "stdout", "partial"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}
+	p := execParams(l, nil)
+	p.TimeoutMs = ptr(50.0)
+	res, err := d.Execute(t.Context(), p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != nil || !res.TimedOut || res.Stdout != "partial" || res.Metadata["processId"] != "proc_test" {
+		t.Errorf("result %+v", res)
+	}
+	last := s.last()
+	if last.String() != "DELETE /v1/sandboxes/sb_test/processes/proc_test?grace_ms=1000" || last.Aborted {
+		t.Errorf("last call %s (aborted %v)", last, last.Aborted)
+	}
+}
+
+// 16. "reports unconfirmed termination rather than hiding cleanup failure"
+func TestCommandReportsUnconfirmedTermination(t *testing.T) {
+	for name, del := range map[string]func(w http.ResponseWriter){
+		"503":         func(w http.ResponseWriter) { failWith(w, http.StatusServiceUnavailable) },
+		"tree stayed": func(w http.ResponseWriter) { success(w, map[string]any{"tree_exited": false}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newStub(t)
+			d := s.driver()
+			l := acquire(t, d, reuse)
+			s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"error","error":"boom"}`) }
+			s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+				if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/processes/") {
+					del(w)
+					return true
+				}
+				return false
+			}
+			_, err := d.Execute(t.Context(), execParams(l, reuse), nil)
+			wantErr(t, err, "termination is unconfirmed")
+			_, err = d.ReleaseLease(t.Context(), releaseParams(l, reuse))
+			wantErr(t, err, "cleanup is unconfirmed; destroy this lease")
+		})
+	}
+	// A 404 means the process is already gone: not a failure.
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, nil)
+	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"error","error":"boom"}`) }
+	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/processes/") {
+			failWith(w, http.StatusNotFound)
+			return true
+		}
+		return false
+	}
+	_, err := d.Execute(t.Context(), execParams(l, nil), nil)
+	wantErr(t, err, "stream reported an error")
+}
+
+// 17. "rejects invalid env names before sending a command"
+func TestCommandRejectsInvalidEnvNamesBeforeSending(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, nil)
+	s.reset()
+	for _, name := range []string{"BAD;KEY", "1A", "", "A-B"} {
+		p := execParams(l, nil)
+		p.Env = map[string]string{name: "v"}
+		_, err := d.Execute(t.Context(), p, nil)
+		wantErr(t, err, "Invalid sandbox environment")
+	}
+	for _, tm := range []float64{0, -1, 1.5, 86400001} {
+		p := execParams(l, nil)
+		p.TimeoutMs = ptr(tm)
+		_, err := d.Execute(t.Context(), p, nil)
+		wantErr(t, err, "Invalid CreateOS command timeout.")
+	}
+	if n := len(s.snapshot()); n != 0 {
+		t.Errorf("%d requests", n)
+	}
+}
+
+func TestOutputKeepsTailAndDecodesAcrossWrites(t *testing.T) {
+	sink := &recordingSink{}
+	o := newOutput(sink, maxCaptureUnits)
+	o.write("stdout", []byte{0xE2})
+	o.write("stdout", []byte{0x82})
+	if len(sink.chunks) != 0 {
+		t.Fatalf("partial rune sent: %q", sink.chunks)
+	}
+	o.write("stdout", []byte{0xAC, 'a'})
+	o.write("stderr", []byte{0xF0, 0x9F})
+	o.finish()
+	if o.stdout() != "€a" || o.stderr() != "\uFFFD" || o.truncated {
+		t.Errorf("stdout %q stderr %q", o.stdout(), o.stderr())
+	}
+	o.write("stdout", []byte{0xFF, 'b'})
+	if !strings.HasSuffix(o.stdout(), "\uFFFDb") {
+		t.Errorf("invalid byte: %q", o.stdout())
+	}
+
+	// The tail keeps 4,194,304 UTF-16 units; a supplementary rune counts two.
+	o = newOutput(nil, maxCaptureUnits)
+	big := strings.Repeat("x", maxCaptureUnits-1)
+	o.write("stdout", []byte(big))
+	if o.truncated {
+		t.Fatal("truncated too early")
+	}
+	o.write("stdout", []byte("😀")) // two units: one over
+	if !o.truncated {
+		t.Fatal("not truncated")
+	}
+	got := o.stdout()
+	if utf16Len(got) != maxCaptureUnits || !strings.HasSuffix(got, "😀") || !utf8.ValidString(got) {
+		t.Errorf("tail of %d units", utf16Len(got))
+	}
+	for range 3 {
+		o.write("stdout", []byte(strings.Repeat("y", 100_000)))
+	}
+	o.write("stdout", []byte(strings.Repeat("€", 10)))
+	if got := o.stdout(); utf16Len(got) != maxCaptureUnits || !strings.HasSuffix(got, "yyy€€€€€€€€€€") || o.stderr() != "" {
+		t.Errorf("after more output: %d units", utf16Len(got))
+	}
+}
+
+// A truncated stream is reported in the result metadata.
+func TestCommandReportsOutputTruncated(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	d.maxCapture = 16 // the 4 Mi limit itself is tested on output directly
+	l := acquire(t, d, nil)
+	sink := &recordingSink{}
+	s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
+		ndjson(w, dataFrame(1, "stdout", strings.Repeat("z", 10)), dataFrame(2, "stdout", strings.Repeat("y", 10)), `{"type":"exit","exit_code":0}`)
+	}
+	res, err := d.Execute(t.Context(), execParams(l, nil), sink)
+	if len(sink.chunks) != 2 || len(sink.chunks[0][1])+len(sink.chunks[1][1]) != 20 {
+		t.Errorf("live output is not capped: %q", sink.chunks)
+	}
+	if err != nil || res.TimedOut || res.Metadata["outputTruncated"] != true || res.Stdout != "zzzzzzyyyyyyyyyy" {
+		t.Fatalf("truncated %v, %d bytes, %v", res.Metadata, len(res.Stdout), err)
+	}
+}
+
+func TestCanonicalBase64(t *testing.T) {
+	for s, want := range map[string]bool{
+		"": true, "YQ==": true, "YWI=": true, "YWJj": true, "YWJjZA==": true, "+/+/": true,
+		"YQ": false, "YQ=": false, "Y===": false, "=YWI": false, "YW=j": false, "YQ==YQ==": false, "YW J": false, "YQ-_": false, "====": false,
+	} {
+		if got := canonicalBase64(s); got != want {
+			t.Errorf("%q: %v", s, got)
+		}
+	}
+}
