@@ -173,4 +173,3 @@ func (a *api) sh(id, script string) execResult {
 	a.t.Helper()
 	return a.exec(id, "/bin/bash", "-c", script)
 }
-

@@ -4,4 +4,5 @@ package createostest
 const (
 	workspaceDir = "/paperclip-workspace"
 	tmpDir       = "/tmp"
+	homeDir      = "/root"
 )

@@ -23,7 +23,14 @@ import (
 const initScript = `pid=
 fwd() { [ -n "$pid" ] && kill -s "$1" -- "-$pid" 2>/dev/null; }
 for s in TERM INT HUP QUIT USR1 USR2 ALRM WINCH CONT; do trap "fwd $s" "$s"; done
-if [ "$CREATEOSTEST_PTY" = 1 ]; then unset CREATEOSTEST_PTY; setsid -c "$@" & else setsid "$@" & fi
+exec 4<&0
+if [ "$CREATEOSTEST_PTY" = 1 ]; then
+	unset CREATEOSTEST_PTY
+	setsid -c "$@" 0<&4 3>&- 4<&- &
+else
+	setsid "$@" 0<&4 3>&- 4<&- &
+fi
+exec 4<&-
 pid=$!
 while :; do
 	wait "$pid"; st=$?
@@ -160,13 +167,13 @@ func probeIsolation() error {
 		return wrap(err)
 	}
 	defer os.RemoveAll(dir)
-	root, ws, tmp := filepath.Join(dir, "root"), filepath.Join(dir, "ws"), filepath.Join(dir, "tmp")
-	for _, d := range []string{root, ws, tmp} {
+	root, ws, tmp, home := filepath.Join(dir, "root"), filepath.Join(dir, "ws"), filepath.Join(dir, "tmp"), filepath.Join(dir, "home")
+	for _, d := range []string{root, ws, tmp, home} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return wrap(err)
 		}
 	}
-	v, err := newView(root, ws, tmp, false)
+	v, err := newView(root, ws, tmp, home, false)
 	if err != nil {
 		return wrap(err)
 	}

@@ -14,8 +14,10 @@ var errNoIsolation = errors.New("createostest: sandbox commands need Linux mount
 
 type view struct{}
 
-func newView(root, workspace, tmp string, writable bool) (*view, error) { return nil, errNoIsolation }
-func (v *view) close()                                                  {}
+func newView(root, workspace, tmp, home string, writable bool) (*view, error) {
+	return nil, errNoIsolation
+}
+func (v *view) close() {}
 
 type helperSpec struct {
 	view *view

@@ -42,11 +42,11 @@ type sandbox struct {
 	env       map[string]string
 	created   time.Time
 
-	dir, root, ws, tmp string
-	procs              map[string]*process
-	view               *view // nil once released
-	destroyedReads     int   // GETs left before a destroyed row reads 404
-	released           bool  // processes killed, directories removed
+	dir, root, ws, tmp, home string
+	procs                    map[string]*process
+	view                     *view // nil once released
+	destroyedReads           int   // GETs left before a destroyed row reads 404
+	released                 bool  // processes killed, directories removed
 
 	ctx    context.Context // cancelled on release; ends /exec commands
 	cancel context.CancelFunc
@@ -225,8 +225,9 @@ func (s *Server) makeDirs(sb *sandbox, src *sandbox) error {
 	sb.root = filepath.Join(sb.dir, "root")
 	sb.ws = filepath.Join(sb.dir, "workspace")
 	sb.tmp = filepath.Join(sb.dir, "tmp")
+	sb.home = filepath.Join(sb.dir, "home")
 	sb.ctx, sb.cancel = context.WithCancel(s.ctx)
-	for _, d := range []string{sb.dir, sb.root} {
+	for _, d := range []string{sb.dir, sb.root, sb.home} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return err
 		}
@@ -252,7 +253,10 @@ func (s *Server) makeDirs(sb *sandbox, src *sandbox) error {
 	if s.isoErr != nil {
 		return nil // command routes answer 501
 	}
-	v, err := newView(sb.root, sb.ws, sb.tmp, s.opts.WritableHost)
+	if err := os.Chmod(sb.home, 0o700); err != nil {
+		return err
+	}
+	v, err := newView(sb.root, sb.ws, sb.tmp, sb.home, s.opts.WritableHost)
 	if err != nil {
 		return err
 	}

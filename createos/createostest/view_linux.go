@@ -16,7 +16,7 @@ import (
 // thread. The thread unshares its mount namespace and mounts the sandbox
 // view under root: a tmpfs holding bind mounts of the host's top-level
 // directories (read-only unless writable), the sandbox workspace at
-// /paperclip-workspace and its own /tmp. Commands are forked from that
+// /paperclip-workspace, its own /tmp and its own /root (HOME). Commands are forked from that
 // thread, so they inherit the namespace, and chroot into root. Nothing is
 // mounted in the server's own namespace and nothing is created on the host
 // beyond the sandbox's directories; the mounts vanish with the namespace.
@@ -34,10 +34,10 @@ type startReq struct {
 
 var errViewClosed = errors.New("sandbox is being destroyed")
 
-func newView(root, workspace, tmp string, writable bool) (*view, error) {
+func newView(root, workspace, tmp, home string, writable bool) (*view, error) {
 	v := &view{root: root, reqs: make(chan startReq), quit: make(chan struct{}), done: make(chan struct{})}
 	ready := make(chan error, 1)
-	go v.loop(workspace, tmp, writable, ready)
+	go v.loop(workspace, tmp, home, writable, ready)
 	if err := <-ready; err != nil {
 		<-v.done
 		return nil, err
@@ -45,7 +45,7 @@ func newView(root, workspace, tmp string, writable bool) (*view, error) {
 	return v, nil
 }
 
-func (v *view) loop(workspace, tmp string, writable bool, ready chan<- error) {
+func (v *view) loop(workspace, tmp, home string, writable bool, ready chan<- error) {
 	defer close(v.done)
 	// The thread's namespace is modified for good: never unlock it, so the
 	// runtime terminates the thread when this goroutine returns.
@@ -54,7 +54,7 @@ func (v *view) loop(workspace, tmp string, writable bool, ready chan<- error) {
 		ready <- fmt.Errorf("unshare mount namespace: %w", err)
 		return
 	}
-	if err := mountView(v.root, workspace, tmp, writable); err != nil {
+	if err := mountView(v.root, workspace, tmp, home, writable); err != nil {
 		ready <- err
 		return
 	}
@@ -91,7 +91,7 @@ func (v *view) close() {
 	<-v.done
 }
 
-func mountView(root, workspace, tmp string, writable bool) error {
+func mountView(root, workspace, tmp, home string, writable bool) error {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
@@ -106,6 +106,8 @@ func mountView(root, workspace, tmp string, writable bool) error {
 		name := e.Name()
 		switch name {
 		case "tmp", "paperclip-workspace":
+			continue
+		case "root": // bound below: each sandbox has its own home
 			continue
 		}
 		src, dst := "/"+name, filepath.Join(root, name)
@@ -147,9 +149,9 @@ func mountView(root, workspace, tmp string, writable bool) error {
 			}
 		}
 	}
-	for _, b := range []struct{ src, guest string }{{workspace, workspaceDir}, {tmp, tmpDir}} {
+	for _, b := range []struct{ src, guest string }{{workspace, workspaceDir}, {tmp, tmpDir}, {home, homeDir}} {
 		dst := filepath.Join(root, b.guest)
-		if err := os.Mkdir(dst, 0o755); err != nil {
+		if err := os.Mkdir(dst, 0o755); err != nil && !os.IsExist(err) {
 			return fmt.Errorf("mkdir %s: %w", dst, err)
 		}
 		if err := syscall.Mount(b.src, dst, "", syscall.MS_BIND, ""); err != nil {

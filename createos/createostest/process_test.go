@@ -1,0 +1,368 @@
+package createostest_test
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+)
+
+type frame struct {
+	Type       string `json:"type"`
+	Seq        int64  `json:"seq"`
+	Stream     string `json:"stream"`
+	DataBase64 string `json:"data_base64"`
+	ExitCode   *int   `json:"exit_code"`
+	Signal     string `json:"signal"`
+	Error      string `json:"error"`
+}
+
+func (f frame) data() string {
+	b, _ := base64.StdEncoding.DecodeString(f.DataBase64)
+	return string(b)
+}
+
+// followed is what one /connect request delivered.
+type followed struct {
+	frames  []frame
+	bad     []string // lines that are not JSON objects
+	readErr error
+}
+
+func (f followed) text(stream string) string {
+	var b strings.Builder
+	for _, fr := range f.frames {
+		if fr.Type == "data" && (stream == "" || fr.Stream == stream) {
+			b.WriteString(fr.data())
+		}
+	}
+	return b.String()
+}
+
+func (f followed) exit() *frame {
+	if n := len(f.frames); n > 0 && f.frames[n-1].Type == "exit" {
+		return &f.frames[n-1]
+	}
+	return nil
+}
+
+// follow reads /connect?after= until EOF, or until stop (if given) returns
+// true, then disconnects.
+func (a *api) follow(id, pid string, after int64, stop func(followed) bool) followed {
+	a.t.Helper()
+	resp := a.raw("GET", fmt.Sprintf("/sandboxes/%s/processes/%s/connect?after=%d", id, pid, after), nil)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		a.t.Fatalf("connect: HTTP %d", resp.StatusCode)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		a.t.Fatalf("connect content type %q", ct)
+	}
+	var out followed
+	rd := bufio.NewReader(resp.Body)
+	for {
+		line, err := rd.ReadString('\n')
+		if strings.TrimSpace(line) != "" {
+			var fr frame
+			if json.Unmarshal([]byte(line), &fr) != nil || fr.Type == "" {
+				out.bad = append(out.bad, line)
+			} else if fr.Type != "heartbeat" {
+				out.frames = append(out.frames, fr)
+			}
+		}
+		if err != nil {
+			if err.Error() != "EOF" {
+				out.readErr = err
+			}
+			return out
+		}
+		if stop != nil && stop(out) {
+			return out
+		}
+	}
+}
+
+func (a *api) spawn(id string, body map[string]any) string {
+	a.t.Helper()
+	var res struct {
+		ProcessID string `json:"process_id"`
+	}
+	a.must("POST", "/sandboxes/"+id+"/processes", body, &res)
+	if !strings.HasPrefix(res.ProcessID, "proc_") {
+		a.t.Fatalf("process id %q", res.ProcessID)
+	}
+	return res.ProcessID
+}
+
+func bash(script string) map[string]any {
+	return map[string]any{"cmd": "/bin/bash", "args": []string{"-lc", script}}
+}
+
+func checkSeqs(t *testing.T, frames []frame, from int64) {
+	t.Helper()
+	want := from
+	for _, f := range frames {
+		if f.Type != "data" {
+			continue
+		}
+		if f.Seq != want {
+			t.Fatalf("seq %d, want %d (frames %+v)", f.Seq, want, frames)
+		}
+		want++
+	}
+}
+
+func TestProcessReplayAndInput(t *testing.T) {
+	a := newAPI(t, createostest.Options{})
+	id := a.create()
+	pid := a.spawn(id, bash(`echo first; sleep 0.05; echo warning >&2; sleep 0.05; while read -r l; do echo "got:$l"; done; exit 4`))
+
+	// Disconnecting does not stop the process.
+	partial := a.follow(id, pid, 0, func(f followed) bool { return strings.Contains(f.text("stdout"), "first") })
+	if partial.exit() != nil {
+		t.Fatal("process exited before its input")
+	}
+	var in struct {
+		InputSeq int `json:"input_seq"`
+	}
+	a.must("POST", "/sandboxes/"+id+"/processes/"+pid+"/input", map[string]string{"data_base64": base64.StdEncoding.EncodeToString([]byte("hello\n"))}, &in)
+	if in.InputSeq != 1 {
+		t.Fatalf("input_seq %d", in.InputSeq)
+	}
+	a.must("POST", "/sandboxes/"+id+"/processes/"+pid+"/stdin/close", nil, nil)
+	if code, _ := a.do("POST", "/sandboxes/"+id+"/processes/"+pid+"/stdin/close", nil, nil); code != http.StatusConflict {
+		t.Fatalf("second stdin close: %d, want 409", code)
+	}
+	if code, _ := a.do("POST", "/sandboxes/"+id+"/processes/"+pid+"/input", map[string]string{"data_base64": "eA=="}, nil); code != http.StatusConflict {
+		t.Fatalf("input after close: %d, want 409", code)
+	}
+
+	full := a.follow(id, pid, 0, nil)
+	checkSeqs(t, full.frames, 1)
+	if full.text("stdout") != "first\ngot:hello\n" || full.text("stderr") != "warning\n" {
+		t.Fatalf("output %q / %q", full.text("stdout"), full.text("stderr"))
+	}
+	if e := full.exit(); e == nil || e.ExitCode == nil || *e.ExitCode != 4 || e.Signal != "" {
+		t.Fatalf("exit frame %+v", full.exit())
+	}
+	newest := full.frames[len(full.frames)-2].Seq
+
+	cases := []struct {
+		name  string
+		after int64
+	}{{"after first frame", 1}, {"after all", newest}, {"beyond", newest + 5}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := a.follow(id, pid, tc.after, nil)
+			checkSeqs(t, got.frames, tc.after+1)
+			if want := int(max(newest-tc.after, 0)) + 1; len(got.frames) != want || got.exit() == nil {
+				t.Fatalf("%d frames %+v, want %d ending in exit", len(got.frames), got.frames, want)
+			}
+		})
+	}
+
+	var w struct {
+		State      string
+		TreeExited bool `json:"tree_exited"`
+		ExitCode   *int `json:"exit_code"`
+		Signal     string
+		Output     struct {
+			NewestSeq int64 `json:"newest_seq"`
+		}
+	}
+	a.must("GET", "/sandboxes/"+id+"/processes/"+pid+"/wait?scope=tree&timeout_ms=1000", nil, &w)
+	if w.State != "exited" || !w.TreeExited || w.ExitCode == nil || *w.ExitCode != 4 || w.Signal != "" || w.Output.NewestSeq != newest {
+		t.Fatalf("wait %+v", w)
+	}
+}
+
+func TestProcessCreateErrors(t *testing.T) {
+	a := newAPI(t, createostest.Options{})
+	id := a.create()
+	cases := []struct {
+		name string
+		body map[string]any
+		path string
+		want int
+	}{
+		{"undeclared env", map[string]any{"cmd": "/bin/true", "env": map[string]string{"A": "b"}}, "/processes", 400},
+		{"no cmd", map[string]any{"args": []string{"x"}}, "/processes", 400},
+		{"missing cwd", map[string]any{"cmd": "/bin/true", "cwd": "/nope"}, "/processes", 400},
+		{"unknown process delete", nil, "/processes/proc_unknown", 404},
+		{"unknown process connect", nil, "/processes/proc_unknown/connect?after=0", 404},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			method := "POST"
+			switch {
+			case strings.HasSuffix(tc.path, "unknown"):
+				method = "DELETE"
+			case strings.Contains(tc.path, "connect"):
+				method = "GET"
+			}
+			if code, _ := a.do(method, "/sandboxes/"+id+tc.path, tc.body, nil); code != tc.want {
+				t.Fatalf("status %d, want %d", code, tc.want)
+			}
+		})
+	}
+}
+
+// hostProcesses lists host pids whose command line starts with prefix.
+func hostProcesses(prefix string) []string {
+	var pids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.HasPrefix(strings.ReplaceAll(string(raw), "\x00", " "), prefix) {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+func TestProcessKillTree(t *testing.T) {
+	a := newAPI(t, createostest.Options{})
+	id := a.create()
+	marker := fmt.Sprintf("30%d", time.Now().UnixNano()%100000)
+	pid := a.spawn(id, bash(fmt.Sprintf(`sleep %[1]s1 & sleep %[1]s2 & setsid sleep %[1]s3 & echo started; wait`, marker)))
+	a.follow(id, pid, 0, func(f followed) bool { return strings.Contains(f.text(""), "started") })
+	if n := len(hostProcesses("sleep " + marker)); n != 3 {
+		t.Fatalf("%d sleeps running, want 3", n)
+	}
+	if code, _ := a.do("GET", "/sandboxes/"+id+"/processes/"+pid+"/wait?timeout_ms=10", nil, nil); code != http.StatusRequestTimeout {
+		t.Fatalf("wait on a running process: %d, want 408", code)
+	}
+	var del struct {
+		TreeExited bool `json:"tree_exited"`
+	}
+	a.must("DELETE", "/sandboxes/"+id+"/processes/"+pid+"?grace_ms=1000", nil, &del)
+	if !del.TreeExited {
+		t.Fatal("tree_exited false")
+	}
+	if left := hostProcesses("sleep " + marker); len(left) != 0 {
+		t.Fatalf("processes survive the tree kill: %v", left)
+	}
+	got := a.follow(id, pid, 0, nil)
+	if e := got.exit(); e == nil || e.Signal != "SIGTERM" {
+		t.Fatalf("exit after DELETE: %+v", got.exit())
+	}
+	// A second DELETE of the exited process still confirms the tree is gone.
+	a.must("DELETE", "/sandboxes/"+id+"/processes/"+pid+"?grace_ms=1000", nil, &del)
+	if !del.TreeExited {
+		t.Fatal("second delete: tree_exited false")
+	}
+}
+
+func TestProcessSignalAndPTY(t *testing.T) {
+	a := newAPI(t, createostest.Options{})
+	id := a.create()
+	pid := a.spawn(id, bash(`trap 'echo trapped; exit 9' USR1; echo ready; while :; do sleep 0.02; done`))
+	a.follow(id, pid, 0, func(f followed) bool { return strings.Contains(f.text(""), "ready") })
+	a.must("POST", "/sandboxes/"+id+"/processes/"+pid+"/signal", map[string]string{"signal": "SIGUSR1"}, nil)
+	got := a.follow(id, pid, 0, nil)
+	if e := got.exit(); e == nil || e.ExitCode == nil || *e.ExitCode != 9 || !strings.Contains(got.text(""), "trapped") {
+		t.Fatalf("after SIGUSR1: %q %+v", got.text(""), got.exit())
+	}
+	if code, _ := a.do("POST", "/sandboxes/"+id+"/processes/"+pid+"/signal", map[string]string{"signal": "SIGBOGUS"}, nil); code != 400 {
+		t.Fatalf("unknown signal: %d", code)
+	}
+
+	body := bash(`stty size; tty >/dev/null && echo is-a-tty; read -r l; echo "read:$l"`)
+	body["pty"] = map[string]int{"cols": 100, "rows": 30}
+	pid = a.spawn(id, body)
+	a.follow(id, pid, 0, func(f followed) bool { return strings.Contains(f.text("pty"), "is-a-tty") })
+	a.must("POST", "/sandboxes/"+id+"/processes/"+pid+"/input", map[string]string{"data_base64": base64.StdEncoding.EncodeToString([]byte("typed\r"))}, nil)
+	got = a.follow(id, pid, 0, nil)
+	if out := got.text("pty"); !strings.Contains(out, "30 100") || !strings.Contains(out, "read:typed") || got.text("stdout") != "" {
+		t.Fatalf("pty output %q", out)
+	}
+	if e := got.exit(); e == nil || e.ExitCode == nil || *e.ExitCode != 0 {
+		t.Fatalf("pty exit %+v", got.exit())
+	}
+}
+
+func TestJournalEviction(t *testing.T) {
+	a := newAPI(t, createostest.Options{JournalLimit: 4096})
+	id := a.create()
+	pid := a.spawn(id, bash(`for i in $(seq 1 40); do head -c 1000 /dev/zero | tr '\0' x; sleep 0.002; done`))
+	full := a.follow(id, pid, 0, nil) // live reader keeps up
+	if full.exit() == nil {
+		t.Fatalf("no exit frame: %+v", full.frames)
+	}
+	var procs []createostest.Process
+	eventuallyTrue(t, "process exit", func() bool {
+		procs = a.srv.Processes(id)
+		return len(procs) == 1 && procs[0].Exited
+	})
+	p := procs[0]
+	if p.OldestSeq <= 1 {
+		t.Fatalf("nothing evicted: %+v", p)
+	}
+	if code, env := a.do("GET", fmt.Sprintf("/sandboxes/%s/processes/%s/connect?after=0", id, pid), nil, nil); code != http.StatusGone {
+		t.Fatalf("evicted offset: %d %s, want 410", code, env.Data)
+	}
+	a.srv.SetEvictedAsFrame(true)
+	got := a.follow(id, pid, 0, nil)
+	if len(got.frames) != 1 || got.frames[0].Type != "error" || got.frames[0].Error != "output_offset_expired" {
+		t.Fatalf("evicted frame: %+v", got.frames)
+	}
+	got = a.follow(id, pid, p.OldestSeq-1, nil)
+	checkSeqs(t, got.frames, p.OldestSeq)
+	if got.exit() == nil {
+		t.Fatal("retained tail has no exit")
+	}
+}
+
+// eventuallyTrue polls cond until it holds or 10s pass.
+func eventuallyTrue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestCloseLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := createostest.Start(createostest.Options{APIKey: key, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &api{t: t, srv: srv, c: srv.Client()}
+	defer a.c.CloseIdleConnections()
+	id := a.create()
+	marker := fmt.Sprintf("31%d", time.Now().UnixNano()%100000)
+	pid := a.spawn(id, bash(fmt.Sprintf(`setsid sleep %[1]s1 & sleep %[1]s2 & echo up; wait`, marker)))
+	a.follow(id, pid, 0, func(f followed) bool { return strings.Contains(f.text(""), "up") })
+
+	// A live stream and a pending wait must not hold Close up.
+	streamDone := make(chan followed, 1)
+	go func() {
+		resp, err := a.c.Get(srv.URL + "/v1/sandboxes/" + id + "/processes/" + pid + "/connect?after=0")
+		if err == nil {
+			resp.Body.Close()
+		}
+		streamDone <- followed{}
+	}()
+	srv.Close()
+	<-streamDone
+	if left := hostProcesses("sleep " + marker); len(left) != 0 {
+		t.Fatalf("processes survive Close: %v", left)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 0 {
+		t.Fatalf("Close left %d entries in %s", len(entries), dir)
+	}
+	srv.Close() // idempotent
+}
