@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -48,6 +49,8 @@ type Server struct {
 	inflight map[uint64]*call
 	seq      uint64
 	wg       sync.WaitGroup
+	// unanswered counts requests whose reply is not written yet.
+	unanswered atomic.Int64
 
 	stopped  chan struct{}
 	stopOnce sync.Once
@@ -120,20 +123,23 @@ func (srv *Server) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Req
 	key := srv.seq
 	srv.inflight[key] = &call{method: in.method, cancel: cancel}
 	srv.wg.Add(1)
+	srv.unanswered.Add(1)
 	srv.mu.Unlock()
 	go srv.serve(ctx, key, in)
 }
 
 func (srv *Server) serve(ctx context.Context, key uint64, in *inbound) {
 	defer srv.wg.Done()
-	defer func() {
+	defer srv.unanswered.Add(-1)
+	finished := func() { // the work is done; the reply may still be on its way
 		srv.mu.Lock()
 		if c := srv.inflight[key]; c != nil {
 			c.cancel(nil)
 			delete(srv.inflight, key)
 		}
 		srv.mu.Unlock()
-	}()
+	}
+	defer finished()
 
 	lg := srv.opts.Logger.With().Str("method", in.method).RawJSON("requestId", in.id)
 	n := Notifier{s: srv.s}
@@ -154,6 +160,7 @@ func (srv *Server) serve(ctx context.Context, key uint64, in *inbound) {
 	if in.method == srv.opts.StopMethod && srv.opts.StopMethod != "" {
 		srv.waitOthers()
 	}
+	finished()
 	if err != nil {
 		code, msg := codeFor(err)
 		logger.Debug().Int("code", code).Dur("took", time.Since(start)).Msg("request failed")
@@ -170,10 +177,10 @@ func (srv *Server) serve(ctx context.Context, key uint64, in *inbound) {
 }
 
 // waitOthers waits, at most StopGrace, until only the calling request is
-// still in flight: the stop method lets cancelled requests answer first.
+// unanswered: the stop method lets cancelled requests answer first.
 func (srv *Server) waitOthers() {
 	deadline := time.Now().Add(srv.opts.StopGrace)
-	for srv.InFlight() > 1 && time.Now().Before(deadline) {
+	for srv.unanswered.Load() > 1 && time.Now().Before(deadline) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
