@@ -1,4 +1,16 @@
 // Package createos is the CreateOS sandbox-provider driver (driver key
 // "createos", baseline v0.1): a paced HTTP client for the CreateOS control
 // plane, config parsing, and the lease and managed-process execute hooks.
+//
+// Port decisions (spec/createos.md asks for them to be recorded):
+//   - Output tails (4,194,304) and the frame limit (1,048,576) count UTF-16
+//     code units, as JavaScript string lengths do; a tail is cut on a whole
+//     rune, so it may keep one unit less than the reference.
+//   - Per-command env is rendered in name order (Go maps have none).
+//   - Every deadline this package sets has a timeout-typed cause that
+//     matches context.DeadlineExceeded; cancellations never do. A deadline
+//     gives a timed-out execute result, a cancellation an error.
+//   - Lease metadata records the normalised API origin (apiUrl), which
+//     ownership checks compare, as the reference does; the key never.
+//   - The pacer is shared by every Driver in the process (one worker).
 package createos
