@@ -75,7 +75,10 @@ func TestNoSecretsInErrorsLogsOrMetadata(t *testing.T) {
 	collect(err)
 
 	// Every non-2xx echoes the key in its body.
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool { failWith(w, http.StatusForbidden); return true }
+	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		failWith(w, http.StatusForbidden)
+		return true
+	}
 	_, err = d.ResumeLease(ctx, resumeParams(l, reuse))
 	collect(err)
 	_, err = d.DestroyLease(ctx, releaseParams(l, reuse))
