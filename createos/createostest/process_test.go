@@ -234,9 +234,7 @@ func TestProcessKillTree(t *testing.T) {
 	marker := fmt.Sprintf("30%d", time.Now().UnixNano()%100000)
 	pid := a.spawn(id, bash(fmt.Sprintf(`sleep %[1]s1 & sleep %[1]s2 & setsid sleep %[1]s3 & echo started; wait`, marker)))
 	a.follow(id, pid, 0, func(f followed) bool { return strings.Contains(f.text(""), "started") })
-	if n := len(hostProcesses("sleep " + marker)); n != 3 {
-		t.Fatalf("%d sleeps running, want 3", n)
-	}
+	eventuallyTrue(t, "three sleeps", func() bool { return len(hostProcesses("sleep "+marker)) == 3 })
 	if code, _ := a.do("GET", "/sandboxes/"+id+"/processes/"+pid+"/wait?timeout_ms=10", nil, nil); code != http.StatusRequestTimeout {
 		t.Fatalf("wait on a running process: %d, want 408", code)
 	}
@@ -345,6 +343,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 	marker := fmt.Sprintf("31%d", time.Now().UnixNano()%100000)
 	pid := a.spawn(id, bash(fmt.Sprintf(`setsid sleep %[1]s1 & sleep %[1]s2 & echo up; wait`, marker)))
 	a.follow(id, pid, 0, func(f followed) bool { return strings.Contains(f.text(""), "up") })
+	eventuallyTrue(t, "two sleeps", func() bool { return len(hostProcesses("sleep "+marker)) == 2 })
 
 	// A live stream and a pending wait must not hold Close up.
 	streamDone := make(chan followed, 1)
