@@ -24,14 +24,15 @@ func base(env string, config handlers.Object) handlers.BaseParams {
 	return handlers.BaseParams{DriverKey: Key, CompanyID: "company-1", EnvironmentID: env, Config: config}
 }
 
-func newDriver(t *testing.T) *Driver {
+// newDriver returns a fake driver driven through the JSON-RPC surface.
+func newDriver(t *testing.T) *tdriver {
 	t.Helper()
 	d := New(WithTempDir(t.TempDir()))
 	t.Cleanup(func() { _ = d.Close(context.Background()) })
-	return d
+	return &tdriver{client: through(t, d), drv: d}
 }
 
-func acquire(t *testing.T, d *Driver, b handlers.BaseParams, runID string) *handlers.Lease {
+func acquire(t *testing.T, d api, b handlers.BaseParams, runID string) *handlers.Lease {
 	t.Helper()
 	l, err := d.AcquireLease(context.Background(), &handlers.AcquireLeaseParams{BaseParams: b, RunID: runID})
 	if err != nil {
@@ -67,7 +68,7 @@ func (s *sink) get(stream string) string {
 	return s.buf[stream].String()
 }
 
-func execute(t *testing.T, d *Driver, b handlers.BaseParams, l *handlers.Lease, mod func(*handlers.ExecuteParams), command string, args ...string) *handlers.ExecuteResult {
+func execute(t *testing.T, d api, b handlers.BaseParams, l *handlers.Lease, mod func(*handlers.ExecuteParams), command string, args ...string) *handlers.ExecuteResult {
 	t.Helper()
 	p := &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: command, Args: args}
 	if mod != nil {
@@ -374,13 +375,13 @@ func TestCancelRacingTheStartWins(t *testing.T) {
 	l := acquire(t, d, b, "run-1")
 	marker := filepath.Join(l.Metadata["remoteCwd"].(string), "ran")
 	cancelled := make(chan bool, 1)
-	d.beforeSpawn = func() {
+	d.drv.beforeSpawn = func() {
 		go func() {
 			r, err := d.CancelExecution(ctx, &handlers.CancelExecutionParams{BaseParams: b, Lease: *l, ExecutionID: "race"})
 			cancelled <- err == nil && r.Cancelled
 		}()
 		for {
-			if e, ok := d.execs.Lookup(execKey(b, l, "race")); ok && e.stopRequested() {
+			if e, ok := d.drv.execs.Lookup(execKey(b, l, "race")); ok && e.stopRequested() {
 				return
 			}
 			time.Sleep(time.Millisecond)
@@ -465,9 +466,10 @@ func TestRequestedExpiresAtDestroysTheLease(t *testing.T) {
 	}
 }
 
-func TestCloseKillsEverythingAndRemovesEveryRoot(t *testing.T) {
+func TestShutdownKillsEverythingAndRemovesEveryRoot(t *testing.T) {
 	ctx := context.Background()
-	d := New(WithTempDir(t.TempDir()))
+	drv := New(WithTempDir(t.TempDir()))
+	d := through(t, drv)
 	reuse := base("env-r", handlers.Object{"reuseLease": true})
 	l := acquire(t, d, reuse, "run-1")
 	r := execute(t, d, reuse, l, nil, "sh", "-c", `sleep 60 > /dev/null 2>&1 & echo $!`)
@@ -475,17 +477,17 @@ func TestCloseKillsEverythingAndRemovesEveryRoot(t *testing.T) {
 	if !processAlive(pid) {
 		t.Fatal("background process not running")
 	}
-	if err := d.Close(ctx); err != nil {
+	if err := d.call(ctx, "shutdown", struct{}{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if processAlive(pid) {
-		t.Errorf("background process %d survived Close", pid)
+		t.Errorf("background process %d survived shutdown", pid)
 	}
 	if _, err := os.Stat(l.Metadata["fakeRootDir"].(string)); !os.IsNotExist(err) {
-		t.Errorf("reusable root survived Close")
+		t.Errorf("reusable root survived shutdown")
 	}
-	if _, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: reuse, RunID: "run-2"}); err == nil {
-		t.Error("acquire after Close succeeded")
+	if _, err := drv.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: reuse, RunID: "run-2"}); err == nil {
+		t.Error("acquire after shutdown succeeded")
 	}
 }
 

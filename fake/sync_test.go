@@ -23,7 +23,8 @@ import (
 // syncEnv is a driver with one lease and a host scratch directory.
 type syncEnv struct {
 	t     *testing.T
-	d     *Driver
+	d     api // the driver through JSON-RPC
+	drv   *Driver
 	base  handlers.BaseParams
 	lease handlers.Lease
 	root  string // lease root
@@ -42,12 +43,13 @@ func newSyncEnv(t *testing.T, config handlers.Object) *syncEnv {
 		config = handlers.Object{}
 	}
 	base := handlers.BaseParams{DriverKey: Key, CompanyID: "company-1", EnvironmentID: "env-1", Config: config}
-	l, err := d.AcquireLease(context.Background(), &handlers.AcquireLeaseParams{BaseParams: base, RunID: "run-1"})
+	c := through(t, d)
+	l, err := c.AcquireLease(context.Background(), &handlers.AcquireLeaseParams{BaseParams: base, RunID: "run-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &syncEnv{
-		t: t, d: d, base: base, lease: *l,
+		t: t, d: c, drv: d, base: base, lease: *l,
 		root: l.Metadata["fakeRootDir"].(string), ws: l.Metadata["remoteCwd"].(string),
 		host: t.TempDir(),
 	}
@@ -693,7 +695,7 @@ func TestSyncCancelledContext(t *testing.T) {
 	syncWriteTree(t, e.host, map[string]string{"d/a": "a"})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := e.d.SyncIn(ctx, e.params([]handlers.SyncOperation{syncOp("o", handlers.SyncFileMapping{SourcePath: filepath.Join(e.host, "d"), TargetPath: e.ws + "/d", Kind: "directory"})}))
+	_, err := e.drv.SyncIn(ctx, e.params([]handlers.SyncOperation{syncOp("o", handlers.SyncFileMapping{SourcePath: filepath.Join(e.host, "d"), TargetPath: e.ws + "/d", Kind: "directory"})}))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
