@@ -364,3 +364,27 @@ func TestCanonicalBase64(t *testing.T) {
 		}
 	}
 }
+
+// 429 and 5xx on connect are retried against the same process.
+func TestCommandRetriesRateLimitedConnect(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, nil)
+	s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
+		switch n {
+		case 1:
+			failWith(w, http.StatusTooManyRequests)
+		case 2:
+			failWith(w, http.StatusServiceUnavailable)
+		default:
+			ndjson(w, dataFrame(1, "stdout", "ok"), `{"type":"exit","exit_code":0}`)
+		}
+	}
+	res, err := d.Execute(t.Context(), execParams(l, nil), nil)
+	if err != nil || res.Stdout != "ok" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if n := s.count("POST /v1/sandboxes/sb_test/processes"); n != 2 { // creation + stdin/close, never re-created
+		t.Errorf("%d process posts", n)
+	}
+}
