@@ -457,7 +457,10 @@ func TestConfigNeverSendsFallbackKeyToCustomEndpoint(t *testing.T) {
 // 22. "does not expose provider error bodies"
 func TestConfigDoesNotExposeProviderErrorBodies(t *testing.T) {
 	s := newStub(t)
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool { failWith(w, http.StatusUnauthorized); return true }
+	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		failWith(w, http.StatusUnauthorized)
+		return true
+	}
 	ctx, logs := logContext(t)
 	d := s.driver()
 	_, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: base(nil), RunID: "r"})
