@@ -48,7 +48,7 @@ func runFixture(t *testing.T, name string) []string {
 	tmp := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := script.Start(ctx, bin, []string{"--log-level", "info"}, []string{"TMPDIR=" + tmp})
+	s, err := script.Start(ctx, bin, []string{"--log-level", "info"}, []string{"TMPDIR=" + tmp, "GORACE=atexit_sleep_ms=0"})
 	if err != nil {
 		t.Fatal(err)
 	}
