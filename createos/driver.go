@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
@@ -53,6 +54,7 @@ type trackedCall struct {
 var (
 	_ handlers.Driver       = (*Driver)(nil)
 	_ handlers.LeaseResumer = (*Driver)(nil)
+	_ handlers.Starter      = (*Driver)(nil)
 )
 
 // Option configures a Driver.
@@ -90,6 +92,11 @@ func New(opts ...Option) *Driver {
 
 // Key implements handlers.Driver.
 func (d *Driver) Key() string { return Key }
+
+// Start implements handlers.Starter: the reference's setup log line.
+func (d *Driver) Start(ctx context.Context) {
+	zerolog.Ctx(ctx).Info().Msg("CreateOS sandbox provider ready")
+}
 
 // client returns a client for cfg; resolving the key can fail.
 func (d *Driver) client(cfg Config) (*Client, error) {

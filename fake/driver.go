@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
@@ -36,6 +38,7 @@ type Driver struct {
 
 var (
 	_ handlers.Driver             = (*Driver)(nil)
+	_ handlers.Starter            = (*Driver)(nil)
 	_ handlers.LeaseResumer       = (*Driver)(nil)
 	_ handlers.InteractiveSetup   = (*Driver)(nil)
 	_ handlers.TemplateCapturer   = (*Driver)(nil)
@@ -62,6 +65,11 @@ func New(opts ...Option) *Driver {
 		o(d)
 	}
 	return d
+}
+
+// Start implements handlers.Starter: the reference's setup log line.
+func (d *Driver) Start(ctx context.Context) {
+	zerolog.Ctx(ctx).Info().Msg("Fake sandbox provider plugin ready")
 }
 
 // Key implements handlers.Driver.

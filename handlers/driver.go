@@ -31,6 +31,12 @@ type OutputSink interface {
 	Write(stream string, p []byte)
 }
 
+// Starter is implemented by drivers with work to do once the host has
+// initialized the worker (the reference plugins' setup hook: a "ready" log).
+type Starter interface {
+	Start(ctx context.Context)
+}
+
 // LeaseResumer serves environmentResumeLease.
 type LeaseResumer interface {
 	ResumeLease(ctx context.Context, p *ResumeLeaseParams) (*Lease, error)

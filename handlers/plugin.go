@@ -22,7 +22,9 @@ type Options struct {
 	ForkExtensions bool
 	// InFlight reports requests being served, for health.
 	InFlight func() int
-	// CloseTimeout bounds driver shutdown (default 700ms).
+	// CloseTimeout bounds driver shutdown (default 5s: a remote driver's
+	// paced cleanup requests need seconds; the fake finishes in well under
+	// one).
 	CloseTimeout time.Duration
 }
 
@@ -43,7 +45,7 @@ type Plugin struct {
 // New returns a plugin serving drivers, in the given order.
 func New(opts Options, drivers ...Driver) *Plugin {
 	if opts.CloseTimeout <= 0 {
-		opts.CloseTimeout = 700 * time.Millisecond
+		opts.CloseTimeout = 5 * time.Second
 	}
 	p := &Plugin{drivers: map[string]Driver{}, opts: opts, started: time.Now()}
 	for _, d := range drivers {
@@ -161,7 +163,12 @@ func (p *Plugin) initialize(ctx context.Context, raw json.RawMessage) (any, erro
 		return nil, rpc.Errorf(rpc.CodeWorkerError, "Worker already initialized")
 	}
 	p.initialized = true
-	zerolog.Ctx(ctx).Info().Strs("drivers", p.order).Msg("sandbox plugin ready")
+	zerolog.Ctx(ctx).Debug().Strs("drivers", p.order).Msg("initialized")
+	for _, d := range p.Drivers() {
+		if s, ok := d.(Starter); ok {
+			s.Start(ctx)
+		}
+	}
 	return InitializeResult{OK: true, SupportedMethods: p.SupportedMethods()}, nil
 }
 

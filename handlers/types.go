@@ -16,7 +16,6 @@ type BaseParams struct {
 	Config        Object  `json:"config"`
 }
 
-
 // ValidateConfigParams: environmentValidateConfig.
 type ValidateConfigParams struct {
 	DriverKey string `json:"driverKey"`

@@ -5,17 +5,19 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos"
 	"github.com/paperclip-sandbox/sandbox-plugin/fake"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
 // driverFactories are the drivers this binary can serve, by driverKey.
 var driverFactories = map[string]func() handlers.Driver{
-	fake.Key: func() handlers.Driver { return fake.New() },
+	fake.Key:     func() handlers.Driver { return fake.New() },
+	createos.Key: func() handlers.Driver { return createos.New() },
 }
 
 // driverOrder is the order drivers appear in the manifest.
-var driverOrder = []string{fake.Key}
+var driverOrder = []string{fake.Key, createos.Key}
 
 func driverNames() []string { return append([]string(nil), driverOrder...) }
 
