@@ -105,6 +105,7 @@ func (d *Driver) Close(ctx context.Context) error {
 
 // Declaration implements handlers.Driver: the manifest entry.
 func (d *Driver) Declaration() handlers.DriverDeclaration {
+	yes := true
 	return handlers.DriverDeclaration{
 		DriverKey:                       Key,
 		Kind:                            "sandbox_provider",
@@ -126,7 +127,17 @@ func (d *Driver) Declaration() handlers.DriverDeclaration {
 					"description": "Bytes of each output stream kept in an execute result (the tail); output is streamed in full.", "x-paperclip-advanced": true},
 			},
 		},
-		SandboxCapabilities: map[string]bool{"incrementalSessionOutput": true},
+		SupportsReusableLeases: &yes,
+		// What the driver really does: output streams while a command
+		// runs, files sync natively (concurrent calls are safe), and
+		// leases with reuseLease are resumed within one worker process.
+		SandboxCapabilities: map[string]bool{
+			"incrementalSessionOutput": true,
+			"nativeSyncIn":             true,
+			"nativeSyncOut":            true,
+			"concurrentSyncOperations": true,
+			"reusableLeases":           true,
+		},
 	}
 }
 

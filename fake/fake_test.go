@@ -545,3 +545,24 @@ func TestValidateConfigWarnsButAccepts(t *testing.T) {
 		t.Errorf("normalizedConfig = %s", b)
 	}
 }
+
+func TestDestroyKillsBackgroundProcessesOfTheLease(t *testing.T) {
+	d := newDriver(t)
+	b := base("env-1", nil)
+	l := acquire(t, d, b, "run-1")
+	r := execute(t, d, b, l, nil, "sh", "-c", `trap '' TERM; sleep 60 > /dev/null 2>&1 & echo $!`)
+	pid, _ := strconv.Atoi(strings.TrimSpace(r.Stdout))
+	if !processAlive(pid) {
+		t.Fatal("background process not running")
+	}
+	rc, err := d.DestroyLease(context.Background(), &handlers.DestroyLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID})
+	if err != nil || rc == nil || rc.State != "destroyed" {
+		t.Fatalf("destroy = %+v, %v", rc, err)
+	}
+	if processAlive(pid) {
+		t.Errorf("background process %d survived destroy", pid)
+	}
+	if _, err := os.Stat(l.Metadata["fakeRootDir"].(string)); !os.IsNotExist(err) {
+		t.Error("root survived destroy")
+	}
+}
