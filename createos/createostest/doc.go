@@ -56,5 +56,13 @@
 // Faults().Inject / InjectFault / Delay answer or slow the next requests of
 // a Route; Faults().Stream cuts, gaps, corrupts or evicts a /connect,
 // /exec?stream=true or files GET body; Faults().TreeNotExited makes DELETE
-// report tree_exited:false.
+// report tree_exited:false. With Options.ControlPrefix the same knobs and
+// the request log are served over HTTP (control.go; createos-sim --control).
+//
+// # Running the simulator
+//
+//	make createos-sim && bin/createos-sim --listen 127.0.0.1:0 --api-key k --control -v
+//
+// prints its origin URL as the first line of stdout; SIGTERM/SIGINT, or EOF
+// on stdin with --exit-on-stdin-eof, stops it and cleans everything up.
 package createostest

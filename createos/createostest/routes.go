@@ -63,6 +63,9 @@ func (s *Server) routes() http.Handler {
 	h("GET "+pr+"/wait", RouteWait, s.handleWait)
 	h("GET /v1/rootfs", RouteRootfs, s.handleRootfs)
 	h("GET /v1/shapes", RouteShapes, s.handleShapes)
+	if s.opts.ControlPrefix != "" {
+		s.control(mux, s.opts.ControlPrefix)
+	}
 	h("/", RouteUnknown, func(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, "route not found")
 	})

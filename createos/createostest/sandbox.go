@@ -239,6 +239,12 @@ func (s *Server) makeDirs(sb *sandbox, src *sandbox) error {
 		if err := copyTree(src.tmp, sb.tmp); err != nil {
 			return fmt.Errorf("fork tmp: %w", err)
 		}
+		if err := os.Remove(sb.home); err != nil {
+			return err
+		}
+		if err := copyTree(src.home, sb.home); err != nil {
+			return fmt.Errorf("fork home: %w", err)
+		}
 	} else {
 		if err := os.Mkdir(sb.ws, 0o755); err != nil {
 			return err

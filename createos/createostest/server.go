@@ -41,6 +41,10 @@ type Options struct {
 	// MaxRecordedBody caps the request body bytes kept per recorded
 	// request; default 1 MiB, negative keeps none.
 	MaxRecordedBody int
+	// ControlPrefix, when set (e.g. "/_control"), serves the fault and
+	// request-log knobs over HTTP under that prefix (see control.go); the
+	// createos-sim --control flag uses it.
+	ControlPrefix string
 	// Logf, when set, receives one line per request and notable events.
 	Logf func(format string, args ...any)
 }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// lockedBuffer is a bytes.Buffer safe for the logger and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startSim runs the program in-process and returns its URL, a function
+// that ends it the given way and returns its exit code.
+func startSim(t *testing.T, args ...string) (url string, stop func(how string) int) {
+	t.Helper()
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	var stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, args, stdinR, stdoutW, &stderr)
+		stdoutW.Close()
+	}()
+	line, err := bufio.NewReader(stdoutR).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("no URL line: %v; stderr: %s", err, stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdoutR) }()
+	url = strings.TrimSpace(line)
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("first line %q", line)
+	}
+	var once sync.Once
+	exit := -1
+	stop = func(how string) int {
+		once.Do(func() {
+			if how == "eof" {
+				stdinW.Close()
+			} else {
+				cancel()
+			}
+			exit = <-code
+			cancel()
+			stdinW.Close()
+		})
+		return exit
+	}
+	t.Cleanup(func() { stop("signal") })
+	return url, stop
+}
+
+func call(t *testing.T, method, url, key string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	req.Header.Set("X-Api-Key", key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	var env map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&env)
+	return resp.StatusCode, env
+}
+
+func TestSim(t *testing.T) {
+	cases := []struct {
+		name string
+		stop string
+	}{
+		{"exits on stdin EOF", "eof"},
+		{"exits on signal", "signal"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url, stop := startSim(t, "--listen", "127.0.0.1:0", "--api-key", "sim-key", "--exit-on-stdin-eof", "--control", "--transition-reads", "1")
+			defer http.DefaultClient.CloseIdleConnections()
+			if code, _ := call(t, "GET", url+"/v1/sandboxes/sb_x", "wrong", nil); code != 401 {
+				t.Fatalf("wrong key: %d", code)
+			}
+			code, env := call(t, "POST", url+"/v1/sandboxes", "sim-key", map[string]any{"shape": "s-1vcpu-1gb"})
+			if code != 201 {
+				t.Fatalf("create: %d %v", code, env)
+			}
+			id := env["data"].(map[string]any)["id"].(string)
+			if _, env := call(t, "GET", url+"/v1/sandboxes/"+id, "sim-key", nil); env["data"].(map[string]any)["status"] != "creating" {
+				t.Fatalf("transition reads not applied: %v", env)
+			}
+			call(t, "GET", url+"/v1/sandboxes/"+id, "sim-key", nil)
+			code, env = call(t, "POST", url+"/v1/sandboxes/"+id+"/exec", "sim-key", map[string]any{"cmd": "/bin/echo", "args": []string{"hi"}})
+			if code != 200 || env["data"].(map[string]any)["result"].(map[string]any)["stdout"] != "hi\n" {
+				t.Fatalf("exec: %d %v", code, env)
+			}
+			if code, _ := call(t, "POST", url+"/_control/faults", "sim-key", map[string]any{"route": "sandbox.get", "status": 503, "count": 1}); code != 200 {
+				t.Fatalf("control: %d", code)
+			}
+			if code, _ := call(t, "GET", url+"/v1/sandboxes/"+id, "sim-key", nil); code != 503 {
+				t.Fatalf("injected fault: %d", code)
+			}
+			if _, env := call(t, "GET", url+"/_control/requests", "sim-key", nil); len(env["data"].(map[string]any)["requests"].([]any)) != 6 {
+				t.Fatalf("request log: %v", env)
+			}
+			if code := stop(tc.stop); code != 0 {
+				t.Fatalf("exit code %d", code)
+			}
+			if _, err := http.Get(url + "/v1/rootfs"); err == nil {
+				t.Fatal("still serving after exit")
+			}
+		})
+	}
+}
+
+func TestSimBadFlags(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"--nope"}, strings.NewReader(""), &out, &errs); code != 2 {
+		t.Fatalf("exit %d", code)
+	}
+	if code := run(context.Background(), []string{"extra"}, strings.NewReader(""), &out, &errs); code != 2 {
+		t.Fatalf("exit %d", code)
+	}
+	if out.Len() != 0 {
+		t.Fatalf("stdout %q", out.String())
+	}
+}
