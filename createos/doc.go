@@ -10,7 +10,10 @@
 //   - Every deadline this package sets has a timeout-typed cause that
 //     matches context.DeadlineExceeded; cancellations never do. A deadline
 //     gives a timed-out execute result, a cancellation an error.
-//   - Lease metadata records the normalised API origin (apiUrl), which
-//     ownership checks compare, as the reference does; the key never.
+//   - Lease metadata records apiOriginSha256, the hex SHA-256 of the
+//     normalised API origin, which ownership checks compare; the reference
+//     stores the origin itself (apiUrl), but no configured URL or key may
+//     reach metadata here. Metadata without the fingerprint is not ours:
+//     resume reports it expired, other hooks refuse it.
 //   - The pacer is shared by every Driver in the process (one worker).
 package createos

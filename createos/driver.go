@@ -123,15 +123,34 @@ func (d *Driver) scope(p *handlers.BaseParams, id string) (string, error) {
 	return string(b), err
 }
 
+// originKey is the lease metadata field that ties a lease to its API
+// origin. It holds a fingerprint, never the URL: the reference stores the
+// origin itself (apiUrl), but no configured URL may reach metadata here.
+const originKey = "apiOriginSha256"
+
+// originFingerprint is the hex SHA-256 of a normalised API origin (the same
+// digest the pacer keys its accounts by).
+func originFingerprint(origin string) string {
+	sum := sha256.Sum256([]byte(origin))
+	return hex.EncodeToString(sum[:])
+}
+
 // metadataMatches reports whether lease metadata was written by this driver
-// for the caller's company, environment and API origin.
+// for the caller's company, environment and API origin. Metadata without
+// the origin fingerprint (a reference-style apiUrl, or none) never matches.
 func metadataMatches(p *handlers.BaseParams, md handlers.Object) (bool, error) {
 	cfg, err := ParseConfig(p.Config)
 	if err != nil {
 		return false, err
 	}
 	return md["provider"] == Key && md["companyId"] == p.CompanyID &&
-		md["environmentId"] == p.EnvironmentID && md["apiUrl"] == cfg.APIURL, nil
+		md["environmentId"] == p.EnvironmentID && md[originKey] == originFingerprint(cfg.APIURL), nil
+}
+
+// hasFingerprint reports whether md carries an origin fingerprint at all.
+func hasFingerprint(md handlers.Object) bool {
+	_, ok := md[originKey].(string)
+	return ok
 }
 
 // Declaration implements handlers.Driver: the v0.1.0 manifest entry.

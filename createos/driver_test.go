@@ -71,12 +71,18 @@ func TestLifecycleAcquiresExecutesRealizesPausesResumesAndDestroys(t *testing.T)
 		t.Errorf("lease carries the key: %s", raw)
 	}
 	md := l.Metadata
-	for k, v := range map[string]any{"provider": "createos", "apiUrl": "https://createos.example.test", "companyId": "company-a",
+	// The origin is recorded as sha256("https://createos.example.test"),
+	// never as the URL (docs/decisions.md).
+	for k, v := range map[string]any{"provider": "createos",
+		"apiOriginSha256": "b4e06868dc0235509b642b6c298f628e37c93a8f5b9db6943a8e2c4c7e3f5a19", "companyId": "company-a",
 		"environmentId": "env-a", "remoteCwd": "/paperclip-workspace", "shellCommand": "bash", "shape": "test-shape",
 		"rootfs": "tpl_ready", "region": "us", "reuseLease": true} {
 		if md[k] != v {
 			t.Errorf("metadata %s = %v, want %v", k, md[k], v)
 		}
+	}
+	if _, ok := md["apiUrl"]; ok {
+		t.Errorf("metadata records apiUrl: %v", md)
 	}
 	if m, _ := md["marker"].(string); !markerRE.MatchString(m) || m != s.marker {
 		t.Errorf("marker %q, uploaded %q", m, s.marker)
@@ -203,6 +209,55 @@ func TestLifecycleRefusesAnotherCompanysLease(t *testing.T) {
 	other(&wp.BaseParams)
 	_, err = d.RealizeWorkspace(t.Context(), wp)
 	wantErr(t, err, "this environment")
+	if n := len(s.snapshot()); n != 0 {
+		t.Errorf("%d requests: %v", n, s.snapshot())
+	}
+}
+
+// Lease ownership is proven by the origin fingerprint, not by a stored URL:
+// a lease from another origin is refused like another company's, and
+// metadata without a fingerprint (the reference's apiUrl, or nothing) is
+// not ours, so resume reports it expired and nothing reaches the provider.
+func TestLeaseOwnershipUsesTheOriginFingerprint(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, reuse)
+	s.reset()
+	elsewhere := handlers.Object{"apiUrl": "https://other.example.test", "reuseLease": true, "rootfs": "tpl_ready", "region": "us"}
+	_, err := d.Execute(t.Context(), execParams(l, elsewhere), nil)
+	wantErr(t, err, "this environment")
+	_, err = d.ResumeLease(t.Context(), resumeParams(l, elsewhere))
+	wantErr(t, err, "this environment")
+	_, err = d.RealizeWorkspace(t.Context(), &handlers.RealizeWorkspaceParams{BaseParams: base(elsewhere), Lease: *l})
+	wantErr(t, err, "this environment")
+	_, err = d.DestroyLease(t.Context(), releaseParams(l, elsewhere))
+	wantErr(t, err, "this environment")
+	// Same origin spelled differently normalises to the same fingerprint.
+	if _, err := d.RealizeWorkspace(t.Context(), &handlers.RealizeWorkspaceParams{
+		BaseParams: base(handlers.Object{"apiUrl": "HTTPS://CreateOS.example.test:443/v1/"}), Lease: *l}); err != nil {
+		t.Errorf("same origin, other spelling: %v", err)
+	}
+
+	for name, edit := range map[string]func(handlers.Object){
+		"reference apiUrl": func(md handlers.Object) { delete(md, "apiOriginSha256"); md["apiUrl"] = "https://createos.example.test" },
+		"none":             func(md handlers.Object) { delete(md, "apiOriginSha256") },
+		"not a string":     func(md handlers.Object) { md["apiOriginSha256"] = true },
+	} {
+		legacy := *l
+		legacy.Metadata = handlers.Object{}
+		for k, v := range l.Metadata {
+			legacy.Metadata[k] = v
+		}
+		edit(legacy.Metadata)
+		r, err := d.ResumeLease(t.Context(), resumeParams(&legacy, reuse))
+		if err != nil || !isExpired(r) {
+			t.Errorf("%s: resume %+v %v, want expired", name, r, err)
+		}
+		_, err = d.Execute(t.Context(), execParams(&legacy, reuse), nil)
+		wantErr(t, err, "this environment")
+		_, err = d.ReleaseLease(t.Context(), releaseParams(&legacy, reuse))
+		wantErr(t, err, "this environment")
+	}
 	if n := len(s.snapshot()); n != 0 {
 		t.Errorf("%d requests: %v", n, s.snapshot())
 	}
@@ -478,7 +533,7 @@ func TestConfigDoesNotExposeProviderErrorBodies(t *testing.T) {
 func assertNoSecrets(t *testing.T, texts ...string) {
 	t.Helper()
 	for _, s := range texts {
-		for _, bad := range []string{"test-secret", "private provider diagnostics", "createos.example.test"} {
+		for _, bad := range []string{"test-secret", "private provider diagnostics", "createos.example.test", urlCanary} {
 			if strings.Contains(s, bad) {
 				t.Errorf("%q leaks %q", s, bad)
 			}

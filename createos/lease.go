@@ -76,7 +76,7 @@ func (d *Driver) prepare(ctx context.Context, c *Client, p *handlers.BaseParams,
 	}
 	cfg := c.cfg
 	return &handlers.Lease{ProviderLeaseID: &id, Metadata: handlers.Object{
-		"provider": Key, "apiUrl": cfg.APIURL,
+		"provider": Key, originKey: originFingerprint(cfg.APIURL),
 		"companyId": p.CompanyID, "environmentId": p.EnvironmentID,
 		"remoteCwd": workspaceDir, "shellCommand": "bash", "marker": marker,
 		"shape": cfg.Shape, "rootfs": strOrNil(cfg.Rootfs), "region": strOrNil(cfg.Region),
@@ -143,12 +143,17 @@ func sameValue(md handlers.Object, key string, want any) bool {
 }
 
 // ResumeLease implements handlers.LeaseResumer. Resume never deletes: a
-// sandbox that is gone, replaced or built from another config is expired;
-// a transient error is returned, since it does not prove loss.
+// sandbox that is gone, replaced or built from another config is expired,
+// and so is a lease whose metadata has no origin fingerprint (ownership
+// cannot be proven); a transient error is returned, since it does not prove
+// loss.
 func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams) (*handlers.Lease, error) {
 	if ok, err := metadataMatches(&p.BaseParams, p.LeaseMetadata); err != nil {
 		return nil, err
 	} else if !ok {
+		if !hasFingerprint(p.LeaseMetadata) {
+			return expired(), nil
+		}
 		return nil, errNotThisEnv
 	}
 	id := p.ProviderLeaseID

@@ -9,8 +9,12 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// No API key, provider body or configured URL appears in any error or log
-// line; the key never appears in lease metadata.
+// urlCanary is the host of a distinctive configured URL that no result,
+// error, log line or metadata may carry in any spelling.
+const urlCanary = "url-canary-5f1d9c"
+
+// No API key, provider body or configured URL appears in any error, log
+// line or lease metadata.
 func TestNoSecretsInErrorsLogsOrMetadata(t *testing.T) {
 	ctx, logs := logContext(t)
 	var texts []string
@@ -38,9 +42,7 @@ func TestNoSecretsInErrorsLogsOrMetadata(t *testing.T) {
 	s.hook = nil
 	l := acquire(t, d, reuse)
 	raw, _ := json.Marshal(l)
-	if strings.Contains(string(raw), "test-secret") {
-		t.Errorf("lease metadata carries the key: %s", raw)
-	}
+	texts = append(texts, string(raw))
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"error","error":"x"}`) }
 	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
 		if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/processes/") {
@@ -95,4 +97,92 @@ func TestNoSecretsInErrorsLogsOrMetadata(t *testing.T) {
 		t.Fatalf("the cleanup warnings were not logged: %s", logs.String())
 	}
 	assertNoSecrets(t, append(texts, logs.String())...)
+}
+
+// The configured URL, in any spelling, and the key reach no result, error,
+// log line, streamed chunk or metadata through a whole lifecycle, failures
+// included. The one sanctioned echo is environmentValidateConfig's
+// normalizedConfig, which the host persists as the config (protocol §6.1).
+func TestConfiguredURLReachesNoResultErrorOrLog(t *testing.T) {
+	over := handlers.Object{"apiUrl": "https://" + urlCanary + ".example.test:8443/v1/", "reuseLease": true}
+	ctx, logs := logContext(t)
+	s := newStub(t)
+	d := s.driver()
+	var seen []any
+	keep := func(v any, err error) {
+		seen = append(seen, v)
+		if err != nil {
+			seen = append(seen, err.Error())
+		}
+	}
+
+	v, err := d.ValidateConfig(ctx, &handlers.ValidateConfigParams{DriverKey: Key, Config: baseConfig(over)})
+	if err != nil || !v.OK || v.NormalizedConfig["apiUrl"] != "https://"+urlCanary+".example.test:8443" {
+		t.Fatalf("validate %+v %v", v, err)
+	}
+	probe, err := d.Probe(ctx, &handlers.ProbeParams{BaseParams: base(over)})
+	if err != nil || !probe.OK {
+		t.Fatalf("probe %+v %v", probe, err)
+	}
+	keep(probe, err)
+	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: base(over), RunID: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep(l, err)
+	rw, err := d.RealizeWorkspace(ctx, &handlers.RealizeWorkspaceParams{BaseParams: base(over), Lease: *l})
+	keep(rw, err)
+	sink := &recordingSink{}
+	res, err := d.Execute(ctx, execParams(l, over), sink)
+	keep(res, err)
+	keep(sink.chunks, nil)
+	_, err = d.ReleaseLease(ctx, releaseParams(l, over))
+	keep(nil, err)
+	r, err := d.ResumeLease(ctx, resumeParams(l, over))
+	if err != nil || r.LeaseID() != l.LeaseID() {
+		t.Fatalf("resume %+v %v", r, err)
+	}
+	keep(r, err)
+	other := resumeParams(r, over)
+	other.CompanyID = "company-b"
+	x, err := d.ResumeLease(ctx, other)
+	wantErr(t, err, "this environment")
+	keep(x, err)
+
+	// Failures: every provider answer echoes the key; then no answer at all.
+	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		failWith(w, http.StatusBadGateway)
+		return true
+	}
+	for _, call := range []func() (any, error){
+		func() (any, error) { return d.Probe(ctx, &handlers.ProbeParams{BaseParams: base(over)}) },
+		func() (any, error) { return d.Execute(ctx, execParams(r, over), nil) },
+		func() (any, error) { return d.ResumeLease(ctx, resumeParams(r, over)) },
+	} {
+		keep(call())
+	}
+	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if conn, _, herr := w.(http.Hijacker).Hijack(); herr == nil {
+			conn.Close()
+		}
+		return true
+	}
+	keep(d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: base(over), RunID: "r"}))
+	s.hook = nil
+	keep(d.DestroyLease(ctx, releaseParams(r, over)))
+
+	raw, err := json.Marshal(seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), "HTTP 502") || !strings.Contains(string(raw), "connection failed") {
+		t.Fatalf("the failures were not collected: %s", raw)
+	}
+	if !strings.Contains(string(raw), originFingerprint("https://"+urlCanary+".example.test:8443")) {
+		t.Errorf("lease metadata lacks the origin fingerprint: %s", raw)
+	}
+	if !strings.Contains(logs.String(), "CreateOS sandbox created") {
+		t.Fatalf("nothing was logged: %s", logs.String())
+	}
+	assertNoSecrets(t, string(raw), logs.String())
 }
