@@ -239,9 +239,12 @@ func TestLeaseOwnershipUsesTheOriginFingerprint(t *testing.T) {
 	}
 
 	for name, edit := range map[string]func(handlers.Object){
-		"reference apiUrl": func(md handlers.Object) { delete(md, "apiOriginSha256"); md["apiUrl"] = "https://createos.example.test" },
-		"none":             func(md handlers.Object) { delete(md, "apiOriginSha256") },
-		"not a string":     func(md handlers.Object) { md["apiOriginSha256"] = true },
+		"reference apiUrl": func(md handlers.Object) {
+			delete(md, "apiOriginSha256")
+			md["apiUrl"] = "https://createos.example.test"
+		},
+		"none":         func(md handlers.Object) { delete(md, "apiOriginSha256") },
+		"not a string": func(md handlers.Object) { md["apiOriginSha256"] = true },
 	} {
 		legacy := *l
 		legacy.Metadata = handlers.Object{}
