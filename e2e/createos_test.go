@@ -1,0 +1,602 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The createos driver end to end: the race-built worker over stdio, driven
+// through a whole lease against the createos-sim binary, which runs real
+// commands in per-sandbox namespaces.
+
+var (
+	simOnce sync.Once
+	simBin  string
+	simErr  error
+)
+
+// buildSim builds cmd/createos-sim once, next to the worker binary (whose
+// directory TestMain removes).
+func buildSim(t *testing.T) string {
+	t.Helper()
+	simOnce.Do(func() {
+		out := filepath.Join(filepath.Dir(bin), "createos-sim")
+		b, err := exec.Command("go", "build", "-o", out, "../cmd/createos-sim").CombinedOutput()
+		if err != nil {
+			simErr = fmt.Errorf("build createos-sim: %v\n%s", err, b)
+			return
+		}
+		simBin = out
+	})
+	if simErr != nil {
+		t.Fatal(simErr)
+	}
+	return simBin
+}
+
+// lockedBuffer collects a child's stderr.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// sim is a running createos-sim.
+type sim struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	url  string // origin, e.g. http://127.0.0.1:41234
+	key  string
+	dir  string // sandbox data
+	http *http.Client
+}
+
+// startSim starts createos-sim with the control API and a fresh data
+// directory. It skips the test when the sim reports that it cannot isolate
+// sandboxes (no mount or PID namespaces here).
+func startSim(t *testing.T, key string) *sim {
+	t.Helper()
+	s := &sim{t: t, key: key, dir: t.TempDir(), http: &http.Client{Timeout: 10 * time.Second}}
+	s.cmd = exec.Command(buildSim(t), "--listen", "127.0.0.1:0", "--api-key", key, "--exit-on-stdin-eof",
+		"--control", "--dir", s.dir, "--heartbeat", "500ms")
+	s.cmd.Env = []string{"TMPDIR=" + s.dir}
+	var stderr lockedBuffer
+	s.cmd.Stderr = &stderr
+	s.cmd.WaitDelay = 5 * time.Second
+	stdin, _ := s.cmd.StdinPipe()
+	stdout, _ := s.cmd.StdoutPipe()
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	stop := func() {
+		stdin.Close() // --exit-on-stdin-eof: a clean shutdown that deletes every sandbox
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-exited
+			t.Errorf("createos-sim did not exit on stdin EOF; stderr:\n%s", stderr.String())
+		}
+		s.http.CloseIdleConnections()
+	}
+	first := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		line, _ := r.ReadString('\n')
+		first <- line
+		_, _ = io.Copy(io.Discard, r)
+		exited <- s.cmd.Wait()
+	}()
+	var line string
+	select {
+	case line = <-first:
+	case <-time.After(20 * time.Second):
+		stop()
+		t.Fatalf("createos-sim printed no URL; stderr:\n%s", stderr.String())
+	}
+	s.url = strings.TrimSpace(line)
+	if !strings.HasPrefix(s.url, "http://127.0.0.1:") {
+		stop()
+		if strings.Contains(stderr.String(), "namespaces") {
+			t.Skipf("createos-sim cannot isolate sandboxes here: %s", strings.TrimSpace(stderr.String()))
+		}
+		t.Fatalf("createos-sim first line %q; stderr:\n%s", line, stderr.String())
+	}
+	t.Cleanup(stop)
+	return s
+}
+
+// get calls the sim's API or control API and returns the status and the
+// envelope's data.
+func (s *sim) get(path string) (int, map[string]any) {
+	s.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.url+path, nil)
+	req.Header.Set("X-Api-Key", s.key)
+	resp, err := s.http.Do(req)
+	if err != nil {
+		s.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Data map[string]any `json:"data"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&env)
+	return resp.StatusCode, env.Data
+}
+
+// status is a sandbox's state, or "gone" once the sim answers 404.
+func (s *sim) status(id string) string {
+	s.t.Helper()
+	code, data := s.get("/v1/sandboxes/" + id)
+	if code == http.StatusNotFound {
+		return "gone"
+	}
+	st, _ := data["status"].(string)
+	return st
+}
+
+// requests is the sim's request log.
+func (s *sim) requests() []map[string]any {
+	s.t.Helper()
+	_, data := s.get("/_control/requests")
+	list, _ := data["requests"].([]any)
+	out := make([]map[string]any, 0, len(list))
+	for _, r := range list {
+		m, _ := r.(map[string]any)
+		out = append(out, m)
+	}
+	return out
+}
+
+// descendants are the live processes below pid.
+func descendants(pid int) []int {
+	parent := map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		parent[p], _ = strconv.Atoi(f[1])
+	}
+	var out []int
+	for p := range parent {
+		for q := parent[p]; q > 1; q = parent[q] {
+			if q == pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// rpcWorker is the worker binary spoken to over stdio; it keeps every
+// stdout line for the transcript checks.
+type rpcWorker struct {
+	t   *testing.T
+	cmd *exec.Cmd
+	in  io.WriteCloser
+
+	mu     sync.Mutex
+	lines  [][]byte
+	closed bool
+	more   chan struct{} // signalled after every append and at EOF
+	next   int           // first line not yet consumed by wait
+}
+
+func startRPCWorker(t *testing.T) *rpcWorker {
+	t.Helper()
+	w := &rpcWorker{t: t, more: make(chan struct{}, 1)}
+	w.cmd = exec.Command(bin, "--log-level", "debug")
+	// The host scrubs the worker's environment: credentials come in config.
+	w.cmd.Env = []string{"TMPDIR=" + t.TempDir(), "GORACE=atexit_sleep_ms=0"}
+	if os.Getenv("E2E_STDERR") != "" {
+		w.cmd.Stderr = os.Stderr
+	}
+	w.in, _ = w.cmd.StdinPipe()
+	out, _ := w.cmd.StdoutPipe()
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		r := bufio.NewReaderSize(out, 1<<20)
+		for {
+			line, err := r.ReadBytes('\n')
+			w.mu.Lock()
+			if len(line) > 0 {
+				w.lines = append(w.lines, bytes.TrimSuffix(line, []byte("\n")))
+			}
+			if err != nil {
+				w.closed = true
+			}
+			w.mu.Unlock()
+			select {
+			case w.more <- struct{}{}:
+			default:
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { _ = w.cmd.Process.Kill(); _ = w.cmd.Wait() })
+	return w
+}
+
+// transcript is every stdout line so far.
+func (w *rpcWorker) transcript() [][]byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.lines)
+}
+
+// call sends a request (with a paperclipInvocation when inv is set) and
+// returns its reply and the messages printed before it.
+func (w *rpcWorker) call(id int, method string, params any, inv string) (reply map[string]any, before []map[string]any) {
+	w.t.Helper()
+	req := map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+	if inv != "" {
+		req["paperclipInvocation"] = map[string]any{"id": inv, "scope": map[string]any{"companyId": "company-e2e"}}
+	}
+	b, _ := json.Marshal(req)
+	if _, err := w.in.Write(append(b, '\n')); err != nil {
+		w.t.Fatalf("%s: %v", method, err)
+	}
+	deadline := time.After(30 * time.Second)
+	for {
+		w.mu.Lock()
+		lines, closed := w.lines[w.next:], w.closed
+		w.next = len(w.lines)
+		w.mu.Unlock()
+		for _, line := range lines {
+			var m map[string]any
+			if err := json.Unmarshal(line, &m); err != nil {
+				w.t.Fatalf("non-JSON stdout line %q", line)
+			}
+			if m["id"] == float64(id) && m["method"] == nil {
+				return m, before
+			}
+			before = append(before, m)
+		}
+		if closed {
+			w.t.Fatalf("stdout closed while waiting for the reply to %s", method)
+		}
+		select {
+		case <-w.more:
+		case <-deadline:
+			w.t.Fatalf("no reply to %s", method)
+		}
+	}
+}
+
+// result is the reply's result; an error reply fails the test.
+func result(t *testing.T, method string, reply map[string]any) map[string]any {
+	t.Helper()
+	if reply["error"] != nil {
+		t.Fatalf("%s failed: %v", method, reply["error"])
+	}
+	m, _ := reply["result"].(map[string]any)
+	return m
+}
+
+// logged concatenates the execute.log chunks of one stream that carry inv.
+func logged(t *testing.T, msgs []map[string]any, inv, stream string) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, m := range msgs {
+		if m["method"] != "execute.log" {
+			continue
+		}
+		if m["paperclipInvocationId"] != inv {
+			t.Errorf("execute.log without the request's invocation id %q: %v", inv, m)
+			continue
+		}
+		p := m["params"].(map[string]any)
+		if p["stream"] == stream {
+			sb.WriteString(p["chunk"].(string))
+		}
+	}
+	return sb.String()
+}
+
+func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
+	start := time.Now()
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
+	key := "e2e-createos-key-" + hex.EncodeToString(nonce)
+	s := startSim(t, key)
+	hostport := strings.TrimPrefix(s.url, "http://")
+	w := startRPCWorker(t)
+
+	cfg := map[string]any{"apiUrl": s.url + "/v1/", "apiKey": key, "shape": "s-1vcpu-1gb", "timeoutMs": 20000, "reuseLease": true}
+	base := func() map[string]any {
+		return map[string]any{"driverKey": "createos", "companyId": "company-e2e", "environmentId": "env-e2e", "config": cfg}
+	}
+	with := func(extra map[string]any) map[string]any {
+		p := base()
+		for k, v := range extra {
+			p[k] = v
+		}
+		return p
+	}
+
+	// initialize: the createos methods are served.
+	reply, before := w.call(1, "initialize", map[string]any{
+		"manifest": map[string]any{"id": "paperclip.go-sandbox-provider"}, "config": map[string]any{},
+		"instanceInfo": map[string]any{"instanceId": "default", "hostVersion": "2026.916.1"}, "apiVersion": 1}, "")
+	methods, _ := result(t, "initialize", reply)["supportedMethods"].([]any)
+	for _, m := range []string{"environmentValidateConfig", "environmentProbe", "environmentAcquireLease", "environmentResumeLease",
+		"environmentReleaseLease", "environmentDestroyLease", "environmentRealizeWorkspace", "environmentExecute"} {
+		if !slices.Contains(methods, any(m)) {
+			t.Errorf("supportedMethods lacks %s: %v", m, methods)
+		}
+	}
+	if !slices.ContainsFunc(before, func(m map[string]any) bool {
+		p, _ := m["params"].(map[string]any)
+		return m["method"] == "log" && p["message"] == "CreateOS sandbox provider ready"
+	}) {
+		t.Errorf("no CreateOS ready log before the initialize reply: %v", before)
+	}
+
+	// environmentValidateConfig normalises the URL to its origin and keeps
+	// the secret field: the host persists normalizedConfig as the config.
+	reply, _ = w.call(2, "environmentValidateConfig", map[string]any{"driverKey": "createos", "config": cfg}, "")
+	res := result(t, "environmentValidateConfig", reply)
+	nc, _ := res["normalizedConfig"].(map[string]any)
+	if res["ok"] != true || nc["apiUrl"] != s.url || nc["apiKey"] != key || nc["timeoutMs"] != float64(20000) {
+		t.Fatalf("validateConfig %v", res)
+	}
+	validateLine := len(w.transcript()) - 1
+
+	// environmentProbe creates, runs /bin/echo in and deletes a sandbox.
+	reply, _ = w.call(3, "environmentProbe", base(), "inv-e2e-probe")
+	if res := result(t, "environmentProbe", reply); res["ok"] != true {
+		t.Fatalf("probe %v", res)
+	}
+
+	reply, _ = w.call(4, "environmentAcquireLease", with(map[string]any{"runId": "run-e2e"}), "inv-e2e-acquire")
+	lease := result(t, "environmentAcquireLease", reply)
+	id, _ := lease["providerLeaseId"].(string)
+	md, _ := lease["metadata"].(map[string]any)
+	sum := sha256.Sum256([]byte(s.url))
+	if id == "" || md["provider"] != "createos" || md["apiOriginSha256"] != hex.EncodeToString(sum[:]) || md["apiUrl"] != nil {
+		t.Fatalf("acquire %v", lease)
+	}
+	if st := s.status(id); st != "running" {
+		t.Fatalf("sandbox %s is %q after acquire", id, st)
+	}
+	if live, _ := filepath.Glob(filepath.Join(s.dir, "createostest-*", "*")); len(live) != 1 {
+		t.Errorf("sandbox directories while one lease is held: %v", live)
+	}
+	// The host passes its persisted metadata back: the worker's plus its own keys.
+	hostMD := func(md map[string]any) map[string]any {
+		out := map[string]any{"pluginKey": "paperclip.go-sandbox-provider", "sandboxProviderPlugin": true}
+		for k, v := range md {
+			out[k] = v
+		}
+		return out
+	}
+	leaseArg := map[string]any{"providerLeaseId": id, "metadata": hostMD(md)}
+
+	reply, _ = w.call(5, "environmentRealizeWorkspace", with(map[string]any{"lease": leaseArg,
+		"workspace": map[string]any{"localPath": "/nonexistent/host/path", "mode": "isolated_workspace"}}), "")
+	if rw := result(t, "environmentRealizeWorkspace", reply); rw["cwd"] != "/paperclip-workspace" {
+		t.Fatalf("realize %v", rw)
+	}
+
+	// A real command with stdin and env, streamed live under the invocation id.
+	reply, before = w.call(6, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "/bin/bash",
+		"args": []string{"-c", `cat > kept.txt; printf '%s\n' "$GREETING"; printf 'err:%s' "$GREETING" >&2; cat kept.txt; pwd`},
+		"cwd":  "/paperclip-workspace", "env": map[string]string{"GREETING": "hello e2e"}, "stdin": "from stdin ✓\n"}), "inv-e2e-exec")
+	res = result(t, "environmentExecute", reply)
+	wantOut := "hello e2e\nfrom stdin ✓\n/paperclip-workspace\n"
+	if res["exitCode"] != float64(0) || res["timedOut"] != false || res["stdout"] != wantOut || res["stderr"] != "err:hello e2e" {
+		t.Fatalf("execute %v", res)
+	}
+	if got := logged(t, before, "inv-e2e-exec", "stdout"); got != wantOut {
+		t.Errorf("streamed stdout %q, want %q", got, wantOut)
+	}
+	if got := logged(t, before, "inv-e2e-exec", "stderr"); got != "err:hello e2e" {
+		t.Errorf("streamed stderr %q", got)
+	}
+
+	// A command past its timeout: a timed-out result with the output so far.
+	t0 := time.Now()
+	reply, before = w.call(7, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "/bin/bash",
+		"args": []string{"-c", "echo started; exec sleep 30"}, "timeoutMs": 3000}), "inv-e2e-timeout")
+	res = result(t, "environmentExecute", reply)
+	if res["timedOut"] != true || res["exitCode"] != nil || res["stdout"] != "started\n" {
+		t.Fatalf("timed-out execute %v", res)
+	}
+	if took := time.Since(t0); took > 10*time.Second {
+		t.Errorf("timed-out execute took %v", took)
+	}
+	if got := logged(t, before, "inv-e2e-timeout", "stdout"); got != "started\n" {
+		t.Errorf("streamed partial stdout %q", got)
+	}
+	var procDeletes int
+	for _, r := range s.requests() {
+		if r["route"] == "process.delete" {
+			procDeletes++
+		}
+	}
+	if procDeletes == 0 {
+		t.Error("the timed-out command's process tree was not deleted")
+	}
+
+	// Release a reusable lease: the sandbox is paused, not deleted.
+	reply, _ = w.call(8, "environmentReleaseLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(md)}), "")
+	if reply["error"] != nil || reply["result"] != nil {
+		t.Fatalf("release %v", reply)
+	}
+	if st := s.status(id); st != "paused" {
+		t.Fatalf("sandbox %s is %q after release", id, st)
+	}
+
+	// Resume checks the marker file inside the sandbox: a wrong marker is
+	// another lease (expired), the right one resumes it.
+	forged := hostMD(md)
+	forged["marker"] = "00000000-0000-4000-8000-000000000000"
+	reply, _ = w.call(9, "environmentResumeLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": forged}), "")
+	if r := result(t, "environmentResumeLease", reply); r["providerLeaseId"] != nil || r["metadata"].(map[string]any)["expired"] != true {
+		t.Fatalf("resume with a forged marker %v", r)
+	}
+	reply, _ = w.call(10, "environmentResumeLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(md)}), "")
+	resumed := result(t, "environmentResumeLease", reply)
+	rmd, _ := resumed["metadata"].(map[string]any)
+	if resumed["providerLeaseId"] != id || rmd["resumedLease"] != true || rmd["marker"] != md["marker"] {
+		t.Fatalf("resume %v", resumed)
+	}
+	if st := s.status(id); st != "running" {
+		t.Fatalf("sandbox %s is %q after resume", id, st)
+	}
+	leaseArg = map[string]any{"providerLeaseId": id, "metadata": hostMD(rmd)}
+	reply, _ = w.call(11, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "cat", "args": []string{"kept.txt"},
+		"cwd": "/paperclip-workspace"}), "inv-e2e-after-resume")
+	if res := result(t, "environmentExecute", reply); res["stdout"] != "from stdin ✓\n" || res["exitCode"] != float64(0) {
+		t.Fatalf("workspace after resume %v", res)
+	}
+
+	reply, _ = w.call(12, "environmentDestroyLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(rmd)}), "")
+	if reply["error"] != nil || reply["result"] != nil {
+		t.Fatalf("destroy %v", reply)
+	}
+
+	reply, _ = w.call(13, "shutdown", map[string]any{}, "")
+	if reply["error"] != nil {
+		t.Fatalf("shutdown %v", reply)
+	}
+	w.in.Close()
+	if code := exitCodeAfter(t, w.cmd, 10*time.Second); code != 0 {
+		t.Fatalf("worker exit code %d", code)
+	}
+
+	// Nothing is left in the sim: every sandbox it saw (the probe's and the
+	// lease's) is deleted, no command process survives, no data remains.
+	ids := map[string]bool{}
+	sandboxRE := regexp.MustCompile(`^/v1/sandboxes/([A-Za-z0-9_-]+)`)
+	for _, r := range s.requests() {
+		path, _ := r["path"].(string)
+		if m := sandboxRE.FindStringSubmatch(path); m != nil {
+			ids[m[1]] = true
+		}
+		if h, _ := r["headers"].(map[string]any); fmt.Sprint(h["X-Api-Key"]) != "["+key+"]" {
+			t.Errorf("%s %s without the configured key", r["method"], path)
+		}
+	}
+	if len(ids) < 2 {
+		t.Errorf("sandboxes seen by the sim: %v (want the probe's and the lease's)", ids)
+	}
+	for sb := range ids {
+		if st := s.status(sb); st != "gone" {
+			t.Errorf("sandbox %s is %q after the worker exited", sb, st)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for left := descendants(s.cmd.Process.Pid); len(left) > 0; left = descendants(s.cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Errorf("processes still running under createos-sim: %v", left)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The sim keeps one createostest-* directory with a directory per live
+	// sandbox inside.
+	if left, _ := filepath.Glob(filepath.Join(s.dir, "createostest-*", "*")); len(left) > 0 {
+		t.Errorf("sandbox data left in the sim's directory: %v", left)
+	}
+
+	// Neither the key nor the sim URL (in any form: it is the host:port)
+	// reaches stdout, log notifications included. The validateConfig reply
+	// is the protocol's one echo of the config; its normalizedConfig must
+	// carry both, and nothing else in that line may.
+	lines := w.transcript()
+	var logs int
+	for i, line := range lines {
+		text := string(line)
+		if i == validateLine {
+			var m map[string]any
+			_ = json.Unmarshal(line, &m)
+			nc := m["result"].(map[string]any)["normalizedConfig"].(map[string]any)
+			delete(nc, "apiUrl")
+			delete(nc, "apiKey")
+			b, _ := json.Marshal(m)
+			text = string(b)
+		}
+		if strings.Contains(text, `"method":"log"`) {
+			logs++
+		}
+		for _, secret := range []string{key, hostport} {
+			if strings.Contains(text, secret) {
+				t.Errorf("stdout line %d carries %q: %s", i+1, secret, line)
+			}
+		}
+	}
+	if logs == 0 {
+		t.Error("no log notifications in the transcript")
+	}
+	t.Logf("%d stdout lines (%d log notifications), %d sim requests, %v", len(lines), logs, len(s.requests()), time.Since(start).Round(time.Millisecond))
+}
+
+// exitCodeAfter waits for cmd to exit and returns its exit code.
+func exitCodeAfter(t *testing.T, cmd *exec.Cmd, limit time.Duration) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			return 0
+		}
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		t.Fatal(err)
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatal("worker did not exit after shutdown")
+	}
+	return -1
+}
