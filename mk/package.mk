@@ -31,6 +31,6 @@ conformance/node_modules/.package-lock.json: conformance/package.json conformanc
 conformance-install: conformance/node_modules/.package-lock.json
 
 conformance: package conformance-install ## run the conformance suite: the packaged worker under the real Paperclip host code
-	cd conformance && PLUGIN_PACKAGE_DIR=$(abspath $(PACKAGE_DIR)) $(NODE) --test --test-concurrency=1 test/
+	cd conformance && PLUGIN_PACKAGE_DIR=$(abspath $(PACKAGE_DIR)) $(NODE) --test test/*.test.mjs
 
 EXTRA_TESTS += conformance
