@@ -311,11 +311,21 @@ func (c *Client) Notify(method string, params any) error {
 	}{"2.0", method, params})
 }
 
+// DefaultShutdownTimeout bounds Shutdown when its context has no deadline:
+// the host's 10 s drain plus its 500 ms grace.
+const DefaultShutdownTimeout = 10*time.Second + 500*time.Millisecond
+
 // Shutdown stops the worker the way the Paperclip host does, bounded by
-// ctx: the shutdown request, then stdin closed and a wait for the exit;
-// once ctx ends, SIGKILL. It returns nil when the worker exited with
-// status 0, or the exit error.
+// ctx (DefaultShutdownTimeout when ctx has no deadline): the shutdown
+// request, then stdin closed and a wait for the exit; once ctx ends,
+// SIGKILL. It returns nil when the worker exited with status 0, or the
+// exit error.
 func (c *Client) Shutdown(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultShutdownTimeout)
+		defer cancel()
+	}
 	callErr := c.Call(ctx, "shutdown", struct{}{}, nil)
 	_ = c.closeInput()
 	select {

@@ -348,3 +348,21 @@ func TestStartClientErrors(t *testing.T) {
 		t.Error("missing binary: want an error")
 	}
 }
+
+func TestClientShutdownKillsAWorkerThatDoesNotExit(t *testing.T) {
+	// A "worker" that reads nothing and never exits: sleep.
+	c, err := StartClient(context.Background(), ClientOptions{Path: "/bin/sleep", Args: []string{"60"}})
+	if err != nil {
+		t.Skip("no /bin/sleep:", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = c.Shutdown(ctx)
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("Shutdown = %v after %v, want a kill error soon after the deadline", err, time.Since(start))
+	}
+	if c.ExitCode() != -1 {
+		t.Errorf("exit code %d, want -1 (killed)", c.ExitCode())
+	}
+}
