@@ -69,6 +69,49 @@ describe("worker under createPluginWorkerHandle", () => {
     }
   });
 
+  test("every declared sandbox capability is verified by supportedMethods", async () => {
+    // environment-runtime.js (SANDBOX_CAPABILITY_PREREQUISITE_METHODS, not
+    // exported): each group needs one verified verb; a declared capability
+    // whose verbs are missing is silently denied by the host.
+    const prerequisites = {
+      reusableLeases: environmentDriver.REUSABLE_LEASE_WORKER_METHODS.map((m) => [m]),
+      nativeSyncIn: [["environmentSyncIn"]],
+      nativeSyncOut: [["environmentSyncOut"]],
+      persistentProcessSessions: [["environmentExecute"]],
+      independentControlCommands: [["environmentExecute"]],
+      incrementalSessionOutput: [["environmentExecute"]],
+      concurrentSyncOperations: [["environmentSyncIn"], ["environmentSyncOut"]],
+      duplexCommandStream: [["duplexChannelOpen"]],
+      runnerWebSocketIngress: [["environmentRunnerIngressEndpoint"]],
+    };
+    const { importManifest } = await import("./host.mjs");
+    const manifest = await importManifest();
+    const verified = new Set(handle.supportedMethods);
+    for (const driver of manifest.environmentDrivers) {
+      for (const [key, on] of Object.entries(driver.sandboxCapabilities ?? {})) {
+        if (on !== true) continue;
+        assert.ok(prerequisites[key], `${driver.driverKey}: unknown sandbox capability ${key}`);
+        for (const group of prerequisites[key]) {
+          assert.ok(group.some((m) => verified.has(m)), `${driver.driverKey} declares ${key} but supportedMethods lacks ${group}`);
+        }
+      }
+      if (driver.supportsReusableLeases) {
+        for (const m of environmentDriver.REUSABLE_LEASE_WORKER_METHODS) assert.ok(verified.has(m), `${driver.driverKey}: reuse needs ${m}`);
+      }
+      if (driver.supportsInteractiveSetup) {
+        for (const m of environmentDriver.INTERACTIVE_SETUP_WORKER_METHODS) assert.ok(verified.has(m), `${driver.driverKey}: setup needs ${m}`);
+      }
+      if (driver.supportsTemplateCapture) {
+        for (const m of environmentDriver.TEMPLATE_CAPTURE_WORKER_METHODS) assert.ok(verified.has(m), `${driver.driverKey}: capture needs ${m}`);
+      }
+      if (driver.supportsTemplateDelete) {
+        for (const m of environmentDriver.TEMPLATE_DELETE_WORKER_METHODS) assert.ok(verified.has(m), `${driver.driverKey}: delete needs ${m}`);
+      }
+    }
+    // Native sync is all or nothing for the host.
+    assert.equal(verified.has("environmentSyncIn"), verified.has("environmentSyncOut"));
+  });
+
   test("the worker process runs with the scrubbed environment (no HOME)", { skip: process.platform !== "linux" && "needs /proc" }, () => {
     assert.ok(goPid, "the shim has a Go child");
     const env = processEnv(goPid);
