@@ -98,19 +98,6 @@ func (w *worker) acquire() (string, string) {
 	return res["providerLeaseId"].(string), res["metadata"].(map[string]any)["fakeRootDir"].(string)
 }
 
-// runningPID starts `sh -c script` under invocation inv and returns the
-// first number it prints (streamed while it runs).
-func (w *worker) runningPID(id int, script string) int {
-	w.send(`{"jsonrpc":"2.0","id":%d,"method":"environmentExecute","paperclipInvocation":{"id":"inv-%d","scope":{"companyId":"c"}},"params":{%s,"lease":{"providerLeaseId":"%s"},"command":"sh","args":["-c",%q]}}`,
-		id, id, b, "{{lease}}", script)
-	m := w.until("streamed pid", func(m map[string]any) bool { return m["method"] == "execute.log" })
-	chunk := m["params"].(map[string]any)["chunk"].(string)
-	pid, err := strconv.Atoi(strings.Fields(chunk)[0])
-	if err != nil {
-		w.t.Fatalf("chunk %q", chunk)
-	}
-	return pid
-}
 
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
