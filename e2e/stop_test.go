@@ -98,7 +98,6 @@ func (w *worker) acquire() (string, string) {
 	return res["providerLeaseId"].(string), res["metadata"].(map[string]any)["fakeRootDir"].(string)
 }
 
-
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
