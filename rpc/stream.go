@@ -143,17 +143,11 @@ func (s *lineStream) classify(line []byte) ([]byte, bool) {
 	if len(trimmed) == 0 {
 		return nil, false
 	}
-	if !json.Valid(trimmed) {
-		var env any
-		err := json.Unmarshal(trimmed, &env)
-		detail := "not valid JSON"
-		if err != nil {
-			detail = err.Error()
-		}
-		s.writeError(nil, CodeParseError, "Parse error: "+detail)
-		return nil, false
-	}
 	if trimmed[0] != '{' {
+		if !json.Valid(trimmed) {
+			s.writeError(nil, CodeParseError, "Parse error: "+syntaxDetail(trimmed))
+			return nil, false
+		}
 		what := "a JSON-RPC message must be a JSON object"
 		if trimmed[0] == '[' {
 			what = "batch requests are not supported; send one object per line"
@@ -161,9 +155,16 @@ func (s *lineStream) classify(line []byte) ([]byte, bool) {
 		s.writeError(nil, CodeInvalidRequest, "Invalid Request: "+what)
 		return nil, false
 	}
+	// One decode both validates the line and reads its envelope: a syntax
+	// error is a parse error, anything else an invalid request.
 	var env envelope
 	if err := json.Unmarshal(trimmed, &env); err != nil {
-		s.writeError(nil, CodeInvalidRequest, "Invalid Request: "+err.Error())
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			s.writeError(nil, CodeParseError, "Parse error: "+err.Error())
+		} else {
+			s.writeError(nil, CodeInvalidRequest, "Invalid Request: "+err.Error())
+		}
 		return nil, false
 	}
 	id := validID(env.ID)
@@ -361,4 +362,13 @@ func (s *lineStream) writeExecuteLog(invocationID, stream string, chunk []byte) 
 	b = appendJSONString(b, []byte(invocationID))
 	b = append(b, '}')
 	return s.writeLine(b)
+}
+
+// syntaxDetail says why b is not JSON.
+func syntaxDetail(b []byte) string {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err.Error()
+	}
+	return "not valid JSON"
 }
