@@ -30,7 +30,10 @@ conformance/node_modules/.package-lock.json: conformance/package.json conformanc
 
 conformance-install: conformance/node_modules/.package-lock.json
 
-conformance: package conformance-install ## run the conformance suite: the packaged worker under the real Paperclip host code
-	cd conformance && PLUGIN_PACKAGE_DIR=$(abspath $(PACKAGE_DIR)) $(NODE) --test test/*.test.mjs
+# createos-sim (mk/createos-sim.mk) is the fake CreateOS the createos lifecycle
+# runs against; test/createos.test.mjs starts and stops it.
+conformance: package conformance-install createos-sim ## run the conformance suite: the packaged worker under the real Paperclip host code
+	cd conformance && PLUGIN_PACKAGE_DIR=$(abspath $(PACKAGE_DIR)) CREATEOS_SIM_BIN=$(abspath $(CREATEOS_SIM)) \
+		$(NODE) --test test/*.test.mjs
 
 EXTRA_TESTS += conformance

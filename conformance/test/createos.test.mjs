@@ -1,0 +1,326 @@
+// The createos driver through the real host: the packaged worker under the
+// host's createPluginWorkerHandle, driven through a whole lease against
+// createos-sim (a local fake CreateOS whose sandboxes run real commands in
+// private namespaces). It mirrors e2e/createos_test.go, with params shaped as
+// environment-runtime.js and plugin-environment-driver.js shape them.
+//
+// `make conformance` builds bin/createos-sim and passes it as
+// CREATEOS_SIM_BIN. The sim needs root (or CAP_SYS_ADMIN) on Linux; where it
+// reports that namespaces are unavailable, this file's tests are skipped.
+import assert from "node:assert/strict";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { after, describe, test } from "node:test";
+import { childPids, conformanceRoot, environmentDriver, isAlive, sdk, startHandle, waitFor } from "./host.mjs";
+import { captureHostLogs, descendants, startSim } from "./createos-sim.mjs";
+
+const { JsonRpcCallError } = sdk;
+const DRIVER = "createos";
+const PLUGIN_KEY = "paperclip.go-sandbox-provider";
+const companyId = `company-${randomUUID()}`;
+const environmentId = `env-${randomUUID()}`;
+const key = `conformance-createos-${randomBytes(12).toString("hex")}`;
+const wrongKey = `conformance-wrong-${randomBytes(12).toString("hex")}`;
+
+const simBin = process.env.CREATEOS_SIM_BIN || path.join(conformanceRoot, "..", "bin", "createos-sim");
+let sim = null;
+let skip = false;
+if (process.platform !== "linux") {
+  skip = "createos-sim runs sandbox commands in Linux mount and PID namespaces";
+} else if (!process.env.CREATEOS_SIM_BIN && !existsSync(simBin)) {
+  skip = `no createos-sim at ${simBin}: run "make conformance" (it builds bin/createos-sim) or set CREATEOS_SIM_BIN`;
+} else {
+  const started = await startSim({ bin: simBin, key });
+  if (started.unavailable) skip = `createos-sim cannot isolate sandboxes here (needs root or CAP_SYS_ADMIN): ${started.unavailable}`;
+  else sim = started;
+}
+after(async () => {
+  // Whatever happened above: nothing of the sim is left behind.
+  if (sim) {
+    await sim.stop();
+    sim.removeDir();
+  }
+});
+
+describe("createos lease through the host against createos-sim", { skip }, () => {
+  const pluginId = `plugin-${randomUUID()}`;
+  const hostport = () => sim.url.replace(/^http:\/\//, "");
+  let logs;
+  let handle;
+  let goPid;
+  let workerConfig; // what the host sends as params.config: the saved config, secret resolved, envelope stripped
+  let storedConfig; // what the host persists (and spreads into lease metadata): the key is a secret reference
+  const workerErrors = []; // { method, message, data } of every call the worker failed
+  const results = []; // { method, result } of every call, for the transcript checks
+  const sandboxIds = new Set();
+
+  // The host's RPC budgets: execute is (timeoutMs or config.timeoutMs) + 30 s;
+  // acquire, realize, release and destroy use config.timeoutMs + 30 s;
+  // resume caps that at 60 s.
+  const budget = (requestedTimeoutMs) =>
+    environmentDriver.resolvePluginExecuteRpcTimeoutMs({ requestedTimeoutMs, config: workerConfig });
+  const base = () => ({ driverKey: DRIVER, companyId, environmentId, issueId: null, config: workerConfig });
+
+  async function call(method, params, timeoutMs, sink) {
+    try {
+      const result = await handle.call(method, params, timeoutMs, sink);
+      results.push({ method, result });
+      return result;
+    } catch (err) {
+      workerErrors.push({ method, message: String(err?.message ?? err), data: err?.data, code: err?.code });
+      throw err;
+    }
+  }
+
+  // environment-runtime.js persists the worker's metadata over the host's own
+  // keys and the saved config, and hands it back on every later call.
+  function hostMetadata(workerMetadata, outcome) {
+    return {
+      driver: "sandbox", executionWorkspaceMode: "isolated_workspace", pluginId, pluginKey: PLUGIN_KEY, sandboxProviderPlugin: true,
+      ...storedConfig, ...workerMetadata, sandboxLeaseAcquisition: { outcome },
+    };
+  }
+  const leaseArg = (providerLeaseId, metadata) => ({ providerLeaseId, metadata, expiresAt: null });
+
+  // The call fails in the worker with a message matching re.
+  async function rejectsWith(promise, re) {
+    await assert.rejects(promise, (err) => {
+      assert.ok(err instanceof JsonRpcCallError, `${err?.name}: ${err?.message}`);
+      assert.match(err.message, re);
+      return true;
+    });
+  }
+
+  after(async () => {
+    if (handle?.status === "running") await handle.stop();
+    logs?.restore();
+  });
+
+  const streamed = (chunks, stream) => chunks.filter((c) => c.stream === stream).map((c) => c.chunk).join("");
+
+  test("start: the worker runs under the host with the createos methods", async () => {
+    logs = await captureHostLogs(pluginId);
+    handle = await startHandle(pluginId);
+    [goPid] = childPids(handle.diagnostics().pid);
+    assert.equal(handle.status, "running");
+    for (const m of ["environmentValidateConfig", "environmentProbe", "environmentAcquireLease", "environmentRealizeWorkspace",
+      "environmentExecute", "environmentReleaseLease", "environmentResumeLease", "environmentDestroyLease"]) {
+      assert.ok(handle.supportedMethods.includes(m), `supportedMethods lacks ${m}`);
+    }
+    await waitFor(() => logs.records.some((r) => r.msg === "[plugin] CreateOS sandbox provider ready"), 5000,
+      "the worker's CreateOS ready log to reach the host logger");
+  });
+
+  test("validateConfig: the sim's loopback origin and an explicit key; plain HTTP elsewhere is refused", async () => {
+    const submitted = { apiUrl: `${sim.url}/v1/`, apiKey: key, shape: "s-1vcpu-1gb", timeoutMs: 20_000, reuseLease: true };
+    const validated = await call("environmentValidateConfig", { driverKey: DRIVER, config: submitted });
+    assert.equal(validated.ok, true, JSON.stringify(validated.errors));
+    const nc = validated.normalizedConfig;
+    // The host persists normalizedConfig as the config, so the secret field stays.
+    assert.equal(nc.apiUrl, sim.url, "the URL is normalised to its origin");
+    assert.equal(nc.apiKey, key);
+    assert.equal(nc.shape, "s-1vcpu-1gb");
+    assert.equal(nc.timeoutMs, 20_000);
+    assert.equal(nc.reuseLease, true);
+    workerConfig = { ...nc };
+    // The host stores the key as a company secret; the lease metadata it
+    // builds from the saved config carries the reference, not the key.
+    storedConfig = { provider: DRIVER, ...nc, apiKey: randomUUID() };
+
+    const remote = await call("environmentValidateConfig", { driverKey: DRIVER, config: { ...submitted, apiUrl: "http://sim.example.com" } });
+    assert.equal(remote.ok, false);
+    assert.match(remote.errors[0], /HTTP is allowed on loopback only/);
+  });
+
+  test("probe: creates a sandbox, runs a command in it and deletes it", async () => {
+    const probe = await call("environmentProbe", { driverKey: DRIVER, companyId, environmentId, config: workerConfig }, 120_000);
+    assert.equal(probe.ok, true, JSON.stringify(probe));
+    assert.equal(probe.summary, "CreateOS sandbox creation and command execution succeeded.");
+  });
+
+  test("lease: acquire, realize, streamed execute, timed-out execute, release (reuse), resume, destroy", async () => {
+    const acquired = await call("environmentAcquireLease", {
+      ...base(), runId: randomUUID(), workspaceMode: "isolated_workspace", agentId: randomUUID(), executionWorkspaceId: randomUUID(),
+      adapterType: "claude_local",
+    }, budget());
+    const id = acquired.providerLeaseId;
+    assert.ok(typeof id === "string" && id.length > 0, JSON.stringify(acquired));
+    sandboxIds.add(id);
+    const md = acquired.metadata;
+    assert.equal(md.provider, DRIVER);
+    assert.equal(md.apiOriginSha256, createHash("sha256").update(sim.url).digest("hex"), "the lease records the origin's fingerprint");
+    assert.equal(md.apiUrl, undefined, "the lease metadata does not record the URL");
+    assert.equal(md.apiKey, undefined);
+    assert.equal(await sim.status(id), "running");
+    let lease = leaseArg(id, hostMetadata(md, "created"));
+
+    const realized = await call("environmentRealizeWorkspace", {
+      ...base(), lease,
+      workspace: { localPath: "/nonexistent/host/workspace", remotePath: undefined, mode: "isolated_workspace", metadata: {} },
+    }, budget());
+    assert.equal(realized.cwd, "/paperclip-workspace");
+
+    // A real command with stdin and env; the host's execute.log sink sees
+    // the output live, in full.
+    const chunks = [];
+    const script = `cat > kept.txt; printf '%s\\n' "$GREETING"; printf 'err:%s' "$GREETING" >&2; cat kept.txt; pwd`;
+    const executed = await call("environmentExecute", {
+      ...base(), lease, command: "/bin/bash", args: ["-c", script], cwd: realized.cwd, env: { GREETING: "hello conformance" },
+      stdin: "from stdin ✓\n", timeoutMs: 10_000, bypassSession: false,
+    }, budget(10_000), (stream, chunk) => { chunks.push({ stream, chunk }); });
+    const wantOut = "hello conformance\nfrom stdin ✓\n/paperclip-workspace\n";
+    assert.equal(executed.exitCode, 0);
+    assert.equal(executed.timedOut, false);
+    assert.equal(executed.stdout, wantOut);
+    assert.equal(executed.stderr, "err:hello conformance");
+    assert.equal(streamed(chunks, "stdout"), wantOut, "execute.log stdout reached the host sink in full");
+    assert.equal(streamed(chunks, "stderr"), "err:hello conformance", "execute.log stderr reached the host sink in full");
+
+    // Past its timeout: a timed-out result with the output so far, streamed
+    // as it came; the command's process tree is deleted.
+    const partial = [];
+    const t0 = Date.now();
+    const timedOut = await call("environmentExecute", {
+      ...base(), lease, command: "/bin/bash", args: ["-c", "echo started; exec sleep 30"], cwd: realized.cwd,
+      timeoutMs: 2000, bypassSession: false,
+    }, budget(2000), (stream, chunk) => { partial.push({ stream, chunk }); });
+    const took = Date.now() - t0;
+    assert.equal(timedOut.timedOut, true, JSON.stringify(timedOut));
+    assert.equal(timedOut.exitCode ?? null, null);
+    assert.equal(timedOut.stdout, "started\n");
+    assert.equal(streamed(partial, "stdout"), "started\n");
+    assert.ok(took < 10_000, `the timed-out execute took ${took}ms`);
+    assert.ok((await sim.requests()).some((r) => r.route === "process.delete"), "the timed-out command's process tree was deleted");
+
+    // Release a reusable lease: the sandbox is paused, not deleted.
+    const released = await call("environmentReleaseLease", {
+      ...base(), providerLeaseId: id, leaseMetadata: lease.metadata,
+    }, budget());
+    assert.equal(released, null);
+    assert.equal(await sim.status(id), "paused");
+
+    // The next run resumes it. The marker inside the sandbox decides: a
+    // lease with another marker is expired, the right one resumes.
+    const resumeBudget = Math.min(budget(), 60_000);
+    const forged = await call("environmentResumeLease", {
+      ...base(), providerLeaseId: id, leaseMetadata: { ...lease.metadata, marker: "00000000-0000-4000-8000-000000000000" },
+    }, resumeBudget);
+    assert.equal(forged.providerLeaseId ?? null, null, JSON.stringify(forged));
+    assert.equal(forged.metadata?.expired, true);
+    const resumed = await call("environmentResumeLease", {
+      ...base(), providerLeaseId: id, leaseMetadata: lease.metadata,
+    }, resumeBudget);
+    assert.equal(resumed.providerLeaseId, id);
+    assert.equal(resumed.metadata.resumedLease, true);
+    assert.equal(resumed.metadata.marker, md.marker);
+    assert.equal(await sim.status(id), "running");
+    lease = leaseArg(id, hostMetadata(resumed.metadata, "resumed"));
+
+    const kept = await call("environmentExecute", {
+      ...base(), lease, command: "cat", args: ["kept.txt"], cwd: "/paperclip-workspace", timeoutMs: 10_000, bypassSession: false,
+    }, budget(10_000), () => {});
+    assert.equal(kept.exitCode, 0);
+    assert.equal(kept.stdout, "from stdin ✓\n", "the workspace survived release and resume");
+
+    const destroyed = await call("environmentDestroyLease", {
+      ...base(), providerLeaseId: id, leaseMetadata: lease.metadata,
+    }, budget());
+    assert.equal(destroyed, null);
+    assert.equal(await sim.status(id), "gone");
+  });
+
+  test("provider failures reach the host as errors without the key, the URL or the provider's body", async () => {
+    // No key for a custom endpoint: refused before any request (the host's
+    // CREATEOS_API_KEY fallback is for the official endpoint only).
+    const { apiKey: _omitted, ...keyless } = workerConfig;
+    const before = (await sim.requests()).length;
+    await rejectsWith(call("environmentAcquireLease", { ...base(), config: keyless, runId: randomUUID() }, budget()),
+      /^Custom CreateOS API endpoints require an explicit environment API key/);
+    assert.equal((await sim.requests()).length, before, "no request reached the sim without a key");
+    // A wrong key: the probe reports the failure.
+    const wrong = { ...workerConfig, apiKey: wrongKey };
+    const probe = await call("environmentProbe", { driverKey: DRIVER, companyId, environmentId, config: wrong }, 120_000);
+    assert.equal(probe.ok, false, JSON.stringify(probe));
+    assert.match(probe.summary, /HTTP 401/);
+    // A failing create whose body echoes the key and the URL: acquire fails
+    // with the driver's own message.
+    await sim.fault({
+      route: "sandbox.create", status: 403, count: 5,
+      body: JSON.stringify({ status: "fail", data: { message: `key ${key} rejected by ${sim.url} (${hostport()})` } }),
+    });
+    try {
+      await rejectsWith(call("environmentAcquireLease", { ...base(), runId: randomUUID() }, budget()), /HTTP 403/);
+    } finally {
+      await sim.resetFaults();
+    }
+    // A command on a lease that no longer exists.
+    const gone = [...sandboxIds][0];
+    const md = results.find((r) => r.method === "environmentAcquireLease").result.metadata;
+    await rejectsWith(call("environmentExecute", {
+      ...base(), lease: leaseArg(gone, hostMetadata(md, "created")), command: "true", args: [], timeoutMs: 5000, bypassSession: false,
+    }, budget(5000), () => {}), /HTTP 404/);
+    assert.equal(workerErrors.length, 3, JSON.stringify(workerErrors));
+  });
+
+  test("stop(): the worker shuts down, and the sim is left with no sandbox, process or data", async () => {
+    const shimPid = handle.diagnostics().pid;
+    await handle.stop();
+    assert.equal(handle.status, "stopped");
+    assert.equal(isAlive(shimPid), false);
+    if (goPid) assert.equal(isAlive(goPid), false);
+
+    // Every sandbox the sim saw (the probes', the lease's) is deleted, every
+    // request carried the configured key (or, for the wrong-key probe, that
+    // one), no command process survives and no sandbox directory remains.
+    const requests = await sim.requests();
+    for (const r of requests) {
+      const m = /^\/v1\/sandboxes\/([A-Za-z0-9_-]+)/.exec(r.path ?? "");
+      if (m) sandboxIds.add(m[1]);
+      const sent = [r.headers?.["X-Api-Key"]].flat().join(",");
+      assert.ok(sent === key || sent === wrongKey, `${r.method} ${r.path} sent X-Api-Key ${JSON.stringify(sent)}`);
+    }
+    assert.ok(sandboxIds.size >= 2, `sandboxes seen by the sim: ${[...sandboxIds]} (want the probe's and the lease's)`);
+    for (const id of sandboxIds) assert.equal(await sim.status(id), "gone", `sandbox ${id}`);
+    await waitFor(() => descendants(sim.pid).length === 0, 5000, "no process left under createos-sim");
+    assert.deepEqual(sim.sandboxDirs(), []);
+
+    // The sim stops on stdin EOF, cleanly.
+    const exit = await sim.stop();
+    assert.equal(exit.killed, false, `createos-sim did not exit on stdin EOF; stderr:\n${sim.stderr()}`);
+    assert.equal(exit.code, 0, sim.stderr());
+    assert.equal(isAlive(sim.pid), false);
+  });
+
+  test("neither the API key nor the sim URL is in any worker log, stderr line or error the host received", () => {
+    logs.restore();
+    const secrets = [key, wrongKey, hostport()];
+    // Every record the host logger wrote for this plugin: the worker's `log`
+    // notifications ("[plugin] …"), its stderr ("[plugin stderr] …") and the
+    // host's own records about the worker.
+    const fromWorker = logs.records.filter((r) => r.msg?.startsWith("[plugin"));
+    assert.ok(fromWorker.some((r) => r.msg.startsWith("[plugin] ")), "the host received the worker's log notifications");
+    for (const r of logs.records) {
+      for (const s of secrets) assert.ok(!r.raw.includes(s), `host log record carries ${s}: ${r.raw}`);
+    }
+    for (const e of workerErrors) {
+      const text = JSON.stringify(e);
+      for (const s of secrets) assert.ok(!text.includes(s), `${e.method} error carries ${s}: ${text}`);
+    }
+    // Results: validateConfig's normalizedConfig is the protocol's one echo
+    // of the config and must carry both; resume hands back the metadata the
+    // host passed in (which holds the saved apiUrl). Nothing else may.
+    for (const { method, result } of results) {
+      let checked = result;
+      if (method === "environmentValidateConfig" && result?.normalizedConfig) {
+        const { apiUrl: _u, apiKey: _k, ...rest } = result.normalizedConfig;
+        checked = { ...result, normalizedConfig: rest };
+      } else if (method === "environmentResumeLease" && result?.metadata) {
+        const { apiUrl: _u, ...rest } = result.metadata;
+        checked = { ...result, metadata: rest };
+      }
+      const text = JSON.stringify(checked) ?? "";
+      for (const s of secrets) assert.ok(!text.includes(s), `${method} result carries ${s}: ${text}`);
+    }
+  });
+});
