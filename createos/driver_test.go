@@ -109,9 +109,25 @@ func TestLifecycleAcquiresExecutesRealizesPausesResumesAndDestroys(t *testing.T)
 	if s.find("POST /v1/sandboxes/sb_test/pause") < 0 || s.count("DELETE /v1/sandboxes/sb_test") != 0 {
 		t.Errorf("release did not pause: %v", s.snapshot())
 	}
-	resumed, err := d.ResumeLease(ctx, resumeParams(l, reuse))
+	// The host passes back its persisted metadata: the worker's keys merged
+	// with the host's own and non-secret config values.
+	rp := resumeParams(l, reuse)
+	hostMD := handlers.Object{"pluginId": "p1", "sandboxProviderPlugin": true, "apiUrl": "https://host-saved.example"}
+	for k, v := range l.Metadata {
+		hostMD[k] = v
+	}
+	rp.LeaseMetadata = hostMD
+	resumed, err := d.ResumeLease(ctx, rp)
 	if err != nil || resumed.LeaseID() != "sb_test" || resumed.Metadata["resumedLease"] != true {
 		t.Fatalf("resume %+v %v", resumed, err)
+	}
+	for _, k := range []string{"pluginId", "sandboxProviderPlugin", "apiUrl"} {
+		if _, echoed := resumed.Metadata[k]; echoed {
+			t.Errorf("resume echoed the host's %q back: %v", k, resumed.Metadata)
+		}
+	}
+	if resumed.Metadata["marker"] != l.Metadata["marker"] || resumed.Metadata[originKey] != l.Metadata[originKey] {
+		t.Errorf("resume lost the driver's own metadata: %v", resumed.Metadata)
 	}
 	if s.find("POST /v1/sandboxes/sb_test/resume") < 0 {
 		t.Error("resume was not submitted")

@@ -84,6 +84,12 @@ func (d *Driver) prepare(ctx context.Context, c *Client, p *handlers.BaseParams,
 	}}, nil
 }
 
+// leaseMetadataKeys are the metadata keys acquire writes.
+var leaseMetadataKeys = []string{
+	"provider", originKey, "companyId", "environmentId", "remoteCwd", "shellCommand",
+	"marker", "shape", "rootfs", "region", "reuseLease",
+}
+
 // Probe implements handlers.Driver: it acquires a real sandbox, runs
 // /bin/echo in it and always deletes it. A failed delete is an error, never
 // hidden behind the probe result.
@@ -210,9 +216,14 @@ func (d *Driver) resume(ctx context.Context, c *Client, id, marker string, md ha
 	if !r.ok() || !r.hasOut || r.stdout != marker {
 		return expired(), nil
 	}
-	out := make(handlers.Object, len(md)+1)
-	for k, v := range md {
-		out[k] = v
+	// Only this driver's own keys go back: the host's persisted metadata
+	// also holds its own keys and non-secret config values (the API URL
+	// among them), which the worker has no business echoing.
+	out := make(handlers.Object, len(leaseMetadataKeys)+1)
+	for _, k := range leaseMetadataKeys {
+		if v, ok := md[k]; ok {
+			out[k] = v
+		}
 	}
 	out["resumedLease"] = true
 	return &handlers.Lease{ProviderLeaseID: &id, Metadata: out}, nil

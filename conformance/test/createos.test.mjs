@@ -308,16 +308,13 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
       for (const s of secrets) assert.ok(!text.includes(s), `${e.method} error carries ${s}: ${text}`);
     }
     // Results: validateConfig's normalizedConfig is the protocol's one echo
-    // of the config and must carry both; resume hands back the metadata the
-    // host passed in (which holds the saved apiUrl). Nothing else may.
+    // of the config and must carry both. Nothing else may (resume returns
+    // only the driver's own metadata keys, not the host's saved apiUrl).
     for (const { method, result } of results) {
       let checked = result;
       if (method === "environmentValidateConfig" && result?.normalizedConfig) {
         const { apiUrl: _u, apiKey: _k, ...rest } = result.normalizedConfig;
         checked = { ...result, normalizedConfig: rest };
-      } else if (method === "environmentResumeLease" && result?.metadata) {
-        const { apiUrl: _u, ...rest } = result.metadata;
-        checked = { ...result, metadata: rest };
       }
       const text = JSON.stringify(checked) ?? "";
       for (const s of secrets) assert.ok(!text.includes(s), `${method} result carries ${s}: ${text}`);
