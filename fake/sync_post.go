@@ -75,10 +75,20 @@ func (s *syncer) postUpload(ctx context.Context, op operationPlan, i int, c comm
 		terminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
 	}
 	<-exited
+	s.l.mu.Lock()
+	closing := s.l.closing
 	if !groupAlive(pgid) {
-		s.l.mu.Lock()
 		delete(s.l.groups, pgid)
-		s.l.mu.Unlock()
+	}
+	s.l.mu.Unlock()
+	if stopErr == nil && !timedOut {
+		// A release may kill the group before this call sees its context
+		// cancelled; a command killed while the lease closes was stopped.
+		if cause := context.Cause(ctx); cause != nil {
+			stopErr = cause
+		} else if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signaled() && closing {
+			stopErr = errors.New("the lease is being released")
+		}
 	}
 
 	switch ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); {
