@@ -87,21 +87,8 @@ func (s *Server) runCommand(ctx context.Context, spec helperSpec, stdin io.Reade
 var errExecTimeout = errors.New("exec timeout")
 
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	if s.isoErr != nil {
-		serverError(w, http.StatusNotImplemented, s.isoErr.Error())
-		return
-	}
 	var body execBody
-	if err := decodeJSON(r, &body); err != nil {
-		fail(w, http.StatusBadRequest, "invalid JSON body")
-		return
-	}
-	if body.Cmd == "" || strings.ContainsRune(body.Cmd, 0) {
-		fail(w, http.StatusBadRequest, map[string]any{"cmd": "required"})
-		return
-	}
-	if body.Cwd != "" && !strings.HasPrefix(body.Cwd, "/") {
-		fail(w, http.StatusBadRequest, map[string]any{"cwd": "must be absolute"})
+	if !s.readCommand(w, r, &body, &body.Cmd, &body.Cwd) {
 		return
 	}
 	sb, done := s.acquire(w, r)
@@ -178,4 +165,27 @@ func (s *Server) execStream(ctx context.Context, cancel func(), w http.ResponseW
 	if out.aborted() {
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// readCommand decodes a command body (exec or managed process) into body
+// and checks its cmd and cwd, answering the request itself when they are
+// wrong or commands cannot run here. cmd and cwd point into body.
+func (s *Server) readCommand(w http.ResponseWriter, r *http.Request, body any, cmd, cwd *string) bool {
+	if s.isoErr != nil {
+		serverError(w, http.StatusNotImplemented, s.isoErr.Error())
+		return false
+	}
+	if err := decodeJSON(r, body); err != nil {
+		fail(w, http.StatusBadRequest, "invalid JSON body")
+		return false
+	}
+	if *cmd == "" || strings.ContainsRune(*cmd, 0) {
+		fail(w, http.StatusBadRequest, map[string]any{"cmd": "required"})
+		return false
+	}
+	if *cwd != "" && !strings.HasPrefix(*cwd, "/") {
+		fail(w, http.StatusBadRequest, map[string]any{"cwd": "must be absolute"})
+		return false
+	}
+	return true
 }

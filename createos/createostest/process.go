@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -134,21 +133,8 @@ type procBody struct {
 }
 
 func (s *Server) handleProcCreate(w http.ResponseWriter, r *http.Request) {
-	if s.isoErr != nil {
-		serverError(w, http.StatusNotImplemented, s.isoErr.Error())
-		return
-	}
 	var body procBody
-	if err := decodeJSON(r, &body); err != nil {
-		fail(w, http.StatusBadRequest, "invalid JSON body")
-		return
-	}
-	if body.Cmd == "" || strings.ContainsRune(body.Cmd, 0) {
-		fail(w, http.StatusBadRequest, map[string]any{"cmd": "required"})
-		return
-	}
-	if body.Cwd != "" && !strings.HasPrefix(body.Cwd, "/") {
-		fail(w, http.StatusBadRequest, map[string]any{"cwd": "must be absolute"})
+	if !s.readCommand(w, r, &body, &body.Cmd, &body.Cwd) {
 		return
 	}
 	sb, done := s.acquire(w, r)
