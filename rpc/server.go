@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -205,7 +205,7 @@ func panicText(p any) string {
 	case string:
 		return v
 	default:
-		return "non-error panic value of type " + strconv.Quote(typeName(v))
+		return fmt.Sprintf("non-error panic value of type %T", v)
 	}
 }
 
@@ -218,15 +218,6 @@ func (srv *Server) cancelAll(cause error) {
 			c.cancel(cause)
 		}
 	}
-}
-
-// Stop ends the session as the stop method would, for signals and a lost
-// parent: in-flight work is cancelled and Serve returns after StopGrace at
-// the most.
-func (srv *Server) Stop() {
-	srv.cancelAll(ErrStopping)
-	srv.waitGrace()
-	srv.stopOnce.Do(func() { close(srv.stopped) })
 }
 
 // waitGrace waits for in-flight requests, at most StopGrace.
