@@ -22,31 +22,35 @@ var knownGeneric = []string{
 	"environmentRunProcessControl", "environmentRunnerRecovery", "environmentRunnerRecoveryExecute",
 }
 
-// envMethod is one driver-routed method: how to tell whether a driver
-// serves it and how to call it.
+// envMethod is one driver-routed method: whether a driver serves it, and
+// how to call it with raw params.
 type envMethod struct {
-	name  string
-	serve func(ctx context.Context, d Driver, raw json.RawMessage) (any, bool, error)
+	name     string
+	servedBy func(d Driver) bool
+	serve    func(ctx context.Context, d Driver, raw json.RawMessage) (any, error)
 }
 
 // route builds an envMethod from a typed capability lookup. get returns
 // the driver's method value and whether the driver has it.
 func route[P any, R any](name string, get func(Driver) (func(context.Context, *P) (R, error), bool)) envMethod {
-	return envMethod{name: name, serve: func(ctx context.Context, d Driver, raw json.RawMessage) (any, bool, error) {
-		fn, ok := get(d)
-		if !ok {
-			return nil, false, nil
-		}
-		if raw == nil { // support probe only
-			return nil, true, nil
-		}
-		p := new(P)
-		if err := decodeParams(raw, p); err != nil {
-			return nil, true, err
-		}
-		r, err := fn(ctx, p)
-		return r, true, err
-	}}
+	return envMethod{
+		name: name,
+		servedBy: func(d Driver) bool {
+			_, ok := get(d)
+			return ok
+		},
+		serve: func(ctx context.Context, d Driver, raw json.RawMessage) (any, error) {
+			fn, ok := get(d)
+			if !ok {
+				return nil, rpc.NotImplemented(name)
+			}
+			p := new(P)
+			if err := decodeParams(raw, p); err != nil {
+				return nil, err
+			}
+			return fn(ctx, p)
+		},
+	}
 }
 
 func always[P any, R any](fn func(Driver) func(context.Context, *P) (R, error)) func(Driver) (func(context.Context, *P) (R, error), bool) {

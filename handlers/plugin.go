@@ -113,11 +113,7 @@ func (p *Plugin) routeEnv(ctx context.Context, m envMethod, params json.RawMessa
 		return nil, rpc.InvalidParams("unknown driverKey %q; this worker serves %s.", *head.DriverKey, strings.Join(p.order, ", "))
 	}
 	zerolog.Ctx(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context { return c.Str("driverKey", d.Key()) })
-	result, served, err := m.serve(ctx, d, params)
-	if !served {
-		return nil, rpc.NotImplemented(m.name)
-	}
-	return result, err
+	return m.serve(ctx, d, params)
 }
 
 // SupportedMethods lists the optional methods the enabled drivers serve.
@@ -128,7 +124,7 @@ func (p *Plugin) SupportedMethods() []string {
 			continue
 		}
 		for _, key := range p.order {
-			if _, served, _ := m.serve(context.Background(), p.drivers[key], nil); served {
+			if m.servedBy(p.drivers[key]) {
 				out = append(out, m.name)
 				break
 			}
