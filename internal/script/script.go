@@ -64,6 +64,9 @@ func Start(ctx context.Context, bin string, args, env []string) (*Session, error
 	}
 	s := &Session{cmd: cmd, stdin: stdin, lines: make(chan []byte, 1024), done: make(chan struct{})}
 	go func() {
+		// Wait only after stdout reached EOF: Wait closes the pipe, and
+		// closing it early could lose the worker's last lines.
+		defer close(s.done)
 		defer close(s.lines)
 		r := bufio.NewReaderSize(stdout, 1<<20)
 		for {
@@ -72,15 +75,13 @@ func Start(ctx context.Context, bin string, args, env []string) (*Session, error
 				s.lines <- bytes.TrimSuffix(line, []byte("\n"))
 			}
 			if err != nil {
-				return
+				break
 			}
 		}
+		s.Exit = cmd.Wait()
 	}()
-	go func() { s.Exit = waitAfterLines(s); close(s.done) }()
 	return s, nil
 }
-
-func waitAfterLines(s *Session) error { return s.cmd.Wait() }
 
 // Run plays script and returns when it is done (or ctx/timeout ends).
 func (s *Session) Run(script []byte, timeout time.Duration) error {
