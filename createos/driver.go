@@ -55,6 +55,7 @@ var (
 	_ handlers.Driver       = (*Driver)(nil)
 	_ handlers.LeaseResumer = (*Driver)(nil)
 	_ handlers.Starter      = (*Driver)(nil)
+	_ handlers.FileSyncer   = (*Driver)(nil)
 )
 
 // Option configures a Driver.
@@ -162,7 +163,7 @@ func (d *Driver) Declaration() handlers.DriverDeclaration {
 		DisplayName:            "CreateOS Sandbox",
 		Description:            "CreateOS sandboxes with live command output and optional pause/resume reuse.",
 		SupportsReusableLeases: &reusable,
-		SandboxCapabilities:    map[string]bool{"incrementalSessionOutput": true},
+		SandboxCapabilities:    map[string]bool{"incrementalSessionOutput": true, "nativeSyncIn": true, "nativeSyncOut": true},
 		ConfigSchema: handlers.Object{
 			"type":     "object",
 			"required": []string{"apiUrl", "shape"},

@@ -1,0 +1,238 @@
+package createos
+
+import (
+	"context"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// Native file sync (spec §3, file-sync.ts v0.1 U-late): every mapping
+// travels as one file through the files API, directories as a tar archive,
+// and lands by a guarded shell command run as a managed process.
+//
+// Port decisions (spec §3 asks for them to be recorded):
+//   - followSymlinks is honoured (U-late): host directory uploads
+//     dereference links iff it is true; 14009eb's rejection is not ported.
+//   - Directory uploads archive regular files, directories and symlinks in
+//     name order; hard links become separate files; other types are left
+//     out. Host extraction does not restore owners, creates files 0600
+//     before applying their exact mode, refuses hard links to anything but
+//     a regular file, and creates missing host parents 0700.
+//   - Exclusions follow path.matchesGlob as far as ported (sync_glob.go):
+//     no extglobs or brace ranges.
+//   - The sandbox scratch file is removed after syncIn too (the reference
+//     removes it after syncOut only).
+//   - A download with HTTP 204/205 has no body.
+
+// scratchPrefix names the per-mapping scratch file in the sandbox.
+const scratchPrefix = "/tmp/paperclip-createos-transfer-"
+
+// maxTransferTimeoutMs bounds a post-upload command's timeoutMs.
+const maxTransferTimeoutMs = 86_400_000
+
+var (
+	errRemoteNotConfined  = newError("CreateOS transfer requires a confined absolute sandbox path.")
+	errRemoteEscapes      = newError("CreateOS transfer path escapes the workspace.")
+	errUnsafeArchive      = newError("CreateOS archive contains unsafe entries or exceeds the extraction limit.")
+	errTransferCommand    = newError("CreateOS transfer command failed.")
+	errDownloadNoBody     = newError("CreateOS file download has no body.")
+	errTransferKind       = newError("Unsupported CreateOS transfer kind.")
+	errHostPath           = newError("CreateOS transfer requires an absolute host path.")
+	errFileMode           = newError("Invalid CreateOS file mode.")
+	errTransferTimeout    = newError("Invalid CreateOS transfer timeout.")
+	errOutboundPostUpload = newError("Outbound CreateOS transfers cannot run post-upload commands.")
+	errArchiveDestLink    = newError("CreateOS archive destination cannot be a symlink.")
+)
+
+// SyncIn implements handlers.FileSyncer: host → sandbox, tracked like an
+// execute with config.timeoutMs as the deadline.
+func (d *Driver) SyncIn(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
+	return track(ctx, d, &p.BaseParams, &p.Lease, nil, func(ctx context.Context, c *Client) (*handlers.SyncResult, error) {
+		return d.syncFiles(ctx, c, p, true)
+	})
+}
+
+// SyncOut implements handlers.FileSyncer: sandbox → host.
+func (d *Driver) SyncOut(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
+	return track(ctx, d, &p.BaseParams, &p.Lease, nil, func(ctx context.Context, c *Client) (*handlers.SyncResult, error) {
+		return d.syncFiles(ctx, c, p, false)
+	})
+}
+
+// assertRemotePath accepts an absolute POSIX path without NUL or ".."
+// segments that is the workspace or lies under it.
+func assertRemotePath(p string) error {
+	if !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+		return errRemoteNotConfined
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return errRemoteNotConfined
+		}
+	}
+	if clean := path.Clean(p); clean != workspaceDir && !strings.HasPrefix(clean, workspaceDir+"/") {
+		return errRemoteEscapes
+	}
+	return nil
+}
+
+// remoteGuard is a shell prefix that canonicalises candidate at use time
+// and exits unless it still lies in the workspace; later commands use
+// "$resolved". It needs GNU realpath -m; without it the guard fails closed.
+func remoteGuard(candidate string) (string, error) {
+	if err := assertRemotePath(candidate); err != nil {
+		return "", err
+	}
+	root, _ := shellQuote(workspaceDir)
+	q, err := shellQuote(candidate)
+	if err != nil {
+		return "", err
+	}
+	return `root=$(realpath -- ` + root + `) && test "$root" = ` + root +
+		` && resolved=$(realpath -m -- ` + q + `) && case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac`, nil
+}
+
+// validateSync checks every operation before any side effect.
+func validateSync(ops []handlers.SyncOperation, in bool) error {
+	for _, op := range ops {
+		if !in && len(op.PostUploadCommands) > 0 {
+			return errOutboundPostUpload
+		}
+		for _, m := range op.Files {
+			if m.Kind != "file" && m.Kind != "directory" {
+				return errTransferKind
+			}
+			host, remote := m.SourcePath, m.TargetPath
+			if !in {
+				host, remote = remote, host
+			}
+			if !filepath.IsAbs(host) {
+				return errHostPath
+			}
+			if m.Mode != nil && *m.Mode > 0o777 {
+				return errFileMode
+			}
+			if err := assertRemotePath(remote); err != nil {
+				return err
+			}
+		}
+		for _, pc := range op.PostUploadCommands {
+			if err := assertRemotePath(cwdOrRoot(pc.Cwd)); err != nil {
+				return err
+			}
+			if t := pc.TimeoutMs; t != nil && (*t != float64(int64(*t)) || *t < 1 || *t > maxTransferTimeoutMs) {
+				return errTransferTimeout
+			}
+		}
+	}
+	return nil
+}
+
+func cwdOrRoot(cwd string) string {
+	if cwd == "" {
+		return workspaceDir
+	}
+	return cwd
+}
+
+// syncFiles validates every operation, then applies them in order, each
+// mapping in turn and, inbound, the post-upload commands; the first failure
+// ends the call.
+func (d *Driver) syncFiles(ctx context.Context, c *Client, p *handlers.SyncParams, in bool) (*handlers.SyncResult, error) {
+	id, err := identifier(p.Lease.LeaseID())
+	if err != nil {
+		return nil, err
+	}
+	if err := validateSync(p.Operations, in); err != nil {
+		return nil, err
+	}
+	t := &transfer{d: d, c: c, id: id, lease: p.Lease, base: p.BaseParams}
+	res := &handlers.SyncResult{Operations: make([]handlers.SyncOperationResult, 0, len(p.Operations))}
+	for _, op := range p.Operations {
+		r := handlers.SyncOperationResult{OperationID: op.OperationID}
+		for _, m := range op.Files {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			var files, bytes int64
+			if in {
+				files, bytes, err = t.in(ctx, m)
+			} else {
+				files, bytes, err = t.out(ctx, m)
+			}
+			if err != nil {
+				return nil, err
+			}
+			r.FilesTransferred += files
+			r.BytesTransferred += bytes
+		}
+		for _, pc := range op.PostUploadCommands {
+			cwd := cwdOrRoot(pc.Cwd)
+			guard, err := remoteGuard(cwd)
+			if err != nil {
+				return nil, err
+			}
+			if err := t.run(ctx, guard, workspaceDir, nil); err != nil {
+				return nil, err
+			}
+			if err := t.run(ctx, pc.Command, cwd, pc.TimeoutMs); err != nil {
+				return nil, err
+			}
+		}
+		res.Operations = append(res.Operations, r)
+	}
+	return res, nil
+}
+
+// transfer is one sync call on one sandbox.
+type transfer struct {
+	d     *Driver
+	c     *Client
+	id    string
+	lease handlers.Lease
+	base  handlers.BaseParams
+}
+
+// run runs command verbatim with /bin/bash -c in cwd as a managed process,
+// bounded by timeoutMs when given. A timeout or a non-zero exit is
+// errTransferCommand; other failures (cancellation, unconfirmed cleanup)
+// pass through.
+func (t *transfer) run(ctx context.Context, command, cwd string, timeoutMs *float64) error {
+	if err := assertRemotePath(cwd); err != nil {
+		return err
+	}
+	if timeoutMs != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = withTimeout(ctx, msDuration(int64(*timeoutMs)))
+		defer cancel()
+	}
+	r, err := t.d.runCommand(ctx, t.c, &handlers.ExecuteParams{
+		BaseParams: t.base, Lease: t.lease,
+		Command: "/bin/bash", Args: []string{"-c", command}, Cwd: cwd,
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if r.TimedOut || r.ExitCode == nil || *r.ExitCode != 0 {
+		return errTransferCommand
+	}
+	return nil
+}
+
+// scratch is a fresh sandbox path for one mapping's transfer file.
+func (t *transfer) scratch() string { return scratchPrefix + t.d.newUUID() }
+
+// removeScratch deletes the sandbox scratch file, best effort, under a
+// fresh default deadline.
+func (t *transfer) removeScratch(ctx context.Context, scratch string) {
+	rctx, cancel := fresh(ctx, t.c.cfg.timeout())
+	defer cancel()
+	_, _ = t.c.exec(rctx, t.id, "/bin/rm", "-f", "--", scratch)
+}
+
+// octal renders a mode as chmod expects it, without a prefix.
+func octal(mode uint32) string { return strconv.FormatUint(uint64(mode), 8) }

@@ -1,0 +1,82 @@
+package createos
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// A directory with a symlink and modes goes in, a command runs on it in
+// the sandbox, and the result comes back out, all with real commands.
+func TestE2ESyncRoundTripWithRealCommands(t *testing.T) {
+	_, d, cfg := e2e(t)
+	ctx := t.Context()
+	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
+	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := d.DestroyLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}); err != nil {
+			t.Error(err)
+		}
+	}()
+	host := t.TempDir()
+	src := filepath.Join(host, "src")
+	mustWrite(t, filepath.Join(src, "keep"), "hello", 0o600)
+	mustWrite(t, filepath.Join(src, "bin", "run.sh"), "#!/bin/sh\necho ran\n", 0o755)
+	mustWrite(t, filepath.Join(src, "node_modules", "skip"), "skip", 0o644)
+	if err := os.Symlink("keep", filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+	in := handlers.SyncOperation{OperationID: "in", Files: []handlers.SyncFileMapping{
+		{SourcePath: src, TargetPath: "/paperclip-workspace/project", Kind: "directory", Exclude: []string{"node_modules"}},
+		{SourcePath: filepath.Join(src, "keep"), TargetPath: "/paperclip-workspace/single/copy", Kind: "file", Mode: ptr(uint32(0o640))},
+	}, PostUploadCommands: []handlers.PostUploadCommand{{Command: "./bin/run.sh > out.txt && cat link >> out.txt", Cwd: "/paperclip-workspace/project"}}}
+	res, err := d.SyncIn(ctx, &handlers.SyncParams{BaseParams: bp, Lease: *l, Operations: []handlers.SyncOperation{in}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Operations[0]; r.FilesTransferred != 3 || r.BytesTransferred <= 5 {
+		t.Errorf("in %+v", r)
+	}
+	ex, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *l, Command: "/bin/bash",
+		Args: []string{"-c", "stat -c '%a %n' project/keep project/bin/run.sh single/copy; readlink project/link; test -e project/node_modules || echo excluded"},
+		Cwd:  "/paperclip-workspace"}, nil)
+	if err != nil || ex.Stdout != "600 project/keep\n755 project/bin/run.sh\n640 single/copy\nkeep\nexcluded\n" {
+		t.Fatalf("in the sandbox: %+v %v", ex, err)
+	}
+
+	back := filepath.Join(host, "back")
+	out := handlers.SyncOperation{OperationID: "out", Files: []handlers.SyncFileMapping{
+		{SourcePath: "/paperclip-workspace/project", TargetPath: back, Kind: "directory", Exclude: []string{"bin"}},
+		{SourcePath: "/paperclip-workspace/project/out.txt", TargetPath: filepath.Join(host, "out.txt"), Kind: "file"},
+	}}
+	res, err = d.SyncOut(ctx, &handlers.SyncParams{BaseParams: bp, Lease: *l, Operations: []handlers.SyncOperation{out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Operations[0]; r.OperationID != "out" || r.FilesTransferred != 3 {
+		t.Errorf("out %+v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(host, "out.txt")); string(b) != "ran\nhello" {
+		t.Errorf("out.txt %q", b)
+	}
+	if info, err := os.Stat(filepath.Join(back, "keep")); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("keep %v %v", info, err)
+	}
+	if link, _ := os.Readlink(filepath.Join(back, "link")); link != "keep" {
+		t.Errorf("link %q", link)
+	}
+	if _, err := os.Stat(filepath.Join(back, "bin")); !os.IsNotExist(err) {
+		t.Errorf("bin was not excluded: %v", err)
+	}
+	// Nothing is left in the sandbox's /tmp.
+	ex, err = d.Execute(ctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *l, Command: "/bin/bash",
+		Args: []string{"-c", "ls /tmp | grep -c paperclip-createos-transfer || true"}}, nil)
+	if err != nil || ex.Stdout != "0\n" {
+		t.Errorf("scratch leftovers: %+v %v", ex, err)
+	}
+}

@@ -1,0 +1,145 @@
+package createos
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// syncStub is the stub provider of file-sync.test.ts (spec §7.4): uploads
+// are collected, GET /files serves downloads, and every managed process
+// (a transfer command) exits with exitFor(its command), 0 by default.
+type syncStub struct {
+	*stub
+	d     *Driver
+	lease *handlers.Lease
+
+	mu       sync.Mutex
+	uploads  []upload
+	commands []string          // /bin/bash -c commands, in creation order
+	pids     map[string]string // process id → command
+	// download answers GET /files; nil serves downloads[path].
+	download  func(w http.ResponseWriter, r *http.Request)
+	downloads map[string][]byte
+	// exitFor chooses a command's exit code.
+	exitFor func(command string) int
+	// running, when set, is called while a command's output is connected,
+	// before its exit frame.
+	running func(r *http.Request, command string)
+}
+
+type upload struct {
+	Path string
+	Body []byte
+}
+
+func newSyncStub(t *testing.T) *syncStub {
+	s := &syncStub{stub: newStub(t), pids: map[string]string{}, downloads: map[string][]byte{}}
+	s.d = s.stub.driver()
+	s.lease = acquire(t, s.d, nil)
+	s.stub.hook = s.serveSync
+	s.stub.connect = s.serveConnect
+	s.stub.reset()
+	return s
+}
+
+func (s *syncStub) serveSync(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	p := r.URL.Path
+	switch {
+	case p == "/v1/sandboxes/sb_test/files" && r.Method == http.MethodPut:
+		if !strings.HasSuffix(r.URL.Query().Get("path"), ".paperclip-createos-lease") {
+			s.mu.Lock()
+			s.uploads = append(s.uploads, upload{r.URL.Query().Get("path"), body})
+			s.mu.Unlock()
+		}
+		return false
+	case p == "/v1/sandboxes/sb_test/files" && r.Method == http.MethodGet:
+		s.mu.Lock()
+		dl, data, ok := s.download, s.downloads[r.URL.Query().Get("path")], true
+		if dl == nil && data == nil {
+			data, ok = s.downloads["*"]
+		}
+		s.mu.Unlock()
+		switch {
+		case dl != nil:
+			dl(w, r)
+		case ok:
+			w.Header().Set("Content-Type", "application/octet-stream")
+			_, _ = w.Write(data)
+		default:
+			failWith(w, http.StatusNotFound)
+		}
+		return true
+	case p == "/v1/sandboxes/sb_test/processes" && r.Method == http.MethodPost:
+		var req struct {
+			Cmd  string   `json:"cmd"`
+			Args []string `json:"args"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil || req.Cmd != "/bin/bash" || len(req.Args) != 2 || req.Args[0] != "-lc" {
+			s.t.Errorf("process body %s", body)
+		}
+		command := commandOf(s.t, req.Args[1])
+		s.mu.Lock()
+		s.commands = append(s.commands, command)
+		pid := "proc_" + strconv.Itoa(len(s.commands))
+		s.pids[pid] = command
+		s.mu.Unlock()
+		success(w, map[string]any{"process_id": pid})
+		return true
+	}
+	return false
+}
+
+func (s *syncStub) serveConnect(w http.ResponseWriter, r *http.Request, _ int) {
+	pid := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/sandboxes/sb_test/processes/"), "/connect")
+	s.mu.Lock()
+	command, exitFor, running := s.pids[pid], s.exitFor, s.running
+	s.mu.Unlock()
+	if running != nil {
+		running(r, command)
+	}
+	code := 0
+	if exitFor != nil {
+		code = exitFor(command)
+	}
+	ndjson(w, `{"type":"exit","exit_code":`+strconv.Itoa(code)+`}`)
+}
+
+// commandOf recovers the verbatim command from a transfer script
+// "cd -- '<cwd>' || exit\nexec env  '/bin/bash' '-c' '<command>'".
+func commandOf(t *testing.T, script string) string {
+	t.Helper()
+	const marker = "exec env  '/bin/bash' '-c' '"
+	i := strings.Index(script, marker)
+	if i < 0 || !strings.HasSuffix(script, "'") {
+		t.Errorf("script %q is not a transfer command", script)
+		return ""
+	}
+	return strings.ReplaceAll(script[i+len(marker):len(script)-1], `'"'"'`, `'`)
+}
+
+func (s *syncStub) params(ops ...handlers.SyncOperation) *handlers.SyncParams {
+	return &handlers.SyncParams{BaseParams: base(nil), Lease: *s.lease, Operations: ops}
+}
+
+func (s *syncStub) gotUploads() []upload {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]upload(nil), s.uploads...)
+}
+
+func (s *syncStub) gotCommands() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.commands...)
+}
+
+// op is one operation with the given mappings.
+func op(id string, files ...handlers.SyncFileMapping) handlers.SyncOperation {
+	return handlers.SyncOperation{OperationID: id, Files: files}
+}

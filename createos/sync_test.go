@@ -1,0 +1,700 @@
+package createos
+
+import (
+	"archive/tar"
+	"bytes"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// Ports of file-sync.test.ts (spec §7.4), against the stub provider.
+
+func fileMapping(src, dst string) handlers.SyncFileMapping {
+	return handlers.SyncFileMapping{SourcePath: src, TargetPath: dst, Kind: "file"}
+}
+
+// 1. "uploads binary bytes directly and applies the requested mode before
+// promotion"
+func TestSyncUploadsBinaryBytesDirectlyAndAppliesTheRequestedModeBeforePromotion(t *testing.T) {
+	s := newSyncStub(t)
+	src := filepath.Join(t.TempDir(), "bin")
+	content := []byte{0, 255, 128, 10, 13}
+	if err := os.WriteFile(src, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := fileMapping(src, "/paperclip-workspace/bin")
+	m.Mode = ptr(uint32(0o600))
+	res, err := s.d.SyncIn(t.Context(), s.params(op("op-1", m)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []handlers.SyncOperationResult{{OperationID: "op-1", FilesTransferred: 1, BytesTransferred: 5}}
+	if !reflect.DeepEqual(res.Operations, want) {
+		t.Fatalf("result %+v", res.Operations)
+	}
+	ups := s.gotUploads()
+	if len(ups) != 1 || !bytes.Equal(ups[0].Body, content) || !strings.HasPrefix(ups[0].Path, scratchPrefix) {
+		t.Fatalf("uploads %+v", ups)
+	}
+	cmds := s.gotCommands()
+	if len(cmds) != 1 || !strings.Contains(cmds[0], "chmod 600 -- '"+ups[0].Path+"' && mv -f -- '"+ups[0].Path+`' "$resolved"`) {
+		t.Fatalf("commands %q", cmds)
+	}
+}
+
+// The exact request sequence of a file upload: the upload, the guarded
+// move as a managed process, then the best-effort scratch removal.
+func TestSyncInFileRequestSequence(t *testing.T) {
+	s := newSyncStub(t)
+	s.d.newUUID = func() string { return "u1" }
+	src := filepath.Join(t.TempDir(), "a")
+	if err := os.WriteFile(src, []byte("x"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(src, "/paperclip-workspace/dir/a")))); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range s.snapshot() {
+		got = append(got, c.String())
+	}
+	want := []string{
+		"PUT /v1/sandboxes/sb_test/files?path=%2Ftmp%2Fpaperclip-createos-transfer-u1",
+		"POST /v1/sandboxes/sb_test/processes",
+		"POST /v1/sandboxes/sb_test/processes/proc_1/stdin/close",
+		"GET /v1/sandboxes/sb_test/processes/proc_1/connect?after=0",
+		"POST /v1/sandboxes/sb_test/exec",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("calls\n%q\nwant\n%q", got, want)
+	}
+	calls := s.snapshot()
+	if b := calls[1].json(t); b["cwd"] != "/paperclip-workspace" {
+		t.Errorf("process body %v", b)
+	}
+	wantCmd := `root=$(realpath -- '/paperclip-workspace') && test "$root" = '/paperclip-workspace' && resolved=$(realpath -m -- '/paperclip-workspace/dir/a') && case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac` +
+		` && mkdir -p -- "$(dirname -- "$resolved")" && chmod 640 -- '/tmp/paperclip-createos-transfer-u1' && mv -f -- '/tmp/paperclip-createos-transfer-u1' "$resolved"`
+	if cmds := s.gotCommands(); len(cmds) != 1 || cmds[0] != wantCmd {
+		t.Fatalf("command\n%q\nwant\n%q", cmds, wantCmd)
+	}
+	if b := calls[4].json(t); !reflect.DeepEqual(b["args"], []any{"-f", "--", "/tmp/paperclip-createos-transfer-u1"}) || b["cmd"] != "/bin/rm" {
+		t.Errorf("cleanup %v", b)
+	}
+}
+
+// 2. "downloads more than the process journal limit through the binary API
+// with exact contents and mode"
+func TestSyncDownloadsMoreThanTheProcessJournalLimitThroughTheBinaryAPIWithExactContentsAndMode(t *testing.T) {
+	s := newSyncStub(t)
+	data := bytes.Repeat([]byte{0xA5}, 5<<20)
+	s.downloads["*"] = data
+	dst := filepath.Join(t.TempDir(), "nested", "out.bin")
+	res, err := s.d.SyncOut(t.Context(), s.params(op("op-out", fileMapping("/paperclip-workspace/big.bin", dst))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(dst)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("content differs (%d bytes) %v", len(got), err)
+	}
+	if info, _ := os.Stat(dst); info.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", info.Mode())
+	}
+	if r := res.Operations; len(r) != 1 || r[0].FilesTransferred != 1 || r[0].BytesTransferred != int64(len(data)) || r[0].OperationID != "op-out" {
+		t.Errorf("result %+v", r)
+	}
+	cmds := s.gotCommands()
+	if len(cmds) != 1 || !strings.Contains(cmds[0], `test -f "$resolved" && cp -- "$resolved" '`+scratchPrefix) || strings.Contains(cmds[0], "base64") {
+		t.Fatalf("commands %q", cmds)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(dst)); len(entries) != 1 {
+		t.Errorf("leftovers %v", entries)
+	}
+}
+
+// 3. "never replaces an existing host file with a partial download"
+func TestSyncNeverReplacesAnExistingHostFileWithAPartialDownload(t *testing.T) {
+	s := newSyncStub(t)
+	s.download = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("pa"))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "result")
+	if err := os.WriteFile(dst, []byte("original"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.d.SyncOut(t.Context(), s.params(op("o", fileMapping("/paperclip-workspace/result", dst))))
+	wantErr(t, err, "CreateOS connection failed.")
+	if got, _ := os.ReadFile(dst); string(got) != "original" {
+		t.Errorf("host file %q", got)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "result" {
+		t.Errorf("leftovers %v", entries)
+	}
+	if s.last().String() != "POST /v1/sandboxes/sb_test/exec" {
+		t.Errorf("the scratch file was not removed: last call %s", s.last())
+	}
+}
+
+// 4. "preserves directory files, modes, and internal symlinks while
+// honoring exclusions"
+func TestSyncPreservesDirectoryFilesModesAndInternalSymlinksWhileHonoringExclusions(t *testing.T) {
+	s := newSyncStub(t)
+	root := t.TempDir()
+	src := filepath.Join(root, "source")
+	mustWrite(t, filepath.Join(src, "keep"), "hello", 0o600)
+	mustWrite(t, filepath.Join(src, "node_modules", "skip"), "skip", 0o644)
+	if err := os.Symlink("keep", filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+	in := handlers.SyncFileMapping{SourcePath: src, TargetPath: "/paperclip-workspace/project", Kind: "directory", Exclude: []string{"node_modules"}}
+	res, err := s.d.SyncIn(t.Context(), s.params(op("in", in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ups := s.gotUploads()
+	if len(ups) != 1 {
+		t.Fatalf("uploads %d", len(ups))
+	}
+	if r := res.Operations[0]; r.FilesTransferred != 1 || r.BytesTransferred != int64(len(ups[0].Body)) {
+		t.Errorf("result %+v", r)
+	}
+	if names := tarNames(t, ups[0].Body); !reflect.DeepEqual(names, []string{"./", "./keep", "./link"}) {
+		t.Errorf("archive names %q", names)
+	}
+	if cmd := s.gotCommands()[0]; !strings.HasSuffix(cmd, ` && mkdir -p -- "$resolved" && tar -xf '`+ups[0].Path+`' -C "$resolved" && chmod 755 -- "$resolved"`) {
+		t.Errorf("command %q", cmd)
+	}
+
+	s.downloads["*"] = ups[0].Body
+	restored := filepath.Join(root, "restored")
+	out := handlers.SyncFileMapping{SourcePath: "/paperclip-workspace/project", TargetPath: restored, Kind: "directory", Exclude: []string{"node_modules"}}
+	res, err = s.d.SyncOut(t.Context(), s.params(op("out", out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Operations[0]; r.FilesTransferred != 1 || r.BytesTransferred != int64(len(ups[0].Body)) {
+		t.Errorf("result %+v", r)
+	}
+	var names []string
+	entries, _ := os.ReadDir(restored)
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !reflect.DeepEqual(names, []string{"keep", "link"}) {
+		t.Fatalf("restored %q", names)
+	}
+	if b, _ := os.ReadFile(filepath.Join(restored, "keep")); string(b) != "hello" {
+		t.Errorf("content %q", b)
+	}
+	if info, _ := os.Stat(filepath.Join(restored, "keep")); info.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", info.Mode())
+	}
+	if l, _ := os.Readlink(filepath.Join(restored, "link")); l != "keep" {
+		t.Errorf("link %q", l)
+	}
+	if info, _ := os.Stat(restored); info.Mode().Perm() != 0o700 {
+		t.Errorf("new directory mode %v", info.Mode())
+	}
+	cmds := s.gotCommands()
+	if !strings.HasSuffix(cmds[1], ` && test -d "$resolved" && tar --exclude='node_modules' -cf '`+scratchPrefix+cmds[1][strings.Index(cmds[1], scratchPrefix)+len(scratchPrefix):strings.LastIndex(cmds[1], "'")]+`' -C "$resolved" .`) {
+		t.Errorf("outbound command %q", cmds[1])
+	}
+}
+
+// 5. The reference at 14009eb rejects followSymlinks for host directory
+// uploads; this port follows U-late and honours it: a link to an outside
+// file is archived as a link unless followSymlinks asks for its content.
+func TestSyncFollowsAHostSymlinkToAnOutsideFileOnlyWhenAsked(t *testing.T) {
+	root := t.TempDir()
+	mustWrite(t, filepath.Join(root, "outside"), "outside secret", 0o600)
+	src := filepath.Join(root, "src")
+	mustWrite(t, filepath.Join(src, "safe"), "safe", 0o644)
+	if err := os.Symlink(filepath.Join(root, "outside"), filepath.Join(src, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	for _, follow := range []bool{false, true} {
+		s := newSyncStub(t)
+		m := handlers.SyncFileMapping{SourcePath: src, TargetPath: "/paperclip-workspace/x", Kind: "directory", FollowSymlinks: follow}
+		res, err := s.d.SyncIn(t.Context(), s.params(op("o", m)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := s.gotUploads()[0].Body
+		hdrs := tarHeaders(t, body)
+		esc := hdrs["./escape"]
+		if follow && (esc == nil || esc.Typeflag != tar.TypeReg || !bytes.Contains(body, []byte("outside secret")) || res.Operations[0].FilesTransferred != 2) {
+			t.Errorf("followed: %+v %+v", esc, res)
+		}
+		if !follow && (esc == nil || esc.Typeflag != tar.TypeSymlink || bytes.Contains(body, []byte("outside secret")) || res.Operations[0].FilesTransferred != 1) {
+			t.Errorf("not followed: %+v %+v", esc, res)
+		}
+	}
+	// The outbound archive gets -h.
+	s := newSyncStub(t)
+	s.downloads["*"] = tarOf(t)
+	m := handlers.SyncFileMapping{SourcePath: "/paperclip-workspace/x", TargetPath: filepath.Join(root, "back"), Kind: "directory", FollowSymlinks: true}
+	if _, err := s.d.SyncOut(t.Context(), s.params(op("o", m))); err != nil {
+		t.Fatal(err)
+	}
+	if cmd := s.gotCommands()[0]; !strings.Contains(cmd, ` && tar -h  -cf '`) {
+		t.Errorf("command %q", cmd)
+	}
+}
+
+// 6. "rejects an archive carrying an escaping symlink before extracting any
+// files"
+func TestSyncRejectsAnArchiveCarryingAnEscapingSymlinkBeforeExtractingAnyFiles(t *testing.T) {
+	archive := tarOf(t,
+		&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755},
+		&tar.Header{Name: "./first", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2},
+		&tar.Header{Name: "./escape", Typeflag: tar.TypeSymlink, Linkname: "../../outside"},
+	)
+	file := filepath.Join(t.TempDir(), "a.tar")
+	if err := os.WriteFile(file, archive, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := validateArchive(file)
+	wantErr(t, err, "unsafe entries")
+
+	s := newSyncStub(t)
+	s.downloads["*"] = archive
+	target := filepath.Join(t.TempDir(), "target")
+	_, err = s.d.SyncOut(t.Context(), s.params(op("o", handlers.SyncFileMapping{SourcePath: "/paperclip-workspace", TargetPath: target, Kind: "directory"})))
+	wantErr(t, err, "CreateOS archive contains unsafe entries or exceeds the extraction limit.")
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Errorf("target exists: %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(target)); len(entries) != 0 {
+		t.Errorf("leftovers %v", entries)
+	}
+}
+
+// 7. "runs post-upload commands verbatim and stops after the first failure"
+func TestSyncRunsPostUploadCommandsVerbatimAndStopsAfterTheFirstFailure(t *testing.T) {
+	s := newSyncStub(t)
+	s.exitFor = func(c string) int {
+		if c == "printf 'first'; printf 'second'" {
+			return 1
+		}
+		return 0
+	}
+	src := filepath.Join(t.TempDir(), "f")
+	mustWrite(t, src, "x", 0o600)
+	o := op("o", fileMapping(src, "/paperclip-workspace/f"))
+	o.PostUploadCommands = []handlers.PostUploadCommand{
+		{Command: "echo 'ok' > done", Cwd: "/paperclip-workspace/sub"},
+		{Command: "printf 'first'; printf 'second'", TimeoutMs: ptr(1000.0)},
+		{Command: "must-not-run"},
+	}
+	_, err := s.d.SyncIn(t.Context(), s.params(o))
+	wantErr(t, err, "CreateOS transfer command failed.")
+	cmds := s.gotCommands()
+	if len(cmds) != 5 {
+		t.Fatalf("commands %q", cmds)
+	}
+	guard, _ := remoteGuard("/paperclip-workspace/sub")
+	rootGuard, _ := remoteGuard("/paperclip-workspace")
+	if cmds[1] != guard || cmds[2] != "echo 'ok' > done" || cmds[3] != rootGuard || cmds[4] != "printf 'first'; printf 'second'" {
+		t.Errorf("commands %q", cmds)
+	}
+	var cwds []any
+	for _, c := range s.snapshot() {
+		if c.String() == "POST /v1/sandboxes/sb_test/processes" {
+			cwds = append(cwds, c.json(t)["cwd"])
+		}
+	}
+	if want := []any{"/paperclip-workspace", "/paperclip-workspace", "/paperclip-workspace/sub", "/paperclip-workspace", "/paperclip-workspace"}; !reflect.DeepEqual(cwds, want) {
+		t.Errorf("cwds %v", cwds)
+	}
+	for _, c := range cmds {
+		if strings.Contains(c, "must-not-run") {
+			t.Error("ran after the failure")
+		}
+	}
+}
+
+// 8. "keeps concurrent sync calls isolated and actually overlaps their
+// work" ([v0.2+] in the reference; the v0.1 port supports it anyway, but
+// does not declare concurrentSyncOperations).
+func TestSyncKeepsConcurrentSyncCallsIsolatedAndActuallyOverlapsTheirWork(t *testing.T) {
+	s := newSyncStub(t)
+	both := make(chan struct{})
+	var (
+		mu      sync.Mutex
+		running int
+	)
+	s.running = func(r *http.Request, c string) {
+		if !strings.HasPrefix(c, "post-") {
+			return
+		}
+		mu.Lock()
+		running++
+		if running == 2 {
+			close(both)
+		}
+		mu.Unlock()
+		select { // both post-upload commands run at once, or the test fails
+		case <-both:
+		case <-r.Context().Done():
+		}
+	}
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	results := make([]*handlers.SyncResult, 2)
+	errs := make([]error, 2)
+	for i, name := range []string{"a", "b"} {
+		src := filepath.Join(dir, name)
+		mustWrite(t, src, name, 0o600)
+		o := op("op-"+name, fileMapping(src, "/paperclip-workspace/"+name))
+		o.PostUploadCommands = []handlers.PostUploadCommand{{Command: "post-" + name}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = s.d.SyncIn(t.Context(), s.params(o))
+		}()
+	}
+	wg.Wait()
+	for i, name := range []string{"a", "b"} {
+		if errs[i] != nil || len(results[i].Operations) != 1 || results[i].Operations[0].OperationID != "op-"+name {
+			t.Errorf("%s: %+v %v", name, results[i], errs[i])
+		}
+	}
+	scratch := map[string]bool{}
+	for _, u := range s.gotUploads() {
+		scratch[u.Path] = true
+	}
+	if len(scratch) != 2 {
+		t.Errorf("scratch paths %v", scratch)
+	}
+}
+
+// 9. "rejects unconfined sandbox path %s before any API call"
+func TestSyncRejectsUnconfinedSandboxPathBeforeAnyAPICall(t *testing.T) {
+	for _, p := range []string{"/etc/passwd", "/paperclip-workspace/../secret", "relative", "/paperclip-workspace-other/file"} {
+		t.Run(p, func(t *testing.T) {
+			if assertRemotePath(p) == nil {
+				t.Fatal("accepted")
+			}
+			s := newSyncStub(t)
+			host := filepath.Join(t.TempDir(), "f")
+			mustWrite(t, host, "x", 0o600)
+			_, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(host, p))))
+			wantErr(t, err, "CreateOS transfer")
+			_, err = s.d.SyncOut(t.Context(), s.params(op("o", fileMapping(p, host))))
+			wantErr(t, err, "CreateOS transfer")
+			if calls := s.snapshot(); len(calls) != 0 {
+				t.Errorf("calls %v", calls)
+			}
+		})
+	}
+}
+
+// Every operation is validated before the first side effect.
+func TestSyncValidatesEveryOperationBeforeAnySideEffect(t *testing.T) {
+	host := filepath.Join(t.TempDir(), "f")
+	mustWrite(t, host, "x", 0o600)
+	good := op("good", fileMapping(host, "/paperclip-workspace/f"))
+	withCmd := func(c handlers.PostUploadCommand) handlers.SyncOperation {
+		o := op("cmd", fileMapping(host, "/paperclip-workspace/g"))
+		o.PostUploadCommands = []handlers.PostUploadCommand{c}
+		return o
+	}
+	for _, tc := range []struct {
+		name string
+		in   bool
+		bad  handlers.SyncOperation
+		want string
+	}{
+		{"kind", true, op("k", handlers.SyncFileMapping{SourcePath: host, TargetPath: "/paperclip-workspace/x", Kind: "symlink"}), "Unsupported CreateOS transfer kind."},
+		{"relative host path", true, op("h", fileMapping("rel/f", "/paperclip-workspace/x")), "CreateOS transfer requires an absolute host path."},
+		{"relative host target", false, op("h", fileMapping("/paperclip-workspace/x", "rel")), "CreateOS transfer requires an absolute host path."},
+		{"mode", true, op("m", handlers.SyncFileMapping{SourcePath: host, TargetPath: "/paperclip-workspace/x", Kind: "file", Mode: ptr(uint32(0o1000))}), "Invalid CreateOS file mode."},
+		{"NUL", true, op("n", fileMapping(host, "/paperclip-workspace/a\x00b")), "CreateOS transfer requires a confined absolute sandbox path."},
+		{"cwd", true, withCmd(handlers.PostUploadCommand{Command: "true", Cwd: "/tmp"}), "CreateOS transfer path escapes the workspace."},
+		{"timeout zero", true, withCmd(handlers.PostUploadCommand{Command: "true", TimeoutMs: ptr(0.0)}), "Invalid CreateOS transfer timeout."},
+		{"timeout fraction", true, withCmd(handlers.PostUploadCommand{Command: "true", TimeoutMs: ptr(1.5)}), "Invalid CreateOS transfer timeout."},
+		{"timeout too long", true, withCmd(handlers.PostUploadCommand{Command: "true", TimeoutMs: ptr(86_400_001.0)}), "Invalid CreateOS transfer timeout."},
+		{"outbound post-upload", false, withCmd(handlers.PostUploadCommand{Command: "true"}), "Outbound CreateOS transfers cannot run post-upload commands."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSyncStub(t)
+			g := good
+			if !tc.in {
+				g = op("good", fileMapping("/paperclip-workspace/f", filepath.Join(t.TempDir(), "f")))
+			}
+			p := s.params(g, tc.bad)
+			var err error
+			if tc.in {
+				_, err = s.d.SyncIn(t.Context(), p)
+			} else {
+				_, err = s.d.SyncOut(t.Context(), p)
+			}
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+			if calls := s.snapshot(); len(calls) != 0 {
+				t.Errorf("calls %v", calls)
+			}
+		})
+	}
+}
+
+func TestSyncRequiresALeaseFromThisEnvironment(t *testing.T) {
+	s := newSyncStub(t)
+	p := s.params()
+	p.CompanyID = "company-b"
+	_, err := s.d.SyncIn(t.Context(), p)
+	wantErr(t, err, "CreateOS execution requires a lease from this environment.")
+	_, err = s.d.SyncOut(t.Context(), p)
+	wantErr(t, err, "CreateOS execution requires a lease from this environment.")
+	res, err := s.d.SyncIn(t.Context(), s.params())
+	if err != nil || res.Operations == nil || len(res.Operations) != 0 {
+		t.Fatalf("empty sync %+v %v", res, err)
+	}
+	if calls := s.snapshot(); len(calls) != 0 {
+		t.Errorf("calls %v", calls)
+	}
+}
+
+// Release stops a sync in flight: its transfer process is deleted before
+// the sandbox is paused, and the sync fails as a cancelled command.
+func TestSyncIsStoppedByReleaseBeforeThePause(t *testing.T) {
+	s := newSyncStub(t)
+	s.lease = acquire(t, s.d, reuse)
+	s.reset()
+	started := make(chan struct{})
+	s.running = func(r *http.Request, c string) {
+		if c == "block" {
+			close(started)
+			<-r.Context().Done()
+		}
+	}
+	o := op("o")
+	o.PostUploadCommands = []handlers.PostUploadCommand{{Command: "block"}}
+	p := &handlers.SyncParams{BaseParams: base(reuse), Lease: *s.lease, Operations: []handlers.SyncOperation{o}}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.d.SyncIn(t.Context(), p)
+		errc <- err
+	}()
+	<-started
+	if _, err := s.d.ReleaseLease(t.Context(), releaseParams(s.lease, reuse)); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, <-errc, "CreateOS command was cancelled.")
+	del, pause := s.find("DELETE /v1/sandboxes/sb_test/processes/proc_2"), s.find("POST /v1/sandboxes/sb_test/pause")
+	if del < 0 || pause < 0 || del > pause {
+		t.Errorf("process DELETE at %d, pause at %d: %v", del, pause, s.snapshot())
+	}
+}
+
+// Provider failures name the operation only: no key, body or URL.
+func TestSyncErrorsCarryNoSecrets(t *testing.T) {
+	s := newSyncStub(t)
+	host := filepath.Join(t.TempDir(), "f")
+	mustWrite(t, host, "x", 0o600)
+	var texts []string
+	for _, route := range []string{"/files", "/stdin/close"} {
+		s.stub.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+			if strings.HasSuffix(r.URL.Path, route) {
+				failWith(w, http.StatusBadGateway)
+				return true
+			}
+			return false
+		}
+		_, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(host, "/paperclip-workspace/f"))))
+		wantErr(t, err, "HTTP 502")
+		texts = append(texts, err.Error())
+		_, err = s.d.SyncOut(t.Context(), s.params(op("o", fileMapping("/paperclip-workspace/f", filepath.Join(t.TempDir(), "g")))))
+		wantErr(t, err, "HTTP 502")
+		texts = append(texts, err.Error())
+	}
+	assertNoSecrets(t, texts...)
+}
+
+func TestExcludedMatchesLikeMatchesGlob(t *testing.T) {
+	for _, tc := range []struct {
+		name, pattern string
+		want          bool
+	}{
+		{"./node_modules/", "node_modules", true},
+		{"./node_modules/skip", "node_modules", true},
+		{"./a/node_modules", "node_modules", true},
+		{"./a/node_modules/b/c", "node_modules", true},
+		{"./node_modules_x", "node_modules", false},
+		{"./keep", "node_modules", false},
+		{"./x.log", "*.log", true},
+		{"./deep/x.log", "*.log", true},
+		{"./deep/x.txt", "*.log", false},
+		{"./a/b", "a/b", true},
+		{"./z/a/b/c", "a/b", true},
+		{"./.env", "*", false},
+		{"./.env", ".env", true},
+		{"./.git/x", "x", false},
+		{"./b.js", "{a,b}.js", true},
+		{"./c.js", "{a,b}.js", false},
+		{"./c1", "c[!2]", true},
+		{"./c2", "c[!2]", false},
+		{"./dist", "?ist", true},
+		{"./[x", "[x", true},
+	} {
+		if got := excluded(tc.name, []string{tc.pattern}); got != tc.want {
+			t.Errorf("excluded(%q, %q) = %v", tc.name, tc.pattern, got)
+		}
+	}
+}
+
+func TestValidateArchive(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		hdrs  []*tar.Header
+		files int64
+		ok    bool
+	}{
+		{"plain", []*tar.Header{{Name: "./", Typeflag: tar.TypeDir}, {Name: "./a", Typeflag: tar.TypeReg, Size: 2}, {Name: "./d/", Typeflag: tar.TypeDir}, {Name: "./d/l", Typeflag: tar.TypeSymlink, Linkname: "../a"}, {Name: "./h", Typeflag: tar.TypeLink, Linkname: "./a"}}, 1, true},
+		{"absolute", []*tar.Header{{Name: "/a", Typeflag: tar.TypeReg}}, 0, false},
+		{"dotdot", []*tar.Header{{Name: "a/../../b", Typeflag: tar.TypeReg}}, 0, false},
+		{"backslash", []*tar.Header{{Name: `a\b`, Typeflag: tar.TypeReg}}, 0, false},
+		{"fifo", []*tar.Header{{Name: "f", Typeflag: tar.TypeFifo}}, 0, false},
+		{"absolute symlink", []*tar.Header{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}}, 0, false},
+		{"empty symlink", []*tar.Header{{Name: "l", Typeflag: tar.TypeSymlink}}, 0, false},
+		{"escaping symlink", []*tar.Header{{Name: "d/l", Typeflag: tar.TypeSymlink, Linkname: "../../x"}}, 0, false},
+		{"escaping hard link", []*tar.Header{{Name: "h", Typeflag: tar.TypeLink, Linkname: "../x"}}, 0, false},
+		{"root replaced", []*tar.Header{{Name: "./", Typeflag: tar.TypeSymlink, Linkname: "x"}}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := validateTar(bytes.NewReader(tarOf(t, tc.hdrs...)))
+			if tc.ok && (err != nil || n != tc.files) {
+				t.Fatalf("%d %v", n, err)
+			}
+			if !tc.ok && err != errUnsafeArchive {
+				t.Fatalf("accepted: %d %v", n, err)
+			}
+		})
+	}
+	// More than 10 GiB is refused from the header alone.
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: maxArchiveBytes + 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := validateTar(bytes.NewReader(buf.Bytes())); err != errUnsafeArchive {
+		t.Errorf("10 GiB + 1: %v", err)
+	}
+	if _, err := validateTar(strings.NewReader("not a tar archive, just some text that is long enough")); err != errUnsafeArchive {
+		t.Errorf("garbage: %v", err)
+	}
+}
+
+// Extraction never writes through a symlink the archive itself created.
+func TestExtractRefusesWritingThroughASymlinkedParent(t *testing.T) {
+	root := t.TempDir()
+	archive := tarOf(t,
+		&tar.Header{Name: "./d/", Typeflag: tar.TypeDir, Mode: 0o755},
+		&tar.Header{Name: "./l", Typeflag: tar.TypeSymlink, Linkname: "d"},
+		&tar.Header{Name: "./l/f", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2},
+	)
+	file := filepath.Join(root, "a.tar")
+	if err := os.WriteFile(file, archive, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := validateArchive(file); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(root, "t")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := extractArchive(file, target); err != errUnsafeArchive {
+		t.Fatalf("extract: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(target, "d", "f")); !os.IsNotExist(err) {
+		t.Errorf("written through the link: %v", err)
+	}
+}
+
+// A symlinked host destination is refused.
+func TestSyncOutRefusesASymlinkedDestination(t *testing.T) {
+	s := newSyncStub(t)
+	s.downloads["*"] = tarOf(t, &tar.Header{Name: "./a", Typeflag: tar.TypeReg, Size: 2})
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "real"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.d.SyncOut(t.Context(), s.params(op("o", handlers.SyncFileMapping{SourcePath: "/paperclip-workspace", TargetPath: filepath.Join(root, "link"), Kind: "directory"})))
+	wantErr(t, err, "CreateOS archive destination cannot be a symlink.")
+	if entries, _ := os.ReadDir(filepath.Join(root, "real")); len(entries) != 0 {
+		t.Errorf("extracted through the link: %v", entries)
+	}
+}
+
+func mustWrite(t *testing.T, p, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tarOf builds an archive; regular entries get Size bytes of 'x'.
+func tarOf(t *testing.T, hdrs ...*tar.Header) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range hdrs {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg && h.Size > 0 {
+			_, _ = tw.Write(bytes.Repeat([]byte("x"), int(h.Size)))
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func tarHeaders(t *testing.T, b []byte) map[string]*tar.Header {
+	t.Helper()
+	out := map[string]*tar.Header{}
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return out
+		}
+		out[h.Name] = h
+	}
+}
+
+func tarNames(t *testing.T, b []byte) []string {
+	var names []string
+	for n := range tarHeaders(t, b) {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,239 @@
+package createos
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// hostTempPattern names the host temp directory of one mapping.
+const hostTempPattern = ".paperclip-createos-"
+
+// in uploads one mapping host → sandbox: the file itself or a tar archive
+// of the directory goes to a scratch path, and a guarded command moves it
+// into place (file) or extracts it (directory), then applies the mode.
+func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
+	scratch := t.scratch()
+	guard, err := remoteGuard(m.TargetPath)
+	if err != nil {
+		return 0, 0, err
+	}
+	qs, _ := shellQuote(scratch)
+	var (
+		src     *os.File
+		mode    uint32
+		command string
+	)
+	if m.Kind == "file" {
+		if src, err = os.Open(m.SourcePath); err != nil {
+			return 0, 0, err
+		}
+		defer src.Close()
+		info, err := src.Stat()
+		if err != nil {
+			return 0, 0, err
+		}
+		if !info.Mode().IsRegular() {
+			return 0, 0, &os.PathError{Op: "open", Path: m.SourcePath, Err: errors.New("not a regular file")}
+		}
+		files, mode = 1, uint32(info.Mode().Perm())
+		command = guard + ` && mkdir -p -- "$(dirname -- "$resolved")" && chmod %s -- ` + qs + ` && mv -f -- ` + qs + ` "$resolved"`
+	} else {
+		tmp, err := os.MkdirTemp("", hostTempPattern)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer os.RemoveAll(tmp)
+		if src, files, err = packDirectory(m.SourcePath, filepath.Join(tmp, "data"), m.Exclude, m.FollowSymlinks); err != nil {
+			return 0, 0, err
+		}
+		defer src.Close()
+		mode = 0o755
+		command = guard + ` && mkdir -p -- "$resolved" && tar -xf ` + qs + ` -C "$resolved" && chmod %s -- "$resolved"`
+	}
+	if m.Mode != nil {
+		mode = *m.Mode
+	}
+	defer t.removeScratch(ctx, scratch)
+	if size, err = t.c.uploadFile(ctx, t.id, scratch, src); err != nil {
+		return 0, 0, err
+	}
+	if err := t.run(ctx, strings.Replace(command, "%s", octal(mode), 1), workspaceDir, nil); err != nil {
+		return 0, 0, err
+	}
+	return files, size, nil
+}
+
+// out downloads one mapping sandbox → host: a guarded command copies the
+// file (or archives the directory) to a scratch path, which is downloaded
+// into a private temp directory beside the host target. A file is chmod-ed
+// and renamed into place, so the target never shows partial bytes or a
+// wider mode; an archive is validated before anything is extracted.
+func (t *transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
+	scratch := t.scratch()
+	guard, err := remoteGuard(m.SourcePath)
+	if err != nil {
+		return 0, 0, err
+	}
+	qs, _ := shellQuote(scratch)
+	command := guard + ` && test -f "$resolved" && cp -- "$resolved" ` + qs
+	if m.Kind == "directory" {
+		h := ""
+		if m.FollowSymlinks {
+			h = "-h "
+		}
+		excludes := make([]string, 0, len(m.Exclude))
+		for _, p := range m.Exclude {
+			q, err := shellQuote(p)
+			if err != nil {
+				return 0, 0, err
+			}
+			excludes = append(excludes, "--exclude="+q)
+		}
+		command = guard + ` && test -d "$resolved" && tar ` + h + strings.Join(excludes, " ") + ` -cf ` + qs + ` -C "$resolved" .`
+	}
+	defer t.removeScratch(ctx, scratch)
+	if err := t.run(ctx, command, workspaceDir, nil); err != nil {
+		return 0, 0, err
+	}
+
+	target := m.TargetPath
+	parent := filepath.Dir(target)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return 0, 0, err
+	}
+	tmp, err := os.MkdirTemp(parent, hostTempPattern)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.RemoveAll(tmp)
+	mode := uint32(0o600)
+	if m.Mode != nil {
+		mode = *m.Mode
+	}
+	data := filepath.Join(tmp, "data")
+	if size, err = t.c.downloadFile(ctx, t.id, scratch, data, os.FileMode(mode)); err != nil {
+		return 0, 0, err
+	}
+	if m.Kind == "file" {
+		// Exact mode whatever the umask, before the name appears.
+		if err := os.Chmod(data, os.FileMode(mode)); err != nil {
+			return 0, 0, err
+		}
+		if err := os.Rename(data, target); err != nil {
+			return 0, 0, err
+		}
+		return 1, size, nil
+	}
+	if files, err = validateArchive(data); err != nil {
+		return 0, 0, err
+	}
+	dirMode := os.FileMode(0o700)
+	if m.Mode != nil {
+		dirMode = os.FileMode(*m.Mode)
+	}
+	if err := os.MkdirAll(target, dirMode); err != nil {
+		return 0, 0, err
+	}
+	if info, err := os.Lstat(target); err != nil {
+		return 0, 0, err
+	} else if info.Mode()&os.ModeSymlink != 0 {
+		return 0, 0, errArchiveDestLink
+	}
+	if err := extractArchive(data, target); err != nil {
+		return 0, 0, err
+	}
+	if m.Mode != nil {
+		if err := os.Chmod(target, os.FileMode(*m.Mode)); err != nil {
+			return 0, 0, err
+		}
+	}
+	return files, size, nil
+}
+
+// uploadFile streams f to the absolute guest path and returns its size.
+func (c *Client) uploadFile(ctx context.Context, id, guestPath string, f *os.File) (int64, error) {
+	info, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	resp, err := c.stream(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+encodeURIComponent(guestPath), f, info.Size())
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return info.Size(), nil
+}
+
+// downloadFile streams the guest file into a new host file created with
+// mode (exclusive create) and returns the bytes written. A broken body is
+// an error; the caller removes the partial file with its temp directory.
+func (c *Client) downloadFile(ctx context.Context, id, guestPath, hostPath string, mode os.FileMode) (int64, error) {
+	resp, err := c.request(ctx, http.MethodGet, "/sandboxes/"+id+"/files?path="+encodeURIComponent(guestPath), nil, "")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusResetContent {
+		return 0, errDownloadNoBody
+	}
+	f, err := os.OpenFile(hostPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		return n, cerr
+	}
+	if err != nil {
+		var pe *os.PathError
+		switch {
+		case ctx.Err() != nil:
+			return n, context.Cause(ctx)
+		case errors.As(err, &pe):
+			return n, err // the host side failed
+		}
+		// The cause is dropped on purpose: it may name the URL.
+		return n, errConnection
+	}
+	return n, nil
+}
+
+// stream is request with a streamed body of a known length
+// (application/octet-stream).
+func (c *Client) stream(ctx context.Context, method, path string, body io.Reader, size int64) (*http.Response, error) {
+	if err := c.pacer.Wait(ctx, c.cfg.APIURL); err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.cfg.APIURL+"/v1"+path, io.NopCloser(body))
+	if err != nil {
+		return nil, errConnection
+	}
+	req.ContentLength = size
+	if size == 0 {
+		req.Body = http.NoBody
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("X-Api-Key", c.key)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, errConnection
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		resp.Body.Close()
+		return nil, &APIError{Status: resp.StatusCode, Label: operationLabel(path)}
+	}
+	return resp, nil
+}
