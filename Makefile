@@ -39,5 +39,12 @@ bench: ## run the benchmarks
 update-golden: ## rewrite the golden replies under testdata/
 	$(GO) test ./cmd/sandbox-plugin -run TestFixtures -update
 
-fuzz: ## fuzz the line stream for 30s
-	$(GO) test ./rpc -run '^$$' -fuzz FuzzLineStream -fuzztime 30s
+FUZZTIME ?= 20s
+FUZZ_TARGETS := rpc:FuzzLineStream rpc:FuzzAppendJSONString fake:FuzzSyncPathConfined \
+	createos:FuzzValidateArchive createos:FuzzAssertRemotePath
+
+fuzz: ## run every fuzz target for FUZZTIME (default 20s) each
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; echo "== $$name ($$pkg)"; \
+		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s; \
+	done

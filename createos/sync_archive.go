@@ -146,6 +146,21 @@ func validateArchive(file string) (int64, error) {
 	return validateTar(f)
 }
 
+// sparse reports a sparse entry (GNU or PAX sparse format). The port
+// refuses them: a few bytes of archive can declare gigabytes of holes that
+// the host would write out, and tar -c makes none unless asked (-S).
+func sparse(hdr *tar.Header) bool {
+	if hdr.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
+}
+
 func validateTar(r io.Reader) (int64, error) {
 	tr := tar.NewReader(r)
 	var total, files int64
@@ -158,7 +173,7 @@ func validateTar(r io.Reader) (int64, error) {
 			return 0, errUnsafeArchive
 		}
 		total += hdr.Size
-		if hdr.Size < 0 || total > maxArchiveBytes || !safeEntryPath(hdr.Name) {
+		if hdr.Size < 0 || total > maxArchiveBytes || !safeEntryPath(hdr.Name) || sparse(hdr) {
 			return 0, errUnsafeArchive
 		}
 		name := path.Clean(hdr.Name)

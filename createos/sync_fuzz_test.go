@@ -36,6 +36,12 @@ func FuzzValidateArchive(f *testing.F) {
 		if n < 0 {
 			t.Fatalf("count %d", n)
 		}
+		// A valid archive may declare gigabytes (sparse entries expand from
+		// a few bytes); the 10 GiB limit is the reference's, and writing
+		// that much is not what this target checks.
+		if declaredBytes(data) > 1<<20 {
+			return
+		}
 		target := filepath.Join(dir, "t")
 		if err := os.Mkdir(target, 0o700); err != nil {
 			t.Fatal(err)
@@ -115,5 +121,18 @@ func TestPackedArchivesValidate(t *testing.T) {
 	b, _ := os.ReadFile(dst)
 	if !bytes.Contains(b, []byte("./a/b/")) {
 		t.Errorf("names are not ./-prefixed")
+	}
+}
+
+// declaredBytes sums the entry sizes an archive declares.
+func declaredBytes(data []byte) int64 {
+	tr := tar.NewReader(bytes.NewReader(data))
+	var total int64
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			return total
+		}
+		total += hdr.Size
 	}
 }
