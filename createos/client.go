@@ -44,16 +44,28 @@ func noRedirects(hc *http.Client) *http.Client {
 // caller owns. Non-2xx answers become *APIError without reading the body;
 // transport failures never mention the URL.
 func (c *Client) request(ctx context.Context, method, path string, body []byte, contentType string) (*http.Response, error) {
+	if body == nil {
+		return c.send(ctx, method, path, nil, 0, contentType)
+	}
+	return c.send(ctx, method, path, bytes.NewReader(body), int64(len(body)), contentType)
+}
+
+// send paces and sends one request whose body (size bytes; nil for none)
+// is streamed, and turns a non-2xx status into an APIError without reading
+// the body.
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, size int64, contentType string) (*http.Response, error) {
 	if err := c.pacer.Wait(ctx, c.cfg.APIURL); err != nil {
 		return nil, err
 	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.cfg.APIURL+"/v1"+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.cfg.APIURL+"/v1"+path, nil)
 	if err != nil {
 		return nil, errConnection
+	}
+	if body != nil {
+		req.Body, req.ContentLength = io.NopCloser(body), size
+		if size == 0 {
+			req.Body = http.NoBody
+		}
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)

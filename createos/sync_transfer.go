@@ -166,7 +166,7 @@ func (c *Client) uploadFile(ctx context.Context, id, guestPath string, f *os.Fil
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return 0, err
 	}
-	resp, err := c.stream(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+encodeURIComponent(guestPath), f, info.Size())
+	resp, err := c.send(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+encodeURIComponent(guestPath), f, info.Size(), "application/octet-stream")
 	if err != nil {
 		return 0, err
 	}
@@ -206,34 +206,4 @@ func (c *Client) downloadFile(ctx context.Context, id, guestPath, hostPath strin
 		return n, errConnection
 	}
 	return n, nil
-}
-
-// stream is request with a streamed body of a known length
-// (application/octet-stream).
-func (c *Client) stream(ctx context.Context, method, path string, body io.Reader, size int64) (*http.Response, error) {
-	if err := c.pacer.Wait(ctx, c.cfg.APIURL); err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.cfg.APIURL+"/v1"+path, io.NopCloser(body))
-	if err != nil {
-		return nil, errConnection
-	}
-	req.ContentLength = size
-	if size == 0 {
-		req.Body = http.NoBody
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set("X-Api-Key", c.key)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
-		}
-		return nil, errConnection
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		resp.Body.Close()
-		return nil, &APIError{Status: resp.StatusCode, Label: operationLabel(path)}
-	}
-	return resp, nil
 }
