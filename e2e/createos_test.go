@@ -365,7 +365,8 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 		"instanceInfo": map[string]any{"instanceId": "default", "hostVersion": "2026.916.1"}, "apiVersion": 1}, "")
 	methods, _ := result(t, "initialize", reply)["supportedMethods"].([]any)
 	for _, m := range []string{"environmentValidateConfig", "environmentProbe", "environmentAcquireLease", "environmentResumeLease",
-		"environmentReleaseLease", "environmentDestroyLease", "environmentRealizeWorkspace", "environmentExecute"} {
+		"environmentReleaseLease", "environmentDestroyLease", "environmentRealizeWorkspace", "environmentExecute",
+		"environmentSyncIn", "environmentSyncOut"} {
 		if !slices.Contains(methods, any(m)) {
 			t.Errorf("supportedMethods lacks %s: %v", m, methods)
 		}
@@ -463,8 +464,11 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 		t.Error("the timed-out command's process tree was not deleted")
 	}
 
+	// Native file sync both ways on the held lease (syncStep).
+	syncStep(t, w, 8, with, leaseArg, filepath.Join(s.dir, "createostest-*", id, "tmp"))
+
 	// Release a reusable lease: the sandbox is paused, not deleted.
-	reply, _ = w.call(8, "environmentReleaseLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(md)}), "")
+	reply, _ = w.call(11, "environmentReleaseLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(md)}), "")
 	if reply["error"] != nil || reply["result"] != nil {
 		t.Fatalf("release %v", reply)
 	}
@@ -476,11 +480,11 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 	// another lease (expired), the right one resumes it.
 	forged := hostMD(md)
 	forged["marker"] = "00000000-0000-4000-8000-000000000000"
-	reply, _ = w.call(9, "environmentResumeLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": forged}), "")
+	reply, _ = w.call(12, "environmentResumeLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": forged}), "")
 	if r := result(t, "environmentResumeLease", reply); r["providerLeaseId"] != nil || r["metadata"].(map[string]any)["expired"] != true {
 		t.Fatalf("resume with a forged marker %v", r)
 	}
-	reply, _ = w.call(10, "environmentResumeLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(md)}), "")
+	reply, _ = w.call(13, "environmentResumeLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(md)}), "")
 	resumed := result(t, "environmentResumeLease", reply)
 	rmd, _ := resumed["metadata"].(map[string]any)
 	if resumed["providerLeaseId"] != id || rmd["resumedLease"] != true || rmd["marker"] != md["marker"] {
@@ -490,18 +494,18 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 		t.Fatalf("sandbox %s is %q after resume", id, st)
 	}
 	leaseArg = map[string]any{"providerLeaseId": id, "metadata": hostMD(rmd)}
-	reply, _ = w.call(11, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "cat", "args": []string{"kept.txt"},
+	reply, _ = w.call(14, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "cat", "args": []string{"kept.txt"},
 		"cwd": "/paperclip-workspace"}), "inv-e2e-after-resume")
 	if res := result(t, "environmentExecute", reply); res["stdout"] != "from stdin ✓\n" || res["exitCode"] != float64(0) {
 		t.Fatalf("workspace after resume %v", res)
 	}
 
-	reply, _ = w.call(12, "environmentDestroyLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(rmd)}), "")
+	reply, _ = w.call(15, "environmentDestroyLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(rmd)}), "")
 	if reply["error"] != nil || reply["result"] != nil {
 		t.Fatalf("destroy %v", reply)
 	}
 
-	reply, _ = w.call(13, "shutdown", map[string]any{}, "")
+	reply, _ = w.call(16, "shutdown", map[string]any{}, "")
 	if reply["error"] != nil {
 		t.Fatalf("shutdown %v", reply)
 	}
@@ -575,6 +579,152 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 		t.Error("no log notifications in the transcript")
 	}
 	t.Logf("%d stdout lines (%d log notifications), %d sim requests, %v", len(lines), logs, len(s.requests()), time.Since(start).Round(time.Millisecond))
+}
+
+// syncStep drives environmentSyncIn and environmentSyncOut on a held lease
+// with calls ids id, id+1 and id+2, params shaped as the host's environment
+// runtime sends them (callPluginEnvironmentSync: the base params, the lease
+// and PluginSyncOperation[]). In goes a directory tree (a nested file, an
+// executable, a relative symlink, an excluded file) with a post-upload
+// command that lists what landed; an execute reads the synced files and
+// produces a file and a directory, which come back out to host temp paths
+// with their content and modes; no transfer scratch file is left in the
+// sandbox's /tmp (sandboxTmp, a glob for its directory in the sim). The worker spaces requests to one origin
+// 300 ms apart, so the step's ~24 requests take about 7 s.
+func syncStep(t *testing.T, w *rpcWorker, id int, with func(map[string]any) map[string]any, leaseArg map[string]any, sandboxTmp string) {
+	t.Helper()
+	start := time.Now()
+	host := t.TempDir()
+	src := filepath.Join(host, "src")
+	write := func(name, content string, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(host, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+	}
+	const (
+		readme = "synced readme\n"
+		deep   = "deep ✓\n"
+		script = "#!/bin/sh\necho \"ran $1\"\n"
+	)
+	write("src/README.md", readme, 0o644)
+	write("src/lib/nested/deep.txt", deep, 0o600)
+	write("src/bin/run.sh", script, 0o755)
+	write("src/secret.env", strings.Repeat("x", 256<<10), 0o644) // excluded: its bytes must not travel
+	if err := os.Symlink("lib/nested/deep.txt", filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+
+	const root = "/paperclip-workspace/sync"
+	syncIn := with(map[string]any{"issueId": nil, "lease": leaseArg, "operations": []any{map[string]any{
+		"operationId": "sync-op-1",
+		"files": []any{
+			map[string]any{"sourcePath": src, "targetPath": root + "/project", "kind": "directory", "exclude": []string{"*.env"}},
+		},
+		"postUploadCommands": []any{map[string]any{
+			"command":   "find . -mindepth 1 -printf '%p %y\\n' | LC_ALL=C sort > ../listing.txt && ./bin/run.sh post-upload >> ../listing.txt",
+			"cwd":       root + "/project",
+			"timeoutMs": 10000,
+		}},
+	}}})
+	reply, _ := w.call(id, "environmentSyncIn", syncIn, "inv-e2e-sync-in")
+	ops, _ := result(t, "environmentSyncIn", reply)["operations"].([]any)
+	if len(ops) != 1 {
+		t.Fatalf("syncIn operations %v", ops)
+	}
+	op, _ := ops[0].(map[string]any)
+	// Three regular files (the symlink and the excluded file are not
+	// counted); the bytes are the archive's, without the 256 KiB excluded
+	// file.
+	minBytes := float64(len(readme) + len(deep) + len(script))
+	if b, _ := op["bytesTransferred"].(float64); op["operationId"] != "sync-op-1" || op["filesTransferred"] != float64(3) || b < minBytes || b >= 64<<10 {
+		t.Fatalf("syncIn result %v", op)
+	}
+
+	reply, _ = w.call(id+1, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "/bin/bash", "args": []string{"-c", strings.Join([]string{
+		"cat listing.txt",
+		"stat -c '%a %n' project project/README.md project/bin/run.sh project/lib/nested/deep.txt",
+		"readlink project/link; cat project/link",
+		"test -e project/secret.env || echo 'secret.env excluded'",
+		"mkdir -p out/logs && cat project/README.md project/link > out/summary.txt && chmod 0640 out/summary.txt",
+		"cp project/bin/run.sh out/tool.sh && chmod 0750 out/tool.sh && project/bin/run.sh out > out/logs/run.log",
+		"ln -s logs/run.log out/latest && echo scratch > out/skip.tmp",
+		"wc -l < listing.txt > result.txt",
+	}, "\n")}, "cwd": root}), "inv-e2e-sync-read")
+	res := result(t, "environmentExecute", reply)
+	want := "./README.md f\n./bin d\n./bin/run.sh f\n./lib d\n./lib/nested d\n./lib/nested/deep.txt f\n./link l\nran post-upload\n" +
+		"755 project\n644 project/README.md\n755 project/bin/run.sh\n600 project/lib/nested/deep.txt\n" +
+		"lib/nested/deep.txt\n" + deep + "secret.env excluded\n"
+	if res["exitCode"] != float64(0) || res["stdout"] != want {
+		t.Fatalf("reading the synced files: %v\nwant stdout %q", res, want)
+	}
+
+	back := filepath.Join(host, "back") // does not exist yet: the worker creates it
+	syncOut := with(map[string]any{"issueId": nil, "lease": leaseArg, "operations": []any{map[string]any{
+		"operationId": "sync-op-2",
+		"files": []any{
+			map[string]any{"sourcePath": root + "/result.txt", "targetPath": filepath.Join(back, "result.txt"), "kind": "file", "mode": 0o640},
+			map[string]any{"sourcePath": root + "/out", "targetPath": filepath.Join(back, "out"), "kind": "directory", "mode": 0o700, "exclude": []string{"*.tmp"}},
+		},
+	}}})
+	reply, _ = w.call(id+2, "environmentSyncOut", syncOut, "inv-e2e-sync-out")
+	ops, _ = result(t, "environmentSyncOut", reply)["operations"].([]any)
+	if len(ops) != 1 {
+		t.Fatalf("syncOut operations %v", ops)
+	}
+	op, _ = ops[0].(map[string]any)
+	summary := readme + deep
+	minBytes = float64(len("8\n") + len(summary) + len(script) + len("ran out\n"))
+	if b, _ := op["bytesTransferred"].(float64); op["operationId"] != "sync-op-2" || op["filesTransferred"] != float64(4) || b < minBytes || b >= 64<<10 {
+		t.Fatalf("syncOut result %v", op)
+	}
+	check := func(rel, content string, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(back, rel)
+		info, err := os.Lstat(p)
+		if err != nil {
+			t.Errorf("%s: %v", rel, err)
+			return
+		}
+		if !info.Mode().IsRegular() || info.Mode().Perm() != mode {
+			t.Errorf("%s is %v, want a regular file %v", rel, info.Mode(), mode)
+		}
+		if b, _ := os.ReadFile(p); string(b) != content {
+			t.Errorf("%s holds %q, want %q", rel, b, content)
+		}
+	}
+	check("result.txt", "8\n", 0o640)
+	check("out/summary.txt", summary, 0o640)
+	check("out/tool.sh", script, 0o750)
+	check("out/logs/run.log", "ran out\n", 0o644)
+	if info, err := os.Lstat(filepath.Join(back, "out")); err != nil || !info.IsDir() || info.Mode().Perm() != 0o700 {
+		t.Errorf("out directory %v %v, want a 0700 directory", info, err)
+	}
+	if link, err := os.Readlink(filepath.Join(back, "out", "latest")); err != nil || link != "logs/run.log" {
+		t.Errorf("out/latest links to %q (%v)", link, err)
+	}
+	if _, err := os.Lstat(filepath.Join(back, "out", "skip.tmp")); !os.IsNotExist(err) {
+		t.Errorf("out/skip.tmp was not excluded: %v", err)
+	}
+	// Nothing but the targets landed beside them (the worker's temp
+	// directories are gone).
+	if entries, _ := os.ReadDir(back); len(entries) != 2 {
+		t.Errorf("host target directory holds %v", entries)
+	}
+	if dirs, _ := filepath.Glob(sandboxTmp); len(dirs) != 1 {
+		t.Errorf("the sandbox's /tmp in the sim: %v", dirs)
+	}
+	if left, _ := filepath.Glob(filepath.Join(sandboxTmp, "paperclip-createos-transfer-*")); len(left) > 0 {
+		t.Errorf("transfer scratch files left in the sandbox: %v", left)
+	}
+	t.Logf("sync in, execute, sync out: %v", time.Since(start).Round(time.Millisecond))
 }
 
 // exitCodeAfter waits for cmd to exit and returns its exit code.

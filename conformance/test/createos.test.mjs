@@ -9,7 +9,8 @@
 // reports that namespaces are unavailable, this file's tests are skipped.
 import assert from "node:assert/strict";
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import { existsSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
 import { childPids, conformanceRoot, environmentDriver, isAlive, sdk, startHandle, waitFor } from "./host.mjs";
@@ -60,6 +61,10 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
   // resume caps that at 60 s.
   const budget = (requestedTimeoutMs) =>
     environmentDriver.resolvePluginExecuteRpcTimeoutMs({ requestedTimeoutMs, config: workerConfig });
+  // Sync (environment-runtime.js resolvePluginSandboxRpcTimeoutMs): the
+  // larger of config.timeoutMs and config.bridgeRequestTimeoutMs, + 30 s.
+  const syncBudget = () => budget(Math.max(...[workerConfig.timeoutMs, workerConfig.bridgeRequestTimeoutMs]
+    .filter((v) => typeof v === "number" && Number.isFinite(v) && v > 0).map(Math.trunc)));
   const base = () => ({ driverKey: DRIVER, companyId, environmentId, issueId: null, config: workerConfig });
 
   async function call(method, params, timeoutMs, sink) {
@@ -92,9 +97,11 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     });
   }
 
+  let syncHost = null; // the host side of the sync step
   after(async () => {
     if (handle?.status === "running") await handle.stop();
     logs?.restore();
+    if (syncHost) rmSync(syncHost, { recursive: true, force: true });
   });
 
   const streamed = (chunks, stream) => chunks.filter((c) => c.stream === stream).map((c) => c.chunk).join("");
@@ -105,7 +112,8 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     [goPid] = childPids(handle.diagnostics().pid);
     assert.equal(handle.status, "running");
     for (const m of ["environmentValidateConfig", "environmentProbe", "environmentAcquireLease", "environmentRealizeWorkspace",
-      "environmentExecute", "environmentReleaseLease", "environmentResumeLease", "environmentDestroyLease"]) {
+      "environmentExecute", "environmentReleaseLease", "environmentResumeLease", "environmentDestroyLease",
+      "environmentSyncIn", "environmentSyncOut"]) {
       assert.ok(handle.supportedMethods.includes(m), `supportedMethods lacks ${m}`);
     }
     await waitFor(() => logs.records.some((r) => r.msg === "[plugin] CreateOS sandbox provider ready"), 5000,
@@ -139,7 +147,7 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     assert.equal(probe.summary, "CreateOS sandbox creation and command execution succeeded.");
   });
 
-  test("lease: acquire, realize, streamed execute, timed-out execute, release (reuse), resume, destroy", async () => {
+  test("lease: acquire, realize, streamed execute, timed-out execute, sync in and out, release (reuse), resume, destroy", async (t) => {
     const acquired = await call("environmentAcquireLease", {
       ...base(), runId: randomUUID(), workspaceMode: "isolated_workspace", agentId: randomUUID(), executionWorkspaceId: randomUUID(),
       adapterType: "claude_local",
@@ -192,6 +200,114 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     assert.equal(streamed(partial, "stdout"), "started\n");
     assert.ok(took < 10_000, `the timed-out execute took ${took}ms`);
     assert.ok((await sim.requests()).some((r) => r.route === "process.delete"), "the timed-out command's process tree was deleted");
+
+    // Native file sync both ways, params shaped as environment-runtime.js
+    // callPluginEnvironmentSync sends them: the base params, the lease as
+    // persisted and PluginSyncOperation[]. In goes a directory tree (a
+    // nested file, an executable, a relative symlink, a file an exclude glob
+    // drops) with a post-upload command that lists what landed.
+    const syncStarted = Date.now();
+    syncHost = mkdtempSync(path.join(tmpdir(), "conformance-createos-sync-"));
+    const src = path.join(syncHost, "src");
+    const put = (rel, content, mode) => {
+      const p = path.join(src, rel);
+      mkdirSync(path.dirname(p), { recursive: true });
+      writeFileSync(p, content, { mode });
+      chmodSync(p, mode); // whatever the umask
+    };
+    const readme = "synced readme\n";
+    const deep = "deep ✓\n";
+    const runScript = "#!/bin/sh\necho \"ran $1\"\n";
+    put("README.md", readme, 0o644);
+    put("lib/nested/deep.txt", deep, 0o600);
+    put("bin/run.sh", runScript, 0o755);
+    put("secret.env", "x".repeat(256 << 10), 0o644); // excluded: its bytes must not travel
+    symlinkSync("lib/nested/deep.txt", path.join(src, "link"));
+    const syncRoot = "/paperclip-workspace/sync";
+    const syncedIn = await call("environmentSyncIn", {
+      ...base(), lease,
+      operations: [{
+        operationId: "sync-op-1",
+        files: [{ sourcePath: src, targetPath: `${syncRoot}/project`, kind: "directory", exclude: ["*.env"] }],
+        postUploadCommands: [{
+          command: "find . -mindepth 1 -printf '%p %y\\n' | LC_ALL=C sort > ../listing.txt && ./bin/run.sh post-upload >> ../listing.txt",
+          cwd: `${syncRoot}/project`, timeoutMs: 10_000,
+        }],
+      }],
+    }, syncBudget());
+    assert.equal(syncedIn.operations.length, 1, JSON.stringify(syncedIn));
+    const [inOp] = syncedIn.operations;
+    assert.equal(inOp.operationId, "sync-op-1");
+    // Three regular files (the symlink and the excluded file are not
+    // counted); the bytes are the archive's, without the 256 KiB excluded file.
+    assert.equal(inOp.filesTransferred, 3, JSON.stringify(inOp));
+    const inMin = Buffer.byteLength(readme + deep + runScript);
+    assert.ok(inOp.bytesTransferred >= inMin && inOp.bytesTransferred < 64 << 10, JSON.stringify(inOp));
+
+    // An execute reads the synced files and produces a file and a directory.
+    const readBack = await call("environmentExecute", {
+      ...base(), lease, command: "/bin/bash", cwd: syncRoot, timeoutMs: 10_000, bypassSession: false,
+      args: ["-c", [
+        "cat listing.txt",
+        "stat -c '%a %n' project project/README.md project/bin/run.sh project/lib/nested/deep.txt",
+        "readlink project/link; cat project/link",
+        "test -e project/secret.env || echo 'secret.env excluded'",
+        "mkdir -p out/logs && cat project/README.md project/link > out/summary.txt && chmod 0640 out/summary.txt",
+        "cp project/bin/run.sh out/tool.sh && chmod 0750 out/tool.sh && project/bin/run.sh out > out/logs/run.log",
+        "ln -s logs/run.log out/latest && echo scratch > out/skip.tmp",
+        "wc -l < listing.txt > result.txt",
+      ].join("\n")],
+    }, budget(10_000), () => {});
+    assert.equal(readBack.exitCode, 0, JSON.stringify(readBack));
+    assert.equal(readBack.stdout,
+      "./README.md f\n./bin d\n./bin/run.sh f\n./lib d\n./lib/nested d\n./lib/nested/deep.txt f\n./link l\nran post-upload\n" +
+      "755 project\n644 project/README.md\n755 project/bin/run.sh\n600 project/lib/nested/deep.txt\n" +
+      `lib/nested/deep.txt\n${deep}secret.env excluded\n`);
+
+    // Out come the file and the directory, to host paths whose parent does
+    // not exist yet, with the modes asked for.
+    const back = path.join(syncHost, "back");
+    const syncedOut = await call("environmentSyncOut", {
+      ...base(), lease,
+      operations: [{
+        operationId: "sync-op-2",
+        files: [
+          { sourcePath: `${syncRoot}/result.txt`, targetPath: path.join(back, "result.txt"), kind: "file", mode: 0o640 },
+          { sourcePath: `${syncRoot}/out`, targetPath: path.join(back, "out"), kind: "directory", mode: 0o700, exclude: ["*.tmp"] },
+        ],
+      }],
+    }, syncBudget());
+    assert.equal(syncedOut.operations.length, 1, JSON.stringify(syncedOut));
+    const [outOp] = syncedOut.operations;
+    assert.equal(outOp.operationId, "sync-op-2");
+    assert.equal(outOp.filesTransferred, 4, JSON.stringify(outOp)); // result.txt, summary.txt, tool.sh, logs/run.log
+    const summary = readme + deep;
+    const outMin = Buffer.byteLength("8\n" + summary + runScript + "ran out\n");
+    assert.ok(outOp.bytesTransferred >= outMin && outOp.bytesTransferred < 64 << 10, JSON.stringify(outOp));
+    const hostFile = (rel, content, mode) => {
+      const st = lstatSync(path.join(back, rel));
+      assert.ok(st.isFile(), `${rel} is a regular file`);
+      assert.equal(st.mode & 0o777, mode, `${rel} mode ${(st.mode & 0o777).toString(8)}`);
+      assert.equal(readFileSync(path.join(back, rel), "utf8"), content, rel);
+    };
+    hostFile("result.txt", "8\n", 0o640);
+    hostFile("out/summary.txt", summary, 0o640);
+    hostFile("out/tool.sh", runScript, 0o750);
+    hostFile("out/logs/run.log", "ran out\n", 0o644);
+    const outDir = lstatSync(path.join(back, "out"));
+    assert.ok(outDir.isDirectory());
+    assert.equal(outDir.mode & 0o777, 0o700, `out mode ${(outDir.mode & 0o777).toString(8)}`);
+    assert.equal(readlinkSync(path.join(back, "out", "latest")), "logs/run.log");
+    assert.equal(existsSync(path.join(back, "out", "skip.tmp")), false, "the exclude glob dropped skip.tmp");
+    assert.deepEqual(readdirSync(back).sort(), ["out", "result.txt"], "nothing but the targets landed on the host");
+    // No transfer scratch file is left in the sandbox's /tmp (its directory in the sim).
+    const sandboxTmp = sim.sandboxDirs().filter((d) => d.endsWith(`/${id}`)).map((d) => path.join(sim.dir, d, "tmp"));
+    assert.equal(sandboxTmp.length, 1, `the lease's sandbox in the sim: ${sim.sandboxDirs()}`);
+    assert.deepEqual(readdirSync(sandboxTmp[0]).filter((n) => n.startsWith("paperclip-createos-transfer-")), []);
+    const syncTook = Date.now() - syncStarted;
+    assert.ok(syncTook < 30_000, `the sync step took ${syncTook}ms`);
+    // The worker spaces requests to one origin 300 ms apart: the step's ~24 requests take about 7 s.
+    t.diagnostic(`sync in, execute, sync out: ${syncTook}ms`);
 
     // Release a reusable lease: the sandbox is paused, not deleted.
     const released = await call("environmentReleaseLease", {
