@@ -40,23 +40,6 @@ done
 echo "$st" >&3
 `
 
-// helperSpec describes one command in a sandbox.
-type helperSpec struct {
-	view *view
-	Cmd  string
-	Args []string
-	Cwd  string
-	Env  []string
-	PTY  bool
-}
-
-// helperStatus is how a command ended.
-type helperStatus struct {
-	ExitCode   *int
-	Signal     string
-	SetupError string
-}
-
 // helperCmd is the init process of one command.
 type helperCmd struct {
 	*exec.Cmd

@@ -19,21 +19,6 @@ func newView(root, workspace, tmp, home string, writable bool) (*view, error) {
 }
 func (v *view) close() {}
 
-type helperSpec struct {
-	view *view
-	Cmd  string
-	Args []string
-	Cwd  string
-	Env  []string
-	PTY  bool
-}
-
-type helperStatus struct {
-	ExitCode   *int
-	Signal     string
-	SetupError string
-}
-
 type helperCmd struct{ *exec.Cmd }
 
 func newHelperCmd(context.Context, helperSpec) (*helperCmd, error) { return nil, errNoIsolation }

@@ -1,0 +1,18 @@
+package createostest
+
+// helperSpec describes one command in a sandbox.
+type helperSpec struct {
+	view *view
+	Cmd  string
+	Args []string
+	Cwd  string
+	Env  []string
+	PTY  bool
+}
+
+// helperStatus is how a command ended.
+type helperStatus struct {
+	ExitCode   *int
+	Signal     string
+	SetupError string
+}
