@@ -252,6 +252,9 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 		r.l.mu.Unlock()
 	}
 
+	if cmd.ProcessState == nil { // Wait failed without reaping: nothing to report
+		return nil, fmt.Errorf("wait for command: %w", waitErr)
+	}
 	res := &handlers.ExecuteResult{TimedOut: timedOut, Stdout: stdout.String(), Stderr: stderr.String(), Metadata: r.meta}
 	if stdout.truncated() || stderr.truncated() {
 		r.meta["outputTruncated"] = true
@@ -262,9 +265,6 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 	} else if !timedOut {
 		code := cmd.ProcessState.ExitCode()
 		res.ExitCode = &code
-	}
-	if waitErr != nil && cmd.ProcessState == nil {
-		return nil, fmt.Errorf("wait for command: %w", waitErr)
 	}
 	zerolog.Ctx(ctx).Debug().Int("pid", pgid).Bool("timedOut", timedOut).Msg("fake command finished")
 	return res, nil
