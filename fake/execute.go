@@ -174,15 +174,8 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 	}
 	growPipe(outR)
 	growPipe(errR)
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        append([]string{r.p.Command}, r.p.Args...),
-		Env:         env,
-		Dir:         cwd,
-		Stdout:      outW,
-		Stderr:      errW,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	}
+	cmd := newCommand(path, append([]string{r.p.Command}, r.p.Args...), env, cwd)
+	cmd.Stdout, cmd.Stderr = outW, errW
 	if stdin != nil {
 		cmd.Stdin = stdin
 	}
@@ -197,9 +190,6 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 	}
 	pgid := cmd.Process.Pid
 	r.e.pgid = pgid
-	r.l.mu.Lock()
-	r.l.groups[pgid] = struct{}{}
-	r.l.mu.Unlock()
 	close(r.e.started)
 
 	stdout, stderr := newTail(r.maxOut), newTail(r.maxOut)
@@ -208,30 +198,15 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 	go r.copy(&readers, outR, "stdout", stdout)
 	go r.copy(&readers, errR, "stderr", stderr)
 
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-
-	var timer <-chan time.Time
-	if timeoutMs > 0 {
-		t := time.NewTimer(time.Duration(timeoutMs * float64(time.Millisecond)))
-		defer t.Stop()
-		timer = t.C
-	}
-	timedOut := false
-	select {
-	case <-exited:
-	case <-timer:
-		timedOut = true
-		terminateGroup(ctx, pgid, killGrace)
-	case <-r.e.stopCh:
+	end, confirmed, waitErr := r.l.supervise(ctx, cmd, time.Duration(timeoutMs*float64(time.Millisecond)), r.e.stopCh)
+	timedOut := end == endTimedOut
+	switch end {
+	case endStopped:
 		r.meta["cancelled"] = true
-		r.e.stopped = terminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
-	case <-ctx.Done():
+		r.e.stopped = confirmed
+	case endCancelled:
 		r.meta["cancelled"] = true
-		terminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
 	}
-	<-exited
 
 	// Output still arriving from background children is read briefly, then
 	// the pipes are closed so that they cannot hold the call.
@@ -246,11 +221,6 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 	}
 	outR.Close()
 	errR.Close()
-	if !groupAlive(pgid) {
-		r.l.mu.Lock()
-		delete(r.l.groups, pgid)
-		r.l.mu.Unlock()
-	}
 
 	if cmd.ProcessState == nil { // Wait failed without reaping: nothing to report
 		return nil, fmt.Errorf("wait for command: %w", waitErr)

@@ -123,3 +123,65 @@ func executable(p string) error {
 	}
 	return nil
 }
+
+// groupEnd says why supervise stopped waiting for a command.
+type groupEnd int
+
+const (
+	endExited    groupEnd = iota // the command exited by itself
+	endTimedOut                  // its timeout passed
+	endStopped                   // stop was closed (exact cancel, release)
+	endCancelled                 // the call's context ended
+)
+
+// newCommand is a command in its own process group that dies with the
+// worker's thread that started it.
+func newCommand(path string, args, env []string, dir string) *exec.Cmd {
+	return &exec.Cmd{
+		Path: path, Args: args, Env: env, Dir: dir,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+}
+
+// supervise owns a started command of lease l: it records the command's
+// process group with the lease, waits until the command exits, timeout
+// passes (0: none), stop is closed or ctx ends — the last three terminate
+// the whole group, SIGTERM then SIGKILL after killGrace — and reaps it. It
+// reports why the wait ended and, for a termination, whether the group is
+// confirmed gone. The lease forgets the group once no member is left;
+// background processes that outlive the command stay recorded, so release
+// can end them.
+func (l *lease) supervise(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, stop <-chan struct{}) (end groupEnd, confirmed bool, waitErr error) {
+	pgid := cmd.Process.Pid
+	l.mu.Lock()
+	l.groups[pgid] = struct{}{}
+	l.mu.Unlock()
+
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-exited:
+	case <-timer:
+		end = endTimedOut
+	case <-stop:
+		end = endStopped
+	case <-ctx.Done():
+		end = endCancelled
+	}
+	if end != endExited {
+		confirmed = terminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
+	}
+	<-exited
+	l.mu.Lock()
+	if !groupAlive(pgid) {
+		delete(l.groups, pgid)
+	}
+	l.mu.Unlock()
+	return end, confirmed, waitErr
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -40,48 +39,17 @@ func (s *syncer) postUpload(ctx context.Context, op operationPlan, i int, c comm
 	if err != nil {
 		return fmt.Errorf("%s: no sh to run it: %w", where, err)
 	}
-	cmd := &exec.Cmd{
-		Path:        sh,
-		Args:        []string{"sh", "-c", c.command},
-		Env:         buildEnv(nil),
-		Dir:         dir,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	}
+	cmd := newCommand(sh, []string{"sh", "-c", c.command}, buildEnv(nil), dir)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: start: %w", where, unwrapPathErr(err))
 	}
-	pgid := cmd.Process.Pid
-	s.l.mu.Lock()
-	s.l.groups[pgid] = struct{}{}
-	s.l.mu.Unlock()
-
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	var timer <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		timer = t.C
-	}
-	timedOut := false
+	end, _, _ := s.l.supervise(ctx, cmd, timeout, nil)
+	timedOut := end == endTimedOut
 	var stopErr error
-	select {
-	case <-exited:
-	case <-timer:
-		timedOut = true
-		terminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
-	case <-ctx.Done():
-		stopErr = context.Cause(ctx)
-		terminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
-	}
-	<-exited
 	s.l.mu.Lock()
 	closing := s.l.closing
-	if !groupAlive(pgid) {
-		delete(s.l.groups, pgid)
-	}
 	s.l.mu.Unlock()
-	if stopErr == nil && !timedOut {
+	if !timedOut {
 		// A release may kill the group before this call sees its context
 		// cancelled; a command killed while the lease closes was stopped.
 		if cause := context.Cause(ctx); cause != nil {
