@@ -59,7 +59,8 @@ func (e *execution) stopRequested() bool {
 }
 
 // Execute implements handlers.Driver: command and args run directly (no
-// shell) in their own process group, with only PATH and the explicit env.
+// shell) in their own process group, in the cwd the host asks for (see
+// (*run).cwd), with only PATH and the explicit env.
 func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	c := parseConfig(p.Config)
 	startedAt := isoMillis(d.now())
@@ -136,10 +137,14 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 		r.meta["cancelled"] = true
 		return failed(130, "fake-plugin: execution cancelled before it started.\n", r.meta), nil
 	}
-	cwd, err := r.cwd()
-	if err != nil {
+	cwd := r.cwd()
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
 		close(r.e.started)
-		return nil, err
+		why := "not a directory"
+		if err != nil {
+			why = unwrapPathErr(err).Error()
+		}
+		return failed(1, fmt.Sprintf("fake-plugin: cannot use cwd %s: %s\n", cwd, why), r.meta), nil
 	}
 	env := buildEnv(r.p.Env)
 	path, err := lookPath(r.p.Command, envPATH(r.p.Env), cwd)
@@ -258,36 +263,19 @@ func (r *run) copy(wg *sync.WaitGroup, src *os.File, stream string, t *tail) {
 	}
 }
 
-// cwd resolves the command's working directory inside the lease root:
-// the lease workspace by default, a relative cwd against it, and an
-// absolute cwd only when it lies inside the lease root.
-func (r *run) cwd() (string, error) {
-	cwd := r.p.Cwd
-	if cwd == "" {
-		return r.l.workspace, nil
+// cwd is where the command runs, as the host asks: an absolute cwd as
+// given (the host's managed-runtime scripts use "/" on purpose), a relative
+// one against the lease workspace, none the lease workspace. The fake does
+// not confine commands: they run as the worker's user on this machine.
+func (r *run) cwd() string {
+	switch cwd := r.p.Cwd; {
+	case cwd == "":
+		return r.l.workspace
+	case filepath.IsAbs(cwd):
+		return filepath.Clean(cwd)
+	default:
+		return filepath.Join(r.l.workspace, cwd)
 	}
-	if !filepath.IsAbs(cwd) {
-		cwd = filepath.Join(r.l.workspace, cwd)
-	}
-	cwd = filepath.Clean(cwd)
-	real := cwd
-	if ev, err := filepath.EvalSymlinks(cwd); err == nil {
-		real = ev
-	}
-	rootReal, err := filepath.EvalSymlinks(r.l.root)
-	if err != nil {
-		rootReal = r.l.root
-	}
-	if !within(rootReal, real) && !within(r.l.root, cwd) {
-		return "", state.Userf("cwd %s is outside the fake-plugin lease root %s; use the cwd environmentRealizeWorkspace returned.", r.p.Cwd, r.l.root)
-	}
-	return cwd, nil
-}
-
-// within reports whether p is root or below it.
-func within(root, p string) bool {
-	rel, err := filepath.Rel(root, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // envPATH is the PATH a command runs with.

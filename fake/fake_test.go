@@ -399,6 +399,9 @@ func TestCancelRacingTheStartWins(t *testing.T) {
 	}
 }
 
+// TestConfinement covers what the fake does confine: the directories it
+// creates and the leases a caller may use. Commands themselves are not
+// confined (TestExecuteCwdIsWhereTheHostAsks).
 func TestConfinement(t *testing.T) {
 	ctx := context.Background()
 	d := newDriver(t)
@@ -412,15 +415,6 @@ func TestConfinement(t *testing.T) {
 	}
 	if _, err := os.Stat(outside); !os.IsNotExist(err) {
 		t.Fatal("realize created a host path outside the lease")
-	}
-	if r := execute(t, d, b, l, nil, "pwd"); strings.TrimSpace(r.Stdout) != l.Metadata["remoteCwd"] {
-		t.Fatalf("default cwd = %q", r.Stdout)
-	}
-	if _, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "pwd", Cwd: "/"}, nil); err == nil {
-		t.Fatal("cwd outside the lease root was accepted")
-	}
-	if _, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "pwd", Cwd: "../../.."}, nil); err == nil {
-		t.Fatal("relative escape accepted")
 	}
 	other := base("env-1", nil)
 	other.CompanyID = "company-2"

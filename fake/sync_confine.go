@@ -61,6 +61,12 @@ func sandboxRel(p string, roots ...string) (string, error) {
 	return "", fmt.Errorf("sandbox path %s is outside the fake-plugin lease root", p)
 }
 
+// within reports whether p is root or below it.
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 // hostPath checks a host-side path.
 func hostPath(p string) (string, error) {
 	if p == "" || strings.IndexByte(p, 0) >= 0 || !filepath.IsAbs(p) {
