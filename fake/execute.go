@@ -203,7 +203,7 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 	go r.copy(&readers, outR, "stdout", stdout)
 	go r.copy(&readers, errR, "stderr", stderr)
 
-	end, confirmed, waitErr := r.l.supervise(ctx, cmd, time.Duration(timeoutMs*float64(time.Millisecond)), r.e.stopCh)
+	end, confirmed, waitErr := r.l.supervise(ctx, cmd, msDuration(timeoutMs), r.e.stopCh)
 	timedOut := end == endTimedOut
 	switch end {
 	case endStopped:

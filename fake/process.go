@@ -3,6 +3,7 @@ package fake
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,19 @@ const killGrace = 250 * time.Millisecond
 // process exited: a background child that keeps the pipe open must not
 // hold the execute call.
 const pipeDrain = 200 * time.Millisecond
+
+// msDuration converts a timeout in milliseconds as the host sends it (any
+// JSON number) to a duration: 0 or less means none, and a value past what
+// a Duration holds saturates instead of wrapping around.
+func msDuration(ms float64) time.Duration {
+	switch {
+	case math.IsNaN(ms) || ms <= 0:
+		return 0
+	case ms >= float64(math.MaxInt64/int64(time.Millisecond)):
+		return math.MaxInt64
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
 
 // groupAlive reports whether process group pgid has a member that is not a
 // zombie.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -19,9 +18,9 @@ import (
 // Native file sync: environmentSyncIn copies host paths into the lease
 // root, environmentSyncOut copies lease paths to the host. The whole call
 // is validated before anything is written (paths, kinds, modes, exclude
-// patterns, command cwds and timeouts); operations then apply in array
-// order, each one's post-upload commands after its files, and the first
-// failure fails the call (earlier operations stay applied). The path,
+// patterns and command cwds); operations then apply in array order, each
+// one's post-upload commands after its files, and the first failure fails
+// the call (earlier operations stay applied). The path,
 // symlink and exclude rules are in sync_confine.go, the copy in
 // sync_copy.go, the commands in sync_post.go.
 //
@@ -74,9 +73,9 @@ type mappingPlan struct {
 // commandPlan is one validated post-upload command.
 type commandPlan struct {
 	command string
-	cwd     string // root-relative; "" = the operation's target directory
-	timeout time.Duration
-	hasTO   bool
+	cwd     string        // root-relative; "" = the operation's target directory
+	timeout time.Duration // 0: no limit
+	hasTO   bool          // timeout came with the command
 }
 
 type operationPlan struct {
@@ -164,11 +163,7 @@ func planSync(ops []handlers.SyncOperation, in bool, roots []string) ([]operatio
 				cp.cwd = rel
 			}
 			if c.TimeoutMs != nil {
-				t := *c.TimeoutMs
-				if math.IsNaN(t) || t <= 0 || t > 86_400_000 {
-					return nil, fmt.Errorf("%s (operations[%d]) postUploadCommands[%d]: timeoutMs must be from 1 to 86400000", where, i, k)
-				}
-				cp.timeout, cp.hasTO = time.Duration(t*float64(time.Millisecond)), true
+				cp.timeout, cp.hasTO = msDuration(*c.TimeoutMs), true
 			}
 			plan.commands = append(plan.commands, cp)
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,8 +13,9 @@ import (
 // postUpload runs one post-upload command verbatim as `sh -c <command>`
 // in its own process group, with only PATH in its environment, stdin and
 // output on /dev/null (output may hold secrets and is never returned), in
-// a cwd confined to the lease root. Its timeout is its own timeoutMs, else
-// the config's (0 or less: none); on timeout the group gets SIGTERM, then
+// a cwd inside the lease root (sync_confine.go). Its timeout is its own
+// timeoutMs, else the config's (0 or less: none, any larger number is
+// honoured as sent); on timeout the group gets SIGTERM, then
 // SIGKILL after killGrace. Failure errors name the operation, the command
 // index and the exit code or signal, never the command or its output.
 func (s *syncer) postUpload(ctx context.Context, op operationPlan, i int, c commandPlan) error {
@@ -32,8 +32,8 @@ func (s *syncer) postUpload(ctx context.Context, op operationPlan, i int, c comm
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	timeout := c.timeout
-	if !c.hasTO && s.timeoutMs > 0 {
-		timeout = time.Duration(s.timeoutMs * float64(time.Millisecond))
+	if !c.hasTO {
+		timeout = msDuration(s.timeoutMs)
 	}
 	sh, err := lookPath("sh", defaultPATH, dir)
 	if err != nil {

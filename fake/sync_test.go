@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -458,12 +459,6 @@ func TestSyncRejects(t *testing.T) {
 			o.PostUploadCommands = []handlers.PostUploadCommand{{Command: "true", Cwd: "/tmp"}}
 			return true, []handlers.SyncOperation{o}
 		}, "is outside the fake-plugin lease root"},
-		{"post-upload timeout not positive", func(e *syncEnv) (bool, []handlers.SyncOperation) {
-			o := syncOp("o")
-			zero := 0.0
-			o.PostUploadCommands = []handlers.PostUploadCommand{{Command: "true", TimeoutMs: &zero}}
-			return true, []handlers.SyncOperation{o}
-		}, "timeoutMs must be from 1"},
 		// Runtime rejections (after validation).
 		{"kind file on a directory", func(e *syncEnv) (bool, []handlers.SyncOperation) {
 			return true, []handlers.SyncOperation{syncOp("o", file(filepath.Join(e.host, "d"), e.ws+"/a"))}
@@ -662,6 +657,36 @@ func TestSyncPostUploadTimeout(t *testing.T) {
 				return errors.Is(syscall.Kill(child, 0), syscall.ESRCH) || !groupAlive(pgid)
 			})
 		})
+	}
+}
+
+// TestSyncPostUploadTimeoutsAsSent: the host stamps the run's timeout on
+// every post-upload command (an adapter's timeoutSec × 1000, which may pass
+// a day); any number is accepted, 0 or less meaning no limit.
+func TestSyncPostUploadTimeoutsAsSent(t *testing.T) {
+	e := newSyncEnv(t, handlers.Object{"timeoutMs": 14_400_000.0})
+	for _, timeout := range []*float64{nil, new(0.0), new(-1.0), new(14_400_000.0), new(172_800_000.0), new(1e300)} {
+		o := syncOp("op")
+		o.PostUploadCommands = []handlers.PostUploadCommand{{Command: "echo ran >> ran", TimeoutMs: timeout}}
+		if _, err := e.in(o); err != nil {
+			t.Fatalf("timeoutMs %v: %v", timeout, err)
+		}
+	}
+	syncCheckFile(t, filepath.Join(e.ws, "ran"), strings.Repeat("ran\n", 6))
+}
+
+func TestMsDuration(t *testing.T) {
+	for _, tc := range []struct {
+		ms   float64
+		want time.Duration
+	}{
+		{0, 0}, {-5, 0}, {math.NaN(), 0}, {math.Inf(-1), 0},
+		{1, time.Millisecond}, {0.5, 500 * time.Microsecond}, {14_400_000, 4 * time.Hour},
+		{1e300, math.MaxInt64}, {math.Inf(1), math.MaxInt64},
+	} {
+		if got := msDuration(tc.ms); got != tc.want {
+			t.Errorf("msDuration(%v) = %v, want %v", tc.ms, got, tc.want)
+		}
 	}
 }
 
