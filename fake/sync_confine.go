@@ -31,7 +31,11 @@ import (
 // That is the P, **/P, P/** and **/P/** reading the CreateOS driver uses; a
 // leading "./" or "**/" and a trailing "/" or "/**" are therefore dropped
 // from a pattern, and "**" elsewhere means what path.Match makes of it
-// ("*" within one segment).
+// ("*" within one segment). A pattern also matches literally: the host
+// puts raw git-ignored paths in its exclude lists (unescaped for the
+// workspace, so "app/[id" can arrive), and its own matcher
+// (adapter-utils exclude-patterns.js) reads them as plain paths. A pattern
+// path.Match cannot parse is therefore matched literally, not refused.
 
 // sandboxRel maps the absolute sandbox path p to a name relative to the
 // lease root. roots are the root's spellings (as created and with its
@@ -102,8 +106,8 @@ func linkConfined(dir, target string) error {
 	return nil
 }
 
-// normalizeExclude checks an exclude pattern and strips what the matching
-// rule already implies.
+// normalizeExclude strips from an exclude pattern what the matching rule
+// already implies, and refuses a pattern that would exclude the whole tree.
 func normalizeExclude(p string) (string, error) {
 	q := strings.TrimPrefix(p, "./")
 	for strings.HasPrefix(q, "**/") {
@@ -116,18 +120,16 @@ func normalizeExclude(p string) (string, error) {
 	if q == "" || q == "**" || q == "." {
 		return "", fmt.Errorf("exclude pattern %q would exclude everything", p)
 	}
-	if _, err := path.Match(q, ""); err != nil {
-		return "", fmt.Errorf("exclude pattern %q: %w", p, err)
-	}
 	return q, nil
 }
 
 // excluded reports whether rel (slash-separated, relative to the mapping's
-// source directory) matches one of the normalised patterns.
+// source directory) matches one of the normalised patterns, as a glob or
+// literally.
 func excluded(patterns []string, rel string) bool {
 	for _, p := range patterns {
 		for s := rel; ; {
-			if ok, _ := path.Match(p, s); ok {
+			if ok, _ := path.Match(p, s); ok || p == s {
 				return true
 			}
 			i := strings.IndexByte(s, '/')
