@@ -30,9 +30,9 @@ import (
 //     missing parents are created 0700;
 //   - the mapping's sourcePath is always resolved (a symlink there is
 //     read through); followSymlinks applies to entries inside a directory:
-//     false keeps them as links (confined, see sync_confine.go), true
+//     false keeps them as links with their targets as written, true
 //     copies what they point to, refusing loops; on the sandbox side
-//     following never leaves the lease root;
+//     following never leaves the lease root (see sync_confine.go);
 //   - mode (0..0o777) is the final mode of a file mapping's file, or of a
 //     directory mapping's target directory; otherwise files get the
 //     source's permission bits, directories the sync creates get the

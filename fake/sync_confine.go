@@ -16,12 +16,12 @@ import (
 // symlink inside the lease cannot lead a sync out of it either. Host paths
 // are the host's own: they must be absolute and are used as given.
 //
-// Symlinks copied without followSymlinks are kept only when their target
-// is relative, has ".." segments only at its start, and resolves
-// (lexically, from the link's directory) inside the mapping's target
-// directory. Because ".." only walks up through directories the sync
-// itself mirrors, and every kept link obeys the same rule, no chain of kept
-// links leaves the target. Any other link fails the call.
+// Symlinks copied without followSymlinks are kept with their target as
+// written, whatever it is (as tar without -h, the host's own fallback and
+// its restore merge keep them): the copy never follows a link it writes or
+// finds in a target tree, and the sandbox side is reached only through
+// os.Root, so a kept link cannot lead a sync out of the lease root. With
+// followSymlinks the sandbox side still never leaves the root.
 //
 // Exclude patterns (directory mappings only) use path.Match syntax against
 // slash-separated paths relative to the mapping's source directory. An
@@ -77,33 +77,6 @@ func hostPath(p string) (string, error) {
 		return "", fmt.Errorf("host path %q is not absolute", p)
 	}
 	return filepath.Clean(p), nil
-}
-
-// linkConfined checks a symlink found at dir/<name> (dir relative to the
-// mapping's directory, "." for the top) whose target is target.
-func linkConfined(dir, target string) error {
-	if target == "" || strings.IndexByte(target, 0) >= 0 {
-		return fmt.Errorf("symlink target %q is empty or invalid", target)
-	}
-	if strings.HasPrefix(target, "/") {
-		return fmt.Errorf("symlink target %q is absolute; only relative links inside the synced directory are kept", target)
-	}
-	leading := true
-	for seg := range strings.SplitSeq(target, "/") {
-		switch {
-		case seg == "..":
-			if !leading {
-				return fmt.Errorf("symlink target %q has a '..' after other segments", target)
-			}
-		case seg != "" && seg != ".":
-			leading = false
-		}
-	}
-	r := path.Join(dir, target)
-	if r == ".." || strings.HasPrefix(r, "../") {
-		return fmt.Errorf("symlink target %q points outside the synced directory", target)
-	}
-	return nil
 }
 
 // normalizeExclude strips from an exclude pattern what the matching rule

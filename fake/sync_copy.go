@@ -152,7 +152,7 @@ func (c *copier) tree(src, dst, rel string, ancestors []fileID) error {
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			if !c.follow {
-				if err := c.link(s, t, rel, erel); err != nil {
+				if err := c.link(s, t, erel); err != nil {
 					return err
 				}
 				continue
@@ -256,14 +256,14 @@ func (c *copier) chmod(name string, mode fs.FileMode) error {
 	return nil
 }
 
-// link recreates the symlink s at t, if its target stays inside.
-func (c *copier) link(s, t, dir, erel string) error {
+// link recreates the symlink s at t with its target as written, as tar
+// without -h does: the copy never follows a link it writes, and every
+// sandbox-side access goes through the lease's os.Root, so a target that
+// points elsewhere is only text.
+func (c *copier) link(s, t, erel string) error {
 	target, err := c.src.Readlink(s)
 	if err != nil {
 		return fmt.Errorf("read symlink %s: %w", erel, cleanErr(err))
-	}
-	if err := linkConfined(dir, filepath.ToSlash(target)); err != nil {
-		return fmt.Errorf("symlink %s: %w", erel, err)
 	}
 	if ti, err := c.dst.Lstat(t); err == nil && ti.IsDir() {
 		return fmt.Errorf("target %s exists and is a directory", erel)

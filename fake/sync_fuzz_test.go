@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// FuzzSyncPathConfined checks the containment rules of native sync: an
+// FuzzSyncPathConfined checks the containment rule of native sync: an
 // accepted sandbox path maps to a local name under the lease root that an
-// os.Root opened there resolves without escaping, and an accepted symlink
-// target stays inside the synced directory.
+// os.Root opened there resolves without escaping. The second input is also
+// run through the exclude rules, which must never panic.
 func FuzzSyncPathConfined(f *testing.F) {
 	const root = "/tmp/paperclip-fake-sandbox-123"
 	for _, s := range [][2]string{
@@ -35,7 +35,7 @@ func FuzzSyncPathConfined(f *testing.F) {
 	}
 	f.Cleanup(func() { r.Close() })
 
-	f.Fuzz(func(t *testing.T, p, link string) {
+	f.Fuzz(func(t *testing.T, p, pattern string) {
 		rel, err := sandboxRel(p, root)
 		if err == nil {
 			if !strings.HasPrefix(p, "/") || strings.Contains(p, "\x00") {
@@ -59,30 +59,7 @@ func FuzzSyncPathConfined(f *testing.F) {
 			}
 		}
 
-		linkDir := "."
-		if err == nil && rel != "." {
-			linkDir = path.Dir(rel)
-		}
-		if linkConfined(linkDir, link) == nil {
-			if link == "" || strings.HasPrefix(link, "/") || strings.Contains(link, "\x00") {
-				t.Fatalf("accepted link target %q", link)
-			}
-			res := path.Join(linkDir, link)
-			if res == ".." || strings.HasPrefix(res, "../") {
-				t.Fatalf("link %q in %q resolves to %q", link, linkDir, res)
-			}
-			seenName := false
-			for seg := range strings.SplitSeq(link, "/") {
-				if seg == ".." && seenName {
-					t.Fatalf("accepted %q with an inner '..'", link)
-				}
-				if seg != "" && seg != "." && seg != ".." {
-					seenName = true
-				}
-			}
-		}
-
-		if q, err := normalizeExclude(link); err == nil {
+		if q, err := normalizeExclude(pattern); err == nil {
 			_ = excluded([]string{q}, strings.TrimPrefix(path.Clean("/"+p), "/"))
 		}
 	})
