@@ -213,21 +213,30 @@ func (d *Driver) DestroyLease(ctx context.Context, p *handlers.DestroyLeaseParam
 	return d.endLease(ctx, p, true)
 }
 
+// endLease stops the lease's work and, with remove, deletes it. The company
+// must be the lease's; so must the environment, except that a removal with
+// an empty environmentId is accepted: the host's orphan cleanup sends one
+// once the environment is deleted (server environment-runtime.js: "the
+// provider teardown keys on the provider lease id").
 func (d *Driver) endLease(ctx context.Context, p *handlers.ReleaseLeaseParams, remove bool) (*handlers.TerminationReceipt, error) {
 	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
 		return nil, nil
 	}
 	id := *p.ProviderLeaseID
+	owner := p.BaseParams
 	d.mu.Lock()
 	l, ok := d.leases[id]
-	if ok && l.owned(&p.BaseParams) == nil && remove {
+	if ok && remove && owner.EnvironmentID == "" && l.companyID == owner.CompanyID {
+		owner.EnvironmentID = l.environmentID // an orphan cleanup for a deleted environment
+	}
+	if ok && l.owned(&owner) == nil && remove {
 		delete(d.leases, id)
 	}
 	d.mu.Unlock()
 	if !ok {
 		return nil, nil // already gone: release and destroy are idempotent
 	}
-	if err := l.owned(&p.BaseParams); err != nil {
+	if err := l.owned(&owner); err != nil {
 		return nil, err
 	}
 	l.op.Lock()
