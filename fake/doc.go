@@ -1,5 +1,8 @@
-// Package fake is the fake-plugin driver: a real local sandbox whose leases
-// are private temp directories and whose commands run as local process
-// groups with streamed output, timeouts and exact cancellation. It matches
-// the observable formats of Paperclip's TypeScript fake sandbox provider.
+// Package fake is the fake-plugin driver: a local stand-in for a sandbox
+// whose leases are private temp directories and whose commands run as local
+// process groups with streamed output, timeouts and exact cancellation. It
+// is not an isolation boundary: commands run as the worker's user on the
+// worker's machine, wherever the host asks; only file sync confines its
+// sandbox-side paths to the lease root. It matches the observable formats
+// of Paperclip's TypeScript fake sandbox provider.
 package fake
