@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// leaseRoots lists the fake driver's lease roots in the temp dir the
+// worker uses (its environment has no TMPDIR).
+func leaseRoots() map[string]bool {
+	m := map[string]bool{}
+	for _, pat := range []string{"/tmp/paperclip-fake-sandbox-*", filepath.Join(os.TempDir(), "paperclip-fake-sandbox-*")} {
+		got, _ := filepath.Glob(pat)
+		for _, g := range got {
+			m[g] = true
+		}
+	}
+	return m
+}
+
+// stopAndCheck checks that no sim sandbox is left while the sim still
+// runs, stops the server and the sim by pid, then checks that no process
+// the run started (worker, Postgres, sandbox commands, daemons) is alive
+// and that no lease root is left.
+func (h *harness) stopAndCheck(ctx context.Context) error {
+	simDir := filepath.Join(h.runDir, "sim")
+	if err := poll(ctx, 30*time.Second, "every createos-sim sandbox deleted", func() (bool, error) {
+		// <sim dir>/createostest-*/<sandbox id>
+		left, err := filepath.Glob(filepath.Join(simDir, "*", "*"))
+		if err != nil {
+			return false, err
+		}
+		if len(left) > 0 {
+			return false, fmt.Errorf("sandboxes remain: %s", strings.Join(left, " "))
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	if !h.server.stop(60 * time.Second) {
+		return fmt.Errorf("the server did not exit within 60s of SIGTERM; see %s", h.server.log.Name())
+	}
+	if !h.sim.stop(20 * time.Second) {
+		return fmt.Errorf("createos-sim did not exit within 20s of SIGTERM; see %s", h.sim.log.Name())
+	}
+	if ents, err := os.ReadDir(simDir); err != nil || len(ents) > 0 {
+		return fmt.Errorf("createos-sim left %d entries in its directory (%v)", len(ents), err)
+	}
+	if err := poll(ctx, 20*time.Second, "no process of the run alive", func() (bool, error) {
+		left := descendants(os.Getpid())
+		if len(left) == 0 {
+			return true, nil
+		}
+		var s []string
+		for _, p := range left {
+			s = append(s, fmt.Sprintf("%d %s", p.pid, truncate(p.cmdline, 160)))
+		}
+		return false, fmt.Errorf("left running:\n  %s", strings.Join(s, "\n  "))
+	}); err != nil {
+		return err
+	}
+	reapOrphans()
+	var left []string
+	for r := range leaseRoots() {
+		if !h.leaseRootsBefore[r] {
+			left = append(left, r)
+		}
+	}
+	sort.Strings(left)
+	if len(left) > 0 {
+		return fmt.Errorf("fake-plugin lease roots left on disk: %s", strings.Join(left, " "))
+	}
+	fmt.Println("   no process, lease root or sim sandbox left")
+	return nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// copyTree copies regular files and directories, keeping modes.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, info.Mode().Perm()|0o700)
+		case info.Mode().IsRegular():
+			return copyFile(p, target, info.Mode().Perm())
+		}
+		return nil
+	})
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// simToolsDir is where createos-sim shows the stub agent in its sandboxes
+// (a CreateOS image would have the real CLI installed).
+const simToolsDir = "/opt/paperclip-e2e-tools"
+
+func (h *harness) envConfig(driver string) map[string]any {
+	if driver == "createos" {
+		return map[string]any{"provider": "createos", "apiUrl": h.simURL, "apiKey": h.simKey, "shape": "s-1vcpu-1gb", "timeoutMs": 120000}
+	}
+	return map[string]any{"provider": driver}
+}
+
+// agentCommand is the stub agent CLI's path as the sandbox sees it.
+func (h *harness) agentCommand(driver string) string {
+	if driver == "createos" {
+		return simToolsDir + "/claude"
+	}
+	return filepath.Join(h.runDir, "tools", "claude")
+}
+
+type probeResult struct {
+	OK      bool   `json:"ok"`
+	Summary string `json:"summary"`
+}
+
+func (h *harness) createEnvironments(ctx context.Context) error {
+	for _, driver := range []string{"fake-plugin", "createos"} {
+		payload, _ := json.Marshal(map[string]any{"name": "e2e " + driver, "driver": "sandbox", "config": h.envConfig(driver)})
+		var probe probeResult
+		if err := h.pc.runJSON(ctx, &probe, "environment", "probe-config", "--company-id", h.companyID, "--payload-json", string(payload)); err != nil {
+			return err
+		}
+		if !probe.OK {
+			return fmt.Errorf("%s: probe-config failed: %s", driver, probe.Summary)
+		}
+		var env struct {
+			ID string `json:"id"`
+		}
+		if err := h.pc.runJSON(ctx, &env, "environment", "create", "--company-id", h.companyID, "--payload-json", string(payload)); err != nil {
+			return err
+		}
+		h.envIDs[driver] = env.ID
+		if err := h.pc.runJSON(ctx, &probe, "environment", "probe", env.ID); err != nil {
+			return err
+		}
+		if !probe.OK {
+			return fmt.Errorf("%s: saved probe failed: %s", driver, probe.Summary)
+		}
+		fmt.Printf("   %s: environment %s, probe: %s\n", driver, env.ID, probe.Summary)
+	}
+	return nil
+}
+
+const stubOutput = "stub-agent-output.txt"
+
+var invokedRun = regexp.MustCompile(`Invoked heartbeat run (\S+)`)
+
+// heartbeat points the agent at the driver's environment and the stub
+// CLI, runs one heartbeat with the CLI, and checks its outcome: status
+// succeeded, the file the stub wrote in its sandbox cwd is back in the
+// agent's host workspace, and the transcript is stored.
+func (h *harness) heartbeat(ctx context.Context, driver string) error {
+	workspace := filepath.Join(h.dataDir(), "instances", "default", "workspaces", h.agentID)
+	_ = os.Remove(filepath.Join(workspace, stubOutput))
+
+	var agent struct {
+		AdapterConfig map[string]any `json:"adapterConfig"`
+	}
+	if err := h.pc.api(ctx, "GET", "/agents/"+h.agentID, nil, &agent); err != nil {
+		return err
+	}
+	cfg := agent.AdapterConfig
+	cfg["engine"] = "cli"
+	cfg["command"] = h.agentCommand(driver)
+	if err := h.pc.api(ctx, "PATCH", "/agents/"+h.agentID, map[string]any{"adapterConfig": cfg, "defaultEnvironmentId": h.envIDs[driver]}, nil); err != nil {
+		return err
+	}
+
+	mark := h.traceMark()
+	out, runErr := h.pc.run(ctx, 5*time.Minute, "heartbeat", "run", "--agent-id", h.agentID, "--timeout-ms", "240000")
+	h.traffic[driver] = h.traceSince(mark)
+	m := invokedRun.FindStringSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("heartbeat run printed no run id: %v", runErr)
+	}
+	runID := m[1]
+	var run struct {
+		Status string          `json:"status"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+runID, nil, &run); err != nil {
+		return err
+	}
+	if run.Status != "succeeded" {
+		return fmt.Errorf("run %s: status %s (error %s); the CLI said: %s", runID, run.Status, run.Error, lastLines(out, 15))
+	}
+	if runErr != nil {
+		return runErr
+	}
+	got, err := os.ReadFile(filepath.Join(workspace, stubOutput))
+	if err != nil {
+		return fmt.Errorf("the file the stub agent wrote in its sandbox cwd did not come back to the host workspace: %w", err)
+	}
+	if want := "written by the stub agent\n"; string(got) != want {
+		return fmt.Errorf("%s in the host workspace holds %q, want %q", stubOutput, got, want)
+	}
+	var log struct {
+		Content string `json:"content"`
+	}
+	if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+runID+"/log?offset=0&limitBytes=4000000", nil, &log); err != nil {
+		return err
+	}
+	if !strings.Contains(log.Content, "stub-session-1") {
+		return fmt.Errorf("run %s: the stored transcript lacks the stub agent's stream-json (%d bytes)", runID, len(log.Content))
+	}
+	fmt.Printf("   run %s succeeded; %s\n", runID, summarize(h.traffic[driver]))
+	return nil
+}
+
+// setupSession runs a custom-image setup session on the fake environment
+// (start, finish), probes the environment with the captured template and
+// deletes the template, which must reach environmentDeleteTemplate.
+func (h *harness) setupSession(ctx context.Context) error {
+	envID := h.envIDs["fake-plugin"]
+	mark := h.traceMark()
+	var started struct {
+		Session struct {
+			ID string `json:"id"`
+		} `json:"session"`
+	}
+	if err := h.pc.api(ctx, "POST", "/environments/"+envID+"/custom-image-setup-sessions", map[string]any{}, &started); err != nil {
+		return err
+	}
+	session := started.Session
+	if session.ID == "" {
+		return errors.New("setup session: no id in the answer")
+	}
+	if err := h.pc.api(ctx, "POST", "/environment-custom-image-setup-sessions/"+session.ID+"/finish", map[string]any{}, nil); err != nil {
+		return err
+	}
+	var tmpl struct {
+		ActiveTemplate struct {
+			TemplateRef string `json:"templateRef"`
+		} `json:"activeTemplate"`
+	}
+	if err := h.pc.api(ctx, "GET", "/environments/"+envID+"/custom-image-template", nil, &tmpl); err != nil {
+		return err
+	}
+	ref := tmpl.ActiveTemplate.TemplateRef
+	if ref == "" {
+		return errors.New("finishing the setup session left no active template")
+	}
+	var probe probeResult
+	if err := h.pc.api(ctx, "POST", "/environments/"+envID+"/probe", map[string]any{}, &probe); err != nil {
+		return err
+	}
+	if !probe.OK {
+		return fmt.Errorf("probe with the template failed: %s", probe.Summary)
+	}
+	if err := h.pc.api(ctx, "DELETE", "/environments/"+envID+"/custom-image-template?deleteProviderTemplate=true", nil, nil); err != nil {
+		return err
+	}
+	var calls []traceEntry
+	err := poll(ctx, 30*time.Second, "environmentDeleteTemplate answered without error", func() (bool, error) {
+		calls = h.traceSince(mark)
+		return answered(calls, "environmentDeleteTemplate"), nil
+	})
+	h.traffic["setup-session"] = calls
+	if err != nil {
+		return fmt.Errorf("%w; the worker saw: %s", err, summarize(calls))
+	}
+	// The saved probe of a sandbox environment acquires (and releases) a
+	// lease from the active template rather than calling environmentProbe.
+	for _, m := range []string{"environmentStartInteractiveSetup", "environmentCaptureTemplate", "environmentAcquireLease", "environmentReleaseLease"} {
+		if !answered(calls, m) {
+			return fmt.Errorf("%s was not answered without error; the worker saw: %s", m, summarize(calls))
+		}
+	}
+	if !sentWith(calls, "environmentAcquireLease", ref) {
+		return fmt.Errorf("the probe's environmentAcquireLease did not carry the template %s", ref)
+	}
+	fmt.Printf("   %s\n", summarize(calls))
+	return nil
+}
+
+// disableEnable disables the plugin (the worker must get shutdown and
+// exit) and enables it again (a new worker, initialized and healthy).
+func (h *harness) disableEnable(ctx context.Context) error {
+	before := h.traceFiles()
+	if _, err := h.pc.run(ctx, 2*time.Minute, "plugin", "disable", pluginKey); err != nil {
+		return err
+	}
+	if len(before) == 0 {
+		return errors.New("no worker trace before disable")
+	}
+	last := before[len(before)-1]
+	if err := poll(ctx, 30*time.Second, "the old worker answered shutdown and exited", func() (bool, error) {
+		es := readTrace(last)
+		return answered(es, "shutdown") && len(es) > 0 && es[len(es)-1].Dir == "exit", nil
+	}); err != nil {
+		return err
+	}
+	es := readTrace(last)
+	if exit := es[len(es)-1].Text; exit != "exit status 0" {
+		return fmt.Errorf("the old worker ended with %q after shutdown, want exit status 0", exit)
+	}
+	if _, err := h.pc.run(ctx, 2*time.Minute, "plugin", "enable", pluginKey); err != nil {
+		return err
+	}
+	if err := h.waitHealthy(ctx); err != nil {
+		return err
+	}
+	return poll(ctx, 30*time.Second, "a new worker answered initialize", func() (bool, error) {
+		files := h.traceFiles()
+		return len(files) > len(before) && answered(readTrace(files[len(files)-1]), "initialize"), nil
+	})
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

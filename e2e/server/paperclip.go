@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// paperclip talks to one running server: its REST API for what the CLI
+// has no command for, and the paperclipai CLI for what an operator would
+// type.
+type paperclip struct {
+	apiBase string // http://127.0.0.1:<port>
+	node    string // Node >= 24.11 for the CLI
+	cli     string // paperclipai's dist/index.js
+	env     []string
+	logDir  string
+	http    *http.Client
+	nCLI    int
+}
+
+// api sends one JSON request and decodes the JSON answer into out (if
+// non-nil). A status outside 2xx is an error carrying the body.
+func (pc *paperclip) api(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, pc.apiBase+"/api"+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := pc.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	pc.logAPI(method, path, resp.StatusCode, b)
+	if err != nil {
+		return fmt.Errorf("%s %s: read body: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, truncate(string(b), 2000))
+	}
+	if out != nil && len(bytes.TrimSpace(b)) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: decode %s: %w", method, path, truncate(string(b), 500), err)
+		}
+	}
+	return nil
+}
+
+// logAPI appends one exchange to logs/api.log.
+func (pc *paperclip) logAPI(method, path string, status int, body []byte) {
+	f, err := os.OpenFile(filepath.Join(pc.logDir, "api.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s %s %s -> %d %s\n", time.Now().Format(time.TimeOnly), method, path, status, truncate(string(body), 4000))
+}
+
+// run runs `paperclipai <args> --api-base <server>`, keeping its output in
+// logs/cli-<n>-<first arg>.log, and returns stdout.
+func (pc *paperclip) run(ctx context.Context, timeout time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pc.nCLI++
+	name := fmt.Sprintf("cli-%02d-%s", pc.nCLI, strings.Join(args[:min(2, len(args))], "-"))
+	full := append([]string{pc.cli}, args...)
+	full = append(full, "--api-base", pc.apiBase)
+	cmd := exec.CommandContext(ctx, pc.node, full...)
+	cmd.Env = pc.env
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	log := fmt.Sprintf("$ paperclipai %s\n--- stdout\n%s\n--- stderr\n%s\n--- %v\n", strings.Join(args, " "), stdout.String(), stderr.String(), err)
+	_ = os.WriteFile(filepath.Join(pc.logDir, name+".log"), []byte(log), 0o644)
+	if ctx.Err() != nil {
+		return stdout.String(), fmt.Errorf("paperclipai %s: no answer within %s; see %s.log", strings.Join(args, " "), timeout, name)
+	}
+	if err != nil {
+		return stdout.String(), fmt.Errorf("paperclipai %s: %v: %s", strings.Join(args, " "), err, truncate(stderr.String()+stdout.String(), 2000))
+	}
+	return stdout.String(), nil
+}
+
+// runJSON runs a CLI command with --json and decodes its stdout.
+func (pc *paperclip) runJSON(ctx context.Context, out any, args ...string) error {
+	s, err := pc.run(ctx, 2*time.Minute, append(args, "--json")...)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal([]byte(s), out); err != nil {
+		return fmt.Errorf("paperclipai %s --json: decode: %w: %s", strings.Join(args, " "), err, truncate(s, 500))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// poll calls check every interval until it reports done, returns an
+// error, or timeout passes; what names the condition in the error.
+func poll(ctx context.Context, timeout time.Duration, what string, check func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		done, err := check()
+		if err == nil && done {
+			return nil
+		}
+		last = err
+		if time.Now().After(deadline) {
+			if last != nil {
+				return fmt.Errorf("%s: not within %s: %w", what, timeout, last)
+			}
+			return fmt.Errorf("%s: not within %s", what, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

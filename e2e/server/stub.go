@@ -1,0 +1,21 @@
+package main
+
+// stubAgent stands in for the Claude CLI that the claude_local adapter
+// runs in the sandbox: it answers the adapter's --version and --help
+// probes, writes a file in its working directory (the sandbox copy of the
+// agent's workspace, which the host syncs back) and prints a minimal
+// stream-json transcript.
+const stubAgent = `#!/bin/sh
+for a in "$@"; do
+	case "$a" in
+	--version) echo "2.1.251 (Claude Code)"; exit 0 ;;
+	--help) echo "Usage: claude [options]"; exit 0 ;;
+	esac
+done
+cat >/dev/null
+echo "written by the stub agent" > stub-agent-output.txt || exit 1
+sid=stub-session-1
+printf '%s\n' "{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"$sid\",\"model\":\"claude-sonnet\"}"
+printf '%s\n' "{\"type\":\"assistant\",\"session_id\":\"$sid\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"wrote stub-agent-output.txt\"}]}}"
+printf '%s\n' "{\"type\":\"result\",\"subtype\":\"success\",\"session_id\":\"$sid\",\"result\":\"done\",\"usage\":{\"input_tokens\":1,\"cache_read_input_tokens\":0,\"output_tokens\":1},\"total_cost_usd\":0}"
+`
