@@ -94,8 +94,10 @@ var envMethods = []envMethod{
 	route("environmentReleaseLease", always(func(d Driver) func(context.Context, *ReleaseLeaseParams) (any, error) {
 		return receipt(d.ReleaseLease)
 	})),
-	route("environmentDestroyLease", always(func(d Driver) func(context.Context, *ReleaseLeaseParams) (any, error) {
-		return receipt(d.DestroyLease)
+	route("environmentDestroyLease", always(func(d Driver) func(context.Context, *orphanDestroyParams) (any, error) {
+		return func(ctx context.Context, p *orphanDestroyParams) (any, error) {
+			return receipt(d.DestroyLease)(ctx, &p.ReleaseLeaseParams)
+		}
 	})),
 	route("environmentRealizeWorkspace", always(func(d Driver) func(context.Context, *RealizeWorkspaceParams) (*RealizeWorkspaceResult, error) {
 		return d.RealizeWorkspace

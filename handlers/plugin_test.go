@@ -109,6 +109,8 @@ func TestRoutingErrors(t *testing.T) {
 		{"wrong type", "environmentExecute", `{"driverKey":"a",` + base + `,"lease":{},"command":"x","args":"notarray"}`, rpc.CodeInvalidParams},
 		{"missing command", "environmentExecute", `{"driverKey":"a",` + base + `,"lease":{}}`, rpc.CodeInvalidParams},
 		{"missing runId", "environmentAcquireLease", `{"driverKey":"a",` + base + `}`, rpc.CodeInvalidParams},
+		{"release without environmentId", "environmentReleaseLease", `{"driverKey":"a","companyId":"c","environmentId":"","config":{},"providerLeaseId":"l"}`, rpc.CodeInvalidParams},
+		{"destroy without companyId", "environmentDestroyLease", `{"driverKey":"a","companyId":"","environmentId":"","config":{},"providerLeaseId":"l"}`, rpc.CodeInvalidParams},
 		{"sync kind", "environmentSyncIn", `{"driverKey":"b",` + base + `,"lease":{},"operations":[{"operationId":"o","files":[{"sourcePath":"/a","targetPath":"/b","kind":"link"}]}]}`, rpc.CodeInvalidParams},
 	}
 	for _, tc := range cases {
@@ -142,6 +144,12 @@ func TestReceiptsAndVoidResults(t *testing.T) {
 	r, err = p.Dispatch(context.Background(), "environmentDestroyLease", params)
 	if rc, ok := r.(*TerminationReceipt); err != nil || !ok || rc.State != "destroyed" {
 		t.Fatalf("destroy = %#v, %v", r, err)
+	}
+	// The host's orphan cleanup destroys a lease whose environment is gone
+	// with environmentId "".
+	orphan := json.RawMessage(`{"driverKey":"a","companyId":"c","environmentId":"","config":{},"providerLeaseId":"l"}`)
+	if r, err := p.Dispatch(context.Background(), "environmentDestroyLease", orphan); err != nil || r == nil {
+		t.Fatalf("orphan destroy = %#v, %v", r, err)
 	}
 	for _, m := range []string{"configChanged", "validateConfig", "health", "shutdown"} {
 		if _, err := p.Dispatch(context.Background(), m, json.RawMessage(`{}`)); err != nil {

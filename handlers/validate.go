@@ -89,6 +89,19 @@ func (p *BaseParams) check() error {
 	return need("driverKey", p.DriverKey, "companyId", p.CompanyID, "environmentId", p.EnvironmentID)
 }
 
+// orphanDestroyParams decodes environmentDestroyLease, which the host also
+// sends for orphan cleanup after the environment was deleted: then its
+// environmentId is "" ("the provider teardown keys on the provider lease
+// id", server services/environment-runtime.js), so it is not required.
+type orphanDestroyParams struct{ ReleaseLeaseParams }
+
+func (p *orphanDestroyParams) check() error {
+	if p.Config == nil {
+		p.Config = Object{}
+	}
+	return need("driverKey", p.DriverKey, "companyId", p.CompanyID)
+}
+
 func (p *ValidateConfigParams) check() error {
 	if p.Config == nil {
 		p.Config = Object{}
