@@ -169,7 +169,8 @@ func (h *harness) redact(raw json.RawMessage) json.RawMessage {
 	return b
 }
 
-// writeTraffic keeps every recorded heartbeat under out/, redacted, and
+// writeTraffic keeps the host's requests and the worker's replies of every
+// recorded flow under out/, redacted, and
 // with -update also as the fixtures under testdata/.
 func (h *harness) writeTraffic(ctx context.Context) error {
 	dirs := []string{filepath.Join(h.o.outDir, "traffic")}
@@ -179,7 +180,9 @@ func (h *harness) writeTraffic(ctx context.Context) error {
 	for name, es := range h.traffic {
 		var b strings.Builder
 		for _, e := range es {
-			if e.Dir == "exit" || len(e.Msg) == 0 {
+			// Requests and replies only: the execute.log and log
+			// notifications are output, not the host's call pattern.
+			if e.Dir == "exit" || len(e.Msg) == 0 || (e.Dir == "out" && e.rpc().Method != "") {
 				continue
 			}
 			line, _ := json.Marshal(struct {
