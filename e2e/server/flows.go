@@ -91,7 +91,7 @@ func (h *harness) heartbeat(ctx context.Context, driver string) error {
 
 	mark := h.traceMark()
 	out, runErr := h.pc.run(ctx, 5*time.Minute, "heartbeat", "run", "--agent-id", h.agentID, "--timeout-ms", "240000")
-	h.traffic[driver] = h.traceSince(mark)
+	h.traffic["heartbeat-"+driver] = h.traceSince(mark)
 	m := invokedRun.FindStringSubmatch(out)
 	if m == nil {
 		return fmt.Errorf("heartbeat run printed no run id: %v", runErr)
@@ -126,7 +126,7 @@ func (h *harness) heartbeat(ctx context.Context, driver string) error {
 	if !strings.Contains(log.Content, "stub-session-1") {
 		return fmt.Errorf("run %s: the stored transcript lacks the stub agent's stream-json (%d bytes)", runID, len(log.Content))
 	}
-	fmt.Printf("   run %s succeeded; %s\n", runID, summarize(h.traffic[driver]))
+	fmt.Printf("   run %s succeeded; %s\n", runID, summarize(h.traffic["heartbeat-"+driver]))
 	return nil
 }
 

@@ -32,7 +32,7 @@ type harness struct {
 	companyID, agentID string
 	pluginID           string
 	envIDs             map[string]string // driverKey -> environment id
-	traffic            map[string][]traceEntry
+	traffic            map[string][]traceEntry // flow name -> what the worker saw
 }
 
 const pluginKey = "paperclip.go-sandbox-provider"

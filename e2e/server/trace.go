@@ -196,7 +196,7 @@ func (h *harness) writeTraffic(ctx context.Context) error {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				return err
 			}
-			if err := os.WriteFile(filepath.Join(d, "heartbeat-"+name+".jsonl"), []byte(b.String()), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(d, name+".jsonl"), []byte(b.String()), 0o644); err != nil {
 				return err
 			}
 		}

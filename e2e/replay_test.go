@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// recorded is one line of a flow make server-e2e recorded from the real
+// Paperclip server (testdata/server-e2e): a host request or a worker reply.
+type recorded struct {
+	Dir string          `json:"dir"`
+	Msg json.RawMessage `json:"msg"`
+}
+
+type recordedMsg struct {
+	ID     *int            `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code int `json:"code"`
+	} `json:"error"`
+}
+
+func readRecorded(t *testing.T, name string) (reqs []recordedMsg, replies map[int]recordedMsg) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "testdata", "server-e2e", name+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	replies = map[int]recordedMsg{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var r recorded
+		var m recordedMsg
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(r.Msg, &m); err != nil || m.ID == nil {
+			t.Fatalf("recorded line without an id: %s", sc.Bytes())
+		}
+		if r.Dir == "in" {
+			reqs = append(reqs, m)
+		} else {
+			replies[*m.ID] = m
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return reqs, replies
+}
+
+// hostTemp matches the host's own temp directories (sync staging and the
+// like) in recorded paths; the fake's lease roots are mapped separately.
+var hostTemp = regexp.MustCompile(`/tmp/paperclip-(?:[a-z]+-)*[A-Za-z0-9]{6}\b`)
+
+// replayer rewrites recorded requests for this machine: the recorded run
+// directory, the host's temp directories and each recorded lease (root
+// and id) become this test's.
+type replayer struct {
+	run, host string
+	subs      []string // old, new pairs
+}
+
+func (r *replayer) rewrite(raw json.RawMessage) json.RawMessage {
+	s := strings.ReplaceAll(string(raw), "{{RUN}}", r.run)
+	s = strings.NewReplacer(r.subs...).Replace(s)
+	s = hostTemp.ReplaceAllStringFunc(s, func(p string) string {
+		if strings.HasPrefix(p, "/tmp/paperclip-fake-sandbox-") {
+			return p
+		}
+		return filepath.Join(r.host, filepath.Base(p))
+	})
+	return json.RawMessage(s)
+}
+
+// stageHostSide creates the host-side sources a sync-in reads: the host
+// made and removed them during the real run. A file source becomes an
+// empty tar archive (the host's post-upload commands extract one).
+func stageHostSide(t *testing.T, method string, params json.RawMessage) {
+	var p struct {
+		Operations []struct {
+			Files []struct {
+				SourcePath, TargetPath, Kind string
+			}
+		}
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range p.Operations {
+		for _, f := range op.Files {
+			host := f.SourcePath
+			if method == "environmentSyncOut" {
+				host = f.TargetPath
+			}
+			if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if method == "environmentSyncIn" {
+				if _, err := os.Stat(host); err == nil {
+					continue
+				}
+				var err error
+				if f.Kind == "directory" {
+					err = os.MkdirAll(host, 0o755)
+				} else {
+					err = os.WriteFile(host, make([]byte, 1024), 0o644)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// TestReplayRecordedHostFlows sends the real server's recorded requests,
+// in order, to the fake driver through the binary: every request must get
+// a reply of the recorded kind (a result where the host got one, the same
+// error code where it got an error). A refusal of a shape the real host
+// sends, such as the cwd "/" of its managed-runtime scripts, fails here.
+func TestReplayRecordedHostFlows(t *testing.T) {
+	for _, name := range []string{"heartbeat-fake-plugin", "setup-session"} {
+		t.Run(name, func(t *testing.T) {
+			reqs, replies := readRecorded(t, name)
+			w := startRPCWorker(t)
+			result(t, "initialize", mustCall(w, 1, "initialize", map[string]any{"manifest": map[string]any{}, "config": map[string]any{}}))
+			r := &replayer{run: filepath.Join(t.TempDir(), "run"), host: t.TempDir()}
+			for _, req := range reqs {
+				params := r.rewrite(req.Params)
+				if req.Method == "environmentSyncIn" || req.Method == "environmentSyncOut" {
+					stageHostSide(t, req.Method, params)
+				}
+				reply, _ := w.call(*req.ID, req.Method, params, "")
+				want := replies[*req.ID]
+				switch {
+				case want.Error != nil:
+					e, _ := reply["error"].(map[string]any)
+					if e == nil || e["code"] != float64(want.Error.Code) {
+						t.Fatalf("request %d %s: reply %v, the real run got error code %d", *req.ID, req.Method, reply, want.Error.Code)
+					}
+				case reply["error"] != nil:
+					t.Fatalf("request %d %s: %v; the real run got a result", *req.ID, req.Method, reply["error"])
+				case req.Method == "environmentAcquireLease":
+					r.mapLease(t, want.Result, reply["result"])
+				}
+			}
+		})
+	}
+}
+
+func mustCall(w *rpcWorker, id int, method string, params any) map[string]any {
+	reply, _ := w.call(id, method, params, "")
+	return reply
+}
+
+// mapLease records that the recorded lease (id and root) is now got.
+func (r *replayer) mapLease(t *testing.T, recordedResult json.RawMessage, got any) {
+	t.Helper()
+	type lease struct {
+		ProviderLeaseID string `json:"providerLeaseId"`
+		Metadata        struct {
+			FakeRootDir string `json:"fakeRootDir"`
+		} `json:"metadata"`
+	}
+	var was, now lease
+	b, _ := json.Marshal(got)
+	if json.Unmarshal(recordedResult, &was) != nil || json.Unmarshal(b, &now) != nil || now.Metadata.FakeRootDir == "" {
+		t.Fatalf("acquire: cannot map recorded lease %s to %s", recordedResult, b)
+	}
+	r.subs = append(r.subs, was.ProviderLeaseID, now.ProviderLeaseID, was.Metadata.FakeRootDir, now.Metadata.FakeRootDir)
+}
