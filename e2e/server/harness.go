@@ -31,7 +31,7 @@ type harness struct {
 
 	companyID, agentID string
 	pluginID           string
-	envIDs             map[string]string // driverKey -> environment id
+	envIDs             map[string]string       // driverKey -> environment id
 	traffic            map[string][]traceEntry // flow name -> what the worker saw
 }
 
