@@ -37,7 +37,7 @@ bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 update-golden: ## rewrite the golden replies under testdata/
-	$(GO) test ./cmd/sandbox-plugin -run TestFixtures -update
+	$(GO) test ./e2e -run TestFixtures -count=1 -update
 
 FUZZTIME ?= 20s
 FUZZ_TARGETS := rpc:FuzzLineStream rpc:FuzzAppendJSONString fake:FuzzSyncPathConfined \
