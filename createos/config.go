@@ -163,6 +163,23 @@ func (c Config) timeout() time.Duration { return msDuration(c.TimeoutMs) }
 
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
+// hostTimeout reads a per-command timeoutMs as the host sends it: any JSON
+// number. The host stamps an agent's run timeout (timeoutSec × 1000, no upper
+// bound and not always whole) on the agent launch and on every post-upload
+// command (adapter-utils execution-target.js, sandbox-managed-runtime.js
+// withRunTimeout), so a day or more is ordinary. A positive value is the
+// command's own deadline, saturating where a Duration ends; 0 or less (or NaN)
+// gives it none, and the caller's default deadline applies.
+func hostTimeout(ms float64) (time.Duration, bool) {
+	switch {
+	case math.IsNaN(ms) || ms <= 0:
+		return 0, false
+	case ms >= float64(math.MaxInt64/int64(time.Millisecond)):
+		return math.MaxInt64, true
+	}
+	return time.Duration(ms * float64(time.Millisecond)), true
+}
+
 func strOrNil(s *string) any {
 	if s == nil {
 		return nil

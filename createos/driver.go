@@ -208,7 +208,8 @@ func messageOf(err, fallback error) string {
 
 // track runs an execute on a lease of this environment: it refuses closing
 // or poisoned leases, registers the call so release and shutdown can stop
-// it, bounds it by timeoutMs, and poisons the lease on a *CleanupError.
+// it, bounds it by timeoutMs (any positive number, see hostTimeout; none or
+// 0 or less: config.timeoutMs), and poisons the lease on a *CleanupError.
 func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease *handlers.Lease, timeoutMs *float64,
 	work func(ctx context.Context, c *Client) (T, error)) (T, error) {
 	var zero T
@@ -235,12 +236,11 @@ func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease 
 	if refused {
 		return zero, errLeaseClosing
 	}
-	timeout := float64(cfg.TimeoutMs)
+	timeout := cfg.timeout()
 	if timeoutMs != nil {
-		timeout = *timeoutMs
-	}
-	if timeout != float64(int64(timeout)) || timeout < 1 || timeout > maxTimeoutMs {
-		return zero, errCommandTimeout
+		if t, ok := hostTimeout(*timeoutMs); ok {
+			timeout = t
+		}
 	}
 	c, err := d.client(cfg)
 	if err != nil {
@@ -270,7 +270,7 @@ func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease 
 		close(call.done)
 	}()
 
-	wctx, wcancel := withTimeout(cctx, msDuration(int64(timeout)))
+	wctx, wcancel := withTimeout(cctx, timeout)
 	defer wcancel()
 	v, err := work(wctx, c)
 	if _, poisoned := err.(*CleanupError); poisoned {

@@ -103,7 +103,6 @@ var (
 	errNoBash            = newError("CreateOS workspace preparation failed; the image must provide Bash.")
 	errExecLease         = newError("CreateOS execution requires a lease from this environment.")
 	errLeaseClosing      = newError("CreateOS lease is closing or requires cleanup.")
-	errCommandTimeout    = newError("Invalid CreateOS command timeout.")
 	errNotThisEnv        = newError("CreateOS lease does not belong to this environment.")
 	errCleanupInProgress = newError("CreateOS lease cleanup is already in progress.")
 	errUnconfirmedReuse  = newError("CreateOS process cleanup is unconfirmed; destroy this lease before reusing it.")

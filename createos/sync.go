@@ -31,9 +31,6 @@ import (
 // scratchPrefix names the per-mapping scratch file in the sandbox.
 const scratchPrefix = "/tmp/paperclip-createos-transfer-"
 
-// maxTransferTimeoutMs bounds a post-upload command's timeoutMs.
-const maxTransferTimeoutMs = 86_400_000
-
 var (
 	errRemoteNotConfined  = newError("CreateOS transfer requires a confined absolute sandbox path.")
 	errRemoteEscapes      = newError("CreateOS transfer path escapes the workspace.")
@@ -43,7 +40,6 @@ var (
 	errTransferKind       = newError("Unsupported CreateOS transfer kind.")
 	errHostPath           = newError("CreateOS transfer requires an absolute host path.")
 	errFileMode           = newError("Invalid CreateOS file mode.")
-	errTransferTimeout    = newError("Invalid CreateOS transfer timeout.")
 	errOutboundPostUpload = newError("Outbound CreateOS transfers cannot run post-upload commands.")
 	errArchiveDestLink    = newError("CreateOS archive destination cannot be a symlink.")
 )
@@ -124,9 +120,6 @@ func validateSync(ops []handlers.SyncOperation, in bool) error {
 			if err := assertRemotePath(cwdOrRoot(pc.Cwd)); err != nil {
 				return err
 			}
-			if t := pc.TimeoutMs; t != nil && (*t != float64(int64(*t)) || *t < 1 || *t > maxTransferTimeoutMs) {
-				return errTransferTimeout
-			}
 		}
 	}
 	return nil
@@ -198,7 +191,8 @@ type transfer struct {
 }
 
 // run runs command verbatim with /bin/bash -c in cwd as a managed process,
-// bounded by timeoutMs when given. A timeout or a non-zero exit is
+// bounded by timeoutMs when it is positive (any size: hostTimeout) and
+// always by the sync call's own deadline. A timeout or a non-zero exit is
 // errTransferCommand; other failures (cancellation, unconfirmed cleanup)
 // pass through.
 func (t *transfer) run(ctx context.Context, command, cwd string, timeoutMs *float64) error {
@@ -206,9 +200,11 @@ func (t *transfer) run(ctx context.Context, command, cwd string, timeoutMs *floa
 		return err
 	}
 	if timeoutMs != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = withTimeout(ctx, msDuration(int64(*timeoutMs)))
-		defer cancel()
+		if d, ok := hostTimeout(*timeoutMs); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = withTimeout(ctx, d)
+			defer cancel()
+		}
 	}
 	r, err := t.d.runCommand(ctx, t.c, &handlers.ExecuteParams{
 		BaseParams: t.base, Lease: t.lease,

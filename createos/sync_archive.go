@@ -133,10 +133,21 @@ func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInf
 
 // validateArchive lists the archive strictly without extracting anything
 // and returns its number of regular-file entries. It fails with
-// errUnsafeArchive when the total entry size exceeds 10 GiB, an entry path
-// is absolute or has a ".." segment, a backslash or NUL, a type is not a
-// file, directory, symlink or hard link, a link target is missing or leaves
-// the archive, or a non-directory would replace the archive root.
+// errUnsafeArchive when the total entry size exceeds 10 GiB, an entry is
+// sparse, an entry path is absolute or has a ".." segment or a NUL (or a
+// backslash where that separates paths), a type is not a file, directory,
+// symlink, hard link, fifo or device, a hard link's target is missing,
+// leaves the archive or is an entry that is no regular file, a symlink has
+// no target, an entry lies below an earlier symlink or other non-directory,
+// or a non-directory would replace the archive root.
+//
+// Symlink targets are data, not paths the host resolves: a link the agent
+// made in the sandbox (absolute, leaving the tree, dangling) is recreated
+// as written, as the host's own tar fallback and its restore merge do
+// (adapter-utils sandbox-managed-runtime.js, workspace-restore-merge.js).
+// Refusing one failed the whole workspace restore. extractArchive never
+// follows a link it wrote or found. Fifos and devices are skipped, as the
+// host's merge skips them.
 func validateArchive(file string) (int64, error) {
 	f, err := os.Open(file)
 	if err != nil {
@@ -164,6 +175,7 @@ func sparse(hdr *tar.Header) bool {
 func validateTar(r io.Reader) (int64, error) {
 	tr := tar.NewReader(r)
 	var total, files int64
+	kinds := map[string]byte{} // entry name → type of its latest entry
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -182,26 +194,65 @@ func validateTar(r io.Reader) (int64, error) {
 			files++
 		case tar.TypeDir:
 		case tar.TypeSymlink:
-			if !safeLink(path.Join(path.Dir(name), hdr.Linkname), hdr.Linkname) {
+			if hdr.Linkname == "" || strings.ContainsRune(hdr.Linkname, 0) {
 				return 0, errUnsafeArchive
 			}
 		case tar.TypeLink:
-			if !safeLink(path.Clean(hdr.Linkname), hdr.Linkname) {
+			if !safeHardLink(hdr.Linkname) || !hardLinkable(kinds, path.Clean(hdr.Linkname)) {
 				return 0, errUnsafeArchive
 			}
+		case tar.TypeFifo, tar.TypeChar, tar.TypeBlock:
+			// skipped by extractArchive
 		default:
 			return 0, errUnsafeArchive
 		}
-		if name == "." && hdr.Typeflag != tar.TypeDir {
+		if name == "." && hdr.Typeflag != tar.TypeDir || belowNonDirectory(kinds, name) {
 			return 0, errUnsafeArchive
 		}
+		kinds[name] = hdr.Typeflag
 	}
 }
 
+// belowNonDirectory reports whether an earlier entry left a symlink or
+// another non-directory at one of name's parents: extraction would have to
+// write through it (extractArchive refuses that too, but only once the
+// entries before it are written).
+func belowNonDirectory(kinds map[string]byte, name string) bool {
+	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+		if k, ok := kinds[dir]; ok && k != tar.TypeDir {
+			return true
+		}
+	}
+	return false
+}
+
+// hardLinkable reports whether a hard link may point at target: not at an
+// entry that is a symlink, directory, fifo or device (a hard link to a
+// symlink would move the link, whose target is relative to where it
+// stands), nor below a non-directory.
+func hardLinkable(kinds map[string]byte, target string) bool {
+	if k, ok := kinds[target]; ok && k != tar.TypeReg && k != '\x00' && k != tar.TypeLink {
+		return false
+	}
+	return !belowNonDirectory(kinds, target)
+}
+
+// unsafeNameChars may not appear in an entry path: NUL, and a backslash
+// where it separates paths. On POSIX hosts a backslash is an ordinary
+// character of a file name (an agent can make one) and os.Root treats it so.
+var unsafeNameChars = nameUnsafe(filepath.Separator)
+
+func nameUnsafe(separator rune) string {
+	if separator == '\\' {
+		return "\\\x00"
+	}
+	return "\x00"
+}
+
 // safeEntryPath reports whether an entry path is relative, free of
-// backslashes and NUL, and has no ".." segment.
+// unsafeNameChars, and has no ".." segment.
 func safeEntryPath(p string) bool {
-	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\\x00") {
+	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, unsafeNameChars) {
 		return false
 	}
 	for _, seg := range strings.Split(p, "/") {
@@ -212,20 +263,24 @@ func safeEntryPath(p string) bool {
 	return true
 }
 
-// safeLink reports whether a link target (linkpath as written, resolved
-// as its normalised form) stays inside the archive.
-func safeLink(resolved, linkpath string) bool {
-	if linkpath == "" || strings.HasPrefix(linkpath, "/") || strings.ContainsAny(linkpath, "\\\x00") {
+// safeHardLink reports whether a hard link's target, a path relative to
+// the archive root, stays inside the archive once normalised.
+func safeHardLink(linkpath string) bool {
+	if linkpath == "" || strings.HasPrefix(linkpath, "/") || strings.ContainsAny(linkpath, unsafeNameChars) {
 		return false
 	}
+	resolved := path.Clean(linkpath)
 	return resolved != ".." && !strings.HasPrefix(resolved, "../")
 }
 
 // extractArchive extracts a validated archive into target through os.Root:
-// nothing is written outside target, and no entry is written through a
-// symlinked parent, and hard links only lead to regular files. Files are
-// created 0600 and get their mode once written; directory modes are applied
-// last. Owners are not restored.
+// nothing is written outside target, no entry is written through a
+// symlinked parent or an existing link at its own name (the link is
+// replaced), symlinks are created with their targets as written and never
+// followed, and hard links only lead to regular files. Fifos and devices
+// are skipped. Files are created 0600 and get their mode once written;
+// directory modes are applied last, to names that are still directories.
+// Owners are not restored.
 func extractArchive(file, target string) error {
 	f, err := os.Open(file)
 	if err != nil {
@@ -252,8 +307,8 @@ func extractArchive(file, target string) error {
 			return errUnsafeArchive
 		}
 		name := path.Clean(hdr.Name)
-		if name == "." {
-			continue // the target itself
+		if name == "." || special(hdr) {
+			continue // the target itself, or nothing the host keeps
 		}
 		if err := checkParents(root, name); err != nil {
 			return err
@@ -313,12 +368,22 @@ func extractArchive(file, target string) error {
 		}
 	}
 	for i := len(dirs) - 1; i >= 0; i-- {
+		// A later entry may have replaced the directory with a symlink:
+		// chmod would follow it.
+		if info, err := root.Lstat(dirs[i].name); err != nil || !info.IsDir() {
+			continue
+		}
 		if err := root.Chmod(dirs[i].name, fs.FileMode(dirs[i].hdr.Mode).Perm()); err != nil {
 			return err
 		}
 		_ = root.Chtimes(dirs[i].name, dirs[i].hdr.ModTime, dirs[i].hdr.ModTime)
 	}
 	return nil
+}
+
+// special reports an entry the host does not keep (fifo, device).
+func special(hdr *tar.Header) bool {
+	return hdr.Typeflag == tar.TypeFifo || hdr.Typeflag == tar.TypeChar || hdr.Typeflag == tar.TypeBlock
 }
 
 // checkParents refuses an entry below an existing symlink or non-directory.

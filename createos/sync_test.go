@@ -255,31 +255,75 @@ func TestSyncFollowsAHostSymlinkToAnOutsideFileOnlyWhenAsked(t *testing.T) {
 	}
 }
 
-// 6. "rejects an archive carrying an escaping symlink before extracting any
-// files"
-func TestSyncRejectsAnArchiveCarryingAnEscapingSymlinkBeforeExtractingAnyFiles(t *testing.T) {
-	archive := tarOf(t,
-		&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755},
-		&tar.Header{Name: "./first", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2},
-		&tar.Header{Name: "./escape", Typeflag: tar.TypeSymlink, Linkname: "../../outside"},
-	)
-	file := filepath.Join(t.TempDir(), "a.tar")
-	if err := os.WriteFile(file, archive, 0o600); err != nil {
+// 6. The reference rejects "an archive carrying an escaping symlink before
+// extracting any files"; the port keeps every symlink with its target as
+// written (the host's tar fallback and restore merge do, and an agent-made
+// absolute link failed the whole workspace restore), and extraction never
+// follows one: an entry that would be written through a link, or a hard
+// link to one, fails the call and leaves everything outside the target
+// untouched.
+func TestSyncOutKeepsSymlinksAsWrittenAndNeverWritesThroughThem(t *testing.T) {
+	outside := t.TempDir()
+	if err := os.Chmod(outside, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	_, err := validateArchive(file)
-	wantErr(t, err, "unsafe entries")
-
-	s := newSyncStub(t)
-	s.downloads["*"] = archive
-	target := filepath.Join(t.TempDir(), "target")
-	_, err = s.d.SyncOut(t.Context(), s.params(op("o", handlers.SyncFileMapping{SourcePath: "/paperclip-workspace", TargetPath: target, Kind: "directory"})))
-	wantErr(t, err, "CreateOS archive contains unsafe entries or exceeds the extraction limit.")
-	if _, err := os.Lstat(target); !os.IsNotExist(err) {
-		t.Errorf("target exists: %v", err)
+	links := []*tar.Header{
+		{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "./first", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2},
+		{Name: "./escape", Typeflag: tar.TypeSymlink, Linkname: "../../outside"},
+		{Name: "./abs", Typeflag: tar.TypeSymlink, Linkname: outside},
+		{Name: "./py", Typeflag: tar.TypeSymlink, Linkname: "/usr/bin/python3"},
+		{Name: "./dangling", Typeflag: tar.TypeSymlink, Linkname: "missing/file"},
+		{Name: "./d/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "./d/up", Typeflag: tar.TypeSymlink, Linkname: "../first"},
 	}
-	if entries, _ := os.ReadDir(filepath.Dir(target)); len(entries) != 0 {
-		t.Errorf("leftovers %v", entries)
+	for _, tc := range []struct {
+		name  string
+		extra []*tar.Header
+		ok    bool
+	}{
+		{"links only", nil, true},
+		{"file through an absolute link", []*tar.Header{{Name: "./abs/planted", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2}}, false},
+		{"directory through an absolute link", []*tar.Header{{Name: "./abs/sub/", Typeflag: tar.TypeDir, Mode: 0o755}}, false},
+		{"hard link to a link", []*tar.Header{{Name: "./h", Typeflag: tar.TypeLink, Linkname: "./abs"}}, false},
+		{"hard link through a link", []*tar.Header{{Name: "./h", Typeflag: tar.TypeLink, Linkname: "./abs/x"}}, false},
+		{"file replacing a link", []*tar.Header{{Name: "./abs", Typeflag: tar.TypeReg, Mode: 0o600, Size: 2}}, true},
+		{"directory replaced by a link", []*tar.Header{{Name: "./e/", Typeflag: tar.TypeDir, Mode: 0o755}, {Name: "./e", Typeflag: tar.TypeSymlink, Linkname: outside}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSyncStub(t)
+			s.downloads["*"] = tarOf(t, append(append([]*tar.Header{}, links...), tc.extra...)...)
+			target := filepath.Join(t.TempDir(), "workspace")
+			res, err := s.d.SyncOut(t.Context(), s.params(op("o", handlers.SyncFileMapping{SourcePath: "/paperclip-workspace", TargetPath: target, Kind: "directory"})))
+			if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+				t.Fatalf("written outside the target: %v", entries)
+			}
+			if info, _ := os.Stat(outside); info.Mode().Perm() != 0o750 {
+				t.Errorf("outside directory chmod-ed to %v", info.Mode())
+			}
+			if !tc.ok {
+				wantErr(t, err, "CreateOS archive contains unsafe entries or exceeds the extraction limit.")
+				if _, err := os.Lstat(target); !os.IsNotExist(err) {
+					t.Errorf("refused only after extracting: %v", err)
+				}
+				return
+			}
+			if err != nil || res.Operations[0].FilesTransferred < 1 {
+				t.Fatalf("%+v %v", res, err)
+			}
+			want := map[string]string{"escape": "../../outside", "py": "/usr/bin/python3", "dangling": "missing/file", "d/up": "../first", "abs": outside}
+			if tc.name == "file replacing a link" {
+				delete(want, "abs")
+			}
+			if tc.name == "directory replaced by a link" {
+				want["e"] = outside
+			}
+			for name, link := range want {
+				if got, err := os.Readlink(filepath.Join(target, name)); err != nil || got != link {
+					t.Errorf("%s -> %q, %v; want %q", name, got, err, link)
+				}
+			}
+		})
 	}
 }
 
@@ -425,9 +469,6 @@ func TestSyncValidatesEveryOperationBeforeAnySideEffect(t *testing.T) {
 		{"mode", true, op("m", handlers.SyncFileMapping{SourcePath: host, TargetPath: "/paperclip-workspace/x", Kind: "file", Mode: ptr(uint32(0o1000))}), "Invalid CreateOS file mode."},
 		{"NUL", true, op("n", fileMapping(host, "/paperclip-workspace/a\x00b")), "CreateOS transfer requires a confined absolute sandbox path."},
 		{"cwd", true, withCmd(handlers.PostUploadCommand{Command: "true", Cwd: "/tmp"}), "CreateOS transfer path escapes the workspace."},
-		{"timeout zero", true, withCmd(handlers.PostUploadCommand{Command: "true", TimeoutMs: ptr(0.0)}), "Invalid CreateOS transfer timeout."},
-		{"timeout fraction", true, withCmd(handlers.PostUploadCommand{Command: "true", TimeoutMs: ptr(1.5)}), "Invalid CreateOS transfer timeout."},
-		{"timeout too long", true, withCmd(handlers.PostUploadCommand{Command: "true", TimeoutMs: ptr(86_400_001.0)}), "Invalid CreateOS transfer timeout."},
 		{"outbound post-upload", false, withCmd(handlers.PostUploadCommand{Command: "true"}), "Outbound CreateOS transfers cannot run post-upload commands."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -568,12 +609,18 @@ func TestValidateArchive(t *testing.T) {
 		{"plain", []*tar.Header{{Name: "./", Typeflag: tar.TypeDir}, {Name: "./a", Typeflag: tar.TypeReg, Size: 2}, {Name: "./d/", Typeflag: tar.TypeDir}, {Name: "./d/l", Typeflag: tar.TypeSymlink, Linkname: "../a"}, {Name: "./h", Typeflag: tar.TypeLink, Linkname: "./a"}}, 1, true},
 		{"absolute", []*tar.Header{{Name: "/a", Typeflag: tar.TypeReg}}, 0, false},
 		{"dotdot", []*tar.Header{{Name: "a/../../b", Typeflag: tar.TypeReg}}, 0, false},
-		{"backslash", []*tar.Header{{Name: `a\b`, Typeflag: tar.TypeReg}}, 0, false},
-		{"fifo", []*tar.Header{{Name: "f", Typeflag: tar.TypeFifo}}, 0, false},
-		{"absolute symlink", []*tar.Header{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}}, 0, false},
+		{"backslash", []*tar.Header{{Name: `a\b`, Typeflag: tar.TypeReg}}, 1, filepath.Separator != '\\'},
+		{"fifo and devices are skipped", []*tar.Header{{Name: "f", Typeflag: tar.TypeFifo}, {Name: "c", Typeflag: tar.TypeChar}, {Name: "b", Typeflag: tar.TypeBlock}}, 0, true},
+		{"absolute symlink", []*tar.Header{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}}, 0, true},
+		{"escaping symlink", []*tar.Header{{Name: "d/l", Typeflag: tar.TypeSymlink, Linkname: "../../x"}}, 0, true},
+		{"dangling symlink", []*tar.Header{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "nowhere"}}, 0, true},
+		{"symlink target with a backslash", []*tar.Header{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: `..\x`}}, 0, true},
 		{"empty symlink", []*tar.Header{{Name: "l", Typeflag: tar.TypeSymlink}}, 0, false},
-		{"escaping symlink", []*tar.Header{{Name: "d/l", Typeflag: tar.TypeSymlink, Linkname: "../../x"}}, 0, false},
 		{"escaping hard link", []*tar.Header{{Name: "h", Typeflag: tar.TypeLink, Linkname: "../x"}}, 0, false},
+		{"absolute hard link", []*tar.Header{{Name: "h", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}}, 0, false},
+		{"empty hard link", []*tar.Header{{Name: "h", Typeflag: tar.TypeLink}}, 0, false},
+		{"root is a fifo", []*tar.Header{{Name: ".", Typeflag: tar.TypeFifo}}, 0, false},
+		{"unknown type", []*tar.Header{{Name: "x", Typeflag: 'Z'}}, 0, false},
 		{"root replaced", []*tar.Header{{Name: "./", Typeflag: tar.TypeSymlink, Linkname: "x"}}, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -600,7 +647,8 @@ func TestValidateArchive(t *testing.T) {
 	}
 }
 
-// Extraction never writes through a symlink the archive itself created.
+// Extraction never writes through a symlink the archive itself created:
+// validation refuses such an archive, and extraction refuses it on its own.
 func TestExtractRefusesWritingThroughASymlinkedParent(t *testing.T) {
 	root := t.TempDir()
 	archive := tarOf(t,
@@ -612,8 +660,8 @@ func TestExtractRefusesWritingThroughASymlinkedParent(t *testing.T) {
 	if err := os.WriteFile(file, archive, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := validateArchive(file); err != nil {
-		t.Fatal(err)
+	if _, err := validateArchive(file); err != errUnsafeArchive {
+		t.Fatalf("validate: %v", err)
 	}
 	target := filepath.Join(root, "t")
 	if err := os.Mkdir(target, 0o700); err != nil {

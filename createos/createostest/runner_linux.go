@@ -3,128 +3,173 @@
 package createostest
 
 import (
-	"bytes"
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
-	"time"
 )
 
-// initScript is PID 1 of every command's PID namespace. It runs the
-// command in a new session (so signals reach its whole process group),
-// forwards catchable signals to that group, waits, and reports the status
-// on fd 3. When it exits the kernel kills whatever the command left in the
-// namespace, so the whole tree ends with it.
-const initScript = `pid=
-fwd() { [ -n "$pid" ] && kill -s "$1" -- "-$pid" 2>/dev/null; }
-for s in TERM INT HUP QUIT USR1 USR2 ALRM WINCH CONT; do trap "fwd $s" "$s"; done
-exec 4<&0
-if [ "$CREATEOSTEST_PTY" = 1 ]; then
-	unset CREATEOSTEST_PTY
-	setsid -c "$@" 0<&4 3>&- 4<&- &
-else
-	setsid "$@" 0<&4 3>&- 4<&- &
-fi
-exec 4<&-
-pid=$!
-while :; do
-	wait "$pid"; st=$?
-	[ "$st" -le 128 ] && break
-	kill -0 "$pid" 2>/dev/null || break
-done
-echo "$st" >&3
-`
-
-// helperCmd is the init process of one command.
+// helperCmd is the server's side of one command's supervisor
+// (supervisor_linux.go): the supervisor process, its status pipe and its
+// control pipe.
 type helperCmd struct {
 	*exec.Cmd
-	view             *view
-	statusR, statusW *os.File
+	view    *view
+	spec    superviseSpec
+	status  *bufio.Reader
+	statusR *os.File
+	control *os.File
+	child   []*os.File // the supervisor's ends, closed once it started
 
 	mu   sync.Mutex
-	sent map[syscall.Signal]bool // signals delivered through signal()
+	sent map[syscall.Signal]bool // signals delivered through the API
 }
 
 func newHelperCmd(ctx context.Context, spec helperSpec) (*helperCmd, error) {
 	if spec.view == nil {
 		return nil, errViewClosed
 	}
-	r, w, err := os.Pipe()
+	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	env := append([]string(nil), spec.Env...)
-	if spec.PTY {
-		env = append(env, "CREATEOSTEST_PTY=1")
+	controlR, controlW, err := os.Pipe()
+	if err != nil {
+		statusR.Close()
+		statusW.Close()
+		return nil, err
 	}
-	// Cancelling ctx SIGKILLs PID 1, which takes the whole tree with it.
-	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", initScript, "createos-init", spec.Cmd}, spec.Args...)...)
-	cmd.Env = env
-	cmd.Dir = spec.Cwd
-	if cmd.Dir == "" {
-		cmd.Dir = workspaceDir
+	h := &helperCmd{
+		view: spec.view,
+		spec: superviseSpec{Root: spec.view.root, Cmd: spec.Cmd, Args: spec.Args, Cwd: spec.Cwd, Env: spec.Env, PTY: spec.PTY},
+		status: bufio.NewReader(statusR), statusR: statusR, control: controlW,
+		child: []*os.File{statusW, controlR},
+		sent:  map[syscall.Signal]bool{},
 	}
-	cmd.ExtraFiles = []*os.File{w}
-	cmd.WaitDelay = 5 * time.Second
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Chroot:     spec.view.root,
-		Cloneflags: syscall.CLONE_NEWPID,
-		Pdeathsig:  syscall.SIGKILL,
-	}
-	return &helperCmd{Cmd: cmd, view: spec.view, statusR: r, statusW: w, sent: map[syscall.Signal]bool{}}, nil
+	cmd := exec.CommandContext(ctx, selfExe)
+	cmd.Args = []string{"createostest-supervise", spec.view.root}
+	cmd.Env = roleEnviron(roleSupervisor)
+	cmd.Dir = "/"
+	cmd.ExtraFiles = h.child
+	// Output a background job keeps open is read for drainGrace after the
+	// command ends, then cut (the job keeps running).
+	cmd.WaitDelay = drainGrace
+	// Cancelling ctx (a timeout, a dropped request, a stopping sandbox)
+	// kills the command's whole tree, not the background jobs of earlier
+	// commands; WaitDelay later SIGKILLs a supervisor that did not exit.
+	cmd.Cancel = func() error { h.kill(); return nil }
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	h.Cmd = cmd
+	return h, nil
 }
 
-// start forks the init process inside the sandbox's mount namespace and
-// drops the parent's copy of the status pipe's write end.
+// start forks the supervisor from the view thread and waits until it
+// entered the command's working directory; an error that wraps an errno
+// (ENOENT, ENOTDIR, …) means it could not.
 func (h *helperCmd) start() error {
 	err := h.view.start(h.Cmd)
-	h.statusW.Close()
+	for _, f := range h.child {
+		f.Close()
+	}
 	if err != nil {
 		h.statusR.Close()
+		h.control.Close()
+		return err
 	}
-	return err
+	spec, _ := json.Marshal(h.spec)
+	_, werr := h.control.Write(append(spec, '\n'))
+	line, rerr := h.status.ReadString('\n')
+	verb, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
+	if werr == nil && rerr == nil && verb == "started" {
+		return nil
+	}
+	_ = h.Wait()
+	h.statusR.Close()
+	h.control.Close()
+	if n, err := strconv.Atoi(arg); verb == "cwd" && err == nil {
+		return fmt.Errorf("enter %s: %w", h.spec.Cwd, syscall.Errno(n))
+	}
+	if werr != nil {
+		return fmt.Errorf("sandbox command did not start: %w", werr)
+	}
+	return errors.New("sandbox command did not start")
 }
 
-// signal delivers sig to PID 1, which forwards it to the command's group.
-func (h *helperCmd) signal(sig syscall.Signal) {
+// send writes one control line; a supervisor that is gone reads nothing.
+func (h *helperCmd) send(line string) {
 	h.mu.Lock()
-	h.sent[sig] = true
-	h.mu.Unlock()
-	if sig == syscall.SIGKILL {
-		_ = h.Process.Kill()
-		return
+	defer h.mu.Unlock()
+	_, _ = h.control.Write([]byte(line + "\n"))
+}
+
+func (h *helperCmd) mark(sigs ...syscall.Signal) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range sigs {
+		h.sent[s] = true
 	}
-	_ = h.Process.Signal(sig)
+}
+
+// signal delivers sig to the command's process group.
+func (h *helperCmd) signal(sig syscall.Signal) {
+	h.mark(sig)
+	h.send(ctlSignal + " " + strconv.Itoa(int(sig)))
+}
+
+// terminate SIGTERMs the command's whole tree and SIGKILLs what is left
+// after graceMs; the command's status is reported once the tree is gone.
+func (h *helperCmd) terminate(graceMs int) {
+	h.mark(syscall.SIGTERM, syscall.SIGKILL)
+	h.send(ctlTerm + " " + strconv.Itoa(graceMs))
+}
+
+// kill SIGKILLs the command's whole tree.
+func (h *helperCmd) kill() {
+	h.mark(syscall.SIGKILL)
+	h.send(ctlKill)
 }
 
 // readStatus returns how the command ended; call it after Wait. A status
-// of 128+n is reported as signal n when n was delivered through signal (a
-// shell cannot tell the two apart); a PID 1 that was killed outright
-// reports its own signal.
+// of 128+n is reported as signal n when n was delivered through the API
+// (a shell that dies of a signal and one that exits 128+n look alike to
+// its parent's shell); a supervisor that was killed outright (its sandbox
+// stopped) reports its own signal.
 func (h *helperCmd) readStatus() helperStatus {
 	defer h.statusR.Close()
-	var buf bytes.Buffer
-	_, _ = buf.ReadFrom(h.statusR)
-	if n, err := strconv.Atoi(string(bytes.TrimSpace(buf.Bytes()))); err == nil {
-		h.mu.Lock()
-		sent := n > 128 && h.sent[syscall.Signal(n-128)]
-		h.mu.Unlock()
-		if sent {
-			return helperStatus{Signal: signalName(syscall.Signal(n - 128))}
+	defer h.control.Close()
+	for {
+		line, err := h.status.ReadString('\n')
+		if verb, arg, _ := strings.Cut(strings.TrimSpace(line), " "); verb == "exit" {
+			n, aerr := strconv.Atoi(arg)
+			if aerr != nil {
+				break
+			}
+			h.mu.Lock()
+			sent := n > 128 && h.sent[syscall.Signal(n-128)]
+			h.mu.Unlock()
+			if sent {
+				return helperStatus{Signal: signalName(syscall.Signal(n - 128))}
+			}
+			return helperStatus{ExitCode: &n}
 		}
-		return helperStatus{ExitCode: &n}
+		if err != nil {
+			break
+		}
 	}
 	if h.ProcessState != nil {
 		if ws, ok := h.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			return helperStatus{Signal: signalName(ws.Signal())}
 		}
 	}
-	return helperStatus{SetupError: "sandbox init did not report an exit status"}
+	return helperStatus{SetupError: "sandbox supervisor did not report an exit status"}
 }
 
 var (
@@ -133,9 +178,8 @@ var (
 )
 
 // Isolation reports whether commands can run in per-sandbox mount and PID
-// namespaces on this machine (root, or CAP_SYS_ADMIN, on Linux, with
-// /bin/sh and setsid). The check runs once per process; the error says
-// what is missing.
+// namespaces on this machine (root, or CAP_SYS_ADMIN, on Linux). The check
+// runs once per process; the error says what is missing.
 func Isolation() error {
 	isolationOnce.Do(func() { isolationErr = probeIsolation() })
 	return isolationErr
@@ -161,11 +205,14 @@ func probeIsolation() error {
 		return wrap(err)
 	}
 	defer v.close()
-	h, err := newHelperCmd(context.Background(), helperSpec{view: v, Cmd: "/bin/sh", Args: []string{"-c", "test -d /paperclip-workspace && exit 7"}, Env: []string{"PATH=" + baseEnv["PATH"]}})
+	// PID 1 of the command's namespace is the sandbox's init, and the
+	// sandbox's mounts are in place.
+	script := "test -d /paperclip-workspace && grep -q createostest-init /proc/1/cmdline && exit 7"
+	h, err := newHelperCmd(context.Background(), helperSpec{view: v, Cmd: "/bin/sh", Args: []string{"-c", script}, Env: []string{"PATH=" + baseEnv["PATH"]}})
 	if err != nil {
 		return wrap(err)
 	}
-	var out bytes.Buffer
+	var out strings.Builder
 	h.Stdout, h.Stderr = &out, &out
 	if err := h.start(); err != nil {
 		return wrap(err)

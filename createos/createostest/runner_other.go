@@ -12,7 +12,7 @@ import (
 
 var errNoIsolation = errors.New("createostest: sandbox commands need Linux mount and PID namespaces")
 
-type view struct{}
+type view struct{ initPid int }
 
 func newView(root, workspace, tmp, home string, writable bool) (*view, error) {
 	return nil, errNoIsolation
@@ -24,6 +24,8 @@ type helperCmd struct{ *exec.Cmd }
 func newHelperCmd(context.Context, helperSpec) (*helperCmd, error) { return nil, errNoIsolation }
 func (h *helperCmd) start() error                                  { return errNoIsolation }
 func (h *helperCmd) signal(syscall.Signal)                         {}
+func (h *helperCmd) terminate(int)                                 {}
+func (h *helperCmd) kill()                                         {}
 func (h *helperCmd) readStatus() helperStatus {
 	return helperStatus{SetupError: errNoIsolation.Error()}
 }

@@ -3,28 +3,43 @@
 package createostest
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// view is a sandbox's private mount namespace, owned by one locked OS
-// thread. The thread unshares its mount namespace and mounts the sandbox
-// view under root: a tmpfs holding bind mounts of the host's top-level
-// directories (read-only unless writable), the sandbox workspace at
-// /paperclip-workspace, its own /tmp and its own /root (HOME). Commands are forked from that
-// thread, so they inherit the namespace, and chroot into root. Nothing is
-// mounted in the server's own namespace and nothing is created on the host
-// beyond the sandbox's directories; the mounts vanish with the namespace.
+// view is one run of a sandbox's machine: a private mount namespace and a
+// PID namespace, both owned by one locked OS thread. The thread unshares
+// its mount namespace and mounts the sandbox view under root: a tmpfs
+// holding bind mounts of the host's top-level directories (read-only
+// unless writable), the sandbox workspace at /paperclip-workspace, its own
+// /tmp and its own /root (HOME). It then forks the sandbox's init
+// (reaper_linux.go) into a new PID namespace and joins that namespace for
+// its children (setns(CLONE_NEWPID) changes only where the thread's later
+// forks land), so every command supervisor it forks shares the sandbox's
+// mounts, pids and init: what one command leaves running, the next one
+// sees. Nothing is mounted in the server's own namespace and nothing is
+// created on the host beyond the sandbox's directories; the mounts vanish
+// with the namespace.
+//
+// close kills the init, which makes the kernel kill every process of the
+// namespace, and returns once they are all reaped (the init of a PID
+// namespace is reaped last); a stopped view cannot be restarted, a resumed
+// sandbox gets a new one.
 type view struct {
-	root string
-	reqs chan startReq
-	quit chan struct{}
-	done chan struct{}
+	root    string
+	initPid int // host pid of the sandbox's init
+	reqs    chan startReq
+	quit    chan struct{}
+	done    chan struct{}
 }
 
 type startReq struct {
@@ -32,7 +47,7 @@ type startReq struct {
 	errc chan error
 }
 
-var errViewClosed = errors.New("sandbox is being destroyed")
+var errViewClosed = errors.New("sandbox is not running")
 
 func newView(root, workspace, tmp, home string, writable bool) (*view, error) {
 	v := &view{root: root, reqs: make(chan startReq), quit: make(chan struct{}), done: make(chan struct{})}
@@ -47,8 +62,9 @@ func newView(root, workspace, tmp, home string, writable bool) (*view, error) {
 
 func (v *view) loop(workspace, tmp, home string, writable bool, ready chan<- error) {
 	defer close(v.done)
-	// The thread's namespace is modified for good: never unlock it, so the
-	// runtime terminates the thread when this goroutine returns.
+	// The thread's namespaces are modified for good: never unlock it, so
+	// the runtime terminates the thread when this goroutine returns (which
+	// also SIGKILLs, through Pdeathsig, anything it forked that is left).
 	runtime.LockOSThread()
 	if err := syscall.Unshare(syscall.CLONE_NEWNS); err != nil {
 		ready <- fmt.Errorf("unshare mount namespace: %w", err)
@@ -58,6 +74,20 @@ func (v *view) loop(workspace, tmp, home string, writable bool, ready chan<- err
 		ready <- err
 		return
 	}
+	initCmd, exited, err := startInit(v.root)
+	if err != nil {
+		ready <- err
+		return
+	}
+	defer func() {
+		_ = initCmd.Process.Kill()
+		<-exited
+	}()
+	if err := joinPIDNamespace(initCmd.Process.Pid); err != nil {
+		ready <- err
+		return
+	}
+	v.initPid = initCmd.Process.Pid
 	ready <- nil
 	for {
 		select {
@@ -67,6 +97,63 @@ func (v *view) loop(workspace, tmp, home string, writable bool, ready chan<- err
 			return
 		}
 	}
+}
+
+// startInit forks the sandbox's init into a new PID namespace from the
+// calling (view) thread and waits until it mounted the namespace's /proc
+// and chrooted. exited is closed once it has been reaped.
+func startInit(root string) (*exec.Cmd, <-chan struct{}, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	cmd := &exec.Cmd{
+		Path:       selfExe,
+		Args:       []string{"createostest-init", root},
+		Env:        roleEnviron(roleInit),
+		Dir:        "/",
+		ExtraFiles: []*os.File{w},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: syscall.CLONE_NEWPID,
+			Setsid:     true,
+			Pdeathsig:  syscall.SIGKILL,
+		},
+	}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("start sandbox init: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	if line = strings.TrimSpace(line); line != "ok" {
+		_ = cmd.Process.Kill()
+		<-exited
+		if line == "" {
+			line = "exited before it was ready"
+		}
+		return nil, nil, fmt.Errorf("sandbox init: %s", line)
+	}
+	return cmd, exited, nil
+}
+
+// joinPIDNamespace makes the calling thread's later children members of
+// the PID namespace whose init is pid.
+func joinPIDNamespace(pid int) error {
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/pid", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the sandbox's PID namespace: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Setns(fd, unix.CLONE_NEWPID); err != nil {
+		return fmt.Errorf("join the sandbox's PID namespace: %w", err)
+	}
+	return nil
 }
 
 // start forks cmd from the namespace thread.
@@ -80,8 +167,8 @@ func (v *view) start(cmd *exec.Cmd) error {
 	}
 }
 
-// close ends the namespace thread; processes already started keep the
-// namespace alive until they exit.
+// close stops the machine: every process of the sandbox is killed and
+// reaped when it returns.
 func (v *view) close() {
 	select {
 	case <-v.quit:
