@@ -592,6 +592,20 @@ func TestExcludedMatchesLikeMatchesGlob(t *testing.T) {
 		{"./c2", "c[!2]", false},
 		{"./dist", "?ist", true},
 		{"./[x", "[x", true},
+		// Raw and escaped git-ignored paths, as the host sends them.
+		{"./app/[id]/page.tsx", "app/[id]", true},
+		{"./app/i/page.tsx", "app/[id]", true}, // still a glob too
+		{"./app/[id/page.tsx", "app/[id", true},
+		{"./app/[id]/page.tsx", `app/\[id]`, true},
+		{"./app/i", `app/\[id]`, false},
+		{"./a{b,c}", "a{b,c}", true},
+		{"./ab", "a{b,c}", true},
+		{"./[!x]", `\[!x]`, true},
+		{"./y", `\[!x]`, false},
+		{"./a*b", `a\*b`, true},
+		{"./acb", `a\*b`, false},
+		{"./src/.env.local", "src/.env.local", true},
+		{"./x/.cache/y", ".cache", true},
 	} {
 		if got := excluded(tc.name, []string{tc.pattern}); got != tc.want {
 			t.Errorf("excluded(%q, %q) = %v", tc.name, tc.pattern, got)
