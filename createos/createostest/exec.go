@@ -22,7 +22,7 @@ var baseEnv = map[string]string{
 	"LANG": "C.UTF-8",
 }
 
-func (s *Server) commandSpec(sb *sandbox, cmd string, args []string, cwd string, env map[string]string) helperSpec {
+func (s *Server) commandSpec(sb *sandbox, m *machine, cmd string, args []string, cwd string, env map[string]string) helperSpec {
 	merged := map[string]string{}
 	for _, m := range []map[string]string{baseEnv, sb.env, env} {
 		for k, v := range m {
@@ -34,7 +34,7 @@ func (s *Server) commandSpec(sb *sandbox, cmd string, args []string, cwd string,
 		list = append(list, k+"="+v)
 	}
 	slices.Sort(list)
-	return helperSpec{view: sb.view, Cmd: cmd, Args: args, Cwd: cwd, Env: list}
+	return helperSpec{view: m.view, Cmd: cmd, Args: args, Cwd: cwd, Env: list}
 }
 
 type execBody struct {
@@ -91,7 +91,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	if !s.readCommand(w, r, &body, &body.Cmd, &body.Cwd) {
 		return
 	}
-	sb, done := s.acquire(w, r)
+	sb, m, done := s.acquireMachine(w, r)
 	if sb == nil {
 		return
 	}
@@ -99,7 +99,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	stop := context.AfterFunc(sb.ctx, func() { cancel(context.Canceled) })
+	stop := context.AfterFunc(m.ctx, func() { cancel(context.Canceled) })
 	defer stop()
 	if body.TimeoutMs > 0 {
 		t := time.AfterFunc(time.Duration(body.TimeoutMs)*time.Millisecond, func() { cancel(errExecTimeout) })
@@ -109,7 +109,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	if body.Stdin != nil {
 		stdin = strings.NewReader(*body.Stdin)
 	}
-	spec := s.commandSpec(sb, body.Cmd, body.Args, body.Cwd, body.Env)
+	spec := s.commandSpec(sb, m, body.Cmd, body.Args, body.Cwd, body.Env)
 	if r.URL.Query().Get("stream") == "true" {
 		s.execStream(ctx, func() { cancel(context.Canceled) }, w, spec, stdin)
 		return

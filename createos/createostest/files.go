@@ -42,7 +42,7 @@ func guestFile(sb *sandbox, guest string) (*os.Root, string, error) {
 }
 
 func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) {
-	sb, done := s.acquire(w, r)
+	sb, _, done := s.acquire(w, r)
 	if sb == nil {
 		return
 	}
@@ -76,7 +76,7 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) {
-	sb, done := s.acquire(w, r)
+	sb, _, done := s.acquire(w, r)
 	if sb == nil {
 		return
 	}

@@ -102,8 +102,8 @@ func (p *process) finish(st helperStatus) {
 	p.broadcast()
 }
 
-// kill ends the whole tree at once (SIGKILL to the namespace's PID 1).
-func (p *process) kill() { p.h.signal(syscall.SIGKILL) }
+// kill ends the process's whole tree at once.
+func (p *process) kill() { p.h.kill() }
 
 func (p *process) exitFrame() map[string]any {
 	if p.signal != "" {
@@ -137,7 +137,7 @@ func (s *Server) handleProcCreate(w http.ResponseWriter, r *http.Request) {
 	if !s.readCommand(w, r, &body, &body.Cmd, &body.Cwd) {
 		return
 	}
-	sb, done := s.acquire(w, r)
+	sb, m, done := s.acquireMachine(w, r)
 	if sb == nil {
 		return
 	}
@@ -148,8 +148,8 @@ func (s *Server) handleProcCreate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	spec := s.commandSpec(sb, body.Cmd, body.Args, body.Cwd, body.Env)
-	p, err := s.startProcess(sb, spec, body)
+	spec := s.commandSpec(sb, m, body.Cmd, body.Args, body.Cwd, body.Env)
+	p, err := s.startProcess(sb, m, spec, body)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		fail(w, http.StatusBadRequest, map[string]any{"cwd": "no such directory"})
 		return
@@ -161,7 +161,7 @@ func (s *Server) handleProcCreate(w http.ResponseWriter, r *http.Request) {
 	success(w, http.StatusCreated, map[string]any{"process_id": p.id, "state": "running"})
 }
 
-func (s *Server) startProcess(sb *sandbox, spec helperSpec, body procBody) (*process, error) {
+func (s *Server) startProcess(sb *sandbox, m *machine, spec helperSpec, body procBody) (*process, error) {
 	p := &process{
 		id: newID("proc_"), first: 1, next: 1, limit: s.journalLimit(),
 		changed: make(chan struct{}), done: make(chan struct{}),
@@ -218,7 +218,7 @@ func (s *Server) startProcess(sb *sandbox, spec helperSpec, body procBody) (*pro
 			}{stream, r})
 		}
 	}
-	h, err := newHelperCmd(sb.ctx, spec)
+	h, err := newHelperCmd(m.ctx, spec)
 	if err != nil {
 		closeAll(childEnds)
 		closeAll(ours)
@@ -242,23 +242,29 @@ func (s *Server) startProcess(sb *sandbox, spec helperSpec, body procBody) (*pro
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := o.r.Read(buf)
-				if n > 0 {
-					p.appendOutput(o.stream, append([]byte(nil), buf[:n]...))
-				}
-				if err != nil {
-					return // EOF, or EIO from a pty whose last slave closed
-				}
-			}
+			p.pump(o.stream, o.r)
 		}()
 	}
 	go func() {
 		defer close(p.done)
-		readers.Wait()
 		_ = h.Wait()
-		p.finish(h.readStatus())
+		st := h.readStatus()
+		drained := make(chan struct{})
+		go func() {
+			readers.Wait()
+			close(drained)
+		}()
+		t := time.NewTimer(drainGrace)
+		select {
+		case <-drained:
+		case <-t.C: // a background job holds the output open: cut it
+			for _, o := range outputs {
+				_ = o.r.SetReadDeadline(time.Now())
+			}
+			<-drained
+		}
+		t.Stop()
+		p.finish(st)
 		for _, o := range outputs {
 			if o.r != p.stdin {
 				o.r.Close()
@@ -273,6 +279,26 @@ func (s *Server) startProcess(sb *sandbox, spec helperSpec, body procBody) (*pro
 	sb.procs[p.id] = p
 	s.mu.Unlock()
 	return p, nil
+}
+
+// pump journals one output stream until end of file (EIO from a pty whose
+// last slave closed), or until its read deadline is set, after which it
+// takes what is already buffered and stops.
+func (p *process) pump(stream string, r *os.File) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			p.appendOutput(stream, append([]byte(nil), buf[:n]...))
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			readBuffered(r, buf, func(b []byte) { p.appendOutput(stream, append([]byte(nil), b...)) })
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // findProcess resolves {id}/{pid}; 404 for an unknown sandbox or process.
@@ -379,7 +405,7 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusConflict, "process has exited")
 		return
 	}
-	p.h.signal(sig) // PID 1 forwards it to the command's process group
+	p.h.signal(sig) // the supervisor sends it to the command's process group
 	success(w, http.StatusOK, map[string]any{})
 }
 
@@ -394,18 +420,14 @@ func (s *Server) handleProcDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !p.isDone() {
+		// The supervisor SIGTERMs the tree, SIGKILLs what is left after the
+		// grace and reports once the whole tree is gone.
 		if grace > 0 {
-			p.h.signal(syscall.SIGTERM)
-			t := time.NewTimer(time.Duration(grace) * time.Millisecond)
-			select {
-			case <-p.done:
-			case <-t.C:
-			case <-r.Context().Done():
-			}
-			t.Stop()
+			p.h.terminate(grace)
+		} else {
+			p.kill()
 		}
-		p.kill()
-		t := time.NewTimer(10 * time.Second)
+		t := time.NewTimer(time.Duration(grace)*time.Millisecond + 10*time.Second)
 		select {
 		case <-p.done:
 		case <-t.C:

@@ -38,3 +38,22 @@ func openPTY(cols, rows int) (master, slave *os.File, err error) {
 	}
 	return master, slave, nil
 }
+
+// readBuffered hands what r already holds to emit, without waiting for
+// more (r is non-blocking, as os.Pipe and openPTY make it) and at most a
+// few chunks, so a writer that never stops cannot keep it going.
+func readBuffered(r *os.File, buf []byte, emit func([]byte)) {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		for range 32 {
+			n, err := syscall.Read(int(fd), buf)
+			if n <= 0 || err != nil {
+				return
+			}
+			emit(buf[:n])
+		}
+	})
+}

@@ -48,8 +48,8 @@ func newHelperCmd(ctx context.Context, spec helperSpec) (*helperCmd, error) {
 		return nil, err
 	}
 	h := &helperCmd{
-		view: spec.view,
-		spec: superviseSpec{Root: spec.view.root, Cmd: spec.Cmd, Args: spec.Args, Cwd: spec.Cwd, Env: spec.Env, PTY: spec.PTY},
+		view:   spec.view,
+		spec:   superviseSpec{Root: spec.view.root, Cmd: spec.Cmd, Args: spec.Args, Cwd: spec.Cwd, Env: spec.Env, PTY: spec.PTY},
 		status: bufio.NewReader(statusR), statusR: statusR, control: controlW,
 		child: []*os.File{statusW, controlR},
 		sent:  map[syscall.Signal]bool{},
@@ -66,7 +66,12 @@ func newHelperCmd(ctx context.Context, spec helperSpec) (*helperCmd, error) {
 	// kills the command's whole tree, not the background jobs of earlier
 	// commands; WaitDelay later SIGKILLs a supervisor that did not exit.
 	cmd.Cancel = func() error { h.kill(); return nil }
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	// No Pdeathsig: after setting it Go's fork compares getppid() with the
+	// parent's pid and SIGKILLs the child when they differ, and in a PID
+	// namespace entered through setns getppid() is 0. The sandbox's init
+	// has one (as PID 1 it ignores that SIGKILL), and its death kills the
+	// whole namespace, supervisors included, if the server dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	h.Cmd = cmd
 	return h, nil
 }
@@ -215,7 +220,7 @@ func probeIsolation() error {
 	var out strings.Builder
 	h.Stdout, h.Stderr = &out, &out
 	if err := h.start(); err != nil {
-		return wrap(err)
+		return wrap(fmt.Errorf("%w: %s", err, out.String()))
 	}
 	_ = h.Wait()
 	if st := h.readStatus(); st.ExitCode == nil || *st.ExitCode != 7 {

@@ -34,3 +34,5 @@ func (h *helperCmd) readStatus() helperStatus {
 func Isolation() error { return errNoIsolation }
 
 func openPTY(cols, rows int) (*os.File, *os.File, error) { return nil, nil, errNoIsolation }
+
+func readBuffered(*os.File, []byte, func([]byte)) {}

@@ -44,13 +44,23 @@ type sandbox struct {
 
 	dir, root, ws, tmp, home string
 	procs                    map[string]*process
-	view                     *view // nil once released
-	destroyedReads           int   // GETs left before a destroyed row reads 404
-	released                 bool  // processes killed, directories removed
+	m                        *machine // nil while paused, once released, or without isolation
+	destroyedReads           int      // GETs left before a destroyed row reads 404
+	released                 bool     // processes killed, directories removed
 
-	ctx    context.Context // cancelled on release; ends /exec commands
+	busy sync.WaitGroup // in-flight file, exec and process-start work
+}
+
+// machine is what a running sandbox has and a paused one has not: its view
+// (mount namespace, PID namespace and the init that reaps it) and a context
+// that ends its /exec commands when it stops. Every command of the
+// sandbox runs in it, so a background job one command leaves running is
+// there for the next; pause and delete stop it, which kills everything in
+// it, and resume starts a fresh one.
+type machine struct {
+	view   *view
+	ctx    context.Context
 	cancel context.CancelFunc
-	busy   sync.WaitGroup // in-flight file, exec and process-start work
 }
 
 // Sandbox is a snapshot of a sandbox row for test assertions.
@@ -64,6 +74,10 @@ type Sandbox struct {
 	// Workspace and Tmp are the host directories mounted at
 	// /paperclip-workspace and /tmp; empty once destroyed.
 	Workspace, Tmp string
+	// InitPID is the host pid of the init of the sandbox's PID namespace
+	// (every command and background job of the sandbox runs below it); 0
+	// while the sandbox is paused or destroyed.
+	InitPID int
 }
 
 func (sb *sandbox) json() map[string]any {
@@ -126,24 +140,37 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) *sandbox {
 
 // acquire finds a sandbox that accepts workspace operations (404 when
 // unknown or destroyed, 409 when not running) and holds it against
-// release until the returned func is called.
-func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (*sandbox, func()) {
+// release until the returned func is called. The machine is the one
+// running now (nil without isolation); pause may stop it meanwhile, which
+// ends the work started in it.
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (*sandbox, *machine, func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sb := s.lookup(w, r)
 	if sb == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if sb.released {
 		fail(w, http.StatusNotFound, "sandbox not found")
-		return nil, nil
+		return nil, nil, nil
 	}
 	if sb.state != StateRunning {
 		fail(w, http.StatusConflict, "sandbox is "+sb.state)
-		return nil, nil
+		return nil, nil, nil
 	}
 	sb.busy.Add(1)
-	return sb, sb.busy.Done
+	return sb, sb.m, sb.busy.Done
+}
+
+// acquireMachine is acquire for command routes, which need the machine.
+func (s *Server) acquireMachine(w http.ResponseWriter, r *http.Request) (*sandbox, *machine, func()) {
+	sb, m, done := s.acquire(w, r)
+	if sb != nil && m == nil {
+		done()
+		fail(w, http.StatusConflict, "sandbox is not running")
+		return nil, nil, nil
+	}
+	return sb, m, done
 }
 
 type createBody struct {
@@ -210,7 +237,14 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		serverError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
+	m, err := s.startMachine(sb)
+	if err != nil {
+		discard(sb)
+		serverError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
 	s.mu.Lock()
+	sb.m = m
 	s.sandboxes[sb.id] = sb
 	s.transition(sb, StateCreating, StateRunning)
 	v := sb.json()
@@ -226,7 +260,6 @@ func (s *Server) makeDirs(sb *sandbox, src *sandbox) error {
 	sb.ws = filepath.Join(sb.dir, "workspace")
 	sb.tmp = filepath.Join(sb.dir, "tmp")
 	sb.home = filepath.Join(sb.dir, "home")
-	sb.ctx, sb.cancel = context.WithCancel(s.ctx)
 	for _, d := range []string{sb.dir, sb.root, sb.home} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return err
@@ -256,30 +289,59 @@ func (s *Server) makeDirs(sb *sandbox, src *sandbox) error {
 			return err
 		}
 	}
-	if s.isoErr != nil {
-		return nil // command routes answer 501
-	}
-	if err := os.Chmod(sb.home, 0o700); err != nil {
-		return err
-	}
-	v, err := newView(sb.root, sb.ws, sb.tmp, sb.home, s.opts.WritableHost)
-	if err != nil {
-		return err
-	}
-	sb.view = v
-	return nil
+	return os.Chmod(sb.home, 0o700)
 }
 
 // discard undoes a failed makeDirs.
 func discard(sb *sandbox) {
-	if sb.cancel != nil {
-		sb.cancel()
-	}
-	if sb.view != nil {
-		sb.view.close()
-	}
 	if sb.dir != "" {
 		os.RemoveAll(sb.dir)
+	}
+}
+
+// startMachine boots a machine for sb; nil (and no error) where commands
+// cannot run (their routes answer 501).
+func (s *Server) startMachine(sb *sandbox) (*machine, error) {
+	if s.isoErr != nil {
+		return nil, nil
+	}
+	v, err := newView(sb.root, sb.ws, sb.tmp, sb.home, s.opts.WritableHost)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	return &machine{view: v, ctx: ctx, cancel: cancel}, nil
+}
+
+func (m *machine) stop() {
+	m.cancel()
+	m.view.close()
+}
+
+// stop stops sb's machine, if it has one: when it returns, every process
+// of the sandbox (commands, managed processes, their background jobs) is
+// dead and reaped, and every managed process has its exit.
+func (s *Server) stop(sb *sandbox) {
+	s.mu.Lock()
+	m := sb.m
+	sb.m = nil
+	s.mu.Unlock()
+	if m != nil {
+		m.stop()
+	}
+	s.waitProcesses(sb)
+}
+
+// waitProcesses waits until every managed process of sb has ended.
+func (s *Server) waitProcesses(sb *sandbox) {
+	s.mu.Lock()
+	procs := make([]*process, 0, len(sb.procs))
+	for _, p := range sb.procs {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+	for _, p := range procs {
+		<-p.done
 	}
 }
 
@@ -338,55 +400,78 @@ func (s *Server) release(sb *sandbox) {
 	}
 	sb.released = true
 	s.mu.Unlock()
-	sb.cancel()
+	s.stop(sb)
 	sb.busy.Wait()
-	s.mu.Lock()
-	procs := make([]*process, 0, len(sb.procs))
-	for _, p := range sb.procs {
-		procs = append(procs, p)
-	}
-	s.mu.Unlock()
-	for _, p := range procs {
-		p.kill()
-	}
-	for _, p := range procs {
-		<-p.done
-	}
-	s.mu.Lock()
-	v := sb.view
-	sb.view = nil
-	s.mu.Unlock()
-	if v != nil {
-		v.close()
-	}
+	s.waitProcesses(sb) // one that started while the machine stopped
 	if err := os.RemoveAll(sb.dir); err != nil {
 		s.logf("remove %s: %v", sb.dir, err)
 	}
 }
 
+// handlePause stops the machine before it answers: pausing kills every
+// process of the sandbox (documented deviation: CreateOS freezes them).
 func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
-	s.lifecycle(w, r, []string{StateRunning}, StatePausing, StatePaused)
-}
-
-func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
-	s.lifecycle(w, r, []string{StatePaused, StateError}, StateResuming, StateRunning)
-}
-
-// lifecycle submits a pause or resume: 409 unless the sandbox is in one of
-// from (a concurrent transition).
-func (s *Server) lifecycle(w http.ResponseWriter, r *http.Request, from []string, transitional, final string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	sb := s.lookup(w, r)
 	if sb == nil {
+		s.mu.Unlock()
 		return
 	}
-	if !slices.Contains(from, sb.state) {
+	if sb.state != StateRunning {
+		s.mu.Unlock()
 		fail(w, http.StatusConflict, "sandbox is "+sb.state)
 		return
 	}
-	s.transition(sb, transitional, final)
-	success(w, http.StatusAccepted, sb.json())
+	s.transition(sb, StatePausing, StatePaused)
+	v := sb.json()
+	s.mu.Unlock()
+	s.stop(sb)
+	success(w, http.StatusAccepted, v)
+}
+
+var resumable = []string{StatePaused, StateError}
+
+// handleResume boots a fresh machine (unless an "error" sandbox still has
+// its own) before it answers.
+func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	sb := s.lookup(w, r)
+	if sb == nil {
+		s.mu.Unlock()
+		return
+	}
+	if !slices.Contains(resumable, sb.state) || sb.released {
+		s.mu.Unlock()
+		fail(w, http.StatusConflict, "sandbox is "+sb.state)
+		return
+	}
+	boot := sb.m == nil
+	s.mu.Unlock()
+	var m *machine
+	if boot {
+		var err error
+		if m, err = s.startMachine(sb); err != nil {
+			serverError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	}
+	s.mu.Lock()
+	if !slices.Contains(resumable, sb.state) || sb.released || (boot && sb.m != nil) {
+		state := sb.state
+		s.mu.Unlock()
+		if m != nil {
+			m.stop()
+		}
+		fail(w, http.StatusConflict, "sandbox is "+state) // a concurrent transition won
+		return
+	}
+	if boot {
+		sb.m = m
+	}
+	s.transition(sb, StateResuming, StateRunning)
+	v := sb.json()
+	s.mu.Unlock()
+	success(w, http.StatusAccepted, v)
 }
 
 func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
@@ -472,6 +557,14 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 	final := StateRunning
 	if body.StartPaused {
 		final = StatePaused
+	} else {
+		m, err := s.startMachine(child)
+		if err != nil {
+			discard(child)
+			serverError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		child.m = m
 	}
 	s.mu.Lock()
 	s.sandboxes[child.id] = child
@@ -540,6 +633,9 @@ func (s *Server) Sandbox(id string) (Sandbox, bool) {
 	if !sb.released {
 		out.Workspace, out.Tmp = sb.ws, sb.tmp
 	}
+	if sb.m != nil {
+		out.InitPID = sb.m.view.initPid
+	}
 	return out, true
 }
 
@@ -556,15 +652,39 @@ func (s *Server) Sandboxes() []string {
 }
 
 // SetState forces a sandbox's state (e.g. "error" or "failed"), cancelling
-// any pending transition. It reports false for an unknown id.
+// any pending transition. It reports false for an unknown id. Forcing
+// "paused" stops the machine as a pause does, forcing "running" boots one
+// if there is none; other states leave the machine as it is.
 func (s *Server) SetState(id, state string) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	sb := s.sandboxes[id]
 	if sb == nil {
+		s.mu.Unlock()
 		return false
 	}
 	sb.state, sb.next, sb.pending = state, "", 0
+	boot := state == StateRunning && sb.m == nil && !sb.released
+	s.mu.Unlock()
+	switch {
+	case state == StatePaused:
+		s.stop(sb)
+	case boot:
+		m, err := s.startMachine(sb)
+		if err != nil {
+			s.logf("boot %s: %v", id, err)
+			return true
+		}
+		s.mu.Lock()
+		if sb.m != nil || sb.released {
+			s.mu.Unlock()
+			if m != nil {
+				m.stop()
+			}
+			return true
+		}
+		sb.m = m
+		s.mu.Unlock()
+	}
 	return true
 }
 
@@ -577,14 +697,17 @@ func (s *Server) Settle(id string) {
 	}
 }
 
-// AutoPause pauses a running sandbox as the provider's idle timer would.
+// AutoPause pauses a running sandbox as the provider's idle timer would
+// (its processes are killed, as on pause).
 func (s *Server) AutoPause(id string) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	sb := s.sandboxes[id]
 	if sb == nil || sb.state != StateRunning {
+		s.mu.Unlock()
 		return false
 	}
 	sb.state, sb.next, sb.pending = StatePaused, "", 0
+	s.mu.Unlock()
+	s.stop(sb)
 	return true
 }
