@@ -236,12 +236,7 @@ func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease 
 	if refused {
 		return zero, errLeaseClosing
 	}
-	timeout := cfg.timeout()
-	if timeoutMs != nil {
-		if t, ok := hostTimeout(*timeoutMs); ok {
-			timeout = t
-		}
-	}
+	timeout := commandTimeout(cfg, timeoutMs)
 	c, err := d.client(cfg)
 	if err != nil {
 		return zero, err
@@ -279,6 +274,17 @@ func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease 
 		d.mu.Unlock()
 	}
 	return v, err
+}
+
+// commandTimeout is a tracked call's deadline: the timeoutMs the host sent
+// when it is positive (any size, see hostTimeout), else config.timeoutMs.
+func commandTimeout(cfg Config, timeoutMs *float64) time.Duration {
+	if timeoutMs != nil {
+		if d, ok := hostTimeout(*timeoutMs); ok {
+			return d
+		}
+	}
+	return cfg.timeout()
 }
 
 // errStopped is the cause given to tracked calls stopped by release,

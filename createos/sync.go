@@ -23,10 +23,17 @@ import (
 //     before applying their exact mode, refuses hard links to anything but
 //     a regular file, and creates missing host parents 0700.
 //   - Exclusions follow path.matchesGlob as far as ported (sync_glob.go):
-//     no extglobs or brace ranges.
+//     no extglobs or brace ranges; a pattern also matches literally (the
+//     host sends raw git-ignored paths).
 //   - The sandbox scratch file is removed after syncIn too (the reference
 //     removes it after syncOut only).
 //   - A download with HTTP 204/205 has no body.
+//   - Real-host audit (paperclipai 2026.916.1): a post-upload timeoutMs is
+//     any number (the host stamps the run timeout, which may pass a day;
+//     0 or less: only the sync call's deadline); outbound archives keep
+//     symlinks with their targets as written and skip fifos and devices,
+//     while an entry below a symlink, a hard link to one, sparse entries
+//     and the 10 GiB limit are still refused before anything is written.
 
 // scratchPrefix names the per-mapping scratch file in the sandbox.
 const scratchPrefix = "/tmp/paperclip-createos-transfer-"

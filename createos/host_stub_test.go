@@ -1,0 +1,124 @@
+package createos
+
+import (
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// Host call shapes that the stub provider is enough for.
+
+// The host sends timeoutMs as any JSON number: an agent's timeoutSec ×
+// 1000 (a day or more, not always whole) on the agent launch and on every
+// post-upload command, 15,000 for its probes, 0 when an adapter passes
+// timeoutSec 0. None is refused.
+func TestCommandTimeoutTakesWhatTheHostSends(t *testing.T) {
+	cfg := Config{TimeoutMs: 600_000}
+	for _, tc := range []struct {
+		name string
+		ms   *float64
+		want time.Duration
+	}{
+		{"absent: the config's", nil, 10 * time.Minute},
+		{"run timeout", ptr(14_400_000.0), 4 * time.Hour},
+		{"past a day", ptr(172_800_000.0), 48 * time.Hour},
+		{"fraction", ptr(1500.5), 1500500 * time.Microsecond},
+		{"probe", ptr(15_000.0), 15 * time.Second},
+		{"0: the config's", ptr(0.0), 10 * time.Minute},
+		{"negative: the config's", ptr(-1.0), 10 * time.Minute},
+		{"NaN: the config's", ptr(math.NaN()), 10 * time.Minute},
+		{"saturates", ptr(1e300), math.MaxInt64},
+		{"just past a Duration", ptr(float64(math.MaxInt64 / int64(time.Millisecond))), math.MaxInt64},
+		{"infinity saturates", ptr(math.Inf(1)), math.MaxInt64},
+	} {
+		if got := commandTimeout(cfg, tc.ms); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Execute and post-upload commands with the host's timeouts run; a
+// post-upload command's own positive timeout still ends it, and one of 0
+// leaves it to the sync call's deadline.
+func TestHostTimeoutsAreHonouredNotRefused(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, nil)
+	for _, ms := range []float64{14_400_000, 172_800_000, 1e300, 1500.5, 0, -1} {
+		p := execParams(l, nil)
+		p.TimeoutMs = ptr(ms)
+		res, err := d.Execute(t.Context(), p, nil)
+		if err != nil || res.TimedOut || res.ExitCode == nil || *res.ExitCode != 0 {
+			t.Errorf("execute timeoutMs %v: %+v %v", ms, res, err)
+		}
+	}
+
+	for _, tc := range []struct {
+		name    string
+		config  handlers.Object // the sync call's config: its timeoutMs is the call's deadline
+		ms      float64
+		command string
+		want    string // "" = succeeds
+	}{
+		{"past a day", nil, 172_800_000, "true", ""},
+		{"saturates", nil, 1e300, "true", ""},
+		{"fraction", nil, 1500.5, "true", ""},
+		{"0", nil, 0, "true", ""},
+		{"own deadline ends it", nil, 50, "block", "CreateOS transfer command failed."},
+		{"0: the sync's deadline ends it", handlers.Object{"timeoutMs": 1000.0}, 0, "block", "CreateOS transfer command failed."},
+		{"a day past the sync's deadline", handlers.Object{"timeoutMs": 1000.0}, 86_400_000, "block", "CreateOS transfer command failed."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSyncStub(t)
+			s.running = func(r *http.Request, c string) {
+				if c == "block" {
+					<-r.Context().Done()
+				}
+			}
+			o := op("o")
+			o.PostUploadCommands = []handlers.PostUploadCommand{{Command: tc.command, TimeoutMs: ptr(tc.ms)}}
+			p := s.params(o)
+			p.Config = baseConfig(tc.config)
+			_, err := s.d.SyncIn(t.Context(), p)
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+			if got := s.gotCommands(); len(got) != 2 || got[1] != tc.command {
+				t.Errorf("commands %q", got)
+			}
+		})
+	}
+}
+
+// Sync-in of a referenced project keeps its symlinks as links (absolute and
+// leaving the tree included) and applies the host's exclude entries, raw
+// and escaped, to the archive.
+func TestHostProjectUploadKeepsLinksAndExcludesIgnoredPaths(t *testing.T) {
+	s := newSyncStub(t)
+	project := t.TempDir()
+	for name, content := range map[string]string{"doc.md": "doc", "app/[id]/page.tsx": "x", "app/[id/x": "x", "app/i/keep.tsx": "k", "node_modules/m/i.js": "m"} {
+		mustWrite(t, filepath.Join(project, name), content, 0o644)
+	}
+	must(t, os.Symlink("/usr/bin/env", filepath.Join(project, "abs")))
+	must(t, os.Symlink("../elsewhere", filepath.Join(project, "out")))
+	m := handlers.SyncFileMapping{SourcePath: project, TargetPath: "/paperclip-workspace/.paperclip-runtime/claude_local/project-p1", Kind: "directory",
+		Exclude: []string{"node_modules", "node_modules/*", "*/node_modules", "*/node_modules/*", ".git", `app/\[id]`, "app/[id"}}
+	res, err := s.d.SyncIn(t.Context(), s.params(op("sync-op-3", m)))
+	if err != nil || res.Operations[0].FilesTransferred != 2 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	hdrs := tarHeaders(t, s.gotUploads()[0].Body)
+	if got := strings.Join(tarNames(t, s.gotUploads()[0].Body), " "); got != "./ ./abs ./app/ ./app/i/ ./app/i/keep.tsx ./doc.md ./out" {
+		t.Errorf("archived %s", got)
+	}
+	if hdrs["./abs"].Linkname != "/usr/bin/env" || hdrs["./out"].Linkname != "../elsewhere" {
+		t.Errorf("links %q %q", hdrs["./abs"].Linkname, hdrs["./out"].Linkname)
+	}
+}
