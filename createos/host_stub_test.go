@@ -97,6 +97,95 @@ func TestHostTimeoutsAreHonouredNotRefused(t *testing.T) {
 	}
 }
 
+// The host's orphan cleanup destroys a lease after its environment was
+// deleted, with environmentId "" and the lease metadata it recorded: the
+// lease's own environment stands in (its running calls are stopped first),
+// while another company, another origin or a named other environment is
+// still refused.
+func TestOrphanDestroyWithAnEmptyEnvironmentID(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(p *handlers.DestroyLeaseParams)
+		want string // "" = destroyed
+	}{
+		{"orphan", func(p *handlers.DestroyLeaseParams) { p.EnvironmentID = "" }, ""},
+		{"orphan of another company", func(p *handlers.DestroyLeaseParams) { p.EnvironmentID, p.CompanyID = "", "company-b" }, "does not belong"},
+		{"orphan at another origin", func(p *handlers.DestroyLeaseParams) {
+			p.EnvironmentID = ""
+			p.Config = baseConfig(handlers.Object{"apiUrl": "https://other.example.test"})
+		}, "does not belong"},
+		{"named other environment", func(p *handlers.DestroyLeaseParams) { p.EnvironmentID = "env-b" }, "does not belong"},
+		{"metadata without an environment", func(p *handlers.DestroyLeaseParams) {
+			p.EnvironmentID = ""
+			md := handlers.Object{}
+			for k, v := range p.LeaseMetadata {
+				md[k] = v
+			}
+			delete(md, "environmentId")
+			p.LeaseMetadata = md
+		}, "does not belong"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStub(t)
+			d := s.driver()
+			l := acquire(t, d, nil)
+			// The recorded metadata: host keys around ours.
+			md := handlers.Object{"pluginId": "plugin-uuid", "sandboxProviderPlugin": true, "sandboxLeaseAcquisition": handlers.Object{"outcome": "created"}}
+			for k, v := range l.Metadata {
+				md[k] = v
+			}
+			l.Metadata = md
+			s.reset()
+			p := releaseParams(l, nil)
+			tc.edit(p)
+			_, err := d.DestroyLease(t.Context(), p)
+			if tc.want != "" {
+				wantErr(t, err, tc.want)
+				if n := lastIndex(s.snapshot(), "DELETE /v1/sandboxes/sb_test"); n >= 0 {
+					t.Errorf("sandbox deleted: %v", s.snapshot())
+				}
+				return
+			}
+			if err != nil || lastIndex(s.snapshot(), "DELETE /v1/sandboxes/sb_test") < 0 {
+				t.Fatalf("%v: %v", err, s.snapshot())
+			}
+		})
+	}
+
+	// A call still running on the lease is stopped (its process deleted)
+	// before the sandbox is.
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, nil)
+	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { <-r.Context().Done() }
+	errc := make(chan error, 1)
+	go func() {
+		_, err := d.Execute(t.Context(), execParams(l, nil), nil)
+		errc <- err
+	}()
+	<-s.connected
+	p := releaseParams(l, nil)
+	p.EnvironmentID = ""
+	if _, err := d.DestroyLease(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, <-errc, "CreateOS command was cancelled.")
+	proc, sb := s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test"), lastIndex(s.snapshot(), "DELETE /v1/sandboxes/sb_test")
+	if proc < 0 || sb < 0 || proc > sb {
+		t.Errorf("process DELETE at %d, sandbox DELETE at %d: %v", proc, sb, s.snapshot())
+	}
+}
+
+// lastIndex is the index of the last call that is exactly "METHOD path".
+func lastIndex(calls []stubCall, call string) int {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].String() == call {
+			return i
+		}
+	}
+	return -1
+}
+
 // Sync-in of a referenced project keeps its symlinks as links (absolute and
 // leaving the tree included) and applies the host's exclude entries, raw
 // and escaped, to the archive.

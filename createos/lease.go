@@ -247,12 +247,16 @@ func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, de
 		return nil
 	}
 	id := *p.ProviderLeaseID
-	if ok, err := metadataMatches(&p.BaseParams, p.LeaseMetadata); err != nil {
+	bp := p.BaseParams
+	if destroy {
+		bp = orphanBase(bp, p.LeaseMetadata)
+	}
+	if ok, err := metadataMatches(&bp, p.LeaseMetadata); err != nil {
 		return err
 	} else if !ok {
 		return errNotThisEnv
 	}
-	scope, err := d.scope(&p.BaseParams, id)
+	scope, err := d.scope(&bp, id)
 	if err != nil {
 		return err
 	}
@@ -301,6 +305,19 @@ func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, de
 		return err
 	}
 	return nil
+}
+
+// orphanBase is the params a destroy is checked with. The host's orphan
+// cleanup destroys a lease whose environment was deleted with environmentId
+// "" ("the environment id is only context", server
+// services/environment-runtime.js); the environment the lease metadata
+// records then stands in, so the company and API-origin checks still apply
+// and the lease keeps its own scope (its running calls are stopped first).
+func orphanBase(bp handlers.BaseParams, md handlers.Object) handlers.BaseParams {
+	if env, ok := md["environmentId"].(string); ok && bp.EnvironmentID == "" {
+		bp.EnvironmentID = env
+	}
+	return bp
 }
 
 // RealizeWorkspace implements handlers.Driver: the workspace is the fixed
