@@ -59,14 +59,25 @@ func (s *Server) runCommand(ctx context.Context, spec helperSpec, stdin io.Reade
 	if err != nil {
 		return execResult{}, err
 	}
-	h.Stdin, h.Stdout, h.Stderr = stdin, stdout, stderr
-	if err := h.start(); err != nil {
+	x, err := newExecIO(stdin, stdout, stderr)
+	if err != nil {
+		return execResult{}, err
+	}
+	if x.child[0] != nil {
+		h.Stdin = x.child[0]
+	}
+	h.Stdout, h.Stderr = x.child[1], x.child[2]
+	err = h.start()
+	x.closeChild()
+	if err != nil {
+		x.finish()
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return execResult{exitCode: 126, errText: "cannot enter " + spec.Cwd}, nil
 		}
 		return execResult{}, err
 	}
 	_ = h.Wait()
+	x.finish()
 	st := h.readStatus()
 	switch {
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errExecTimeout):

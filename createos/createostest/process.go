@@ -166,16 +166,62 @@ func (s *Server) startProcess(sb *sandbox, m *machine, spec helperSpec, body pro
 		id: newID("proc_"), first: 1, next: 1, limit: s.journalLimit(),
 		changed: make(chan struct{}), done: make(chan struct{}),
 	}
-	var childEnds, ours []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			f.Close()
-		}
+	x, err := openProcIO(body)
+	if err != nil {
+		return nil, err
 	}
-	var outputs []struct {
-		stream string
-		r      *os.File
+	if body.PTY != nil {
+		spec.PTY = true
+		spec.Env = append(spec.Env, "TERM=xterm-256color")
+		p.pty = true
 	}
+	p.stdin = x.stdin
+	h, err := newHelperCmd(m.ctx, spec)
+	if err != nil {
+		x.closeChild()
+		x.closeOurs()
+		return nil, err
+	}
+	h.Stdin, h.Stdout, h.Stderr = x.child[0], x.child[1], x.child[2]
+	err = h.start()
+	x.closeChild()
+	if err != nil {
+		x.closeOurs()
+		return nil, err
+	}
+	p.h = h
+	var out outputs
+	for _, st := range x.streams {
+		out.pump(st.r, func(b []byte) { p.appendOutput(st.name, append([]byte(nil), b...)) })
+	}
+	go func() {
+		defer close(p.done)
+		_ = h.Wait()
+		status := h.readStatus()
+		out.drain() // a background job may hold the output open
+		p.finish(status)
+		x.closeOurs()
+	}()
+
+	s.mu.Lock()
+	sb.procs[p.id] = p
+	s.mu.Unlock()
+	return p, nil
+}
+
+// procIO is a managed process's stdio: three pipes, or one pty.
+type procIO struct {
+	child   [3]*os.File // the command's stdin, stdout and stderr
+	stdin   *os.File    // the pipe's write end, or the pty master
+	streams []stream    // what is journaled
+}
+
+type stream struct {
+	name string // stdout, stderr or pty
+	r    *os.File
+}
+
+func openProcIO(body procBody) (*procIO, error) {
 	if body.PTY != nil {
 		cols, rows := body.PTY.Cols, body.PTY.Rows
 		if cols <= 0 {
@@ -188,116 +234,42 @@ func (s *Server) startProcess(sb *sandbox, m *machine, spec helperSpec, body pro
 		if err != nil {
 			return nil, err
 		}
-		spec.PTY = true
-		spec.Env = append(spec.Env, "TERM=xterm-256color")
-		p.pty = true
-		p.stdin = master
-		childEnds = []*os.File{slave}
-		ours = []*os.File{master}
-		outputs = append(outputs, struct {
-			stream string
-			r      *os.File
-		}{"pty", master})
-	} else {
-		for _, stream := range []string{"stdin", "stdout", "stderr"} {
-			r, w, err := os.Pipe()
-			if err != nil {
-				closeAll(childEnds)
-				closeAll(ours)
-				return nil, err
-			}
-			if stream == "stdin" {
-				childEnds, ours = append(childEnds, r), append(ours, w)
-				p.stdin = w
-				continue
-			}
-			childEnds, ours = append(childEnds, w), append(ours, r)
-			outputs = append(outputs, struct {
-				stream string
-				r      *os.File
-			}{stream, r})
+		return &procIO{child: [3]*os.File{slave, slave, slave}, stdin: master, streams: []stream{{"pty", master}}}, nil
+	}
+	x := &procIO{}
+	for i, name := range []string{"stdin", "stdout", "stderr"} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			x.closeChild()
+			x.closeOurs()
+			return nil, err
 		}
-	}
-	h, err := newHelperCmd(m.ctx, spec)
-	if err != nil {
-		closeAll(childEnds)
-		closeAll(ours)
-		return nil, err
-	}
-	if p.pty {
-		h.Stdin, h.Stdout, h.Stderr = childEnds[0], childEnds[0], childEnds[0]
-	} else {
-		h.Stdin, h.Stdout, h.Stderr = childEnds[0], childEnds[1], childEnds[2]
-	}
-	if err := h.start(); err != nil {
-		closeAll(childEnds)
-		closeAll(ours)
-		return nil, err
-	}
-	closeAll(childEnds)
-	p.h = h
-
-	var readers sync.WaitGroup
-	for _, o := range outputs {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			p.pump(o.stream, o.r)
-		}()
-	}
-	go func() {
-		defer close(p.done)
-		_ = h.Wait()
-		st := h.readStatus()
-		drained := make(chan struct{})
-		go func() {
-			readers.Wait()
-			close(drained)
-		}()
-		t := time.NewTimer(drainGrace)
-		select {
-		case <-drained:
-		case <-t.C: // a background job holds the output open: cut it
-			for _, o := range outputs {
-				_ = o.r.SetReadDeadline(time.Now())
-			}
-			<-drained
+		if i == 0 {
+			x.child[0], x.stdin = r, w
+			continue
 		}
-		t.Stop()
-		p.finish(st)
-		for _, o := range outputs {
-			if o.r != p.stdin {
-				o.r.Close()
-			}
-		}
-		if p.pty {
-			p.stdin.Close()
-		}
-	}()
-
-	s.mu.Lock()
-	sb.procs[p.id] = p
-	s.mu.Unlock()
-	return p, nil
+		x.child[i] = w
+		x.streams = append(x.streams, stream{name, r})
+	}
+	return x, nil
 }
 
-// pump journals one output stream until end of file (EIO from a pty whose
-// last slave closed), or until its read deadline is set, after which it
-// takes what is already buffered and stops.
-func (p *process) pump(stream string, r *os.File) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			p.appendOutput(stream, append([]byte(nil), buf[:n]...))
+// closeChild drops the server's copies of the command's ends.
+func (x *procIO) closeChild() {
+	for i, f := range x.child {
+		if f != nil && (i == 0 || f != x.child[0]) {
+			f.Close()
 		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			readBuffered(r, buf, func(b []byte) { p.appendOutput(stream, append([]byte(nil), b...)) })
-			return
-		}
-		if err != nil {
-			return
-		}
+	}
+}
+
+// closeOurs releases the server's ends (closing one twice is harmless).
+func (x *procIO) closeOurs() {
+	if x.stdin != nil {
+		x.stdin.Close()
+	}
+	for _, st := range x.streams {
+		st.r.Close()
 	}
 }
 

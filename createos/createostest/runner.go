@@ -1,7 +1,5 @@
 package createostest
 
-import "time"
-
 // helperSpec describes one command in a sandbox.
 type helperSpec struct {
 	view *view
@@ -18,8 +16,3 @@ type helperStatus struct {
 	Signal     string
 	SetupError string
 }
-
-// drainGrace is how long a command's output is still read after the
-// command exited, when a background job it started keeps the output open.
-// The job keeps running; only its share of the command's output is cut.
-const drainGrace = time.Second

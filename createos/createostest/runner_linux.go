@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // helperCmd is the server's side of one command's supervisor
@@ -59,13 +60,11 @@ func newHelperCmd(ctx context.Context, spec helperSpec) (*helperCmd, error) {
 	cmd.Env = roleEnviron(roleSupervisor)
 	cmd.Dir = "/"
 	cmd.ExtraFiles = h.child
-	// Output a background job keeps open is read for drainGrace after the
-	// command ends, then cut (the job keeps running).
-	cmd.WaitDelay = drainGrace
 	// Cancelling ctx (a timeout, a dropped request, a stopping sandbox)
 	// kills the command's whole tree, not the background jobs of earlier
-	// commands; WaitDelay later SIGKILLs a supervisor that did not exit.
+	// commands. A supervisor that has not exited 10s later is SIGKILLed.
 	cmd.Cancel = func() error { h.kill(); return nil }
+	cmd.WaitDelay = 10 * time.Second
 	// No Pdeathsig: after setting it Go's fork compares getppid() with the
 	// parent's pid and SIGKILLs the child when they differ, and in a PID
 	// namespace entered through setns getppid() is 0. The sandbox's init
