@@ -287,6 +287,52 @@ func TestProcessSignalAndPTY(t *testing.T) {
 	}
 }
 
+// How a signalled process reports its end. The status comes from the
+// supervisor's wait4, not from a shell's wait builtin: the old /bin/sh init
+// ran "wait $pid" in a loop, and when the forwarded signal's trap
+// interrupted wait (status 128+n) after the shell had already collected
+// the command's exit, "kill -0 $pid" failed and 128+n was reported, so a
+// command that trapped SIGUSR1 and exited 9 read as killed by SIGUSR1
+// under load. Each case runs several times to cover that window.
+func TestSignalStatus(t *testing.T) {
+	a := newAPI(t, createostest.Options{})
+	id := a.create()
+	loop := `echo ready; while :; do sleep 0.02; done`
+	cases := []struct {
+		name     string
+		script   string
+		signal   string // sent after "ready"; "" sends none
+		code     int    // -1: ended by signal want
+		want     string
+		attempts int
+	}{
+		{"trap exits with its own code", `trap 'echo trapped; exit 9' USR1; ` + loop, "SIGUSR1", 9, "", 8},
+		{"trap of TERM exits 0", `trap 'exit 0' TERM; ` + loop, "SIGTERM", 0, "", 3},
+		{"untrapped signal", loop, "SIGUSR1", -1, "SIGUSR1", 3},
+		{"SIGKILL", loop, "SIGKILL", -1, "SIGKILL", 3},
+		{"exit 138 with no signal sent", `echo ready; exit 138`, "", 138, "", 2},
+		{"a signal the command sends itself", `echo ready; kill -USR1 $$`, "", 138, "", 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for range tc.attempts {
+				pid := a.spawn(id, bash(tc.script))
+				a.follow(id, pid, 0, func(f followed) bool { return strings.Contains(f.text(""), "ready") })
+				if tc.signal != "" {
+					a.must("POST", "/sandboxes/"+id+"/processes/"+pid+"/signal", map[string]string{"signal": tc.signal}, nil)
+				}
+				e := a.waitExit(id, pid)
+				switch {
+				case tc.code >= 0 && (e.ExitCode == nil || *e.ExitCode != tc.code || e.Signal != ""):
+					t.Fatalf("exit %+v, want code %d", e, tc.code)
+				case tc.code < 0 && (e.ExitCode != nil || e.Signal != tc.want):
+					t.Fatalf("exit %+v, want signal %s", e, tc.want)
+				}
+			}
+		})
+	}
+}
+
 func TestJournalEviction(t *testing.T) {
 	a := newAPI(t, createostest.Options{JournalLimit: 4096})
 	id := a.create()
