@@ -13,28 +13,36 @@ import (
 )
 
 // guestFile maps an absolute guest path onto the sandbox directory that is
-// mounted there. Only /paperclip-workspace and /tmp are backed by the
-// sandbox; anything else is refused with 400 (documented deviation: the
-// real guest has a whole root filesystem). Access goes through os.Root, so
-// a symlink cannot lead outside the mount on the host.
-func guestFile(sb *sandbox, guest string) (*os.Root, string, error) {
+// mounted there, opened in the sandbox's mount view (m; the host directory
+// without isolation), so files are what commands see. Only
+// /paperclip-workspace and /tmp are backed by the sandbox; anything else
+// is refused with 400 (documented deviation: the real guest has a whole
+// root filesystem). Access goes through os.Root, so a symlink cannot lead
+// outside the mount.
+func guestFile(sb *sandbox, m *machine, guest string) (*os.Root, string, error) {
 	if guest == "" || !strings.HasPrefix(guest, "/") || strings.ContainsRune(guest, 0) {
 		return nil, "", errors.New("path must be absolute")
 	}
 	clean := path.Clean(guest)
-	var dir, rel string
+	var mount, host, rel string
 	switch {
 	case clean == workspaceDir || strings.HasPrefix(clean, workspaceDir+"/"):
-		dir, rel = sb.ws, strings.TrimPrefix(strings.TrimPrefix(clean, workspaceDir), "/")
+		mount, host = workspaceDir, sb.ws
 	case clean == tmpDir || strings.HasPrefix(clean, tmpDir+"/"):
-		dir, rel = sb.tmp, strings.TrimPrefix(strings.TrimPrefix(clean, tmpDir), "/")
+		mount, host = tmpDir, sb.tmp
 	default:
 		return nil, "", errors.New("path is outside /paperclip-workspace and /tmp")
 	}
-	if rel == "" {
+	if rel = strings.TrimPrefix(strings.TrimPrefix(clean, mount), "/"); rel == "" {
 		rel = "."
 	}
-	root, err := os.OpenRoot(dir)
+	var root *os.Root
+	var err error
+	if m != nil {
+		root, err = m.view.openRoot(mount)
+	} else {
+		root, err = os.OpenRoot(host)
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -42,12 +50,16 @@ func guestFile(sb *sandbox, guest string) (*os.Root, string, error) {
 }
 
 func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) {
-	sb, _, done := s.acquire(w, r)
+	sb, m, done := s.acquire(w, r)
 	if sb == nil {
 		return
 	}
 	defer done()
-	root, rel, err := guestFile(sb, r.URL.Query().Get("path"))
+	root, rel, err := guestFile(sb, m, r.URL.Query().Get("path"))
+	if errors.Is(err, errViewClosed) {
+		fail(w, http.StatusConflict, err.Error()) // paused meanwhile
+		return
+	}
 	if err != nil {
 		fail(w, http.StatusBadRequest, map[string]any{"path": err.Error()})
 		return
@@ -76,12 +88,16 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) {
-	sb, _, done := s.acquire(w, r)
+	sb, m, done := s.acquire(w, r)
 	if sb == nil {
 		return
 	}
 	defer done()
-	root, rel, err := guestFile(sb, r.URL.Query().Get("path"))
+	root, rel, err := guestFile(sb, m, r.URL.Query().Get("path"))
+	if errors.Is(err, errViewClosed) {
+		fail(w, http.StatusConflict, err.Error()) // paused meanwhile
+		return
+	}
 	if err != nil {
 		fail(w, http.StatusBadRequest, map[string]any{"path": err.Error()})
 		return

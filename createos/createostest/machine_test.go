@@ -2,6 +2,7 @@ package createostest_test
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -276,5 +277,30 @@ func TestStopKillsEverything(t *testing.T) {
 				t.Fatal("background job after resume")
 			}
 		})
+	}
+}
+
+// File requests enter the sandbox's mount view as commands do: a mount a
+// command made under /tmp (in the sandbox's mount namespace only) is what
+// PUT and GET read and write, not the host directory beneath it.
+func TestFilesSeeTheSandboxMounts(t *testing.T) {
+	a := newAPI(t, createostest.Options{})
+	id := a.create()
+	if res := a.sh(id, `mkdir /tmp/mnt && mount -t tmpfs none /tmp/mnt && echo inside > /tmp/mnt/f`); res.Result.ExitCode != 0 {
+		t.Fatalf("mount in the sandbox: %+v", res.Result)
+	}
+	resp := a.raw("GET", "/sandboxes/"+id+"/files?path=/tmp/mnt/f", nil)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(got) != "inside\n" {
+		t.Fatalf("GET through the view: %d %q", resp.StatusCode, got)
+	}
+	a.must("PUT", "/sandboxes/"+id+"/files?path=/tmp/mnt/g", []byte("put"), nil)
+	if res := a.exec(id, "/bin/cat", "/tmp/mnt/g"); res.Result.Stdout != "put" {
+		t.Fatalf("PUT through the view, read by a command: %+v", res.Result)
+	}
+	sb, _ := a.srv.Sandbox(id)
+	if _, err := os.Stat(filepath.Join(sb.Tmp, "mnt", "f")); !os.IsNotExist(err) {
+		t.Fatalf("the sandbox's mount leaked to the host directory: %v", err)
 	}
 }

@@ -17,7 +17,8 @@ type view struct{ initPid int }
 func newView(root, workspace, tmp, home string, writable bool) (*view, error) {
 	return nil, errNoIsolation
 }
-func (v *view) close() {}
+func (v *view) close()                            {}
+func (v *view) openRoot(string) (*os.Root, error) { return nil, errNoIsolation }
 
 type helperCmd struct{ *exec.Cmd }
 

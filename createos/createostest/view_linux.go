@@ -37,20 +37,15 @@ import (
 type view struct {
 	root    string
 	initPid int // host pid of the sandbox's init
-	reqs    chan startReq
+	reqs    chan func()
 	quit    chan struct{}
 	done    chan struct{}
-}
-
-type startReq struct {
-	cmd  *exec.Cmd
-	errc chan error
 }
 
 var errViewClosed = errors.New("sandbox is not running")
 
 func newView(root, workspace, tmp, home string, writable bool) (*view, error) {
-	v := &view{root: root, reqs: make(chan startReq), quit: make(chan struct{}), done: make(chan struct{})}
+	v := &view{root: root, reqs: make(chan func()), quit: make(chan struct{}), done: make(chan struct{})}
 	ready := make(chan error, 1)
 	go v.loop(workspace, tmp, home, writable, ready)
 	if err := <-ready; err != nil {
@@ -91,8 +86,8 @@ func (v *view) loop(workspace, tmp, home string, writable bool, ready chan<- err
 	ready <- nil
 	for {
 		select {
-		case r := <-v.reqs:
-			r.errc <- r.cmd.Start()
+		case fn := <-v.reqs:
+			fn()
 		case <-v.quit:
 			return
 		}
@@ -156,15 +151,37 @@ func joinPIDNamespace(pid int) error {
 	return nil
 }
 
-// start forks cmd from the namespace thread.
-func (v *view) start(cmd *exec.Cmd) error {
-	errc := make(chan error, 1)
+// do runs fn on the namespace thread.
+func (v *view) do(fn func()) error {
+	done := make(chan struct{})
 	select {
-	case v.reqs <- startReq{cmd: cmd, errc: errc}:
-		return <-errc
+	case v.reqs <- func() { fn(); close(done) }:
+		<-done
+		return nil
 	case <-v.quit:
 		return errViewClosed
 	}
+}
+
+// start forks cmd from the namespace thread.
+func (v *view) start(cmd *exec.Cmd) error {
+	var err error
+	if derr := v.do(func() { err = cmd.Start() }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// openRoot opens the guest directory dir of the view (what a command sees
+// there, mounts included) as an os.Root, from the namespace thread; the
+// Root can then be used from any goroutine.
+func (v *view) openRoot(dir string) (*os.Root, error) {
+	var root *os.Root
+	var err error
+	if derr := v.do(func() { root, err = os.OpenRoot(filepath.Join(v.root, dir)) }); derr != nil {
+		return nil, derr
+	}
+	return root, err
 }
 
 // close stops the machine: every process of the sandbox is killed and
