@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -122,13 +125,25 @@ func TestSim(t *testing.T) {
 			if code != 200 || env["data"].(map[string]any)["result"].(map[string]any)["stdout"] != "hi\n" {
 				t.Fatalf("exec: %d %v", code, env)
 			}
+			// A daemon started by one command is there for the next one
+			// (Paperclip's callback bridge), and gone once the sim stops.
+			job := fmt.Sprintf("sleep 5%d%d", os.Getpid(), len(tc.name))
+			for _, script := range []string{"nohup " + job + " >/dev/null 2>&1 & echo $! > /tmp/pid", `kill -0 "$(cat /tmp/pid)"`} {
+				code, env = call(t, "POST", url+"/v1/sandboxes/"+id+"/exec", "sim-key", map[string]any{"cmd": "/bin/sh", "args": []string{"-c", script}})
+				if code != 200 || env["data"].(map[string]any)["result"].(map[string]any)["exit_code"] != float64(0) {
+					t.Fatalf("exec %q: %d %v", script, code, env)
+				}
+			}
+			if left := running(job); len(left) != 1 {
+				t.Fatalf("%s on the host: pids %v", job, left)
+			}
 			if code, _ := call(t, "POST", url+"/_control/faults", "sim-key", map[string]any{"route": "sandbox.get", "status": 503, "count": 1}); code != 200 {
 				t.Fatalf("control: %d", code)
 			}
 			if code, _ := call(t, "GET", url+"/v1/sandboxes/"+id, "sim-key", nil); code != 503 {
 				t.Fatalf("injected fault: %d", code)
 			}
-			if _, env := call(t, "GET", url+"/_control/requests", "sim-key", nil); len(env["data"].(map[string]any)["requests"].([]any)) != 6 {
+			if _, env := call(t, "GET", url+"/_control/requests", "sim-key", nil); len(env["data"].(map[string]any)["requests"].([]any)) != 8 {
 				t.Fatalf("request log: %v", env)
 			}
 			if code := stop(tc.stop); code != 0 {
@@ -137,8 +152,24 @@ func TestSim(t *testing.T) {
 			if _, err := http.Get(url + "/v1/rootfs"); err == nil {
 				t.Fatal("still serving after exit")
 			}
+			if left := running(job); len(left) > 0 {
+				t.Fatalf("%s survives the sim: pids %v", job, left)
+			}
 		})
 	}
+}
+
+// running lists host pids whose command line is cmdline.
+func running(cmdline string) []string {
+	var pids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.TrimSpace(strings.ReplaceAll(string(raw), "\x00", " ")) == cmdline {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
 }
 
 func TestSimBadFlags(t *testing.T) {

@@ -19,37 +19,59 @@
 // # Sandboxes
 //
 // Each sandbox owns a directory with workspace/ (mounted at
-// /paperclip-workspace) and tmp/ (mounted at /tmp). A locked OS thread per
-// sandbox holds a private mount namespace whose view is a tmpfs root with
-// the host's top-level directories bound read-only (Options.WritableHost to
-// change), plus those two mounts. Commands are forked from that thread,
-// chroot into the view, and run under a /bin/sh init as PID 1 of their own
-// PID namespace: killing it ends the whole process tree. This needs root
-// (or CAP_SYS_ADMIN) on Linux; Isolation reports what is missing, once, and
+// /paperclip-workspace) and tmp/ (mounted at /tmp). A running sandbox is a
+// machine (view_linux.go): a locked OS thread holds a private mount
+// namespace whose view is a tmpfs root with the host's top-level
+// directories bound read-only (Options.WritableHost to change), plus those
+// two mounts and a private /root, and a PID namespace whose PID 1 is a
+// small init that reaps orphans. Every /exec, managed process and file
+// request of the sandbox enters that view, and every command runs in that
+// PID namespace, under a supervisor that chroots into the view, starts the
+// command in a session of its own and, as a child subreaper, keeps the
+// command's tree together while it runs. What a command leaves running
+// (nohup … &) outlives it: the next command sees it (kill -0 $pid works,
+// /proc is the sandbox's), and a job that ended is reaped. Pause, DELETE
+// and Close stop the machine: the init is SIGKILLed, the kernel kills
+// everything left in the namespace, and they return once it is all
+// reaped; resume boots a fresh machine (documented deviation: CreateOS
+// keeps a paused sandbox's processes, frozen).
+//
+// The init and the supervisors are the program that links this package,
+// executed again through /proc/self/exe with CREATEOSTEST_ROLE set; this
+// package's init function runs them before main. This needs root (or
+// CAP_SYS_ADMIN) on Linux; Isolation reports what is missing, once, and
 // NewServer fails with that message unless Options.AllowNoIsolation is set
 // (command routes then answer 501).
 //
-// Files are served from the host directories through os.Root: only paths
-// under /paperclip-workspace and /tmp are accepted (400 otherwise), PUT
-// creates missing parents, GET of a missing file is 404.
+// Files are served through os.Root opened in the sandbox's view: only
+// paths under /paperclip-workspace and /tmp are accepted (400 otherwise),
+// PUT creates missing parents, GET of a missing file is 404.
 //
 // States follow spec §1.4: create is synchronous unless SetTransitionReads
 // makes the transitional state ("creating", "pausing", "resuming",
 // "forking", "destroying") visible for n GETs. Pause needs "running",
 // resume "paused" or "error" (409 otherwise). DELETE kills and removes
 // everything at once; the row then reads "destroyed" for SetDestroyedReads
-// GETs, then 404. Pausing does not freeze processes (documented deviation).
+// GETs, then 404.
 //
-// # Managed processes
+// # Commands and managed processes
 //
-// Output is journaled per process in chunks with seq from 1, bounded by
-// Options.JournalLimit bytes (default 1 MiB; SetJournalLimit at run time).
-// /connect?after=N replays seq > N, then streams live frames and
-// heartbeats and ends with {"type":"exit",...}; an evicted offset answers
-// 410 (SetEvictedAsFrame: an output_offset_expired frame). DELETE
-// ?grace_ms= sends SIGTERM, waits the grace, then SIGKILLs the tree and
-// answers {"tree_exited":true}. A status of 128+n is reported as signal n
-// only when n was sent through /signal or DELETE.
+// A command's status is the one its supervisor reaped. A managed process
+// whose status is 128+n (it died of signal n, or exited so) reports signal
+// n only when n was sent through /signal or DELETE. /signal reaches the
+// command's process group. An /exec that times out (exit code 124) or
+// whose request is dropped has its tree SIGKILLed, never the background
+// jobs of earlier commands; DELETE of a managed process SIGTERMs its whole
+// tree, SIGKILLs what is left after ?grace_ms=, and answers
+// {"tree_exited":true} once the tree is gone. Output that a background job
+// keeps open after its command exited is read for one more second, then
+// cut (the job keeps running).
+//
+// Managed process output is journaled per process in chunks with seq from
+// 1, bounded by Options.JournalLimit bytes (default 1 MiB; SetJournalLimit
+// at run time). /connect?after=N replays seq > N, then streams live frames
+// and heartbeats and ends with {"type":"exit",...}; an evicted offset
+// answers 410 (SetEvictedAsFrame: an output_offset_expired frame).
 //
 // # Faults
 //
