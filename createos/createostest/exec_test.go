@@ -33,6 +33,7 @@ func TestExec(t *testing.T) {
 		{"host is read-only", map[string]any{"cmd": "/bin/sh", "args": []string{"-c", "touch /etc/createostest-probe 2>/dev/null; echo $?"}}, id, 0, "1\n", "", ""},
 		{"realpath -m and tar exist", map[string]any{"cmd": "/bin/bash", "args": []string{"-lc", "realpath -m -- /paperclip-workspace/a/../b && tar --version >/dev/null && echo ok"}}, id, 0, "/paperclip-workspace/b\nok\n", "", ""},
 		{"timeout", map[string]any{"cmd": "/bin/sleep", "args": []string{"30"}, "timeout_ms": 50}, id, 124, "", "", "command timed out"},
+		{"only stdio is inherited", map[string]any{"cmd": "/bin/ls", "args": []string{"/proc/self/fd"}}, id, 0, "0\n1\n2\n3\n", "", ""}, // 3: ls reading the directory
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -55,8 +55,12 @@ const (
 func runSupervisor() int {
 	status := os.NewFile(3, "status")
 	control := os.NewFile(4, "control")
-	syscall.CloseOnExec(3)
-	syscall.CloseOnExec(4)
+	// The command gets stdin, stdout and stderr: neither these pipes nor
+	// any descriptor the server itself inherited without close-on-exec.
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) != nil {
+		syscall.CloseOnExec(3)
+		syscall.CloseOnExec(4)
+	}
 	rd := bufio.NewReader(control)
 	var spec superviseSpec
 	line, err := rd.ReadBytes('\n')
