@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the logger and the test.
@@ -134,8 +135,11 @@ func TestSim(t *testing.T) {
 					t.Fatalf("exec %q: %d %v", script, code, env)
 				}
 			}
-			if left := running(job); len(left) != 1 {
-				t.Fatalf("%s on the host: pids %v", job, left)
+			// kill -0 may have found nohup before it executed sleep.
+			for deadline := time.Now().Add(10 * time.Second); len(running(job)) != 1; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s on the host: pids %v", job, running(job))
+				}
 			}
 			if code, _ := call(t, "POST", url+"/_control/faults", "sim-key", map[string]any{"route": "sandbox.get", "status": 503, "count": 1}); code != 200 {
 				t.Fatalf("control: %d", code)
