@@ -238,6 +238,13 @@ func TestStopKillsEverything(t *testing.T) {
 			if sb.InitPID == 0 || gone(sb.InitPID, "createostest-init") {
 				t.Fatalf("sandbox init %d is not running", sb.InitPID)
 			}
+			// Namespace inode numbers are reused once a namespace is freed:
+			// holding the old one keeps "a new namespace" checkable.
+			held, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", sb.InitPID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Close()
 			if len(hostProcesses("createostest-supervise "+filepath.Join(filepath.Dir(sb.Workspace), "root"))) != 1 {
 				t.Fatal("want the managed process's supervisor on the host")
 			}
