@@ -40,6 +40,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	writable := fs.Bool("writable-host", false, "leave host directories writable inside sandboxes")
 	control := fs.Bool("control", false, "serve the /_control fault and request-log API")
 	verbose := fs.Bool("v", false, "log every request")
+	var mounts []createostest.Mount
+	fs.Func("mount", "HOST:GUEST: show host directory HOST read-only at the new top-level sandbox path GUEST (repeatable)", func(s string) error {
+		m, err := createostest.ParseMount(s)
+		mounts = append(mounts, m)
+		return err
+	})
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -56,6 +62,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		JournalLimit: *journal,
 		Heartbeat:    *heartbeat,
 		WritableHost: *writable,
+		Mounts:       mounts,
 	}
 	if *control {
 		opts.ControlPrefix = "/_control"

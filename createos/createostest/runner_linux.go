@@ -204,7 +204,7 @@ func probeIsolation() error {
 			return wrap(err)
 		}
 	}
-	v, err := newView(root, ws, tmp, home, false)
+	v, err := newView(root, ws, tmp, home, false, nil)
 	if err != nil {
 		return wrap(err)
 	}

@@ -14,7 +14,7 @@ var errNoIsolation = errors.New("createostest: sandbox commands need Linux mount
 
 type view struct{ initPid int }
 
-func newView(root, workspace, tmp, home string, writable bool) (*view, error) {
+func newView(root, workspace, tmp, home string, writable bool, mounts []Mount) (*view, error) {
 	return nil, errNoIsolation
 }
 func (v *view) close()                            {}

@@ -305,7 +305,7 @@ func (s *Server) startMachine(sb *sandbox) (*machine, error) {
 	if s.isoErr != nil {
 		return nil, nil
 	}
-	v, err := newView(sb.root, sb.ws, sb.tmp, sb.home, s.opts.WritableHost)
+	v, err := newView(sb.root, sb.ws, sb.tmp, sb.home, s.opts.WritableHost, s.opts.Mounts)
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,9 @@ type Options struct {
 	// WritableHost leaves the host's top-level directories writable inside
 	// sandboxes; by default they are bound read-only.
 	WritableHost bool
+	// Mounts shows host directories read-only in every sandbox, each at a
+	// new top-level path: what a CreateOS image would have installed.
+	Mounts []Mount
 	// AllowNoIsolation lets NewServer succeed where namespaces are
 	// unavailable; command routes then answer 501 with the reason.
 	AllowNoIsolation bool
@@ -106,6 +109,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.MaxRecordedBody == 0 {
 		opts.MaxRecordedBody = 1 << 20
+	}
+	if err := checkMounts(opts.Mounts); err != nil {
+		return nil, fmt.Errorf("createostest: %w", err)
 	}
 	isoErr := Isolation()
 	if isoErr != nil && !opts.AllowNoIsolation {

@@ -44,10 +44,10 @@ type view struct {
 
 var errViewClosed = errors.New("sandbox is not running")
 
-func newView(root, workspace, tmp, home string, writable bool) (*view, error) {
+func newView(root, workspace, tmp, home string, writable bool, mounts []Mount) (*view, error) {
 	v := &view{root: root, reqs: make(chan func()), quit: make(chan struct{}), done: make(chan struct{})}
 	ready := make(chan error, 1)
-	go v.loop(workspace, tmp, home, writable, ready)
+	go v.loop(workspace, tmp, home, writable, mounts, ready)
 	if err := <-ready; err != nil {
 		<-v.done
 		return nil, err
@@ -55,7 +55,7 @@ func newView(root, workspace, tmp, home string, writable bool) (*view, error) {
 	return v, nil
 }
 
-func (v *view) loop(workspace, tmp, home string, writable bool, ready chan<- error) {
+func (v *view) loop(workspace, tmp, home string, writable bool, mounts []Mount, ready chan<- error) {
 	defer close(v.done)
 	// The thread's namespaces are modified for good: never unlock it, so
 	// the runtime terminates the thread when this goroutine returns (which
@@ -65,7 +65,7 @@ func (v *view) loop(workspace, tmp, home string, writable bool, ready chan<- err
 		ready <- fmt.Errorf("unshare mount namespace: %w", err)
 		return
 	}
-	if err := mountView(v.root, workspace, tmp, home, writable); err != nil {
+	if err := mountView(v.root, workspace, tmp, home, writable, mounts); err != nil {
 		ready <- err
 		return
 	}
@@ -195,7 +195,7 @@ func (v *view) close() {
 	<-v.done
 }
 
-func mountView(root, workspace, tmp, home string, writable bool) error {
+func mountView(root, workspace, tmp, home string, writable bool, mounts []Mount) error {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
@@ -260,6 +260,18 @@ func mountView(root, workspace, tmp, home string, writable bool) error {
 		}
 		if err := syscall.Mount(b.src, dst, "", syscall.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind %s: %w", b.guest, err)
+		}
+	}
+	for _, m := range mounts {
+		dst := filepath.Join(root, m.Guest)
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return fmt.Errorf("mkdir %s: %w", m.Guest, err)
+		}
+		if err := syscall.Mount(m.Host, dst, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s at %s: %w", m.Host, m.Guest, err)
+		}
+		if err := syscall.Mount("", dst, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+			return fmt.Errorf("make %s read-only: %w", m.Guest, err)
 		}
 	}
 	return nil
