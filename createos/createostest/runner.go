@@ -1,5 +1,11 @@
 package createostest
 
+import "errors"
+
+// errViewClosed is what work started in a machine that stopped meanwhile
+// gets.
+var errViewClosed = errors.New("sandbox is not running")
+
 // helperSpec describes one command in a sandbox.
 type helperSpec struct {
 	view *view

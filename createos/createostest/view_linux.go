@@ -4,7 +4,6 @@ package createostest
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -41,8 +40,6 @@ type view struct {
 	quit    chan struct{}
 	done    chan struct{}
 }
-
-var errViewClosed = errors.New("sandbox is not running")
 
 func newView(root, workspace, tmp, home string, writable bool, mounts []Mount) (*view, error) {
 	v := &view{root: root, reqs: make(chan func()), quit: make(chan struct{}), done: make(chan struct{})}
