@@ -14,7 +14,7 @@ import (
 
 // simToolsDir is where createos-sim shows the stub agent in its sandboxes
 // (a CreateOS image would have the real CLI installed).
-const simToolsDir = "/opt/paperclip-e2e-tools"
+const simToolsDir = "/paperclip-e2e-tools"
 
 func (h *harness) envConfig(driver string) map[string]any {
 	if driver == "createos" {
@@ -91,6 +91,9 @@ func (h *harness) heartbeat(ctx context.Context, driver string) error {
 
 	mark := h.traceMark()
 	out, runErr := h.pc.run(ctx, 5*time.Minute, "heartbeat", "run", "--agent-id", h.agentID, "--timeout-ms", "240000")
+	// The run is reported succeeded before the host's own cleanup (its
+	// last executes and the release) is done: wait for the lease.
+	leaseErr := h.waitLeasesReleased(ctx, driver)
 	h.traffic["heartbeat-"+driver] = h.traceSince(mark)
 	m := invokedRun.FindStringSubmatch(out)
 	if m == nil {
@@ -110,6 +113,9 @@ func (h *harness) heartbeat(ctx context.Context, driver string) error {
 	if runErr != nil {
 		return runErr
 	}
+	if leaseErr != nil {
+		return leaseErr
+	}
 	got, err := os.ReadFile(filepath.Join(workspace, stubOutput))
 	if err != nil {
 		return fmt.Errorf("the file the stub agent wrote in its sandbox cwd did not come back to the host workspace: %w", err)
@@ -128,6 +134,30 @@ func (h *harness) heartbeat(ctx context.Context, driver string) error {
 	}
 	fmt.Printf("   run %s succeeded; %s\n", runID, summarize(h.traffic["heartbeat-"+driver]))
 	return nil
+}
+
+// waitLeasesReleased waits until the host holds no active lease on the
+// driver's environment and its cleanup of each succeeded.
+func (h *harness) waitLeasesReleased(ctx context.Context, driver string) error {
+	return poll(ctx, 2*time.Minute, driver+" leases released by the host", func() (bool, error) {
+		var leases []struct {
+			ID            string `json:"id"`
+			Status        string `json:"status"`
+			CleanupStatus string `json:"cleanupStatus"`
+		}
+		if err := h.pc.api(ctx, "GET", "/environments/"+h.envIDs[driver]+"/leases", nil, &leases); err != nil {
+			return false, err
+		}
+		for _, l := range leases {
+			if l.Status == "active" || l.CleanupStatus == "pending" {
+				return false, fmt.Errorf("lease %s: status %s, cleanup %s", l.ID, l.Status, l.CleanupStatus)
+			}
+			if l.CleanupStatus == "failed" {
+				return true, fmt.Errorf("lease %s: the host's cleanup failed (status %s)", l.ID, l.Status)
+			}
+		}
+		return true, nil
+	})
 }
 
 // setupSession runs a custom-image setup session on the fake environment
