@@ -337,9 +337,13 @@ func TestJournalEviction(t *testing.T) {
 	a := newAPI(t, createostest.Options{JournalLimit: 4096})
 	id := a.create()
 	pid := a.spawn(id, bash(`for i in $(seq 1 40); do head -c 1000 /dev/zero | tr '\0' x; sleep 0.002; done`))
-	full := a.follow(id, pid, 0, nil) // live reader keeps up
-	if full.exit() == nil {
-		t.Fatalf("no exit frame: %+v", full.frames)
+	// A live reader either keeps up to the exit or, when it falls behind
+	// the eviction (a loaded machine is slower than the 2ms writer), is
+	// told so; either way what it got is contiguous.
+	full := a.follow(id, pid, 0, nil)
+	checkSeqs(t, full.frames, 1)
+	if n := len(full.frames); full.exit() == nil && (n == 0 || full.frames[n-1].Error != "output_offset_expired") {
+		t.Fatalf("live follow ends with neither exit nor output_offset_expired: %+v", full.frames)
 	}
 	var procs []createostest.Process
 	eventuallyTrue(t, "process exit", func() bool {
