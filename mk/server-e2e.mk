@@ -16,3 +16,4 @@ server-e2e: package createos-sim ## the plugin in a real Paperclip server: heart
 server-e2e-update: SERVER_E2E_FLAGS += -update
 server-e2e-update: server-e2e ## make server-e2e, then rewrite the recorded host traffic in testdata/server-e2e
 
+EXTRA_TESTS += server-e2e
