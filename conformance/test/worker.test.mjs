@@ -206,6 +206,28 @@ describe("worker under createPluginWorkerHandle", () => {
     await handle.call("environmentDestroyLease", { ...base(), providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
   });
 
+  test("the real server's call shapes (seen by make server-e2e)", async () => {
+    const acquired = await handle.call("environmentAcquireLease", {
+      ...base(), runId: randomUUID(), adapterType: "claude_local", agentId: randomUUID(),
+    }, budget());
+    const lease = hostLease(pluginId, acquired);
+    // Realize, execute, sync and release get the config merged with the
+    // lease's metadata; executes carry bypassSession and the run timeout,
+    // and the managed-runtime probes run in "/".
+    const merged = { ...config, ...acquired.metadata, agentId: randomUUID() };
+    const probe = await handle.call("environmentExecute", {
+      ...base(), config: merged, lease, command: "sh", args: ["-c", "pwd; command -v sh >/dev/null"], cwd: "/",
+      timeoutMs: 14_400_000, bypassSession: true,
+    }, budget(14_400_000));
+    assert.equal(probe.exitCode, 0, probe.stderr);
+    assert.equal(probe.stdout, "/\n");
+    // Orphan cleanup after the environment was deleted: environmentId "".
+    const destroyed = await handle.call("environmentDestroyLease", {
+      ...base(), environmentId: "", config: merged, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata,
+    }, budget());
+    assert.equal(destroyed?.state ?? "destroyed", "destroyed");
+  });
+
   test("interactive setup, template capture and delete", async (t) => {
     const needed = ["environmentStartInteractiveSetup", "environmentGetInteractiveSetup", "environmentCaptureTemplate",
       "environmentCancelInteractiveSetup", "environmentDeleteTemplate"];
