@@ -69,7 +69,7 @@ func TestSplitChunksBoundsUTF16UnitsAndKeepsRunes(t *testing.T) {
 
 func TestExecuteLogKeepsUTF8AcrossWrites(t *testing.T) {
 	var out bytes.Buffer
-	s := newLineStream(strings.NewReader(""), &out, 0, nil)
+	s := newLineStream(strings.NewReader(""), &out, 0)
 	el := &ExecuteLog{n: Notifier{s: s, invocationID: "inv"}, pending: map[string][]byte{}}
 	text := []byte("héllo wörld 😀 €uro")
 	for _, b := range text { // one byte a write: every sequence is split
@@ -97,7 +97,7 @@ func TestExecuteLogKeepsUTF8AcrossWrites(t *testing.T) {
 
 func TestExecuteLogSplitsLargeOutput(t *testing.T) {
 	var out bytes.Buffer
-	s := newLineStream(strings.NewReader(""), &out, 0, nil)
+	s := newLineStream(strings.NewReader(""), &out, 0)
 	el := &ExecuteLog{n: Notifier{s: s, invocationID: "inv"}, pending: map[string][]byte{}}
 	el.Write("stderr", bytes.Repeat([]byte("😀"), MaxLogChunkUnits)) // 2M units
 	el.Close()

@@ -26,20 +26,20 @@ func FuzzLineStream(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var out bytes.Buffer
-		s := newLineStream(bytes.NewReader(data), &out, 4096, nil)
+		s := newLineStream(bytes.NewReader(data), &out, 4096)
 		for {
-			var v json.RawMessage
-			err := s.ReadObject(&v)
+			in, err := s.next()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
-				// The stand-in message failed to decode: only possible for
-				// responses passed through, which must then be JSON objects.
-				continue
+				t.Fatalf("next: %v", err)
 			}
-			if !json.Valid(v) {
-				t.Fatalf("passed on invalid JSON %q", v)
+			if in.id != nil && validID(in.id) == nil {
+				t.Fatalf("passed on a request with id %q", in.id)
+			}
+			if len(in.params) > 0 && !json.Valid(in.params) {
+				t.Fatalf("passed on invalid params %q", in.params)
 			}
 		}
 		sc := bufio.NewScanner(&out)

@@ -76,6 +76,18 @@ func (h *harness) send(line string) {
 	}
 }
 
+// waitInFlight waits until n requests are in flight.
+func (h *harness) waitInFlight(n int) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.srv.InFlight() != n {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("in flight = %d, want %d", h.srv.InFlight(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // msg is a decoded output line.
 type msg struct {
 	JSONRPC string          `json:"jsonrpc"`

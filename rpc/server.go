@@ -8,11 +8,9 @@ import (
 	"io"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/sourcegraph/jsonrpc2"
 )
 
 // Dispatcher serves the methods of the plugin. params is the raw params
@@ -33,32 +31,27 @@ type Options struct {
 	// StopGrace bounds how long the stop path waits for cancelled requests
 	// to answer (default 500ms).
 	StopGrace time.Duration
+	// InlineTick is how long a request the reader serves itself (one that
+	// arrived while nothing else was in flight) may hold the reader: after
+	// one to two ticks another goroutine takes over reading. Default 1ms;
+	// negative serves every request on its own goroutine.
+	InlineTick time.Duration
 	// Logger is the base logger; per-request loggers derive from it.
 	Logger zerolog.Logger
 }
 
 // Server runs one JSON-RPC session over a reader and a writer.
 type Server struct {
-	d    Dispatcher
-	opts Options
-	s    *lineStream
+	d      Dispatcher
+	opts   Options
+	s      *lineStream
+	flight *flight
+	base   context.Context // the parent of every request's context; never cancelled
 
-	baseCtx context.Context
-
-	mu       sync.Mutex
-	inflight map[uint64]*call
-	seq      uint64
-	wg       sync.WaitGroup
-	// unanswered counts requests whose reply is not written yet.
-	unanswered atomic.Int64
-
-	stopped  chan struct{}
+	readDone chan struct{} // closed when the input ended
+	readErr  error         // why, when it was not EOF
+	stopped  chan struct{} // closed once the stop method is answered
 	stopOnce sync.Once
-}
-
-type call struct {
-	method string
-	cancel context.CancelCauseFunc
 }
 
 // ErrStopping is the cancellation cause of requests cut short by shutdown.
@@ -69,78 +62,163 @@ func NewServer(r io.Reader, w io.Writer, d Dispatcher, opts Options) *Server {
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = 500 * time.Millisecond
 	}
-	srv := &Server{d: d, opts: opts, inflight: map[uint64]*call{}, stopped: make(chan struct{})}
-	srv.s = newLineStream(r, w, opts.MaxLineBytes, srv.wg.Wait)
+	if opts.InlineTick == 0 {
+		opts.InlineTick = time.Millisecond
+	}
+	srv := &Server{
+		d: d, opts: opts, s: newLineStream(r, w, opts.MaxLineBytes),
+		readDone: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	srv.flight = newFlight(opts.InlineTick, func() { go srv.read() })
 	return srv
 }
 
 // Notifier returns a notifier for messages sent outside any request.
 func (srv *Server) Notifier() Notifier { return Notifier{s: srv.s} }
 
-// InFlight reports how many requests are being served.
-func (srv *Server) InFlight() int {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return len(srv.inflight)
-}
+// InFlight reports how many requests are unanswered.
+func (srv *Server) InFlight() int { return srv.flight.count() }
 
-// Serve reads requests until stdin EOF, the stop method, or ctx ends.
-// On EOF it waits for in-flight requests to answer; on the stop method or
-// ctx's end it cancels them and waits at most StopGrace.
+// Serve reads requests until the input ends, the stop method is answered,
+// a write fails or ctx ends. When the input ends it waits for in-flight
+// requests to answer; otherwise it cancels them and waits at most
+// StopGrace. It returns nil for EOF, the stop method and ctx's end, and
+// the error for a failed read or write.
 func (srv *Server) Serve(ctx context.Context) error {
-	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	srv.baseCtx = base
-	conn := jsonrpc2.NewConn(base, srv.s, srv, jsonrpc2.SetLogger(discardLogger{}))
-	select {
-	case <-conn.DisconnectNotify(): // EOF: the stream drained in-flight requests first
-	case <-srv.stopped:
-	case <-ctx.Done():
-		srv.cancelAll(ErrStopping)
-		srv.waitGrace()
-	}
-	_ = conn.Close()
-	return nil
+	// Requests keep ctx's values but not its end: the stop path cancels
+	// each of them, and a parent that cannot be cancelled makes a request's
+	// own context cheap to create.
+	srv.base = context.WithoutCancel(ctx)
+	go srv.read()
+	err := srv.session(ctx)
+	srv.stop()
+	srv.flight.close()
+	srv.s.closeInput()
+	return err
 }
 
-// Handle implements jsonrpc2.Handler. It runs on the read loop, so it only
-// registers the request and starts its goroutine.
-func (srv *Server) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	if req.Notif {
-		srv.opts.Logger.Debug().Str("method", req.Method).Msg("ignoring host notification")
-		return
-	}
-	in := srv.s.take(req.ID.Num)
-	if in == nil {
-		return
-	}
-	if in.method == srv.opts.StopMethod && srv.opts.StopMethod != "" {
-		srv.cancelAll(ErrStopping)
-	}
-	ctx, cancel := context.WithCancelCause(srv.baseCtx)
-	srv.mu.Lock()
-	srv.seq++
-	key := srv.seq
-	srv.inflight[key] = &call{method: in.method, cancel: cancel}
-	srv.wg.Add(1)
-	srv.unanswered.Add(1)
-	srv.mu.Unlock()
-	go srv.serve(ctx, key, in)
-}
-
-func (srv *Server) serve(ctx context.Context, key uint64, in *inbound) {
-	defer srv.wg.Done()
-	defer srv.unanswered.Add(-1)
-	finished := func() { // the work is done; the reply may still be on its way
-		srv.mu.Lock()
-		if c := srv.inflight[key]; c != nil {
-			c.cancel(nil)
-			delete(srv.inflight, key)
+// session waits until the session is over and says why.
+func (srv *Server) session(ctx context.Context) error {
+	input := srv.readDone
+	var drained <-chan struct{} // once the input ended: every request answered
+	for {
+		select {
+		case <-srv.stopped:
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-srv.s.failed:
+			return fmt.Errorf("rpc: write to the host: %w", srv.s.writeErr())
+		case <-input:
+			input, drained = nil, srv.flight.until(0)
+		case <-drained:
+			if srv.readErr != nil {
+				return fmt.Errorf("rpc: read from the host: %w", srv.readErr)
+			}
+			return nil
 		}
-		srv.mu.Unlock()
 	}
-	defer finished()
+}
 
+// stop ends what is left of the session: everything in flight is
+// cancelled, so is everything that arrives later, and the cancelled
+// requests get StopGrace to answer. serveStop does the same around the stop
+// method.
+func (srv *Server) stop() {
+	srv.flight.cancelAll(ErrStopping, nil)
+	srv.flight.wait(0, srv.opts.StopGrace)
+}
+
+// read is the reader. It serves a request inline when flight says so; when
+// such a request is relieved, another goroutine is the reader by the time
+// the request is answered, and this one ends.
+func (srv *Server) read() {
+	for {
+		in, err := srv.s.next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				srv.readErr = err
+			}
+			close(srv.readDone)
+			return
+		}
+		if in.id == nil {
+			srv.opts.Logger.Debug().Str("method", in.method).Msg("ignoring host notification")
+			continue
+		}
+		c, ok := srv.flight.add(srv.base)
+		if !ok {
+			return // the session is over
+		}
+		if !c.inline {
+			go srv.serve(c, in)
+		} else if !srv.serve(c, in) {
+			return
+		}
+	}
+}
+
+// serve answers one request and reports whether the calling goroutine is
+// still the reader.
+func (srv *Server) serve(c *call, in *inbound) (reader bool) {
+	if in.method == srv.opts.StopMethod && srv.opts.StopMethod != "" {
+		return srv.serveStop(c, in)
+	}
+	srv.answer(in, srv.run(c, in))
+	return srv.flight.done(c)
+}
+
+// serveStop serves the stop method: everything else in flight is
+// cancelled first (and so is whatever arrives later), the method runs, the
+// cancelled requests get StopGrace to answer, then the stop method's reply
+// is written and the session ends, whatever the method returned.
+func (srv *Server) serveStop(c *call, in *inbound) (reader bool) {
+	srv.flight.cancelAll(ErrStopping, c)
+	o := srv.run(c, in)
+	srv.flight.wait(1, srv.opts.StopGrace)
+	srv.answer(in, o)
+	reader = srv.flight.done(c)
+	srv.stopOnce.Do(func() { close(srv.stopped) })
+	return reader
+}
+
+// outcome is what running a request's method gave.
+type outcome struct {
+	result any
+	err    error
+	logger *zerolog.Logger
+	took   time.Duration
+}
+
+// run calls the method of in with the request's context.
+func (srv *Server) run(c *call, in *inbound) outcome {
+	ctx, logger := srv.requestContext(c.ctx, in)
+	params := in.params
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage("{}")
+	}
+	start := time.Now()
+	result, err := srv.dispatch(ctx, in.method, params)
+	return outcome{result: result, err: err, logger: logger, took: time.Since(start)}
+}
+
+// answer writes the reply to in.
+func (srv *Server) answer(in *inbound, o outcome) {
+	if o.err != nil {
+		code, msg := codeFor(o.err)
+		o.logger.Debug().Int("code", code).Dur("took", o.took).Msg("request failed")
+		_ = srv.s.writeError(in.id, code, msg)
+		return
+	}
+	o.logger.Debug().Dur("took", o.took).Msg("request served")
+	if err := srv.s.writeResult(in.id, o.result); err != nil {
+		o.logger.Debug().Err(err).Msg("reply not written")
+	}
+}
+
+// requestContext gives a request its logger (method, id, invocation id),
+// its notifier and its invocation.
+func (srv *Server) requestContext(ctx context.Context, in *inbound) (context.Context, *zerolog.Logger) {
 	lg := srv.opts.Logger.With().Str("method", in.method).RawJSON("requestId", in.id)
 	n := Notifier{s: srv.s}
 	if in.invocation != nil {
@@ -149,40 +227,7 @@ func (srv *Server) serve(ctx context.Context, key uint64, in *inbound) {
 		lg = lg.Str(invocationField, in.invocation.ID)
 	}
 	logger := lg.Logger()
-	ctx = logger.WithContext(withNotifier(ctx, n))
-
-	params := in.params
-	if len(params) == 0 || string(params) == "null" {
-		params = json.RawMessage("{}")
-	}
-	start := time.Now()
-	result, err := srv.dispatch(ctx, in.method, params)
-	if in.method == srv.opts.StopMethod && srv.opts.StopMethod != "" {
-		srv.waitOthers()
-	}
-	finished()
-	if err != nil {
-		code, msg := codeFor(err)
-		logger.Debug().Int("code", code).Dur("took", time.Since(start)).Msg("request failed")
-		_ = srv.s.writeError(in.id, code, msg)
-	} else {
-		logger.Debug().Dur("took", time.Since(start)).Msg("request served")
-		if werr := srv.s.writeResult(in.id, result); werr != nil {
-			logger.Debug().Err(werr).Msg("reply not written")
-		}
-	}
-	if err == nil && in.method == srv.opts.StopMethod && srv.opts.StopMethod != "" {
-		srv.stopOnce.Do(func() { close(srv.stopped) })
-	}
-}
-
-// waitOthers waits, at most StopGrace, until only the calling request is
-// unanswered: the stop method lets cancelled requests answer first.
-func (srv *Server) waitOthers() {
-	deadline := time.Now().Add(srv.opts.StopGrace)
-	for srv.unanswered.Load() > 1 && time.Now().Before(deadline) {
-		time.Sleep(2 * time.Millisecond)
-	}
+	return logger.WithContext(withNotifier(ctx, n)), &logger
 }
 
 // dispatch calls the dispatcher and turns a panic into -32603.
@@ -208,30 +253,3 @@ func panicText(p any) string {
 		return fmt.Sprintf("non-error panic value of type %T", v)
 	}
 }
-
-// cancelAll cancels every in-flight request except a stop request.
-func (srv *Server) cancelAll(cause error) {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	for _, c := range srv.inflight {
-		if c.method != srv.opts.StopMethod {
-			c.cancel(cause)
-		}
-	}
-}
-
-// waitGrace waits for in-flight requests, at most StopGrace.
-func (srv *Server) waitGrace() {
-	done := make(chan struct{})
-	go func() { srv.wg.Wait(); close(done) }()
-	t := time.NewTimer(srv.opts.StopGrace)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
-}
-
-type discardLogger struct{}
-
-func (discardLogger) Printf(string, ...any) {}

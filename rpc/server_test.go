@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,7 +14,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if kind := os.Getenv(benchWorkerEnv); kind != "" {
+		os.Exit(benchWorker(kind))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // echoDispatcher answers "echo" with its params, "slow" after its release
 // channel closes, "panic" with a panic, "fail" with an error, "log" by
@@ -147,20 +153,25 @@ func TestLongLineWithinLimit(t *testing.T) {
 }
 
 func TestSlowRequestDoesNotDelayFastOne(t *testing.T) {
-	release := make(chan struct{})
-	h := newHarness(t, echoDispatcher(release), Options{})
-	h.send(`{"jsonrpc":"2.0","id":"slow","method":"slow"}`)
-	h.send(`{"jsonrpc":"2.0","id":"fast","method":"echo","params":{}}`)
-	m, _ := h.reply()
-	if string(m.ID) != `"fast"` {
-		t.Fatalf("first reply was %s, want the fast one", m.raw)
-	}
-	if n := h.srv.InFlight(); n != 1 {
-		t.Errorf("in flight = %d, want 1", n)
-	}
-	close(release)
-	if m, _ := h.reply(); string(m.ID) != `"slow"` {
-		t.Fatalf("got %s", m.raw)
+	// The slow request arrives with nothing else in flight: by default the
+	// reader serves it inline until it is relieved; with a negative tick
+	// it has its own goroutine from the start.
+	for _, tick := range []time.Duration{0, -1} {
+		t.Run(fmt.Sprint("tick ", tick), func(t *testing.T) {
+			release := make(chan struct{})
+			h := newHarness(t, echoDispatcher(release), Options{InlineTick: tick})
+			h.send(`{"jsonrpc":"2.0","id":"slow","method":"slow"}`)
+			h.send(`{"jsonrpc":"2.0","id":"fast","method":"echo","params":{}}`)
+			m, _ := h.reply()
+			if string(m.ID) != `"fast"` {
+				t.Fatalf("first reply was %s, want the fast one", m.raw)
+			}
+			h.waitInFlight(1) // the fast one leaves once its reply is written
+			close(release)
+			if m, _ := h.reply(); string(m.ID) != `"slow"` {
+				t.Fatalf("got %s", m.raw)
+			}
+		})
 	}
 }
 
@@ -168,9 +179,7 @@ func TestEOFWaitsForInFlightReplies(t *testing.T) {
 	release := make(chan struct{})
 	h := newHarness(t, echoDispatcher(release), Options{})
 	h.send(`{"jsonrpc":"2.0","id":1,"method":"slow"}`)
-	for h.srv.InFlight() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	h.waitInFlight(1)
 	h.in.Close()
 	close(release)
 	m, _ := h.reply()
@@ -186,9 +195,7 @@ func TestEOFWaitsForInFlightReplies(t *testing.T) {
 func TestStopMethodCancelsInFlightAndEndsServe(t *testing.T) {
 	h := newHarness(t, echoDispatcher(make(chan struct{})), Options{StopMethod: "shutdown"})
 	h.send(`{"jsonrpc":"2.0","id":1,"method":"slow"}`)
-	for h.srv.InFlight() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	h.waitInFlight(1)
 	h.send(`{"jsonrpc":"2.0","id":2,"method":"shutdown","params":{}}`)
 	got := map[string]msg{}
 	for len(got) < 2 {

@@ -31,8 +31,8 @@ type envelope struct {
 	Invocation json.RawMessage `json:"paperclipInvocation"`
 }
 
-// inbound is a validated host request kept aside for its handler: the
-// jsonrpc2 library sees only a small stand-in message carrying a token.
+// inbound is a validated message from the host: a request, or a
+// notification (no id).
 type inbound struct {
 	id         json.RawMessage
 	method     string
@@ -40,34 +40,30 @@ type inbound struct {
 	invocation *Invocation
 }
 
-// lineStream is a jsonrpc2.ObjectStream over NDJSON. It answers lines that
-// are not valid JSON-RPC itself and keeps reading, and it reports EOF only
-// after drain has returned, so replies to in-flight requests are not lost.
+// lineStream is NDJSON JSON-RPC over a reader and a writer. It answers
+// lines that are not valid JSON-RPC itself and keeps reading; it writes
+// each reply and notification as one locked, flushed line, and remembers
+// the first write error.
 type lineStream struct {
 	r       *bufio.Reader
 	maxLine int
-	drain   func()
+	closer  io.Closer
 
 	wmu    sync.Mutex
 	w      *bufio.Writer
-	closer io.Closer
 	wErr   error
-
-	mu      sync.Mutex
-	nextTok uint64
-	pending map[uint64]*inbound
+	failed chan struct{} // closed on the first write error
 }
 
-func newLineStream(r io.Reader, w io.Writer, maxLine int, drain func()) *lineStream {
+func newLineStream(r io.Reader, w io.Writer, maxLine int) *lineStream {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLineBytes
 	}
 	s := &lineStream{
 		r:       bufio.NewReaderSize(r, 64<<10),
 		maxLine: maxLine,
-		drain:   drain,
 		w:       bufio.NewWriterSize(w, 64<<10),
-		pending: map[uint64]*inbound{},
+		failed:  make(chan struct{}),
 	}
 	if c, ok := r.(io.Closer); ok {
 		s.closer = c
@@ -112,8 +108,10 @@ func (s *lineStream) readLine() ([]byte, error) {
 	}
 }
 
-// ReadObject implements jsonrpc2.ObjectStream.
-func (s *lineStream) ReadObject(v any) error {
+// next returns the next request or notification from the host. Invalid
+// lines are answered here; blank lines and responses are skipped (the
+// worker sends the host no requests).
+func (s *lineStream) next() (*inbound, error) {
 	for {
 		line, err := s.readLine()
 		switch {
@@ -122,38 +120,32 @@ func (s *lineStream) ReadObject(v any) error {
 				"Invalid Request: line exceeds the %d-byte limit and was discarded", s.maxLine))
 			continue
 		case err != nil:
-			if s.drain != nil {
-				s.drain()
-			}
-			return err
+			return nil, err
 		}
-		msg, ok := s.classify(line)
-		if !ok {
-			continue
+		if in := s.classify(line); in != nil {
+			return in, nil
 		}
-		return json.Unmarshal(msg, v)
 	}
 }
 
 // classify validates one line. It answers invalid lines itself and returns
-// ok=false for them and for blank lines. For a request it returns a small
-// stand-in message whose numeric id is a token for the kept-aside request.
-func (s *lineStream) classify(line []byte) ([]byte, bool) {
+// nil for them, for blank lines and for responses.
+func (s *lineStream) classify(line []byte) *inbound {
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 {
-		return nil, false
+		return nil
 	}
 	if trimmed[0] != '{' {
 		if !json.Valid(trimmed) {
 			s.writeError(nil, CodeParseError, "Parse error: "+syntaxDetail(trimmed))
-			return nil, false
+			return nil
 		}
 		what := "a JSON-RPC message must be a JSON object"
 		if trimmed[0] == '[' {
 			what = "batch requests are not supported; send one object per line"
 		}
 		s.writeError(nil, CodeInvalidRequest, "Invalid Request: "+what)
-		return nil, false
+		return nil
 	}
 	// One decode both validates the line and reads its envelope: a syntax
 	// error is a parse error, anything else an invalid request.
@@ -165,62 +157,44 @@ func (s *lineStream) classify(line []byte) ([]byte, bool) {
 		} else {
 			s.writeError(nil, CodeInvalidRequest, "Invalid Request: "+err.Error())
 		}
-		return nil, false
+		return nil
 	}
 	id := validID(env.ID)
 	if string(env.JSONRPC) != `"2.0"` {
 		s.writeError(id, CodeInvalidRequest, `Invalid Request: "jsonrpc" must be "2.0"`)
-		return nil, false
+		return nil
 	}
-	isResponse := env.ID != nil && (env.Result != nil || env.Error != nil)
-	if isResponse {
+	if env.ID != nil && (env.Result != nil || env.Error != nil) {
 		if env.Method != nil {
 			s.writeError(id, CodeInvalidRequest, "Invalid Request: a message cannot carry both method and result or error")
-			return nil, false
 		}
-		return trimmed, true
+		return nil // a response: the worker sends the host no requests
 	}
 	var method string
 	if env.Method == nil || json.Unmarshal(env.Method, &method) != nil {
 		s.writeError(id, CodeInvalidRequest, `Invalid Request: "method" must be a string`)
-		return nil, false
+		return nil
 	}
 	if env.ID == nil {
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method})
-		return b, true
+		return &inbound{method: method}
 	}
 	if id == nil {
 		s.writeError(nil, CodeInvalidRequest, `Invalid Request: "id" must be a string or a number`)
-		return nil, false
+		return nil
 	}
 	if env.Params != nil && !bytes.HasPrefix(bytes.TrimSpace(env.Params), []byte("{")) && string(env.Params) != "null" {
 		s.writeError(id, CodeInvalidParams, "Invalid params: params must be a JSON object")
-		return nil, false
+		return nil
 	}
 	in := &inbound{id: id, method: method, params: env.Params}
 	if len(env.Invocation) > 0 && string(env.Invocation) != "null" {
 		var inv Invocation
 		if err := json.Unmarshal(env.Invocation, &inv); err != nil {
 			s.writeError(id, CodeInvalidRequest, "Invalid Request: paperclipInvocation must be an object {id, scope:{companyId}}")
-			return nil, false
+			return nil
 		}
 		in.invocation = &inv
 	}
-	s.mu.Lock()
-	s.nextTok++
-	tok := s.nextTok
-	s.pending[tok] = in
-	s.mu.Unlock()
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": tok, "method": method})
-	return b, true
-}
-
-// take removes and returns the request kept aside under tok.
-func (s *lineStream) take(tok uint64) *inbound {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in := s.pending[tok]
-	delete(s.pending, tok)
 	return in
 }
 
@@ -237,26 +211,19 @@ func validID(raw json.RawMessage) json.RawMessage {
 	return nil
 }
 
-// WriteObject implements jsonrpc2.ObjectStream for what the library sends
-// (requests to the host).
-func (s *lineStream) WriteObject(obj any) error {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	return s.writeLine(b)
-}
-
-// Close implements jsonrpc2.ObjectStream. It flushes; it closes the reader
-// when it can be closed.
-func (s *lineStream) Close() error {
-	s.wmu.Lock()
-	err := s.w.Flush()
-	s.wmu.Unlock()
+// closeInput closes the reader when it can be closed, so a reader blocked
+// on it returns.
+func (s *lineStream) closeInput() {
 	if s.closer != nil {
 		_ = s.closer.Close()
 	}
-	return err
+}
+
+// writeErr is the first write error, or nil.
+func (s *lineStream) writeErr() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.wErr
 }
 
 // writeLine writes one complete protocol line and flushes it.
@@ -266,16 +233,11 @@ func (s *lineStream) writeLine(b []byte) error {
 	if s.wErr != nil {
 		return s.wErr
 	}
-	if _, err := s.w.Write(b); err != nil {
-		s.wErr = err
-		return err
-	}
-	if err := s.w.WriteByte('\n'); err != nil {
-		s.wErr = err
-		return err
-	}
+	_, _ = s.w.Write(b)
+	_ = s.w.WriteByte('\n')
 	if err := s.w.Flush(); err != nil {
 		s.wErr = err
+		close(s.failed)
 		return err
 	}
 	return nil
