@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -59,6 +60,37 @@ func FuzzLineStream(f *testing.F) {
 			if m.JSONRPC != "2.0" || m.ID == nil || m.Error == nil || m.Error.Code == 0 || strings.TrimSpace(m.Error.Message) == "" {
 				t.Fatalf("wrote a malformed error %q", sc.Text())
 			}
+		}
+	})
+}
+
+// FuzzEnvelope checks that the envelope scanner reads every member exactly
+// as json.Unmarshal does, wherever it does not hand the line over to it.
+func FuzzEnvelope(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"x","params":{}}`,
+		` { "ID" : "a\"b" , "Method":"m\u00e9", "params" : {"k":[1,{"a":"}"}]}, "x":null } `,
+		`{"id":1.5e3,"id":-2,"result":[],"error":{"code":1},"paperclipInvocation":{"id":"i","scope":{}}}`,
+		`{"jsonrpc":true,"params":"str","method":null}`,
+		`{"\u0069d":1,"ſ":2}`,
+		`{}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		var got envelope
+		if !got.scan(data) {
+			return
+		}
+		var want envelope
+		if err := json.Unmarshal(data, &want); err != nil {
+			return // not an object
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("scan %q\nunmarshal %q", got, want)
 		}
 	})
 }

@@ -19,10 +19,6 @@ type Notifier struct {
 
 type notifierKey struct{}
 
-func withNotifier(ctx context.Context, n Notifier) context.Context {
-	return context.WithValue(ctx, notifierKey{}, n)
-}
-
 // NotifierFrom returns the notifier of the request ctx serves. Outside a
 // request it returns a notifier that sends nothing.
 func NotifierFrom(ctx context.Context) Notifier {

@@ -87,8 +87,9 @@ func (srv *Server) InFlight() int { return srv.flight.count() }
 func (srv *Server) Serve(ctx context.Context) error {
 	// Requests keep ctx's values but not its end: the stop path cancels
 	// each of them, and a parent that cannot be cancelled makes a request's
-	// own context cheap to create.
-	srv.base = context.WithoutCancel(ctx)
+	// own context cheap to create. The logger stored here is what a
+	// request's context replaces with the request's (requestCtx).
+	srv.base = srv.opts.Logger.WithContext(context.WithoutCancel(ctx))
 	go srv.read()
 	err := srv.session(ctx)
 	srv.stop()
@@ -184,50 +185,51 @@ func (srv *Server) serveStop(c *call, in *inbound) (reader bool) {
 
 // outcome is what running a request's method gave.
 type outcome struct {
+	ctx    *requestCtx
 	result any
 	err    error
-	logger *zerolog.Logger
-	took   time.Duration
+	took   time.Duration // when debug logging is on
 }
 
 // run calls the method of in with the request's context.
 func (srv *Server) run(c *call, in *inbound) outcome {
-	ctx, logger := srv.requestContext(c.ctx, in)
+	o := outcome{ctx: srv.requestContext(c.ctx, in)}
 	params := in.params
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage("{}")
 	}
-	start := time.Now()
-	result, err := srv.dispatch(ctx, in.method, params)
-	return outcome{result: result, err: err, logger: logger, took: time.Since(start)}
+	var start time.Time
+	if srv.debug() {
+		start = time.Now()
+	}
+	o.result, o.err = srv.dispatch(o.ctx, in.method, params)
+	if !start.IsZero() {
+		o.took = time.Since(start)
+	}
+	return o
 }
 
 // answer writes the reply to in.
 func (srv *Server) answer(in *inbound, o outcome) {
 	if o.err != nil {
 		code, msg := codeFor(o.err)
-		o.logger.Debug().Int("code", code).Dur("took", o.took).Msg("request failed")
+		if srv.debug() {
+			o.ctx.log().Debug().Int("code", code).Dur("took", o.took).Msg("request failed")
+		}
 		_ = srv.s.writeError(in.id, code, msg)
 		return
 	}
-	o.logger.Debug().Dur("took", o.took).Msg("request served")
-	if err := srv.s.writeResult(in.id, o.result); err != nil {
-		o.logger.Debug().Err(err).Msg("reply not written")
+	if srv.debug() {
+		o.ctx.log().Debug().Dur("took", o.took).Msg("request served")
+	}
+	if err := srv.s.writeResult(in.id, o.result); err != nil && srv.debug() {
+		o.ctx.log().Debug().Err(err).Msg("reply not written")
 	}
 }
 
-// requestContext gives a request its logger (method, id, invocation id),
-// its notifier and its invocation.
-func (srv *Server) requestContext(ctx context.Context, in *inbound) (context.Context, *zerolog.Logger) {
-	lg := srv.opts.Logger.With().Str("method", in.method).RawJSON("requestId", in.id)
-	n := Notifier{s: srv.s}
-	if in.invocation != nil {
-		ctx = WithInvocation(ctx, in.invocation)
-		n.invocationID = in.invocation.ID
-		lg = lg.Str(invocationField, in.invocation.ID)
-	}
-	logger := lg.Logger()
-	return logger.WithContext(withNotifier(ctx, n)), &logger
+// debug reports whether debug events are logged.
+func (srv *Server) debug() bool {
+	return srv.opts.Logger.GetLevel() <= zerolog.DebugLevel && zerolog.GlobalLevel() <= zerolog.DebugLevel
 }
 
 // dispatch calls the dispatcher and turns a panic into -32603.

@@ -19,18 +19,6 @@ const DefaultMaxLineBytes = 3 * 128 << 20
 // errLineTooLong reports a line past the limit; its bytes were discarded.
 var errLineTooLong = errors.New("line too long")
 
-// envelope is the first, shallow read of an incoming line. Raw fields keep
-// ids and params byte-exact.
-type envelope struct {
-	JSONRPC    json.RawMessage `json:"jsonrpc"`
-	ID         json.RawMessage `json:"id"`
-	Method     json.RawMessage `json:"method"`
-	Params     json.RawMessage `json:"params"`
-	Result     json.RawMessage `json:"result"`
-	Error      json.RawMessage `json:"error"`
-	Invocation json.RawMessage `json:"paperclipInvocation"`
-}
-
 // inbound is a validated message from the host: a request, or a
 // notification (no id).
 type inbound struct {
@@ -147,10 +135,8 @@ func (s *lineStream) classify(line []byte) *inbound {
 		s.writeError(nil, CodeInvalidRequest, "Invalid Request: "+what)
 		return nil
 	}
-	// One decode both validates the line and reads its envelope: a syntax
-	// error is a parse error, anything else an invalid request.
-	var env envelope
-	if err := json.Unmarshal(trimmed, &env); err != nil {
+	env, err := readEnvelope(trimmed)
+	if err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			s.writeError(nil, CodeParseError, "Parse error: "+err.Error())
@@ -170,8 +156,8 @@ func (s *lineStream) classify(line []byte) *inbound {
 		}
 		return nil // a response: the worker sends the host no requests
 	}
-	var method string
-	if env.Method == nil || json.Unmarshal(env.Method, &method) != nil {
+	method, ok := jsonString(env.Method)
+	if !ok {
 		s.writeError(id, CodeInvalidRequest, `Invalid Request: "method" must be a string`)
 		return nil
 	}
@@ -247,17 +233,15 @@ var nullID = json.RawMessage("null")
 
 // writeResult writes a success response; a nil result is sent as null.
 func (s *lineStream) writeResult(id json.RawMessage, result any) error {
-	body, err := marshalNoEscape(result)
-	if err != nil {
-		code, msg := CodeInternalError, "Internal error: the result could not be encoded as JSON"
-		return s.writeError(id, code, msg)
-	}
-	var b bytes.Buffer
-	b.Grow(len(body) + len(id) + 32)
+	b := getBuffer()
+	defer putBuffer(b)
 	b.WriteString(`{"jsonrpc":"2.0","id":`)
 	b.Write(id)
 	b.WriteString(`,"result":`)
-	b.Write(body)
+	if err := b.encode(result); err != nil {
+		code, msg := CodeInternalError, "Internal error: the result could not be encoded as JSON"
+		return s.writeError(id, code, msg)
+	}
 	b.WriteByte('}')
 	return s.writeLine(b.Bytes())
 }
@@ -281,17 +265,15 @@ func (s *lineStream) writeError(id json.RawMessage, code int, message string) er
 
 // writeNotification writes a notification; it never has an id key.
 func (s *lineStream) writeNotification(method, invocationID string, params any) error {
-	body, err := marshalNoEscape(params)
-	if err != nil {
-		return err
-	}
+	b := getBuffer()
+	defer putBuffer(b)
 	m, _ := json.Marshal(method)
-	var b bytes.Buffer
-	b.Grow(len(body) + 96)
 	b.WriteString(`{"jsonrpc":"2.0","method":`)
 	b.Write(m)
 	b.WriteString(`,"params":`)
-	b.Write(body)
+	if err := b.encode(params); err != nil {
+		return err
+	}
 	if invocationID != "" {
 		idj, _ := json.Marshal(invocationID)
 		b.WriteString(`,"paperclipInvocationId":`)
@@ -301,15 +283,44 @@ func (s *lineStream) writeNotification(method, invocationID string, params any) 
 	return s.writeLine(b.Bytes())
 }
 
-// marshalNoEscape encodes v compactly without HTML escaping.
-func marshalNoEscape(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
+// lineBuffer is a reusable buffer for one outgoing line, with an encoder
+// that appends to it compactly without HTML escaping.
+type lineBuffer struct {
+	bytes.Buffer
+	enc *json.Encoder
+}
+
+// encode appends v; on error the buffer is unchanged.
+func (b *lineBuffer) encode(v any) error {
+	if v == nil {
+		b.WriteString("null")
+		return nil
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
+	if err := b.enc.Encode(v); err != nil {
+		return err
+	}
+	b.Truncate(b.Len() - 1) // Encode's newline
+	return nil
+}
+
+// Line buffers are reused; one grown past maxPooledBuffer by a large line
+// is left to the collector.
+const maxPooledBuffer = 64 << 10
+
+var lineBuffers = sync.Pool{New: func() any {
+	b := new(lineBuffer)
+	b.enc = json.NewEncoder(&b.Buffer)
+	b.enc.SetEscapeHTML(false)
+	return b
+}}
+
+func getBuffer() *lineBuffer { return lineBuffers.Get().(*lineBuffer) }
+
+func putBuffer(b *lineBuffer) {
+	if b.Cap() <= maxPooledBuffer {
+		b.Reset()
+		lineBuffers.Put(b)
+	}
 }
 
 // writeExecuteLog writes one execute.log notification, encoding the chunk

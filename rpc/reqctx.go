@@ -1,0 +1,65 @@
+package rpc
+
+import (
+	"context"
+	"sync"
+
+	"github.com/rs/zerolog"
+)
+
+// requestCtx is the context a request's handler gets: the request's own
+// cancellation, and one value that answers for its notifier
+// (NotifierFrom), its invocation (InvocationFrom) and its logger
+// (zerolog.Ctx). The logger, with the request's method, id and invocation
+// id, is built when it is first asked for: zerolog's With copies into a
+// fresh 500-byte buffer, and most requests never log.
+type requestCtx struct {
+	context.Context // the call's context; its parent holds the session's logger
+
+	in   *inbound
+	n    Notifier
+	base *zerolog.Logger
+
+	once   sync.Once
+	logger *zerolog.Logger
+}
+
+func (srv *Server) requestContext(ctx context.Context, in *inbound) *requestCtx {
+	rc := &requestCtx{Context: ctx, in: in, n: Notifier{s: srv.s}, base: &srv.opts.Logger}
+	if in.invocation != nil {
+		rc.n.invocationID = in.invocation.ID
+	}
+	return rc
+}
+
+// Value implements context.Context.
+func (c *requestCtx) Value(key any) any {
+	switch key.(type) {
+	case notifierKey:
+		return c.n
+	case invocationKey:
+		if c.in.invocation != nil {
+			return c.in.invocation
+		}
+	}
+	v := c.Context.Value(key)
+	if _, ok := v.(*zerolog.Logger); ok {
+		// The only *zerolog.Logger above us is the session's, stored
+		// under zerolog's own key by Serve: answer with the request's.
+		return c.log()
+	}
+	return v
+}
+
+// log returns the request's logger, building it on first use.
+func (c *requestCtx) log() *zerolog.Logger {
+	c.once.Do(func() {
+		lg := c.base.With().Str("method", c.in.method).RawJSON("requestId", c.in.id)
+		if c.in.invocation != nil {
+			lg = lg.Str(invocationField, c.in.invocation.ID)
+		}
+		l := lg.Logger()
+		c.logger = &l
+	})
+	return c.logger
+}
