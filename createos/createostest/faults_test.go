@@ -1,7 +1,9 @@
 package createostest_test
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -199,9 +201,27 @@ func TestStreamFaults(t *testing.T) {
 	})
 
 	t.Run("exec stream ends without exit", func(t *testing.T) {
+		// The fault fires instead of the second data frame; "two" is written
+		// only once the test has read "one", so they cannot share a frame.
 		a.srv.Faults().Stream(createostest.RouteExecStream, createostest.StreamFault{Kind: createostest.StreamEnd, After: 1}, 1)
-		frames, _, err := streamFrames(t, a, "POST", "/sandboxes/"+id+"/exec?stream=true", map[string]any{"cmd": "/bin/bash", "args": []string{"-c", "echo one; sleep 0.05; echo two; sleep 30"}, "stream": true})
-		if err != nil || len(frames) != 1 || frames[0]["stdout"] != "one\n" {
+		resp := a.raw("POST", "/sandboxes/"+id+"/exec?stream=true", map[string]any{"cmd": "/bin/bash", "args": []string{"-c", "echo one; until [ -e /tmp/gate-two ]; do sleep 0.01; done; echo two; sleep 30"}, "stream": true})
+		defer resp.Body.Close()
+		var frames []map[string]any
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var f map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+				t.Fatalf("frame %q: %v", sc.Text(), err)
+			}
+			if f["hb"] == true {
+				continue
+			}
+			frames = append(frames, f)
+			if len(frames) == 1 {
+				a.must("PUT", "/sandboxes/"+id+"/files?path=/tmp/gate-two", []byte{}, nil)
+			}
+		}
+		if err := sc.Err(); err != nil || len(frames) != 1 || frames[0]["stdout"] != "one\n" {
 			t.Fatalf("frames %v err %v", frames, err)
 		}
 	})
