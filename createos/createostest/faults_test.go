@@ -112,8 +112,13 @@ func TestSlowResponse(t *testing.T) {
 func TestStreamFaults(t *testing.T) {
 	a := newAPI(t, createostest.Options{})
 	id := a.create()
-	// Three chunks: stdout, then stderr, then stdout.
-	pid := a.spawn(id, bash(`echo a; sleep 0.1; echo b >&2; sleep 0.1; echo c`))
+	// Three chunks: stdout, then stderr, then stdout, each written only
+	// once the previous one is in the journal.
+	pid := a.spawn(id, bash(`read -r _; echo a; read -r _; echo b >&2; read -r _; echo c`))
+	for _, line := range []string{"a", "b", "c"} {
+		a.must("POST", "/sandboxes/"+id+"/processes/"+pid+"/input", map[string]string{"data_base64": "Cg=="}, nil) // "\n"
+		a.follow(id, pid, 0, func(f followed) bool { return strings.Contains(f.text(""), line+"\n") })
+	}
 	clean := a.follow(id, pid, 0, nil)
 	if n := len(clean.frames); n != 4 || clean.exit() == nil {
 		t.Fatalf("clean stream: %+v", clean.frames)
