@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,8 +33,10 @@ type Options struct {
 type Plugin struct {
 	drivers map[string]Driver
 	order   []string
-	opts    Options
-	started time.Time
+	// sortedDrivers is order sorted, as health reports it.
+	sortedDrivers []string
+	opts          Options
+	started       time.Time
 
 	mu          sync.Mutex
 	initialized bool
@@ -51,7 +54,9 @@ func New(opts Options, drivers ...Driver) *Plugin {
 	for _, d := range drivers {
 		p.drivers[d.Key()] = d
 		p.order = append(p.order, d.Key())
+		p.sortedDrivers = append(p.sortedDrivers, d.Key())
 	}
+	sort.Strings(p.sortedDrivers)
 	return p
 }
 
@@ -170,9 +175,18 @@ func (p *Plugin) initialize(ctx context.Context, raw json.RawMessage) (any, erro
 
 // Health is health's result.
 type Health struct {
-	Status  string `json:"status"`
-	Message string `json:"message,omitempty"`
-	Details Object `json:"details,omitempty"`
+	Status  string         `json:"status"`
+	Message string         `json:"message,omitempty"`
+	Details *HealthDetails `json:"details,omitempty"`
+}
+
+// HealthDetails is health's details object; a struct rather than a map
+// because health is the call hosts poll, and a map costs a sort and an
+// allocation per key on every encode.
+type HealthDetails struct {
+	Drivers  []string `json:"drivers"`
+	InFlight int      `json:"inFlight"`
+	UptimeMs int64    `json:"uptimeMs"`
 }
 
 func (p *Plugin) health() Health {
@@ -180,16 +194,11 @@ func (p *Plugin) health() Health {
 	if p.opts.InFlight != nil {
 		inflight = p.opts.InFlight() - 1 // not counting this health call
 	}
-	drivers := append([]string(nil), p.order...)
-	sort.Strings(drivers)
+	inflight = max(inflight, 0)
 	return Health{
 		Status:  "ok",
-		Message: fmt.Sprintf("sandbox-plugin healthy: %d driver(s), %d request(s) in flight", len(drivers), max(inflight, 0)),
-		Details: Object{
-			"drivers":  drivers,
-			"uptimeMs": time.Since(p.started).Milliseconds(),
-			"inFlight": max(inflight, 0),
-		},
+		Message: "sandbox-plugin healthy: " + strconv.Itoa(len(p.sortedDrivers)) + " driver(s), " + strconv.Itoa(inflight) + " request(s) in flight",
+		Details: &HealthDetails{Drivers: p.sortedDrivers, InFlight: inflight, UptimeMs: time.Since(p.started).Milliseconds()},
 	}
 }
 
