@@ -75,20 +75,9 @@ var invokedRun = regexp.MustCompile(`Invoked heartbeat run (\S+)`)
 func (h *harness) heartbeat(ctx context.Context, driver string) error {
 	workspace := filepath.Join(h.dataDir(), "instances", "default", "workspaces", h.agentID)
 	_ = os.Remove(filepath.Join(workspace, stubOutput))
-
-	var agent struct {
-		AdapterConfig map[string]any `json:"adapterConfig"`
-	}
-	if err := h.pc.api(ctx, "GET", "/agents/"+h.agentID, nil, &agent); err != nil {
+	if err := h.pointAgent(ctx, driver); err != nil {
 		return err
 	}
-	cfg := agent.AdapterConfig
-	cfg["engine"] = "cli"
-	cfg["command"] = h.agentCommand(driver)
-	if err := h.pc.api(ctx, "PATCH", "/agents/"+h.agentID, map[string]any{"adapterConfig": cfg, "defaultEnvironmentId": h.envIDs[driver]}, nil); err != nil {
-		return err
-	}
-
 	mark := h.traceMark()
 	out, runErr := h.pc.run(ctx, 5*time.Minute, "heartbeat", "run", "--agent-id", h.agentID, "--timeout-ms", "240000")
 	// The run is reported succeeded before the host's own cleanup (its
@@ -100,6 +89,41 @@ func (h *harness) heartbeat(ctx context.Context, driver string) error {
 		return fmt.Errorf("heartbeat run printed no run id: %v", runErr)
 	}
 	runID := m[1]
+	if err := h.checkRun(ctx, runID, out); err != nil {
+		return err
+	}
+	if err := errors.Join(runErr, leaseErr); err != nil {
+		return err
+	}
+	got, err := os.ReadFile(filepath.Join(workspace, stubOutput))
+	if err != nil {
+		return fmt.Errorf("the file the stub agent wrote in its sandbox cwd did not come back to the host workspace: %w", err)
+	}
+	if want := "written by the stub agent\n"; string(got) != want {
+		return fmt.Errorf("%s in the host workspace holds %q, want %q", stubOutput, got, want)
+	}
+	fmt.Printf("   run %s succeeded; %s\n", runID, summarize(h.traffic["heartbeat-"+driver]))
+	return nil
+}
+
+// pointAgent sets the agent's default environment to the driver's and its
+// CLI to the stub, keeping the rest of its adapter config.
+func (h *harness) pointAgent(ctx context.Context, driver string) error {
+	var agent struct {
+		AdapterConfig map[string]any `json:"adapterConfig"`
+	}
+	if err := h.pc.api(ctx, "GET", "/agents/"+h.agentID, nil, &agent); err != nil {
+		return err
+	}
+	cfg := agent.AdapterConfig
+	cfg["engine"] = "cli"
+	cfg["command"] = h.agentCommand(driver)
+	return h.pc.api(ctx, "PATCH", "/agents/"+h.agentID, map[string]any{"adapterConfig": cfg, "defaultEnvironmentId": h.envIDs[driver]}, nil)
+}
+
+// checkRun asks the server for the run: status succeeded, and the stored
+// transcript holds the stub agent's stream-json.
+func (h *harness) checkRun(ctx context.Context, runID, cliOut string) error {
 	var run struct {
 		Status string          `json:"status"`
 		Error  json.RawMessage `json:"error"`
@@ -108,20 +132,7 @@ func (h *harness) heartbeat(ctx context.Context, driver string) error {
 		return err
 	}
 	if run.Status != "succeeded" {
-		return fmt.Errorf("run %s: status %s (error %s); the CLI said: %s", runID, run.Status, run.Error, lastLines(out, 15))
-	}
-	if runErr != nil {
-		return runErr
-	}
-	if leaseErr != nil {
-		return leaseErr
-	}
-	got, err := os.ReadFile(filepath.Join(workspace, stubOutput))
-	if err != nil {
-		return fmt.Errorf("the file the stub agent wrote in its sandbox cwd did not come back to the host workspace: %w", err)
-	}
-	if want := "written by the stub agent\n"; string(got) != want {
-		return fmt.Errorf("%s in the host workspace holds %q, want %q", stubOutput, got, want)
+		return fmt.Errorf("run %s: status %s (error %s); the CLI said: %s", runID, run.Status, run.Error, lastLines(cliOut, 15))
 	}
 	var log struct {
 		Content string `json:"content"`
@@ -132,7 +143,6 @@ func (h *harness) heartbeat(ctx context.Context, driver string) error {
 	if !strings.Contains(log.Content, "stub-session-1") {
 		return fmt.Errorf("run %s: the stored transcript lacks the stub agent's stream-json (%d bytes)", runID, len(log.Content))
 	}
-	fmt.Printf("   run %s succeeded; %s\n", runID, summarize(h.traffic["heartbeat-"+driver]))
 	return nil
 }
 
@@ -166,32 +176,9 @@ func (h *harness) waitLeasesReleased(ctx context.Context, driver string) error {
 func (h *harness) setupSession(ctx context.Context) error {
 	envID := h.envIDs["fake-plugin"]
 	mark := h.traceMark()
-	var started struct {
-		Session struct {
-			ID string `json:"id"`
-		} `json:"session"`
-	}
-	if err := h.pc.api(ctx, "POST", "/environments/"+envID+"/custom-image-setup-sessions", map[string]any{}, &started); err != nil {
+	ref, err := h.captureTemplate(ctx, envID)
+	if err != nil {
 		return err
-	}
-	session := started.Session
-	if session.ID == "" {
-		return errors.New("setup session: no id in the answer")
-	}
-	if err := h.pc.api(ctx, "POST", "/environment-custom-image-setup-sessions/"+session.ID+"/finish", map[string]any{}, nil); err != nil {
-		return err
-	}
-	var tmpl struct {
-		ActiveTemplate struct {
-			TemplateRef string `json:"templateRef"`
-		} `json:"activeTemplate"`
-	}
-	if err := h.pc.api(ctx, "GET", "/environments/"+envID+"/custom-image-template", nil, &tmpl); err != nil {
-		return err
-	}
-	ref := tmpl.ActiveTemplate.TemplateRef
-	if ref == "" {
-		return errors.New("finishing the setup session left no active template")
 	}
 	var probe probeResult
 	if err := h.pc.api(ctx, "POST", "/environments/"+envID+"/probe", map[string]any{}, &probe); err != nil {
@@ -204,7 +191,7 @@ func (h *harness) setupSession(ctx context.Context) error {
 		return err
 	}
 	var calls []traceEntry
-	err := poll(ctx, 30*time.Second, "environmentDeleteTemplate answered without error", func() (bool, error) {
+	err = poll(ctx, 30*time.Second, "environmentDeleteTemplate answered without error", func() (bool, error) {
 		calls = h.traceSince(mark)
 		return answered(calls, "environmentDeleteTemplate"), nil
 	})
@@ -224,6 +211,37 @@ func (h *harness) setupSession(ctx context.Context) error {
 	}
 	fmt.Printf("   %s\n", summarize(calls))
 	return nil
+}
+
+// captureTemplate starts a setup session on the environment and finishes
+// it, and returns the ref of the template the host made active.
+func (h *harness) captureTemplate(ctx context.Context, envID string) (string, error) {
+	var started struct {
+		Session struct {
+			ID string `json:"id"`
+		} `json:"session"`
+	}
+	if err := h.pc.api(ctx, "POST", "/environments/"+envID+"/custom-image-setup-sessions", map[string]any{}, &started); err != nil {
+		return "", err
+	}
+	if started.Session.ID == "" {
+		return "", errors.New("setup session: no id in the answer")
+	}
+	if err := h.pc.api(ctx, "POST", "/environment-custom-image-setup-sessions/"+started.Session.ID+"/finish", map[string]any{}, nil); err != nil {
+		return "", err
+	}
+	var tmpl struct {
+		ActiveTemplate struct {
+			TemplateRef string `json:"templateRef"`
+		} `json:"activeTemplate"`
+	}
+	if err := h.pc.api(ctx, "GET", "/environments/"+envID+"/custom-image-template", nil, &tmpl); err != nil {
+		return "", err
+	}
+	if tmpl.ActiveTemplate.TemplateRef == "" {
+		return "", errors.New("finishing the setup session left no active template")
+	}
+	return tmpl.ActiveTemplate.TemplateRef, nil
 }
 
 // disableEnable disables the plugin (the worker must get shutdown and
