@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
 
@@ -151,10 +152,10 @@ func (p *SyncParams) check() error {
 	for i, op := range p.Operations {
 		for j, f := range op.Files {
 			where := fmt.Sprintf("operations[%d].files[%d]", i, j)
-			if f.SourcePath == "" || f.TargetPath == "" {
+			switch syncrule.RuleOf(syncrule.CheckShape(syncrule.Mapping{Source: f.SourcePath, Target: f.TargetPath, Kind: f.Kind})) {
+			case syncrule.RuleRequired:
 				return missing(where+".sourcePath", where+".targetPath")
-			}
-			if f.Kind != "file" && f.Kind != "directory" {
+			case syncrule.RuleKind:
 				return rpc.InvalidParams("%q must be \"file\" or \"directory\".", where+".kind")
 			}
 		}
