@@ -2,7 +2,6 @@ package fake
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,16 +12,18 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
 // Native file sync: environmentSyncIn copies host paths into the lease
 // root, environmentSyncOut copies lease paths to the host. The whole call
-// is validated before anything is written (paths, kinds, modes, exclude
-// patterns and command cwds); operations then apply in array order, each
-// one's post-upload commands after its files, and the first failure fails
-// the call (earlier operations stay applied). The path,
-// symlink and exclude rules are in sync_confine.go, the copy in
-// sync_copy.go, the commands in sync_post.go.
+// is validated before anything is written (kinds, paths and modes by the
+// shared rules of internal/syncrule, then confinement, then command cwds);
+// operations then apply in array order, each one's post-upload commands
+// after its files, and the first failure fails the call (earlier
+// operations stay applied). The path and symlink rules are in
+// sync_confine.go, the copy in sync_copy.go, the commands in sync_post.go;
+// exclude lists mean what syncrule.Exclude says (the host's reading).
 //
 // Semantics chosen for the fake:
 //   - a file mapping writes targetPath itself; a directory mapping merges
@@ -39,7 +40,8 @@ import (
 //     source's, existing directories keep theirs. Nothing is ever more
 //     open than its final mode (on both sides, whatever the umask);
 //   - entries that are not files, directories or symlinks are skipped with
-//     a warning; access and writablePath are advisory and ignored;
+//     a warning; access and writablePath are advisory and ignored, and so
+//     is exclude on a file mapping (as the host's own fallback does);
 //   - filesTransferred/bytesTransferred count regular files written and
 //     their content bytes (links and directories are not counted);
 //   - post-upload commands are refused on environmentSyncOut (they would
@@ -65,7 +67,7 @@ type mappingPlan struct {
 	src, dst string
 	dir      bool
 	mode     *fs.FileMode
-	exclude  []string
+	exclude  syncrule.Exclude
 	follow   bool
 	from, to string // as the host gave them, for messages
 }
@@ -173,13 +175,13 @@ func planSync(ops []handlers.SyncOperation, in bool, roots []string) ([]operatio
 }
 
 func planMapping(j int, f handlers.SyncFileMapping, in bool, roots []string) (mappingPlan, error) {
-	m := mappingPlan{index: j, from: f.SourcePath, to: f.TargetPath, follow: f.FollowSymlinks}
-	switch f.Kind {
-	case "file":
-	case "directory":
-		m.dir = true
-	default:
-		return m, fmt.Errorf("kind %q must be \"file\" or \"directory\"", f.Kind)
+	m := mappingPlan{index: j, from: f.SourcePath, to: f.TargetPath, follow: f.FollowSymlinks, dir: f.Kind == "directory"}
+	dir := syncrule.Out
+	if in {
+		dir = syncrule.In
+	}
+	if err := syncrule.Check(syncrule.Mapping{Source: f.SourcePath, Target: f.TargetPath, Kind: f.Kind, Mode: f.Mode}, dir); err != nil {
+		return m, err
 	}
 	host, sandbox := &m.src, &m.dst
 	hp, sp := f.SourcePath, f.TargetPath
@@ -187,29 +189,17 @@ func planMapping(j int, f handlers.SyncFileMapping, in bool, roots []string) (ma
 		host, sandbox = &m.dst, &m.src
 		hp, sp = f.TargetPath, f.SourcePath
 	}
+	*host = filepath.Clean(hp)
 	var err error
-	if *host, err = hostPath(hp); err != nil {
-		return m, err
-	}
 	if *sandbox, err = sandboxRel(sp, roots...); err != nil {
 		return m, err
 	}
 	if f.Mode != nil {
-		if *f.Mode > 0o777 {
-			return m, fmt.Errorf("mode %#o is not a permission mode from 0 to 0o777", *f.Mode)
-		}
 		mode := fs.FileMode(*f.Mode)
 		m.mode = &mode
 	}
-	if len(f.Exclude) > 0 && !m.dir {
-		return m, errors.New("exclude applies only to directory mappings")
-	}
-	for _, e := range f.Exclude {
-		q, err := normalizeExclude(e)
-		if err != nil {
-			return m, err
-		}
-		m.exclude = append(m.exclude, q)
+	if m.dir {
+		m.exclude = syncrule.NewExclude(f.Exclude)
 	}
 	return m, nil
 }

@@ -5,12 +5,14 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
 // Path rules of native sync.
 //
-// Sandbox paths are absolute POSIX paths without a ".." segment that lie
-// in the lease root (the host builds them from remoteCwd, which is
+// Sandbox paths are absolute POSIX paths without a ".." segment
+// (syncrule.SandboxPath) that lie in the lease root (the host builds them from remoteCwd, which is
 // <root>/workspace). They are mapped to names relative to the root, and
 // every sandbox-side access goes through an os.Root opened on it, so a
 // symlink inside the lease cannot lead a sync out of it either. Host paths
@@ -23,31 +25,16 @@ import (
 // os.Root, so a kept link cannot lead a sync out of the lease root. With
 // followSymlinks the sandbox side still never leaves the root.
 //
-// Exclude patterns (directory mappings only) use path.Match syntax against
-// slash-separated paths relative to the mapping's source directory. An
-// entry is excluded when a pattern matches its relative path or any
-// trailing run of its path segments (so a pattern without "/" matches a
-// basename at any depth), and an excluded directory is skipped whole.
-// That is the P, **/P, P/** and **/P/** reading the CreateOS driver uses; a
-// leading "./" or "**/" and a trailing "/" or "/**" are therefore dropped
-// from a pattern, and "**" elsewhere means what path.Match makes of it
-// ("*" within one segment). A pattern also matches literally: the host
-// puts raw git-ignored paths in its exclude lists (unescaped for the
-// workspace, so "app/[id" can arrive), and its own matcher
-// (adapter-utils exclude-patterns.js) reads them as plain paths. A pattern
-// path.Match cannot parse is therefore matched literally, not refused.
+// Exclude lists (directory mappings only) mean what syncrule.Exclude says,
+// matched against slash paths relative to the mapping's source directory;
+// an excluded directory is skipped whole.
 
 // sandboxRel maps the absolute sandbox path p to a name relative to the
 // lease root. roots are the root's spellings (as created and with its
 // symlinks resolved).
 func sandboxRel(p string, roots ...string) (string, error) {
-	if p == "" || strings.IndexByte(p, 0) >= 0 || !strings.HasPrefix(p, "/") {
-		return "", fmt.Errorf("sandbox path %q is not an absolute POSIX path", p)
-	}
-	for seg := range strings.SplitSeq(p, "/") {
-		if seg == ".." {
-			return "", fmt.Errorf("sandbox path %q contains a '..' segment", p)
-		}
+	if err := syncrule.SandboxPath(p); err != nil {
+		return "", err
 	}
 	c := path.Clean(p)
 	for _, root := range roots {
@@ -69,50 +56,6 @@ func sandboxRel(p string, roots ...string) (string, error) {
 func within(root, p string) bool {
 	rel, err := filepath.Rel(root, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
-}
-
-// hostPath checks a host-side path.
-func hostPath(p string) (string, error) {
-	if p == "" || strings.IndexByte(p, 0) >= 0 || !filepath.IsAbs(p) {
-		return "", fmt.Errorf("host path %q is not absolute", p)
-	}
-	return filepath.Clean(p), nil
-}
-
-// normalizeExclude strips from an exclude pattern what the matching rule
-// already implies, and refuses a pattern that would exclude the whole tree.
-func normalizeExclude(p string) (string, error) {
-	q := strings.TrimPrefix(p, "./")
-	for strings.HasPrefix(q, "**/") {
-		q = q[3:]
-	}
-	for strings.HasSuffix(q, "/**") {
-		q = q[:len(q)-3]
-	}
-	q = strings.TrimRight(q, "/")
-	if q == "" || q == "**" || q == "." {
-		return "", fmt.Errorf("exclude pattern %q would exclude everything", p)
-	}
-	return q, nil
-}
-
-// excluded reports whether rel (slash-separated, relative to the mapping's
-// source directory) matches one of the normalised patterns, as a glob or
-// literally.
-func excluded(patterns []string, rel string) bool {
-	for _, p := range patterns {
-		for s := rel; ; {
-			if ok, _ := path.Match(p, s); ok || p == s {
-				return true
-			}
-			i := strings.IndexByte(s, '/')
-			if i < 0 {
-				break
-			}
-			s = s[i+1:]
-		}
-	}
-	return false
 }
 
 // commonDir is the deepest directory containing every name in dirs

@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
 // fsys is one side of a copy. *os.Root is the sandbox side (names relative
@@ -72,7 +74,7 @@ type copier struct {
 	ctx      context.Context
 	src, dst fsys
 	follow   bool
-	exclude  []string
+	exclude  syncrule.Exclude
 
 	files, bytes int64
 	// targets are the target directories written so far: meeting one in
@@ -142,7 +144,7 @@ func (c *copier) tree(src, dst, rel string, ancestors []fileID) error {
 			return err
 		}
 		erel := path.Join(rel, e.Name())
-		if excluded(c.exclude, erel) {
+		if c.exclude.Match(erel) {
 			continue
 		}
 		s, t := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())

@@ -10,23 +10,23 @@ import (
 
 // FuzzSyncPathConfined checks the containment rule of native sync: an
 // accepted sandbox path maps to a local name under the lease root that an
-// os.Root opened there resolves without escaping. The second input is also
-// run through the exclude rules, which must never panic.
+// os.Root opened there resolves without escaping. (The exclude rules have
+// their own target, syncrule's FuzzExclude.)
 func FuzzSyncPathConfined(f *testing.F) {
 	const root = "/tmp/paperclip-fake-sandbox-123"
-	for _, s := range [][2]string{
-		{root + "/workspace/a.txt", "b"},
-		{root, "."},
-		{root + "/", "./x"},
-		{root + "/../etc/passwd", "../x"},
-		{root + "-other/x", "/etc/passwd"},
-		{root + "//workspace/./x/", "a/../../b"},
-		{"workspace/x", "../../.."},
-		{"/etc/passwd", "x/.."},
-		{root + "/a\x00b", "a\x00"},
-		{"", ""},
+	for _, s := range []string{
+		root + "/workspace/a.txt",
+		root,
+		root + "/",
+		root + "/../etc/passwd",
+		root + "-other/x",
+		root + "//workspace/./x/",
+		"workspace/x",
+		"/etc/passwd",
+		root + "/a\x00b",
+		"",
 	} {
-		f.Add(s[0], s[1])
+		f.Add(s)
 	}
 	dir := f.TempDir()
 	r, err := os.OpenRoot(dir)
@@ -35,7 +35,7 @@ func FuzzSyncPathConfined(f *testing.F) {
 	}
 	f.Cleanup(func() { r.Close() })
 
-	f.Fuzz(func(t *testing.T, p, pattern string) {
+	f.Fuzz(func(t *testing.T, p string) {
 		rel, err := sandboxRel(p, root)
 		if err == nil {
 			if !strings.HasPrefix(p, "/") || strings.Contains(p, "\x00") {
@@ -57,10 +57,6 @@ func FuzzSyncPathConfined(f *testing.F) {
 			if _, err := r.Lstat(rel); err != nil && strings.Contains(err.Error(), "escapes") {
 				t.Fatalf("%q: os.Root reports an escape: %v", p, err)
 			}
-		}
-
-		if q, err := normalizeExclude(pattern); err == nil {
-			_ = excluded([]string{q}, strings.TrimPrefix(path.Clean("/"+p), "/"))
 		}
 	})
 }

@@ -177,12 +177,25 @@ func TestSyncMappings(t *testing.T) {
 			want: src, wantFiles: 6, wantBytes: 26,
 		},
 		{
-			name: "in exclude basename, path, suffix and globstar forms", syncIn: true, kind: "directory", from: ".", to: "dst",
-			exclude: []string{"node_modules", "./build/", "*.log", "**/cache/**", "d/link-*"},
+			// The host's forms (syncrule.Exclude): P at the root, P/* below
+			// it, */P anywhere, and a "*" within a segment.
+			name: "in exclude P, P/*, */P and a star in a segment", syncIn: true, kind: "directory", from: ".", to: "dst",
+			exclude: []string{"node_modules", "build/*", "*/*.log", "*/cache", "d/link-*"},
 			want: map[string]string{
-				"a.txt": "alpha", "d/b.txt": "beta!", "d/deep/": "", "empty/": "", "link-to-a": "->a.txt",
+				"a.txt": "alpha", "d/b.txt": "beta!", "d/deep/": "", "empty/": "", "link-to-a": "->a.txt", "build/": "",
 			},
 			wantFiles: 2, wantBytes: 10,
+		},
+		{
+			// What the host's reader takes literally: a bare name is anchored
+			// at the mapping's root, "./", a trailing "/" and "**" are text.
+			name: "in exclude literal host readings", syncIn: true, kind: "directory", from: ".", to: "dst",
+			exclude: []string{"cache", "./build/", "**/cache/**", "*.log", "d/[b].txt"},
+			want: map[string]string{
+				"a.txt": "alpha", "d/b.txt": "beta!", "d/deep/c.log": "c", "d/deep/cache/entry.txt": "cached", "empty/": "",
+				"link-to-a": "->a.txt", "d/link-up": "->../a.txt", "d/link-dir": "->deep", "node_modules/pkg/x.js": "module", "build/out.bin": "bin",
+			},
+			wantFiles: 6, wantBytes: 5 + 5 + 1 + 6 + 6 + 3,
 		},
 		{
 			name: "out exclude a nested path pattern", kind: "directory", from: "d", to: "dst",
@@ -192,7 +205,7 @@ func TestSyncMappings(t *testing.T) {
 		},
 		{
 			name: "in follow symlinks dereferences", syncIn: true, kind: "directory", from: ".", to: "dst",
-			exclude: []string{"node_modules", "build", "cache"}, follow: true,
+			exclude: []string{"node_modules", "build", "*/cache"}, follow: true,
 			want: map[string]string{
 				"a.txt": "alpha", "link-to-a": "alpha", "empty/": "",
 				"d/b.txt": "beta!", "d/link-up": "alpha", "d/deep/c.log": "c", "d/link-dir/c.log": "c",
@@ -201,7 +214,7 @@ func TestSyncMappings(t *testing.T) {
 		},
 		{
 			name: "out follow symlinks dereferences", kind: "directory", from: "d", to: "dst", follow: true,
-			exclude: []string{"cache"},
+			exclude: []string{"*/cache"},
 			want: map[string]string{
 				"b.txt": "beta!", "link-up": "alpha", "deep/c.log": "c", "link-dir/c.log": "c",
 			},
@@ -427,16 +440,6 @@ func TestSyncRejects(t *testing.T) {
 			m.Mode = syncMode(0o4755)
 			return true, []handlers.SyncOperation{syncOp("o", m)}
 		}, "not a permission mode"},
-		{"exclude on a file mapping", func(e *syncEnv) (bool, []handlers.SyncOperation) {
-			m := file(filepath.Join(e.host, "a"), e.ws+"/a")
-			m.Exclude = []string{"x"}
-			return true, []handlers.SyncOperation{syncOp("o", m)}
-		}, "exclude applies only to directory mappings"},
-		{"exclude everything", func(e *syncEnv) (bool, []handlers.SyncOperation) {
-			m := dir(filepath.Join(e.host, "d"), e.ws+"/d")
-			m.Exclude = []string{"**"}
-			return true, []handlers.SyncOperation{syncOp("o", m)}
-		}, "would exclude everything"},
 		{"bad kind", func(e *syncEnv) (bool, []handlers.SyncOperation) {
 			m := file(filepath.Join(e.host, "a"), e.ws+"/a")
 			m.Kind = "socket"
@@ -531,41 +534,54 @@ func TestSyncRejects(t *testing.T) {
 	}
 }
 
-// TestExcludeHostPatterns runs the exclude forms the host sends
-// (adapter-utils sandbox-managed-runtime.js: heavy directories as P, P/*,
-// */P and */P/*; .git and .git/*; raw git-ignored paths for the workspace,
-// escaped ones for referenced projects).
-func TestExcludeHostPatterns(t *testing.T) {
-	patterns := []string{
-		"node_modules", "node_modules/*", "*/node_modules", "*/node_modules/*",
-		".git", ".git/*", ".paperclip-runtime", "._*",
-		"app/[id", "notes[1].txt", `lit\*star`, "dist/", "tmp\\",
+// TestSyncExcludeIsTheHostReading syncs with the lists the host sends
+// (syncrule.Exclude is their one reading): the referenced-project list
+// in, with git-ignored paths escaped as the host escapes them, and the
+// restore list out, with raw ones. A name the host's reader keeps is
+// copied whatever a glob would make of the pattern: on the restore, one
+// left behind would be deleted from the host by its merge. Exclude on a
+// file mapping is ignored, as the host's own fallback ignores it.
+func TestSyncExcludeIsTheHostReading(t *testing.T) {
+	var heavy []string
+	for _, n := range []string{"node_modules", "vendor", "dist", "build", "out", "coverage", ".next", ".turbo", ".cache"} {
+		heavy = append(heavy, n, n+"/*", "*/"+n, "*/"+n+"/*")
 	}
-	var norm []string
-	for _, p := range patterns {
-		q, err := normalizeExclude(p)
-		if err != nil {
-			t.Fatalf("normalizeExclude(%q): %v", p, err)
+	tree := map[string]string{
+		"app/[id]/page.tsx": "ignored", "app/i/page.tsx": "kept", "notes[1].txt": "ignored", "notes1.txt": "kept",
+		"secret.env": "ignored", "src/.git/HEAD": "kept", ".git/HEAD": "ignored", "pkg/node_modules/m.js": "ignored",
+		"src/dist.go": "kept", "**": "kept",
+	}
+	want := map[string]string{"app/i/page.tsx": "kept", "notes1.txt": "kept", "src/.git/HEAD": "kept", "src/dist.go": "kept", "pkg/": "", "**": "kept"}
+	t.Run("in", func(t *testing.T) {
+		e := newSyncEnv(t, nil)
+		syncWriteTree(t, filepath.Join(e.host, "p"), tree)
+		exclude := append(append([]string{}, heavy...), ".git", `app/\[id]`, `notes\[1].txt`, "secret.env")
+		if _, err := e.in(syncOp("o", handlers.SyncFileMapping{SourcePath: filepath.Join(e.host, "p"), TargetPath: e.ws + "/p", Kind: "directory", Exclude: exclude})); err != nil {
+			t.Fatal(err)
 		}
-		norm = append(norm, q)
-	}
-	for _, tc := range []struct {
-		rel  string
-		want bool
-	}{
-		{"node_modules", true}, {"pkg/node_modules", true}, {"pkg/node_modules/x", true},
-		{"node_modules_x", false}, {".git", true}, {".git/HEAD", true}, {".github", false},
-		{".paperclip-runtime", true}, {"._foo", true},
-		{"app/[id", true}, {"app/i", false}, {"app/id", false},
-		{"notes[1].txt", true}, {"notes1.txt", true},
-		{"lit*star", true}, {"litXstar", false},
-		{"dist", true}, {"src/dist", true}, {"src/main.go", false},
-		{`tmp\`, true},
-	} {
-		if got := excluded(norm, tc.rel); got != tc.want {
-			t.Errorf("excluded(%q) = %v, want %v", tc.rel, got, tc.want)
+		if got := syncReadTree(t, e.ws+"/p"); !reflect.DeepEqual(got, want) {
+			t.Errorf("synced %v\nwant %v", got, want)
 		}
-	}
+	})
+	t.Run("out", func(t *testing.T) {
+		e := newSyncEnv(t, nil)
+		syncWriteTree(t, e.ws+"/p", tree)
+		exclude := append(append([]string{}, heavy...), ".git", ".git/*", ".paperclip-runtime", "app/[id]", "notes[1].txt", "secret.env")
+		if _, err := e.out(syncOp("o", handlers.SyncFileMapping{SourcePath: e.ws + "/p", TargetPath: filepath.Join(e.host, "p"), Kind: "directory", Exclude: exclude})); err != nil {
+			t.Fatal(err)
+		}
+		if got := syncReadTree(t, filepath.Join(e.host, "p")); !reflect.DeepEqual(got, want) {
+			t.Errorf("synced %v\nwant %v", got, want)
+		}
+	})
+	t.Run("file mapping", func(t *testing.T) {
+		e := newSyncEnv(t, nil)
+		syncWriteTree(t, e.host, map[string]string{"a": "A"})
+		if _, err := e.in(syncOp("o", handlers.SyncFileMapping{SourcePath: filepath.Join(e.host, "a"), TargetPath: e.ws + "/a", Kind: "file", Exclude: []string{"a", "*"}})); err != nil {
+			t.Fatal(err)
+		}
+		syncCheckFile(t, e.ws+"/a", "A")
+	})
 }
 
 func TestSyncPostUploadCommands(t *testing.T) {
