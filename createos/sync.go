@@ -4,7 +4,6 @@ import (
 	"context"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -25,6 +24,8 @@ import (
 //   - Exclusions follow path.matchesGlob as far as ported (sync_glob.go):
 //     no extglobs or brace ranges; a pattern also matches literally (the
 //     host sends raw git-ignored paths).
+//   - Every remote script is built word by word, each value quoted once
+//     (sync_script.go).
 //   - The sandbox scratch file is removed after syncIn too (the reference
 //     removes it after syncOut only).
 //   - A download with HTTP 204/205 has no body.
@@ -81,22 +82,6 @@ func assertRemotePath(p string) error {
 		return errRemoteEscapes
 	}
 	return nil
-}
-
-// remoteGuard is a shell prefix that canonicalises candidate at use time
-// and exits unless it still lies in the workspace; later commands use
-// "$resolved". It needs GNU realpath -m; without it the guard fails closed.
-func remoteGuard(candidate string) (string, error) {
-	if err := assertRemotePath(candidate); err != nil {
-		return "", err
-	}
-	root, _ := shellQuote(workspaceDir)
-	q, err := shellQuote(candidate)
-	if err != nil {
-		return "", err
-	}
-	return `root=$(realpath -- ` + root + `) && test "$root" = ` + root +
-		` && resolved=$(realpath -m -- ` + q + `) && case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac`, nil
 }
 
 // validateSync checks every operation before any side effect.
@@ -236,6 +221,3 @@ func (t *transfer) removeScratch(ctx context.Context, scratch string) {
 	defer cancel()
 	_, _ = t.c.exec(rctx, t.id, "/bin/rm", "-f", "--", scratch)
 }
-
-// octal renders a mode as chmod expects it, without a prefix.
-func octal(mode uint32) string { return strconv.FormatUint(uint64(mode), 8) }

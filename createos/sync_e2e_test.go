@@ -80,3 +80,35 @@ func TestE2ESyncRoundTripWithRealCommands(t *testing.T) {
 		t.Errorf("scratch leftovers: %+v %v", ex, err)
 	}
 }
+
+// With real commands: a "%s" in a target is the target (the regression of
+// a mode once put in with strings.Replace after the guard had quoted it).
+func TestE2ESyncPercentSWithRealCommands(t *testing.T) {
+	_, d, cfg := e2e(t)
+	ctx := t.Context()
+	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
+	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := d.DestroyLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}); err != nil {
+			t.Error(err)
+		}
+	}()
+	host := t.TempDir()
+	mustWrite(t, filepath.Join(host, "a"), "a", 0o600)
+	mustWrite(t, filepath.Join(host, "d", "f"), "f", 0o600)
+	in := handlers.SyncOperation{OperationID: "in", Files: []handlers.SyncFileMapping{
+		{SourcePath: filepath.Join(host, "a"), TargetPath: "/paperclip-workspace/x%sy", Kind: "file", Mode: ptr(uint32(0o640))},
+		{SourcePath: filepath.Join(host, "d"), TargetPath: "/paperclip-workspace/d%sd", Kind: "directory", Mode: ptr(uint32(0o750))},
+	}}
+	if _, err := d.SyncIn(ctx, &handlers.SyncParams{BaseParams: bp, Lease: *l, Operations: []handlers.SyncOperation{in}}); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *l, Command: "/bin/bash",
+		Args: []string{"-c", `stat -c '%a %n' 'x%sy' 'd%sd' 'd%sd/f'; ls -A | grep -c 640 || true`}, Cwd: "/paperclip-workspace"}, nil)
+	if want := "640 x%sy\n750 d%sd\n600 d%sd/f\n0\n"; err != nil || ex.Stdout != want {
+		t.Errorf("in the sandbox: %+v %v\nwant %q", ex, err, want)
+	}
+}

@@ -210,7 +210,7 @@ func TestSyncPreservesDirectoryFilesModesAndInternalSymlinksWhileHonoringExclusi
 		t.Errorf("new directory mode %v", info.Mode())
 	}
 	cmds := s.gotCommands()
-	if !strings.HasSuffix(cmds[1], ` && test -d "$resolved" && tar --exclude='node_modules' -cf '`+scratchPrefix+cmds[1][strings.Index(cmds[1], scratchPrefix)+len(scratchPrefix):strings.LastIndex(cmds[1], "'")]+`' -C "$resolved" .`) {
+	if !strings.HasSuffix(cmds[1], ` && test -d "$resolved" && tar --exclude 'node_modules' -cf '`+scratchPrefix+cmds[1][strings.Index(cmds[1], scratchPrefix)+len(scratchPrefix):strings.LastIndex(cmds[1], "'")]+`' -C "$resolved" .`) {
 		t.Errorf("outbound command %q", cmds[1])
 	}
 }
@@ -250,7 +250,7 @@ func TestSyncFollowsAHostSymlinkToAnOutsideFileOnlyWhenAsked(t *testing.T) {
 	if _, err := s.d.SyncOut(t.Context(), s.params(op("o", m))); err != nil {
 		t.Fatal(err)
 	}
-	if cmd := s.gotCommands()[0]; !strings.Contains(cmd, ` && tar -h  -cf '`) {
+	if cmd := s.gotCommands()[0]; !strings.Contains(cmd, ` && tar -h -cf '`) {
 		t.Errorf("command %q", cmd)
 	}
 }
@@ -610,6 +610,32 @@ func TestExcludedMatchesLikeMatchesGlob(t *testing.T) {
 		if got := excluded(tc.name, []string{tc.pattern}); got != tc.want {
 			t.Errorf("excluded(%q, %q) = %v", tc.name, tc.pattern, got)
 		}
+	}
+}
+
+// Regression: a "%s" in a path is a path. The mode was once put in with
+// strings.Replace after the guard had quoted the target, so the guard
+// checked "x640y" while chmod got a literal "%s", and a directory was
+// extracted where the guard had not looked.
+func TestSyncPercentSInAPathIsThePath(t *testing.T) {
+	s := newSyncStub(t)
+	s.d.newUUID = func() string { return "u1" }
+	src := filepath.Join(t.TempDir(), "a")
+	mustWrite(t, src, "x", 0o640)
+	mustWrite(t, filepath.Join(filepath.Dir(src), "d", "f"), "f", 0o600)
+	dir := handlers.SyncFileMapping{SourcePath: filepath.Join(filepath.Dir(src), "d"), TargetPath: "/paperclip-workspace/d%sd", Kind: "directory", Mode: ptr(uint32(0o750))}
+	if _, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(src, "/paperclip-workspace/x%sy"), dir))); err != nil {
+		t.Fatal(err)
+	}
+	guard := func(p string) string {
+		return `root=$(realpath -- '/paperclip-workspace') && test "$root" = '/paperclip-workspace' && resolved=$(realpath -m -- '` + p + `') && case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac`
+	}
+	want := []string{
+		guard("/paperclip-workspace/x%sy") + ` && mkdir -p -- "$(dirname -- "$resolved")" && chmod 640 -- '/tmp/paperclip-createos-transfer-u1' && mv -f -- '/tmp/paperclip-createos-transfer-u1' "$resolved"`,
+		guard("/paperclip-workspace/d%sd") + ` && mkdir -p -- "$resolved" && tar -xf '/tmp/paperclip-createos-transfer-u1' -C "$resolved" && chmod 750 -- "$resolved"`,
+	}
+	if got := s.gotCommands(); !reflect.DeepEqual(got, want) {
+		t.Errorf("commands\n%q\nwant\n%q", got, want)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
@@ -20,15 +19,10 @@ const hostTempPattern = ".paperclip-createos-"
 // into place (file) or extracts it (directory), then applies the mode.
 func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
 	scratch := t.scratch()
-	guard, err := remoteGuard(m.TargetPath)
-	if err != nil {
-		return 0, 0, err
-	}
-	qs, _ := shellQuote(scratch)
 	var (
-		src     *os.File
-		mode    uint32
-		command string
+		src  *os.File
+		mode uint32
+		land func(target, scratch string, mode uint32) (string, error)
 	)
 	if m.Kind == "file" {
 		if src, err = os.Open(m.SourcePath); err != nil {
@@ -42,8 +36,7 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 		if !info.Mode().IsRegular() {
 			return 0, 0, &os.PathError{Op: "open", Path: m.SourcePath, Err: errors.New("not a regular file")}
 		}
-		files, mode = 1, uint32(info.Mode().Perm())
-		command = guard + ` && mkdir -p -- "$(dirname -- "$resolved")" && chmod %s -- ` + qs + ` && mv -f -- ` + qs + ` "$resolved"`
+		files, mode, land = 1, uint32(info.Mode().Perm()), placeFileScript
 	} else {
 		tmp, err := os.MkdirTemp("", hostTempPattern)
 		if err != nil {
@@ -54,17 +47,20 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 			return 0, 0, err
 		}
 		defer src.Close()
-		mode = 0o755
-		command = guard + ` && mkdir -p -- "$resolved" && tar -xf ` + qs + ` -C "$resolved" && chmod %s -- "$resolved"`
+		mode, land = 0o755, extractDirectoryScript
 	}
 	if m.Mode != nil {
 		mode = *m.Mode
+	}
+	command, err := land(m.TargetPath, scratch, mode)
+	if err != nil {
+		return 0, 0, err
 	}
 	defer t.removeScratch(ctx, scratch)
 	if size, err = t.c.uploadFile(ctx, t.id, scratch, src); err != nil {
 		return 0, 0, err
 	}
-	if err := t.run(ctx, strings.Replace(command, "%s", octal(mode), 1), workspaceDir, nil); err != nil {
+	if err := t.run(ctx, command, workspaceDir, nil); err != nil {
 		return 0, 0, err
 	}
 	return files, size, nil
@@ -77,26 +73,14 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 // wider mode; an archive is validated before anything is extracted.
 func (t *transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
 	scratch := t.scratch()
-	guard, err := remoteGuard(m.SourcePath)
+	var command string
+	if m.Kind == "directory" {
+		command, err = archiveDirectoryScript(m.SourcePath, scratch, m.FollowSymlinks, m.Exclude)
+	} else {
+		command, err = copyFileScript(m.SourcePath, scratch)
+	}
 	if err != nil {
 		return 0, 0, err
-	}
-	qs, _ := shellQuote(scratch)
-	command := guard + ` && test -f "$resolved" && cp -- "$resolved" ` + qs
-	if m.Kind == "directory" {
-		h := ""
-		if m.FollowSymlinks {
-			h = "-h "
-		}
-		excludes := make([]string, 0, len(m.Exclude))
-		for _, p := range m.Exclude {
-			q, err := shellQuote(p)
-			if err != nil {
-				return 0, 0, err
-			}
-			excludes = append(excludes, "--exclude="+q)
-		}
-		command = guard + ` && test -d "$resolved" && tar ` + h + strings.Join(excludes, " ") + ` -cf ` + qs + ` -C "$resolved" .`
 	}
 	defer t.removeScratch(ctx, scratch)
 	if err := t.run(ctx, command, workspaceDir, nil); err != nil {

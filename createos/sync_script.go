@@ -1,0 +1,162 @@
+package createos
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Transfer scripts. Every shell command a sync runs in the sandbox is built
+// here, word by word: a value (a path, a pattern) becomes a word through
+// value, which quotes it with shellQuote once, as the word is made; the
+// other words are the script's own fixed text (sh constants) and modes.
+// Nothing is substituted into a script after it is built, so no value can
+// be read as shell syntax, as a placeholder, or twice.
+
+// word is one shell word of a transfer script, or a part of one.
+type word interface{ shell() (string, error) }
+
+// sh is fixed shell text: a program, an option, an expansion of the
+// guard's variables. Only constants are converted to sh, never a value.
+type sh string
+
+func (s sh) shell() (string, error) { return string(s), nil }
+
+// value is data the script operates on, quoted once by shellQuote.
+type value string
+
+func (v value) shell() (string, error) { return shellQuote(string(v)) }
+
+// octalMode is a permission mode as chmod reads it: octal digits, no prefix.
+type octalMode uint32
+
+func (m octalMode) shell() (string, error) { return strconv.FormatUint(uint64(m), 8), nil }
+
+// cat is one word made of several parts written without spaces, such as
+// an assignment from a command substitution.
+type cat []word
+
+func (c cat) shell() (string, error) {
+	var b strings.Builder
+	for _, w := range c {
+		s, err := w.shell()
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(s)
+	}
+	return b.String(), nil
+}
+
+// Expansions of the guard's result.
+const (
+	resolved       sh = `"$resolved"`
+	resolvedParent sh = `"$(dirname -- "$resolved")"`
+)
+
+// transferScript is a transfer script: simple commands joined by " && ", so the
+// first failure ends it.
+type transferScript struct {
+	cmds []string
+	err  error
+}
+
+// run appends one command.
+func (s *transferScript) run(words ...word) *transferScript {
+	if s.err != nil {
+		return s
+	}
+	parts := make([]string, len(words))
+	for i, w := range words {
+		if parts[i], s.err = w.shell(); s.err != nil {
+			return s
+		}
+	}
+	s.cmds = append(s.cmds, strings.Join(parts, " "))
+	return s
+}
+
+func (s *transferScript) build() (string, error) {
+	if s.err != nil {
+		return "", s.err
+	}
+	return strings.Join(s.cmds, " && "), nil
+}
+
+// guarded starts a script with the guard of candidate (spec §3.2): it
+// canonicalises the path at use time and exits unless it still lies in the
+// workspace; later commands use "$resolved". It needs GNU realpath -m;
+// without it the guard fails closed.
+func guarded(candidate string) (*transferScript, error) {
+	if err := assertRemotePath(candidate); err != nil {
+		return nil, err
+	}
+	s := &transferScript{}
+	s.run(cat{sh("root=$(realpath -- "), value(workspaceDir), sh(")")})
+	s.run(sh("test"), sh(`"$root"`), sh("="), value(workspaceDir))
+	s.run(cat{sh("resolved=$(realpath -m -- "), value(candidate), sh(")")})
+	s.run(sh(`case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac`))
+	return s, nil
+}
+
+// remoteGuard is the guard alone, run before a post-upload command to prove
+// its cwd is contained.
+func remoteGuard(candidate string) (string, error) {
+	s, err := guarded(candidate)
+	if err != nil {
+		return "", err
+	}
+	return s.build()
+}
+
+// placeFileScript moves an uploaded scratch file to the mapping's target
+// with its mode.
+func placeFileScript(target, scratch string, m uint32) (string, error) {
+	s, err := guarded(target)
+	if err != nil {
+		return "", err
+	}
+	return s.run(sh("mkdir"), sh("-p"), sh("--"), resolvedParent).
+		run(sh("chmod"), octalMode(m), sh("--"), value(scratch)).
+		run(sh("mv"), sh("-f"), sh("--"), value(scratch), resolved).build()
+}
+
+// extractDirectoryScript extracts an uploaded archive into the mapping's
+// target directory (merging into what is there) and sets its mode.
+func extractDirectoryScript(target, scratch string, m uint32) (string, error) {
+	s, err := guarded(target)
+	if err != nil {
+		return "", err
+	}
+	return s.run(sh("mkdir"), sh("-p"), sh("--"), resolved).
+		run(sh("tar"), sh("-xf"), value(scratch), sh("-C"), resolved).
+		run(sh("chmod"), octalMode(m), sh("--"), resolved).build()
+}
+
+// copyFileScript copies the mapping's source file to the scratch path.
+func copyFileScript(source, scratch string) (string, error) {
+	s, err := guarded(source)
+	if err != nil {
+		return "", err
+	}
+	return s.run(sh("test"), sh("-f"), resolved).
+		run(sh("cp"), sh("--"), resolved, value(scratch)).build()
+}
+
+// archiveDirectoryScript archives the mapping's source directory to the
+// scratch path with GNU tar, dereferencing symlinks iff follow, each
+// exclude pattern given to tar's --exclude.
+func archiveDirectoryScript(source, scratch string, follow bool, exclude []string) (string, error) {
+	s, err := guarded(source)
+	if err != nil {
+		return "", err
+	}
+	args := []word{sh("tar")}
+	if follow {
+		args = append(args, sh("-h"))
+	}
+	for _, p := range exclude {
+		args = append(args, sh("--exclude"), value(p))
+	}
+	args = append(args, sh("-cf"), value(scratch), sh("-C"), resolved, sh("."))
+	return s.run(sh("test"), sh("-d"), resolved).run(args...).build()
+}
