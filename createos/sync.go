@@ -3,10 +3,10 @@ package createos
 import (
 	"context"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
 // Native file sync (spec §3, file-sync.ts v0.1 U-late): every mapping
@@ -21,9 +21,13 @@ import (
 //     out. Host extraction does not restore owners, creates files 0600
 //     before applying their exact mode, refuses hard links to anything but
 //     a regular file, and creates missing host parents 0700.
-//   - Exclusions follow path.matchesGlob as far as ported (sync_glob.go):
-//     no extglobs or brace ranges; a pattern also matches literally (the
-//     host sends raw git-ignored paths).
+//   - Exclusions mean what the host means (syncrule.Exclude, from
+//     adapter-utils exclude-patterns.js), in both directions: packDirectory
+//     applies them inbound; outbound, tar drops the plain paths it
+//     provably drops alike, archives hard links as files
+//     (--hard-dereference), and the host filters the archive entry by
+//     entry (sync_script.go, sync_archive.go). The reference's port of
+//     path.matchesGlob and GNU tar's own --exclude reading are not used.
 //   - Every remote script is built word by word, each value quoted once
 //     (sync_script.go).
 //   - The sandbox scratch file is removed after syncIn too (the reference
@@ -68,15 +72,10 @@ func (d *Driver) SyncOut(ctx context.Context, p *handlers.SyncParams) (*handlers
 }
 
 // assertRemotePath accepts an absolute POSIX path without NUL or ".."
-// segments that is the workspace or lies under it.
+// segments (syncrule.SandboxPath) that is the workspace or lies under it.
 func assertRemotePath(p string) error {
-	if !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+	if syncrule.SandboxPath(p) != nil {
 		return errRemoteNotConfined
-	}
-	for _, seg := range strings.Split(p, "/") {
-		if seg == ".." {
-			return errRemoteNotConfined
-		}
 	}
 	if clean := path.Clean(p); clean != workspaceDir && !strings.HasPrefix(clean, workspaceDir+"/") {
 		return errRemoteEscapes
@@ -84,25 +83,35 @@ func assertRemotePath(p string) error {
 	return nil
 }
 
-// validateSync checks every operation before any side effect.
+// ruleErrors are the reference's messages for the shared mapping rules.
+var ruleErrors = map[syncrule.Rule]error{
+	syncrule.RuleKind:        errTransferKind,
+	syncrule.RuleHostPath:    errHostPath,
+	syncrule.RuleSandboxPath: errRemoteNotConfined,
+	syncrule.RuleMode:        errFileMode,
+}
+
+// validateSync checks every operation before any side effect: the shared
+// mapping rules (syncrule.Check), then the workspace, then command cwds.
 func validateSync(ops []handlers.SyncOperation, in bool) error {
+	dir := syncrule.Out
+	if in {
+		dir = syncrule.In
+	}
 	for _, op := range ops {
 		if !in && len(op.PostUploadCommands) > 0 {
 			return errOutboundPostUpload
 		}
 		for _, m := range op.Files {
-			if m.Kind != "file" && m.Kind != "directory" {
-				return errTransferKind
+			if err := syncrule.Check(syncrule.Mapping{Source: m.SourcePath, Target: m.TargetPath, Kind: m.Kind, Mode: m.Mode}, dir); err != nil {
+				if e, ok := ruleErrors[syncrule.RuleOf(err)]; ok {
+					return e
+				}
+				return err
 			}
-			host, remote := m.SourcePath, m.TargetPath
+			remote := m.TargetPath
 			if !in {
-				host, remote = remote, host
-			}
-			if !filepath.IsAbs(host) {
-				return errHostPath
-			}
-			if m.Mode != nil && *m.Mode > 0o777 {
-				return errFileMode
+				remote = m.SourcePath
 			}
 			if err := assertRemotePath(remote); err != nil {
 				return err

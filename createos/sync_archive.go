@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
 // maxArchiveBytes bounds the total entry size of an archive to extract.
@@ -21,7 +23,7 @@ const maxArchiveBytes = 10 << 30
 // are dereferenced iff follow. Only regular files, directories and symlinks
 // are archived. It returns dst open for reading and the number of
 // regular-file entries.
-func packDirectory(src, dst string, exclude []string, follow bool) (*os.File, int64, error) {
+func packDirectory(src, dst string, exclude syncrule.Exclude, follow bool) (*os.File, int64, error) {
 	info, err := os.Stat(src)
 	if err != nil {
 		return nil, 0, err
@@ -47,7 +49,7 @@ func packDirectory(src, dst string, exclude []string, follow bool) (*os.File, in
 
 type packer struct {
 	tw      *tar.Writer
-	exclude []string
+	exclude syncrule.Exclude
 	follow  bool
 	files   int64
 }
@@ -117,7 +119,7 @@ func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInf
 		if name != "." {
 			child = name + "/" + e.Name()
 		}
-		if excluded(child, p.exclude) {
+		if p.exclude.Match(child) {
 			continue
 		}
 		ci, err := e.Info()
@@ -132,12 +134,14 @@ func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInf
 }
 
 // validateArchive lists the archive strictly without extracting anything
-// and returns its number of regular-file entries. It fails with
+// and returns its number of regular-file entries that exclude keeps. Every
+// entry is checked, kept or not. It fails with
 // errUnsafeArchive when the total entry size exceeds 10 GiB, an entry is
 // sparse, an entry path is absolute or has a ".." segment or a NUL (or a
 // backslash where that separates paths), a type is not a file, directory,
 // symlink, hard link, fifo or device, a hard link's target is missing,
-// leaves the archive or is an entry that is no regular file, a symlink has
+// leaves the archive or is an entry that is no regular file (or one exclude
+// drops, for a kept link: extraction leaves it out), a symlink has
 // no target, an entry lies below an earlier symlink or other non-directory,
 // or a non-directory would replace the archive root.
 //
@@ -148,13 +152,13 @@ func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInf
 // Refusing one failed the whole workspace restore. extractArchive never
 // follows a link it wrote or found. Fifos and devices are skipped, as the
 // host's merge skips them.
-func validateArchive(file string) (int64, error) {
+func validateArchive(file string, exclude syncrule.Exclude) (int64, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	return validateTar(f)
+	return validateTar(f, exclude)
 }
 
 // sparse reports a sparse entry (GNU or PAX sparse format). The port
@@ -172,7 +176,7 @@ func sparse(hdr *tar.Header) bool {
 	return false
 }
 
-func validateTar(r io.Reader) (int64, error) {
+func validateTar(r io.Reader, exclude syncrule.Exclude) (int64, error) {
 	tr := tar.NewReader(r)
 	var total, files int64
 	kinds := map[string]byte{} // entry name → type of its latest entry
@@ -189,16 +193,20 @@ func validateTar(r io.Reader) (int64, error) {
 			return 0, errUnsafeArchive
 		}
 		name := path.Clean(hdr.Name)
+		kept := !exclude.Match(name)
 		switch hdr.Typeflag {
 		case tar.TypeReg, '\x00':
-			files++
+			if kept {
+				files++
+			}
 		case tar.TypeDir:
 		case tar.TypeSymlink:
 			if hdr.Linkname == "" || strings.ContainsRune(hdr.Linkname, 0) {
 				return 0, errUnsafeArchive
 			}
 		case tar.TypeLink:
-			if !safeHardLink(hdr.Linkname) || !hardLinkable(kinds, path.Clean(hdr.Linkname)) {
+			target := path.Clean(hdr.Linkname)
+			if !safeHardLink(hdr.Linkname) || !hardLinkable(kinds, target) || kept && exclude.Match(target) {
 				return 0, errUnsafeArchive
 			}
 		case tar.TypeFifo, tar.TypeChar, tar.TypeBlock:
@@ -278,10 +286,10 @@ func safeHardLink(linkpath string) bool {
 // symlinked parent or an existing link at its own name (the link is
 // replaced), symlinks are created with their targets as written and never
 // followed, and hard links only lead to regular files. Fifos and devices
-// are skipped. Files are created 0600 and get their mode once written;
-// directory modes are applied last, to names that are still directories.
-// Owners are not restored.
-func extractArchive(file, target string) error {
+// are skipped, and so is every entry exclude drops. Files are created 0600
+// and get their mode once written; directory modes are applied last, to
+// names that are still directories. Owners are not restored.
+func extractArchive(file, target string, exclude syncrule.Exclude) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
@@ -307,7 +315,7 @@ func extractArchive(file, target string) error {
 			return errUnsafeArchive
 		}
 		name := path.Clean(hdr.Name)
-		if name == "." || special(hdr) {
+		if name == "." || special(hdr) || exclude.Match(name) {
 			continue // the target itself, or nothing the host keeps
 		}
 		if err := checkParents(root, name); err != nil {

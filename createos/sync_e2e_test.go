@@ -3,6 +3,7 @@ package createos
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -110,5 +111,70 @@ func TestE2ESyncPercentSWithRealCommands(t *testing.T) {
 		Args: []string{"-c", `stat -c '%a %n' 'x%sy' 'd%sd' 'd%sd/f'; ls -A | grep -c 640 || true`}, Cwd: "/paperclip-workspace"}, nil)
 	if want := "640 x%sy\n750 d%sd\n600 d%sd/f\n0\n"; err != nil || ex.Stdout != want {
 		t.Errorf("in the sandbox: %+v %v\nwant %q", ex, err, want)
+	}
+}
+
+// With real commands and GNU tar, a workspace restore with the host's list
+// gets exactly what the host's reader keeps: tar drops the plain paths
+// itself (the 1 MiB under node_modules never travels), the host drops the
+// rest, and a hard link between a dropped and a kept name arrives as a
+// file.
+func TestE2ESyncRestoreWithTheHostsExcludeAndRealTar(t *testing.T) {
+	_, d, cfg := e2e(t)
+	ctx := t.Context()
+	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
+	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := d.DestroyLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}); err != nil {
+			t.Error(err)
+		}
+	}()
+	host := t.TempDir()
+	ex, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *l, Command: "/bin/bash", Cwd: "/paperclip-workspace", Args: []string{"-c", `mkdir -p t && cd t && mkdir -p node_modules/a x/node_modules/b node_modules_x .git sub/.git 'app/[id]' app/i build .paperclip-runtime &&
+		head -c 1048576 /dev/zero > node_modules/a/big && echo k > keep.txt && echo b > x/node_modules/b/f && echo nx > node_modules_x/f &&
+		echo ref > .git/HEAD && echo sub > sub/.git/HEAD && echo p > 'app/[id]/p' && ln 'app/[id]/p' app/i/hl && echo q > app/i/q &&
+		echo o > build/o && echo n > 'notes[1].txt' && echo n1 > notes1.txt && echo s > skip.tmp && echo r > .paperclip-runtime/r`}}, nil)
+	if err != nil || ex.ExitCode == nil || *ex.ExitCode != 0 {
+		t.Fatalf("making the tree: %+v %v", ex, err)
+	}
+	var exclude []string
+	for _, n := range []string{"node_modules", "vendor", "dist", "build", "out", "coverage", ".next", ".turbo", ".cache"} {
+		exclude = append(exclude, n, n+"/*", "*/"+n, "*/"+n+"/*")
+	}
+	exclude = append(exclude, ".git", ".git/*", ".paperclip-runtime", "app/[id]", "notes[1].txt", "*.tmp")
+	back := filepath.Join(host, "restore", "workspace")
+	out := handlers.SyncOperation{OperationID: "out", Files: []handlers.SyncFileMapping{
+		{SourcePath: "/paperclip-workspace/t", TargetPath: back, Kind: "directory", Exclude: exclude},
+	}}
+	res, err := d.SyncOut(ctx, &handlers.SyncParams{BaseParams: bp, Lease: *l, Operations: []handlers.SyncOperation{out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Operations[0]; r.FilesTransferred != 6 || r.BytesTransferred >= 1<<20 {
+		t.Errorf("out %+v", r)
+	}
+	got := map[string]string{}
+	_ = filepath.WalkDir(back, func(p string, de os.DirEntry, err error) error {
+		rel, _ := filepath.Rel(back, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		if de.IsDir() {
+			got[filepath.ToSlash(rel)+"/"] = ""
+		} else {
+			b, _ := os.ReadFile(p)
+			got[filepath.ToSlash(rel)] = string(b)
+		}
+		return nil
+	})
+	want := map[string]string{
+		"keep.txt": "k\n", "x/": "", "node_modules_x/": "", "node_modules_x/f": "nx\n", "sub/": "", "sub/.git/": "", "sub/.git/HEAD": "sub\n",
+		"app/": "", "app/i/": "", "app/i/hl": "p\n", "app/i/q": "q\n", "notes1.txt": "n1\n",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("restored %v\nwant %v", got, want)
 	}
 }

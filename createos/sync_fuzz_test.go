@@ -9,12 +9,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
+
+// fuzzExclude is the exclude list FuzzValidateArchive extracts with: what
+// it drops is left out, links to it refused.
+var fuzzExclude = syncrule.NewExclude([]string{"*/skip", "skip-*"})
 
 // An archive validateArchive accepts extracts (or fails) without writing
 // anything outside the target, even through the links it carries (their
 // targets are kept as written, so they may point anywhere, ../outside
-// included); a rejected one is never extracted.
+// included), and without any entry the exclude list drops; a rejected one
+// is never extracted.
 func FuzzValidateArchive(f *testing.F) {
 	t := &testing.T{}
 	f.Add(tarOf(t, &tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "./a", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}))
@@ -25,6 +32,8 @@ func FuzzValidateArchive(f *testing.F) {
 	f.Add(tarOf(t, &tar.Header{Name: "./o/", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "./o", Typeflag: tar.TypeSymlink, Linkname: "../outside"}))
 	f.Add(tarOf(t, &tar.Header{Name: "./o", Typeflag: tar.TypeSymlink, Linkname: "../outside/f"}, &tar.Header{Name: "./o", Typeflag: tar.TypeReg, Size: 1}, &tar.Header{Name: "./h", Typeflag: tar.TypeLink, Linkname: "o"}))
 	f.Add(tarOf(t, &tar.Header{Name: "./p", Typeflag: tar.TypeFifo}, &tar.Header{Name: "./abs", Typeflag: tar.TypeSymlink, Linkname: "/"}))
+	f.Add(tarOf(t, &tar.Header{Name: "./skip/", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "./skip/f", Typeflag: tar.TypeReg, Size: 1}, &tar.Header{Name: "./h", Typeflag: tar.TypeLink, Linkname: "skip/f"}))
+	f.Add(tarOf(t, &tar.Header{Name: "./skip-l", Typeflag: tar.TypeSymlink, Linkname: "../outside"}, &tar.Header{Name: "./a/skip", Typeflag: tar.TypeReg, Size: 1}))
 	f.Add([]byte("garbage"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
@@ -36,7 +45,7 @@ func FuzzValidateArchive(f *testing.F) {
 		if err := os.WriteFile(archive, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		n, err := validateArchive(archive)
+		n, err := validateArchive(archive, fuzzExclude)
 		if err != nil {
 			if err != errUnsafeArchive {
 				t.Fatalf("error %v", err)
@@ -56,10 +65,13 @@ func FuzzValidateArchive(f *testing.F) {
 		if err := os.Mkdir(target, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		_ = extractArchive(archive, target)
+		_ = extractArchive(archive, target, fuzzExclude)
 		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if p != dir && p != archive && p != outside && p != target && !strings.HasPrefix(p, target+string(filepath.Separator)) {
 				t.Errorf("written outside the target: %s", p)
+			}
+			if rel, err := filepath.Rel(target, p); err == nil && p != target && filepath.IsLocal(rel) && fuzzExclude.Match(filepath.ToSlash(rel)) {
+				t.Errorf("extracted an excluded entry: %s", rel)
 			}
 			return nil
 		})
@@ -115,12 +127,12 @@ func TestPackedArchivesValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), "data")
-	f, n, err := packDirectory(src, dst, nil, false)
+	f, n, err := packDirectory(src, dst, syncrule.Exclude{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
-	got, err := validateArchive(dst)
+	got, err := validateArchive(dst, syncrule.Exclude{})
 	if err != nil || got != n || n != 2 {
 		t.Fatalf("packed %d, validated %d, %v", n, got, err)
 	}

@@ -143,9 +143,14 @@ func copyFileScript(source, scratch string) (string, error) {
 }
 
 // archiveDirectoryScript archives the mapping's source directory to the
-// scratch path with GNU tar, dereferencing symlinks iff follow, each
-// exclude pattern given to tar's --exclude.
-func archiveDirectoryScript(source, scratch string, follow bool, exclude []string) (string, error) {
+// scratch path with GNU tar, dereferencing symlinks iff follow. With an
+// exclude list, tar drops by itself what it provably drops alike
+// (syncrule.Exclude.TarPrune: plain paths, anchored or not, that no
+// wildcard switch of tar's reads differently; --no-wildcards is there all
+// the same) and archives hard links as files (--hard-dereference): the
+// host filters the rest entry by entry, and a link must not lead to an
+// entry it left out.
+func archiveDirectoryScript(source, scratch string, follow bool, anchored, unanchored []string, filtered bool) (string, error) {
 	s, err := guarded(source)
 	if err != nil {
 		return "", err
@@ -154,8 +159,23 @@ func archiveDirectoryScript(source, scratch string, follow bool, exclude []strin
 	if follow {
 		args = append(args, sh("-h"))
 	}
-	for _, p := range exclude {
-		args = append(args, sh("--exclude"), value(p))
+	if filtered {
+		args = append(args, sh("--hard-dereference"))
+	}
+	if len(anchored)+len(unanchored) > 0 {
+		args = append(args, sh("--no-wildcards"))
+	}
+	if len(anchored) > 0 {
+		args = append(args, sh("--anchored"))
+		for _, a := range anchored {
+			args = append(args, sh("--exclude"), value("./"+a))
+		}
+	}
+	if len(unanchored) > 0 {
+		args = append(args, sh("--no-anchored"))
+		for _, x := range unanchored {
+			args = append(args, sh("--exclude"), value(x))
+		}
 	}
 	args = append(args, sh("-cf"), value(scratch), sh("-C"), resolved, sh("."))
 	return s.run(sh("test"), sh("-d"), resolved).run(args...).build()

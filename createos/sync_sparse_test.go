@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
 // Sparse entries let a few bytes of archive declare gigabytes of holes
@@ -29,7 +31,7 @@ func TestSyncArchiveValidatorRefusesSparseEntries(t *testing.T) {
 	raw.Write(make([]byte, 1024))
 	for name, archive := range map[string][]byte{"GNU sparse": gnu.Bytes(), "PAX sparse": raw.Bytes()} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := validateTar(bytes.NewReader(archive)); err != errUnsafeArchive {
+			if _, err := validateTar(bytes.NewReader(archive), syncrule.Exclude{}); err != errUnsafeArchive {
 				t.Fatalf("validateTar = %v, want errUnsafeArchive", err)
 			}
 		})
@@ -40,7 +42,7 @@ func TestSyncArchiveValidatorRefusesSparseEntries(t *testing.T) {
 	_ = w.WriteHeader(&tar.Header{Name: "./f", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2})
 	_, _ = w.Write([]byte("ok"))
 	_ = w.Close()
-	if n, err := validateTar(bytes.NewReader(b.Bytes())); err != nil || n != 1 {
+	if n, err := validateTar(bytes.NewReader(b.Bytes()), syncrule.Exclude{}); err != nil || n != 1 {
 		t.Fatalf("plain archive: %d, %v", n, err)
 	}
 }

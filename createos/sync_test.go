@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
 // Ports of file-sync.test.ts (spec §7.4), against the stub provider.
@@ -210,7 +211,10 @@ func TestSyncPreservesDirectoryFilesModesAndInternalSymlinksWhileHonoringExclusi
 		t.Errorf("new directory mode %v", info.Mode())
 	}
 	cmds := s.gotCommands()
-	if !strings.HasSuffix(cmds[1], ` && test -d "$resolved" && tar --exclude 'node_modules' -cf '`+scratchPrefix+cmds[1][strings.Index(cmds[1], scratchPrefix)+len(scratchPrefix):strings.LastIndex(cmds[1], "'")]+`' -C "$resolved" .`) {
+	// A bare name is anchored at the mapping's root (syncrule.Exclude), and
+	// tar can drop it by itself; hard links travel as files, since the host
+	// filters what tar did not drop.
+	if !strings.HasSuffix(cmds[1], ` && test -d "$resolved" && tar --hard-dereference --no-wildcards --anchored --exclude './node_modules' -cf '`+scratchPrefix+cmds[1][strings.Index(cmds[1], scratchPrefix)+len(scratchPrefix):strings.LastIndex(cmds[1], "'")]+`' -C "$resolved" .`) {
 		t.Errorf("outbound command %q", cmds[1])
 	}
 }
@@ -567,49 +571,61 @@ func TestSyncErrorsCarryNoSecrets(t *testing.T) {
 	assertNoSecrets(t, texts...)
 }
 
-func TestExcludedMatchesLikeMatchesGlob(t *testing.T) {
-	for _, tc := range []struct {
-		name, pattern string
-		want          bool
-	}{
-		{"./node_modules/", "node_modules", true},
-		{"./node_modules/skip", "node_modules", true},
-		{"./a/node_modules", "node_modules", true},
-		{"./a/node_modules/b/c", "node_modules", true},
-		{"./node_modules_x", "node_modules", false},
-		{"./keep", "node_modules", false},
-		{"./x.log", "*.log", true},
-		{"./deep/x.log", "*.log", true},
-		{"./deep/x.txt", "*.log", false},
-		{"./a/b", "a/b", true},
-		{"./z/a/b/c", "a/b", true},
-		{"./.env", "*", false},
-		{"./.env", ".env", true},
-		{"./.git/x", "x", false},
-		{"./b.js", "{a,b}.js", true},
-		{"./c.js", "{a,b}.js", false},
-		{"./c1", "c[!2]", true},
-		{"./c2", "c[!2]", false},
-		{"./dist", "?ist", true},
-		{"./[x", "[x", true},
-		// Raw and escaped git-ignored paths, as the host sends them.
-		{"./app/[id]/page.tsx", "app/[id]", true},
-		{"./app/i/page.tsx", "app/[id]", true}, // still a glob too
-		{"./app/[id/page.tsx", "app/[id", true},
-		{"./app/[id]/page.tsx", `app/\[id]`, true},
-		{"./app/i", `app/\[id]`, false},
-		{"./a{b,c}", "a{b,c}", true},
-		{"./ab", "a{b,c}", true},
-		{"./[!x]", `\[!x]`, true},
-		{"./y", `\[!x]`, false},
-		{"./a*b", `a\*b`, true},
-		{"./acb", `a\*b`, false},
-		{"./src/.env.local", "src/.env.local", true},
-		{"./x/.cache/y", ".cache", true},
-	} {
-		if got := excluded(tc.name, []string{tc.pattern}); got != tc.want {
-			t.Errorf("excluded(%q, %q) = %v", tc.name, tc.pattern, got)
+// Outbound, tar drops only the plain paths it provably drops alike; the
+// host leaves out every other entry the list excludes (syncrule.Exclude,
+// the host's reading: a name a glob would also match is kept), refuses a
+// kept hard link to a left-out entry before writing anything, and counts
+// only what it keeps.
+func TestSyncOutFiltersTheArchiveWithTheHostReading(t *testing.T) {
+	s := newSyncStub(t)
+	exclude := []string{"*/node_modules", ".git", ".git/*", "app/[id]", "notes[1].txt", "*.tmp", "build/*"}
+	s.downloads["*"] = tarOf(t,
+		&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755},
+		&tar.Header{Name: "./app/", Typeflag: tar.TypeDir, Mode: 0o755},
+		&tar.Header{Name: "./app/[id]/", Typeflag: tar.TypeDir, Mode: 0o755},
+		&tar.Header{Name: "./app/[id]/page.tsx", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1},
+		&tar.Header{Name: "./app/i/", Typeflag: tar.TypeDir, Mode: 0o755},
+		&tar.Header{Name: "./app/i/page.tsx", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2},
+		&tar.Header{Name: "./notes[1].txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1},
+		&tar.Header{Name: "./notes1.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2},
+		&tar.Header{Name: "./skip.tmp", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1},
+		&tar.Header{Name: "./build/", Typeflag: tar.TypeDir, Mode: 0o755},
+		&tar.Header{Name: "./build/o", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1},
+		&tar.Header{Name: "./src/.git", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2}, // a nested .git is the host's to merge
+	)
+	target := filepath.Join(t.TempDir(), "workspace")
+	res, err := s.d.SyncOut(t.Context(), s.params(op("o", handlers.SyncFileMapping{SourcePath: "/paperclip-workspace", TargetPath: target, Kind: "directory", Exclude: exclude})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Operations[0]; r.FilesTransferred != 3 {
+		t.Errorf("result %+v", r)
+	}
+	var got []string
+	_ = filepath.WalkDir(target, func(p string, d os.DirEntry, err error) error {
+		if rel, _ := filepath.Rel(target, p); err == nil && rel != "." {
+			got = append(got, filepath.ToSlash(rel))
 		}
+		return nil
+	})
+	if want := []string{"app", "app/i", "app/i/page.tsx", "build", "notes1.txt", "src", "src/.git"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("extracted %q, want %q", got, want)
+	}
+	cmd := s.gotCommands()[0]
+	if want := ` && tar --hard-dereference --no-wildcards --anchored --exclude './.git' --no-anchored --exclude 'node_modules' -cf '`; !strings.Contains(cmd, want) {
+		t.Errorf("command %q lacks %q", cmd, want)
+	}
+
+	s.reset()
+	s.downloads["*"] = tarOf(t,
+		&tar.Header{Name: "./skip.tmp", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1},
+		&tar.Header{Name: "./h", Typeflag: tar.TypeLink, Linkname: "./skip.tmp"},
+	)
+	target = filepath.Join(t.TempDir(), "workspace")
+	_, err = s.d.SyncOut(t.Context(), s.params(op("o", handlers.SyncFileMapping{SourcePath: "/paperclip-workspace", TargetPath: target, Kind: "directory", Exclude: exclude})))
+	wantErr(t, err, "CreateOS archive contains unsafe entries or exceeds the extraction limit.")
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Errorf("refused only after extracting: %v", err)
 	}
 }
 
@@ -664,7 +680,7 @@ func TestValidateArchive(t *testing.T) {
 		{"root replaced", []*tar.Header{{Name: "./", Typeflag: tar.TypeSymlink, Linkname: "x"}}, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := validateTar(bytes.NewReader(tarOf(t, tc.hdrs...)))
+			n, err := validateTar(bytes.NewReader(tarOf(t, tc.hdrs...)), syncrule.Exclude{})
 			if tc.ok && (err != nil || n != tc.files) {
 				t.Fatalf("%d %v", n, err)
 			}
@@ -679,10 +695,10 @@ func TestValidateArchive(t *testing.T) {
 	if err := tw.WriteHeader(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: maxArchiveBytes + 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := validateTar(bytes.NewReader(buf.Bytes())); err != errUnsafeArchive {
+	if _, err := validateTar(bytes.NewReader(buf.Bytes()), syncrule.Exclude{}); err != errUnsafeArchive {
 		t.Errorf("10 GiB + 1: %v", err)
 	}
-	if _, err := validateTar(strings.NewReader("not a tar archive, just some text that is long enough")); err != errUnsafeArchive {
+	if _, err := validateTar(strings.NewReader("not a tar archive, just some text that is long enough"), syncrule.Exclude{}); err != errUnsafeArchive {
 		t.Errorf("garbage: %v", err)
 	}
 }
@@ -700,14 +716,14 @@ func TestExtractRefusesWritingThroughASymlinkedParent(t *testing.T) {
 	if err := os.WriteFile(file, archive, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := validateArchive(file); err != errUnsafeArchive {
+	if _, err := validateArchive(file, syncrule.Exclude{}); err != errUnsafeArchive {
 		t.Fatalf("validate: %v", err)
 	}
 	target := filepath.Join(root, "t")
 	if err := os.Mkdir(target, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := extractArchive(file, target); err != errUnsafeArchive {
+	if err := extractArchive(file, target, syncrule.Exclude{}); err != errUnsafeArchive {
 		t.Fatalf("extract: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(target, "d", "f")); !os.IsNotExist(err) {

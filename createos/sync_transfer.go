@@ -9,14 +9,16 @@ import (
 	"path/filepath"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
 // hostTempPattern names the host temp directory of one mapping.
 const hostTempPattern = ".paperclip-createos-"
 
 // in uploads one mapping host → sandbox: the file itself or a tar archive
-// of the directory goes to a scratch path, and a guarded command moves it
-// into place (file) or extracts it (directory), then applies the mode.
+// of the directory (without what the exclude list drops) goes to a scratch
+// path, and a guarded command moves it into place (file) or extracts it
+// (directory), then applies the mode.
 func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
 	scratch := t.scratch()
 	var (
@@ -43,7 +45,7 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 			return 0, 0, err
 		}
 		defer os.RemoveAll(tmp)
-		if src, files, err = packDirectory(m.SourcePath, filepath.Join(tmp, "data"), m.Exclude, m.FollowSymlinks); err != nil {
+		if src, files, err = packDirectory(m.SourcePath, filepath.Join(tmp, "data"), syncrule.NewExclude(m.Exclude), m.FollowSymlinks); err != nil {
 			return 0, 0, err
 		}
 		defer src.Close()
@@ -70,12 +72,16 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 // file (or archives the directory) to a scratch path, which is downloaded
 // into a private temp directory beside the host target. A file is chmod-ed
 // and renamed into place, so the target never shows partial bytes or a
-// wider mode; an archive is validated before anything is extracted.
+// wider mode; an archive is validated before anything is extracted, and
+// what the exclude list drops is left out there (tar on the far side
+// already dropped what it provably drops alike).
 func (t *transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
 	scratch := t.scratch()
+	exclude := syncrule.NewExclude(m.Exclude)
 	var command string
 	if m.Kind == "directory" {
-		command, err = archiveDirectoryScript(m.SourcePath, scratch, m.FollowSymlinks, m.Exclude)
+		anchored, unanchored := exclude.TarPrune()
+		command, err = archiveDirectoryScript(m.SourcePath, scratch, m.FollowSymlinks, anchored, unanchored, !exclude.Empty())
 	} else {
 		command, err = copyFileScript(m.SourcePath, scratch)
 	}
@@ -115,7 +121,7 @@ func (t *transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 		}
 		return 1, size, nil
 	}
-	if files, err = validateArchive(data); err != nil {
+	if files, err = validateArchive(data, exclude); err != nil {
 		return 0, 0, err
 	}
 	dirMode := os.FileMode(0o700)
@@ -130,7 +136,7 @@ func (t *transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 	} else if info.Mode()&os.ModeSymlink != 0 {
 		return 0, 0, errArchiveDestLink
 	}
-	if err := extractArchive(data, target); err != nil {
+	if err := extractArchive(data, target, exclude); err != nil {
 		return 0, 0, err
 	}
 	if m.Mode != nil {
