@@ -13,6 +13,10 @@ type Error struct{ msg string }
 
 func (e *Error) Error() string { return e.msg }
 
+// OperatorMessage marks the text as written for operators (rpc.Operator):
+// every Error is a reference message or one chosen here.
+func (e *Error) OperatorMessage() string { return e.msg }
+
 func newError(msg string) *Error { return &Error{msg: msg} }
 
 // APIError is a non-2xx answer. The body is never read: provider bodies may
@@ -26,6 +30,10 @@ type APIError struct {
 func (e *APIError) Error() string {
 	return fmt.Sprintf("CreateOS request failed (HTTP %d) during %s.", e.Status, e.Label)
 }
+
+// OperatorMessage marks the text as written for operators: it holds only
+// the status and a label chosen from the request path.
+func (e *APIError) OperatorMessage() string { return e.Error() }
 
 // isStatus reports whether err is an APIError with one of the statuses.
 func isStatus(err error, statuses ...int) bool {
@@ -47,6 +55,9 @@ func isStatus(err error, statuses ...int) bool {
 type CleanupError struct{ msg string }
 
 func (e *CleanupError) Error() string { return e.msg }
+
+// OperatorMessage marks the text as written for operators.
+func (e *CleanupError) OperatorMessage() string { return e.msg }
 
 // timeoutError is the cause of every deadline this package sets. It matches
 // context.DeadlineExceeded, so a timeout that escapes to the host maps to the

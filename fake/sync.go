@@ -13,6 +13,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
+	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // Native file sync: environmentSyncIn copies host paths into the lease
@@ -134,7 +135,7 @@ func planSync(ops []handlers.SyncOperation, in bool, roots []string) ([]operatio
 		for j, f := range op.Files {
 			m, err := planMapping(j, f, in, roots)
 			if err != nil {
-				return nil, fmt.Errorf("%s (operations[%d]) files[%d]: %w", where, i, j, err)
+				return nil, state.Userf("%s (operations[%d]) files[%d]: %w", where, i, j, err)
 			}
 			plan.files = append(plan.files, m)
 			if in {
@@ -146,7 +147,7 @@ func planSync(ops []handlers.SyncOperation, in bool, roots []string) ([]operatio
 			}
 		}
 		if len(op.PostUploadCommands) > 0 && !in {
-			return nil, fmt.Errorf("%s (operations[%d]): environmentSyncOut cannot run post-upload commands; send them with environmentSyncIn", where, i)
+			return nil, state.Userf("%s (operations[%d]): environmentSyncOut cannot run post-upload commands; send them with environmentSyncIn", where, i)
 		}
 		plan.cwd = commonDir(targetDirs)
 		if len(targetDirs) == 0 {
@@ -155,12 +156,12 @@ func planSync(ops []handlers.SyncOperation, in bool, roots []string) ([]operatio
 		for k, c := range op.PostUploadCommands {
 			cp := commandPlan{command: c.Command}
 			if c.Command == "" {
-				return nil, fmt.Errorf("%s (operations[%d]) postUploadCommands[%d]: the command is empty", where, i, k)
+				return nil, state.Userf("%s (operations[%d]) postUploadCommands[%d]: the command is empty", where, i, k)
 			}
 			if c.Cwd != "" {
 				rel, err := sandboxRel(c.Cwd, roots...)
 				if err != nil {
-					return nil, fmt.Errorf("%s (operations[%d]) postUploadCommands[%d] cwd: %w", where, i, k, err)
+					return nil, state.Userf("%s (operations[%d]) postUploadCommands[%d] cwd: %w", where, i, k, err)
 				}
 				cp.cwd = rel
 			}
@@ -214,7 +215,7 @@ func (l *lease) trackSync(ctx context.Context) (context.Context, func(), error) 
 	if l.closing || l.gone {
 		l.mu.Unlock()
 		close(e.done)
-		return nil, nil, fmt.Errorf("fake-plugin lease %s is being released; acquire a new lease", l.id)
+		return nil, nil, state.Userf("fake-plugin lease %s is being released; acquire a new lease.", l.id)
 	}
 	l.running[e] = struct{}{}
 	l.mu.Unlock()
@@ -252,7 +253,7 @@ func (s *syncer) operation(ctx context.Context, op operationPlan) (handlers.Sync
 	res := handlers.SyncOperationResult{OperationID: op.id}
 	for _, m := range op.files {
 		if err := context.Cause(ctx); err != nil {
-			return res, fmt.Errorf("operation %q: %w", op.id, err)
+			return res, state.Userf("operation %q: %w", op.id, err)
 		}
 		c := &copier{ctx: ctx, follow: m.follow, exclude: m.exclude}
 		if s.in {
@@ -261,14 +262,16 @@ func (s *syncer) operation(ctx context.Context, op operationPlan) (handlers.Sync
 			c.src, c.dst = s.root, hostFS{}
 		}
 		if err := c.mapping(m); err != nil {
-			return res, fmt.Errorf("operation %q files[%d] (%s -> %s): %w", op.id, m.index, m.from, m.to, err)
+			return res, state.Userf("operation %q files[%d] (%s -> %s): %w", op.id, m.index, m.from, m.to, err)
 		}
 		res.FilesTransferred += c.files
 		res.BytesTransferred += c.bytes
 	}
 	for i, cmd := range op.commands {
 		if err := s.postUpload(ctx, op, i, cmd); err != nil {
-			return res, err
+			// Its text names the operation, the command's index and how
+			// it ended, never the command or its output.
+			return res, state.Userf("%w", err)
 		}
 	}
 	return res, nil

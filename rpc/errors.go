@@ -53,26 +53,41 @@ func InvalidParams(format string, args ...any) *Error {
 	return Errorf(CodeInvalidParams, "Invalid params: "+format, args...)
 }
 
+// Operator is implemented by errors whose text was written for operators
+// on purpose: a reference string, or a sentence that says what was wrong
+// and what to do, never a secret, a host path of ours or internal error
+// detail. Only such texts (and *Error's) reach the host; see codeFor.
+type Operator interface {
+	error
+	OperatorMessage() string
+}
+
+// InternalMessage answers an error that was not written for operators; the
+// error itself is logged with the request.
+const InternalMessage = "The worker failed internally; its log has the details."
+
 // codeFor maps any error a handler returns to a JSON-RPC code and message.
 // It is the only place where that decision is made. It never yields code 0.
-func codeFor(err error) (int, string) {
+// internal reports that the message is InternalMessage in place of err's
+// own text, which the caller logs.
+func codeFor(err error) (code int, msg string, internal bool) {
 	var re *Error
 	if errors.As(err, &re) && re.Code != 0 {
-		return re.Code, re.Message
+		return re.Code, re.Message, false
 	}
 	var je *jsonrpc2.Error
 	if errors.As(err, &je) && je.Code != 0 {
-		return int(je.Code), je.Message
+		return int(je.Code), je.Message, false
+	}
+	var op Operator
+	if errors.As(err, &op) && op.OperatorMessage() != "" {
+		return CodeWorkerError, op.OperatorMessage(), false
 	}
 	if errors.Is(err, context.Canceled) {
-		return CodeWorkerError, "Request cancelled: the worker is shutting down or the host cancelled the call."
+		return CodeWorkerError, "Request cancelled: the worker is shutting down or the host cancelled the call.", false
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return CodeTimeout, "Request timed out inside the worker."
+		return CodeTimeout, "Request timed out inside the worker.", false
 	}
-	msg := err.Error()
-	if msg == "" {
-		msg = "worker handler failed"
-	}
-	return CodeWorkerError, msg
+	return CodeWorkerError, InternalMessage, true
 }

@@ -212,7 +212,10 @@ func (srv *Server) run(c *call, in *inbound) outcome {
 // answer writes the reply to in.
 func (srv *Server) answer(in *inbound, o outcome) {
 	if o.err != nil {
-		code, msg := codeFor(o.err)
+		code, msg, internal := codeFor(o.err)
+		if internal {
+			o.ctx.log().Error().Err(o.err).Str("method", in.method).Msg("request failed internally; the host got a fixed message")
+		}
 		if srv.debug() {
 			o.ctx.log().Debug().Int("code", code).Dur("took", o.took).Msg("request failed")
 		}
