@@ -16,11 +16,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 // The createos driver end to end: the race-built worker over stdio, driven
@@ -174,37 +175,6 @@ func (s *sim) requests() []map[string]any {
 	for _, r := range list {
 		m, _ := r.(map[string]any)
 		out = append(out, m)
-	}
-	return out
-}
-
-// descendants are the live processes below pid.
-func descendants(pid int) []int {
-	parent := map[int]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) < 2 || f[0] == "Z" {
-			continue
-		}
-		parent[p], _ = strconv.Atoi(f[1])
-	}
-	var out []int
-	for p := range parent {
-		for q := parent[p]; q > 1; q = parent[q] {
-			if q == pid {
-				out = append(out, p)
-				break
-			}
-		}
 	}
 	return out
 }
@@ -536,7 +506,7 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for left := descendants(s.cmd.Process.Pid); len(left) > 0; left = descendants(s.cmd.Process.Pid) {
+	for left := procfs.Descendants(s.cmd.Process.Pid); len(left) > 0; left = procfs.Descendants(s.cmd.Process.Pid) {
 		if time.Now().After(deadline) {
 			t.Errorf("processes still running under createos-sim: %v", left)
 			break

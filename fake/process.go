@@ -7,10 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 // killGrace is the time between SIGTERM and SIGKILL, as the reference has it.
@@ -41,30 +42,12 @@ func groupAlive(pgid int) bool {
 		return false
 	}
 	// kill(2) also reaches zombies, which no signal can end; look closer.
-	entries, err := os.ReadDir("/proc")
+	procs, err := procfs.List()
 	if err != nil {
 		return true
 	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 3 {
-			continue
-		}
-		if g, _ := strconv.Atoi(f[2]); g == pgid && f[0] != "Z" && pid > 0 {
+	for _, p := range procs {
+		if p.PGID == pgid && !p.Zombie() {
 			return true
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 // leaseRoots lists the fake driver's lease roots in the temp dir the
@@ -53,13 +55,13 @@ func (h *harness) stopAndCheck(ctx context.Context) error {
 		return fmt.Errorf("createos-sim left %d entries in its directory (%v)", len(ents), err)
 	}
 	if err := poll(ctx, 20*time.Second, "no process of the run alive", func() (bool, error) {
-		left := descendants(os.Getpid())
+		left := procfs.Descendants(os.Getpid())
 		if len(left) == 0 {
 			return true, nil
 		}
 		var s []string
 		for _, p := range left {
-			s = append(s, fmt.Sprintf("%d %s", p.pid, truncate(p.cmdline, 160)))
+			s = append(s, fmt.Sprintf("%d %s", p.PID, truncate(procfs.Cmdline(p.PID), 160)))
 		}
 		return false, fmt.Errorf("left running:\n  %s", strings.Join(s, "\n  "))
 	}); err != nil {

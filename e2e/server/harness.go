@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 // harness owns everything one run starts and creates.
@@ -139,7 +141,7 @@ func (h *harness) close() error {
 			p.stop(10 * time.Second)
 		}
 	}
-	if left := descendants(os.Getpid()); len(left) > 0 {
+	if left := procfs.Descendants(os.Getpid()); len(left) > 0 {
 		killDescendants()
 		errs = append(errs, fmt.Errorf("killed %d leftover processes", len(left)))
 	}

@@ -8,14 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 // proc is a long-running child of the harness (the server, the sim). It
@@ -138,64 +137,6 @@ func becomeSubreaper() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
-// procInfo is one process from /proc.
-type procInfo struct {
-	pid, ppid int
-	state     string
-	cmdline   string
-}
-
-func readProcs() map[int]procInfo {
-	out := map[int]procInfo{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...; comm may contain spaces and parens.
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		out[pid] = procInfo{pid: pid, ppid: ppid, state: f[0], cmdline: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))}
-	}
-	return out
-}
-
-// descendants lists the live (non-zombie) processes below pid.
-func descendants(pid int) []procInfo {
-	all := readProcs()
-	children := map[int][]int{}
-	for _, p := range all {
-		children[p.ppid] = append(children[p.ppid], p.pid)
-	}
-	var out []procInfo
-	var walk func(int)
-	walk = func(p int) {
-		for _, c := range children[p] {
-			if all[c].state != "Z" {
-				out = append(out, all[c])
-			}
-			walk(c)
-		}
-	}
-	walk(pid)
-	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
-	return out
-}
-
 // reapOrphans collects exited processes that were reparented to the
 // harness. Call it only when no exec.Cmd of ours is still running.
 func reapOrphans() {
@@ -210,7 +151,7 @@ func reapOrphans() {
 
 // killDescendants SIGKILLs every process below the harness.
 func killDescendants() {
-	for _, p := range descendants(os.Getpid()) {
-		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	for _, p := range procfs.Descendants(os.Getpid()) {
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
 	}
 }
