@@ -79,7 +79,12 @@ func TestHostTimeoutsAreHonouredNotRefused(t *testing.T) {
 			s := newSyncStub(t)
 			s.running = func(r *http.Request, c string) {
 				if c == "block" {
+					// A command that never exits: its stream is cut when
+					// the driver goes, with no exit frame. Returning would
+					// send exit 0, and the client can still read that
+					// answer when it races the deadline's disconnect.
 					<-r.Context().Done()
+					panic(http.ErrAbortHandler)
 				}
 			}
 			o := op("o")
