@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
 )
 
 // processBody is the JSON body of the process creation.
@@ -317,15 +318,15 @@ func TestOutputKeepsTailAndDecodesAcrossWrites(t *testing.T) {
 		t.Fatal("not truncated")
 	}
 	got := o.stdout()
-	if utf16Len(got) != maxCaptureUnits || !strings.HasSuffix(got, "😀") || !utf8.ValidString(got) {
-		t.Errorf("tail of %d units", utf16Len(got))
+	if utf16.Len(got) != maxCaptureUnits || !strings.HasSuffix(got, "😀") || !utf8.ValidString(got) {
+		t.Errorf("tail of %d units", utf16.Len(got))
 	}
 	for range 3 {
 		o.write("stdout", []byte(strings.Repeat("y", 100_000)))
 	}
 	o.write("stdout", []byte(strings.Repeat("€", 10)))
-	if got := o.stdout(); utf16Len(got) != maxCaptureUnits || !strings.HasSuffix(got, "yyy€€€€€€€€€€") || o.stderr() != "" {
-		t.Errorf("after more output: %d units", utf16Len(got))
+	if got := o.stdout(); utf16.Len(got) != maxCaptureUnits || !strings.HasSuffix(got, "yyy€€€€€€€€€€") || o.stderr() != "" {
+		t.Errorf("after more output: %d units", utf16.Len(got))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
 )
 
 // maxCaptureUnits is how much of each stream an execute result keeps: the
@@ -106,23 +107,6 @@ func validUTF8(b []byte) string {
 	return string(out)
 }
 
-// units is the UTF-16 length of r.
-func units(r rune) int {
-	if r > 0xFFFF {
-		return 2
-	}
-	return 1
-}
-
-// utf16Len is the UTF-16 length of valid UTF-8 s.
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		n += units(r)
-	}
-	return n
-}
-
 // capture keeps the last limit UTF-16 units of a stream.
 type capture struct {
 	buf   []byte // valid UTF-8; the kept text is buf[start:]
@@ -133,26 +117,16 @@ type capture struct {
 // add appends text and reports whether the head had to be dropped.
 func (c *capture) add(text string, limit int) bool {
 	c.buf = append(c.buf, text...)
-	c.units += utf16Len(text)
+	c.units += utf16.Len(text)
 	if c.units <= limit {
 		return false
 	}
-	// Drop whole runes from the head: a leading byte of a 4-byte sequence
-	// is two UTF-16 units, any other leading byte one, continuation bytes
-	// none (the buffer is valid UTF-8).
+	// Drop whole runes from the head.
 	i := c.start
 	for c.units > limit {
-		b := c.buf[i]
-		switch {
-		case b >= 0xF0:
-			c.units -= 2
-		case b < 0x80 || b >= 0xC0:
-			c.units--
-		}
-		i++
-		for i < len(c.buf) && c.buf[i]&0xC0 == 0x80 {
-			i++
-		}
+		r, size := utf8.DecodeRune(c.buf[i:])
+		c.units -= utf16.RuneUnits(r)
+		i += size
 	}
 	c.start = i
 	if c.start > 1<<16 && c.start > len(c.buf)/2 {

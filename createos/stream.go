@@ -9,7 +9,8 @@ import (
 	"math"
 	"regexp"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
 )
 
 // maxFrameUnits bounds one NDJSON line of a process stream: 1,048,576
@@ -43,7 +44,7 @@ func (f *frameReader) next() (object, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if frameUnits(line) > maxFrameUnits {
+		if utf16.Len(line) > maxFrameUnits {
 			return nil, errFrameTooLarge
 		}
 		o, ok := asObject(line)
@@ -76,18 +77,6 @@ func (f *frameReader) readLine() ([]byte, error) {
 			return nil, errStreamBroken
 		}
 	}
-}
-
-// frameUnits is the UTF-16 length of line decoded as UTF-8, with each
-// invalid byte one U+FFFD.
-func frameUnits(line []byte) int {
-	n := 0
-	for len(line) > 0 {
-		r, size := utf8.DecodeRune(line)
-		n += units(r)
-		line = line[size:]
-	}
-	return n
 }
 
 var signalRE = regexp.MustCompile(`^SIG[A-Z0-9]+$`)

@@ -1,18 +1,14 @@
 package rpc
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
+)
 
 // MaxLogChunkUnits is the host's limit for one execute.log chunk, counted
 // in UTF-16 code units as JavaScript counts string length.
 const MaxLogChunkUnits = 1_000_000
-
-// utf16Units is the number of UTF-16 code units r takes.
-func utf16Units(r rune) int {
-	if r >= 0x10000 && r <= utf8.MaxRune {
-		return 2
-	}
-	return 1
-}
 
 // completeUTF8 returns how many leading bytes of b end on a UTF-8 sequence
 // boundary: an incomplete sequence at the very end is held back, since the
@@ -47,18 +43,9 @@ func splitChunks(b []byte, maxUnits int) [][]byte {
 			out = append(out, b)
 			break
 		}
-		units, i := 0, 0
-		for i < len(b) {
-			r, size := utf8.DecodeRune(b[i:])
-			u := utf16Units(r)
-			if r == utf8.RuneError && size == 1 {
-				u = 1
-			}
-			if units+u > maxUnits {
-				break
-			}
-			units += u
-			i += size
+		i := utf16.Prefix(b, maxUnits)
+		if i == 0 { // maxUnits is below one rune's units: take the rune
+			_, i = utf8.DecodeRune(b)
 		}
 		out = append(out, b[:i])
 		b = b[i:]

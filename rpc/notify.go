@@ -3,6 +3,8 @@ package rpc
 import (
 	"context"
 	"sync"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
 )
 
 // MaxExecuteLogUnits is the host's per-execute budget for execute.log, in
@@ -94,7 +96,7 @@ func (e *ExecuteLog) Write(stream string, p []byte) {
 // send writes whole chunks; the caller holds mu.
 func (e *ExecuteLog) send(stream string, b []byte) {
 	for _, c := range splitChunks(b, MaxLogChunkUnits) {
-		u := utf16Len(c)
+		u := int64(utf16.Len(c))
 		if e.units+u > MaxExecuteLogUnits {
 			e.closed = true
 			return
@@ -140,20 +142,4 @@ type StreamWriter struct {
 func (w *StreamWriter) Write(p []byte) (int, error) {
 	w.e.Write(w.stream, p)
 	return len(p), nil
-}
-
-// utf16Len is the length of b in UTF-16 code units once encoded: one a
-// byte of ASCII or an invalid byte, one a 2- or 3-byte sequence, two a
-// 4-byte sequence.
-func utf16Len(b []byte) int64 {
-	var n int64
-	for _, c := range b {
-		switch {
-		case c < 0x80, c >= 0xC0 && c < 0xF0:
-			n++ // ASCII or the lead byte of a BMP sequence
-		case c >= 0xF0:
-			n += 2
-		}
-	}
-	return n
 }
