@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
 )
 
 // maxJSONBody bounds a JSON answer; the plugin reads only small objects.
@@ -315,7 +317,7 @@ func (c *Client) upload(ctx context.Context, id, path string, content []byte) er
 	if content == nil {
 		content = []byte{}
 	}
-	resp, err := c.request(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+encodeURIComponent(path), content, "application/octet-stream")
+	resp, err := c.request(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+uri.Component(path), content, "application/octet-stream")
 	if err != nil {
 		return err
 	}
@@ -355,21 +357,3 @@ func (c *Client) exec(ctx context.Context, id, cmd string, args ...string) (exec
 
 // ok reports exit code 0.
 func (r execResult) ok() bool { return r.hasCode && r.exitCode == 0 }
-
-// encodeURIComponent escapes s as JavaScript's encodeURIComponent does
-// (space is %20, not +).
-func encodeURIComponent(s string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		if 'a' <= ch && ch <= 'z' || 'A' <= ch && ch <= 'Z' || '0' <= ch && ch <= '9' || strings.IndexByte("-_.!~*'()", ch) >= 0 {
-			b.WriteByte(ch)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hex[ch>>4])
-		b.WriteByte(hex[ch&15])
-	}
-	return b.String()
-}

@@ -280,16 +280,3 @@ func TestClientDeadlineVersusCancellation(t *testing.T) {
 		t.Errorf("cancellation: %v", err)
 	}
 }
-
-func TestEncodeURIComponent(t *testing.T) {
-	for in, want := range map[string]string{
-		"/tmp/paperclip-stdin-1": "%2Ftmp%2Fpaperclip-stdin-1",
-		"a b+c&d=e?f#g":          "a%20b%2Bc%26d%3De%3Ff%23g",
-		"-_.!~*'()":              "-_.!~*'()",
-		"€":                      "%E2%82%AC",
-	} {
-		if got := encodeURIComponent(in); got != want {
-			t.Errorf("%q: %q, want %q", in, got, want)
-		}
-	}
-}

@@ -14,17 +14,19 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
 )
 
 // maxReconnects bounds how often one command's output is reconnected.
 const maxReconnects = 3
 
-// shellQuote single-quotes v for bash.
+// shellQuote is v as one bash word; a NUL, which no command can receive,
+// is refused with the reference's message.
 func shellQuote(v string) (string, error) {
 	if strings.ContainsRune(v, 0) {
 		return "", errNUL
 	}
-	return "'" + strings.ReplaceAll(v, "'", `'"'"'`) + "'", nil
+	return shquote.Quote(v), nil
 }
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
 )
 
 // hostTempPattern names the host temp directory of one mapping.
@@ -156,7 +157,7 @@ func (c *Client) uploadFile(ctx context.Context, id, guestPath string, f *os.Fil
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return 0, err
 	}
-	resp, err := c.send(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+encodeURIComponent(guestPath), f, info.Size(), "application/octet-stream")
+	resp, err := c.send(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+uri.Component(guestPath), f, info.Size(), "application/octet-stream")
 	if err != nil {
 		return 0, err
 	}
@@ -168,7 +169,7 @@ func (c *Client) uploadFile(ctx context.Context, id, guestPath string, f *os.Fil
 // mode (exclusive create) and returns the bytes written. A broken body is
 // an error; the caller removes the partial file with its temp directory.
 func (c *Client) downloadFile(ctx context.Context, id, guestPath, hostPath string, mode os.FileMode) (int64, error) {
-	resp, err := c.request(ctx, http.MethodGet, "/sandboxes/"+id+"/files?path="+encodeURIComponent(guestPath), nil, "")
+	resp, err := c.request(ctx, http.MethodGet, "/sandboxes/"+id+"/files?path="+uri.Component(guestPath), nil, "")
 	if err != nil {
 		return 0, err
 	}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
 	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
@@ -154,7 +155,7 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 		if errors.Is(err, os.ErrPermission) {
 			code = 126
 		}
-		return failed(code, fmt.Sprintf("fake-plugin: cannot run %s: %s\n", shellQuote(r.p.Command), describeLookErr(err)), r.meta), nil
+		return failed(code, fmt.Sprintf("fake-plugin: cannot run %s: %s\n", shquote.Quote(r.p.Command), describeLookErr(err)), r.meta), nil
 	}
 
 	var stdin *os.File
@@ -191,7 +192,7 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 		outR.Close()
 		errR.Close()
 		close(r.e.started)
-		return failed(127, fmt.Sprintf("fake-plugin: cannot run %s: %v\n", shellQuote(r.p.Command), unwrapPathErr(startErr)), r.meta), nil
+		return failed(127, fmt.Sprintf("fake-plugin: cannot run %s: %v\n", shquote.Quote(r.p.Command), unwrapPathErr(startErr)), r.meta), nil
 	}
 	pgid := cmd.Process.Pid
 	r.e.pgid = pgid
