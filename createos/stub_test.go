@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,13 +20,14 @@ import (
 )
 
 // stub is the in-process CreateOS provider of the reference plugin tests
-// (spec §7.0): one sandbox sb_test, processes proc_test, a connect stream
-// that prints paperclip-createos-ready and exits 0. It records every call
-// and fails the test when a request lacks the configured key. Knobs
-// override single routes.
+// (spec §7.0), served over memNet: one sandbox sb_test, processes
+// proc_test, a connect stream that prints paperclip-createos-ready and
+// exits 0. It records every call and fails the test when a request lacks
+// the configured key. Knobs override single routes.
 type stub struct {
 	t   *testing.T
 	srv *httptest.Server
+	net *memNet
 
 	mu       sync.Mutex
 	calls    []stubCall
@@ -61,23 +61,19 @@ func (c stubCall) json(t *testing.T) map[string]any {
 }
 
 func newStub(t *testing.T) *stub {
-	s := &stub{t: t, state: "running", connected: make(chan struct{}, 16)}
-	s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
+	s := &stub{t: t, state: "running", connected: make(chan struct{}, 16), net: newMemNet()}
+	s.srv = &httptest.Server{Listener: s.net, Config: &http.Server{Handler: http.HandlerFunc(s.serve)}}
+	s.srv.Start()
 	t.Cleanup(s.srv.Close)
 	return s
 }
 
-// driver returns a driver whose every request to any host reaches the stub,
-// without pacing and with fast polling.
+// driver returns a driver whose every request to any host reaches the stub
+// over its in-memory network, without pacing and with fast polling.
 func (s *stub) driver(opts ...Option) *Driver {
-	hc := s.srv.Client()
-	tr := hc.Transport.(*http.Transport).Clone()
-	addr := s.srv.Listener.Addr().String()
-	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, network, addr)
-	}
-	tr.TLSClientConfig.ServerName = "example.com" // the httptest certificate's name
-	hc.Transport = tr
+	tr := &http.Transport{DialContext: s.net.dial, DialTLSContext: s.net.dial}
+	s.t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr}
 	d := New(append([]Option{WithHTTPClient(hc), WithPacer(NoPacing), WithGetenv(func(string) string { return "" })}, opts...)...)
 	d.pollInterval = time.Millisecond
 	d.reconnectDelay = time.Millisecond
