@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 	"unicode/utf8"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -207,27 +209,36 @@ func TestCommandSignalExit(t *testing.T) {
 // 15. "enforces timeout and preserves partial output while cleanup uses a
 // fresh deadline"
 func TestCommandTimeoutPreservesPartialOutputAndCleansUpWithFreshDeadline(t *testing.T) {
-	s := newStub(t)
-	d := s.driver()
-	l := acquire(t, d, nil)
-	s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
-		ndjson(w, dataFrame(1, "stdout", "partial"))
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	}
-	p := execParams(l, nil)
-	p.TimeoutMs = ptr(50.0)
-	res, err := d.Execute(t.Context(), p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.ExitCode != nil || !res.TimedOut || res.Stdout != "partial" || res.Metadata["processId"] != "proc_test" {
-		t.Errorf("result %+v", res)
-	}
-	last := s.last()
-	if last.String() != "DELETE /v1/sandboxes/sb_test/processes/proc_test?grace_ms=1000" || last.Aborted {
-		t.Errorf("last call %s (aborted %v)", last, last.Aborted)
-	}
+	// In a synctest bubble the 50 ms pass only once the driver waits on the
+	// stream after the partial output, never during creation or before the
+	// output was read.
+	synctest.Test(t, func(t *testing.T) {
+		s := newStub(t)
+		d := s.driver()
+		l := acquire(t, d, nil)
+		s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
+			ndjson(w, dataFrame(1, "stdout", "partial"))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}
+		p := execParams(l, nil)
+		p.TimeoutMs = ptr(50.0)
+		start := time.Now()
+		res, err := d.Execute(t.Context(), p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != nil || !res.TimedOut || res.Stdout != "partial" || res.Metadata["processId"] != "proc_test" {
+			t.Errorf("result %+v", res)
+		}
+		if took := time.Since(start); took != 50*time.Millisecond {
+			t.Errorf("took %v, want the 50ms timeout", took)
+		}
+		last := s.last()
+		if last.String() != "DELETE /v1/sandboxes/sb_test/processes/proc_test?grace_ms=1000" || last.Aborted {
+			t.Errorf("last call %s (aborted %v)", last, last.Aborted)
+		}
+	})
 }
 
 // 16. "reports unconfirmed termination rather than hiding cleanup failure"

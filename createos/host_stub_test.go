@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -45,59 +46,69 @@ func TestCommandTimeoutTakesWhatTheHostSends(t *testing.T) {
 
 // Execute and post-upload commands with the host's timeouts run; a
 // post-upload command's own positive timeout still ends it, and one of 0
-// leaves it to the sync call's deadline.
+// leaves it to the sync call's deadline. Each part runs in a synctest
+// bubble: time moves only when the driver and the stub both wait, so a
+// deadline falls while the command runs, never during its creation, and
+// the time a call took says which deadline ended it.
 func TestHostTimeoutsAreHonouredNotRefused(t *testing.T) {
-	s := newStub(t)
-	d := s.driver()
-	l := acquire(t, d, nil)
-	for _, ms := range []float64{14_400_000, 172_800_000, 1e300, 1500.5, 0, -1} {
-		p := execParams(l, nil)
-		p.TimeoutMs = ptr(ms)
-		res, err := d.Execute(t.Context(), p, nil)
-		if err != nil || res.TimedOut || res.ExitCode == nil || *res.ExitCode != 0 {
-			t.Errorf("execute timeoutMs %v: %+v %v", ms, res, err)
+	synctest.Test(t, func(t *testing.T) {
+		s := newStub(t)
+		d := s.driver()
+		l := acquire(t, d, nil)
+		for _, ms := range []float64{14_400_000, 172_800_000, 1e300, 1500.5, 0, -1} {
+			p := execParams(l, nil)
+			p.TimeoutMs = ptr(ms)
+			res, err := d.Execute(t.Context(), p, nil)
+			if err != nil || res.TimedOut || res.ExitCode == nil || *res.ExitCode != 0 {
+				t.Errorf("execute timeoutMs %v: %+v %v", ms, res, err)
+			}
 		}
-	}
+	})
 
 	for _, tc := range []struct {
 		name    string
 		config  handlers.Object // the sync call's config: its timeoutMs is the call's deadline
 		ms      float64
 		command string
-		want    string // "" = succeeds
+		want    string        // "" = succeeds
+		took    time.Duration // the deadline that ends it; 0 = none
 	}{
-		{"past a day", nil, 172_800_000, "true", ""},
-		{"saturates", nil, 1e300, "true", ""},
-		{"fraction", nil, 1500.5, "true", ""},
-		{"0", nil, 0, "true", ""},
-		{"own deadline ends it", nil, 50, "block", "CreateOS transfer command failed."},
-		{"0: the sync's deadline ends it", handlers.Object{"timeoutMs": 1000.0}, 0, "block", "CreateOS transfer command failed."},
-		{"a day past the sync's deadline", handlers.Object{"timeoutMs": 1000.0}, 86_400_000, "block", "CreateOS transfer command failed."},
+		{"past a day", nil, 172_800_000, "true", "", 0},
+		{"saturates", nil, 1e300, "true", "", 0},
+		{"fraction", nil, 1500.5, "true", "", 0},
+		{"0", nil, 0, "true", "", 0},
+		{"own deadline ends it", nil, 50, "block", "CreateOS transfer command failed.", 50 * time.Millisecond},
+		{"0: the sync's deadline ends it", handlers.Object{"timeoutMs": 1000.0}, 0, "block", "CreateOS transfer command failed.", time.Second},
+		{"a day past the sync's deadline", handlers.Object{"timeoutMs": 1000.0}, 86_400_000, "block", "CreateOS transfer command failed.", time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := newSyncStub(t)
-			s.running = func(r *http.Request, c string) {
-				if c == "block" {
-					// A command that never exits: its stream is cut when
-					// the driver goes, with no exit frame. Returning would
-					// send exit 0, and the client can still read that
-					// answer when it races the deadline's disconnect.
-					<-r.Context().Done()
-					panic(http.ErrAbortHandler)
+			synctest.Test(t, func(t *testing.T) {
+				s := newSyncStub(t)
+				s.running = func(r *http.Request, c string) {
+					if c == "block" {
+						// A command that never exits: its stream is cut
+						// when the driver goes, with no exit frame.
+						<-r.Context().Done()
+						panic(http.ErrAbortHandler)
+					}
 				}
-			}
-			o := op("o")
-			o.PostUploadCommands = []handlers.PostUploadCommand{{Command: tc.command, TimeoutMs: ptr(tc.ms)}}
-			p := s.params(o)
-			p.Config = baseConfig(tc.config)
-			_, err := s.d.SyncIn(t.Context(), p)
-			if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
-				t.Fatalf("err %v, want %q", err, tc.want)
-			}
-			if got := s.gotCommands(); len(got) != 2 || got[1] != tc.command {
-				t.Errorf("commands %q", got)
-			}
+				o := op("o")
+				o.PostUploadCommands = []handlers.PostUploadCommand{{Command: tc.command, TimeoutMs: ptr(tc.ms)}}
+				p := s.params(o)
+				p.Config = baseConfig(tc.config)
+				start := time.Now()
+				_, err := s.d.SyncIn(t.Context(), p)
+				if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
+					t.Fatalf("err %v, want %q", err, tc.want)
+				}
+				if took := time.Since(start); took != tc.took {
+					t.Errorf("took %v, want %v", took, tc.took)
+				}
+				if got := s.gotCommands(); len(got) != 2 || got[1] != tc.command {
+					t.Errorf("commands %q", got)
+				}
+			})
 		})
 	}
 }
