@@ -253,9 +253,13 @@ func TestTransitionConflictIsReconciledAndTerminalStatesFail(t *testing.T) {
 }
 
 // A deadline and a cancellation stay apart: each surfaces as ctx's cause.
+// The cancellation comes while its request is at the server.
 func TestClientDeadlineVersusCancellation(t *testing.T) {
-	release := make(chan struct{})
+	release, arrived := make(chan struct{}), make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/sandboxes/sb_cancel" {
+			close(arrived)
+		}
 		select {
 		case <-release:
 		case <-r.Context().Done():
@@ -274,8 +278,8 @@ func TestClientDeadlineVersusCancellation(t *testing.T) {
 
 	reason := errors.New("released")
 	cctx, ccancel := context.WithCancelCause(context.Background())
-	go func() { time.Sleep(10 * time.Millisecond); ccancel(reason) }()
-	_, err = c.getSandbox(cctx, "sb_test")
+	go func() { <-arrived; ccancel(reason) }()
+	_, err = c.getSandbox(cctx, "sb_cancel")
 	if err != reason || timedOut(cctx) {
 		t.Errorf("cancellation: %v", err)
 	}
