@@ -1,6 +1,7 @@
 package createos
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -56,9 +57,19 @@ func TestE2ELeaseRoundTripWithRealCommands(t *testing.T) {
 	if err != nil || res.Stdout != "persisted\n" {
 		t.Fatalf("after resume %+v %v", res, err)
 	}
-	// Timeout: partial output, and the tree is deleted.
-	res, err = d.Execute(ctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *r, Command: "/bin/bash",
-		Args: []string{"-c", "echo started; sleep 30"}, TimeoutMs: ptr(1500.0)}, nil)
+	// Timeout: partial output, and the tree is deleted. The deadline falls
+	// once the output has arrived (a fixed one could fall before a loaded
+	// machine has started bash); the driver's own deadlines end a context
+	// just so, with errTimedOut as the cause.
+	tctx, expire := context.WithCancelCause(ctx)
+	defer expire(nil)
+	var seen strings.Builder // the sink is called from one goroutine
+	res, err = d.Execute(tctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *r, Command: "/bin/bash",
+		Args: []string{"-c", "echo started; sleep 30"}}, sinkFunc(func(_ string, p []byte) {
+		if seen.Write(p); seen.String() == "started\n" {
+			expire(errTimedOut)
+		}
+	}))
 	if err != nil || !res.TimedOut || res.Stdout != "started\n" {
 		t.Fatalf("timeout %+v %v", res, err)
 	}
@@ -103,6 +114,11 @@ func TestE2ELeaseRoundTripWithRealCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// sinkFunc is an OutputSink in the http.HandlerFunc style.
+type sinkFunc func(stream string, p []byte)
+
+func (f sinkFunc) Write(stream string, p []byte) { f(stream, p) }
 
 func TestE2EProbe(t *testing.T) {
 	_, d, cfg := e2e(t)
