@@ -1,6 +1,7 @@
 package createos
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,18 +13,8 @@ import (
 // A directory with a symlink and modes goes in, a command runs on it in
 // the sandbox, and the result comes back out, all with real commands.
 func TestE2ESyncRoundTripWithRealCommands(t *testing.T) {
-	_, d, cfg := e2e(t)
+	d, bp, l := e2eLease(t)
 	ctx := t.Context()
-	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
-	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if _, err := d.DestroyLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}); err != nil {
-			t.Error(err)
-		}
-	}()
 	host := t.TempDir()
 	src := filepath.Join(host, "src")
 	mustWrite(t, filepath.Join(src, "keep"), "hello", 0o600)
@@ -85,18 +76,8 @@ func TestE2ESyncRoundTripWithRealCommands(t *testing.T) {
 // With real commands: a "%s" in a target is the target (the regression of
 // a mode once put in with strings.Replace after the guard had quoted it).
 func TestE2ESyncPercentSWithRealCommands(t *testing.T) {
-	_, d, cfg := e2e(t)
+	d, bp, l := e2eLease(t)
 	ctx := t.Context()
-	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
-	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if _, err := d.DestroyLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}); err != nil {
-			t.Error(err)
-		}
-	}()
 	host := t.TempDir()
 	mustWrite(t, filepath.Join(host, "a"), "a", 0o600)
 	mustWrite(t, filepath.Join(host, "d", "f"), "f", 0o600)
@@ -120,18 +101,8 @@ func TestE2ESyncPercentSWithRealCommands(t *testing.T) {
 // rest, and a hard link between a dropped and a kept name arrives as a
 // file.
 func TestE2ESyncRestoreWithTheHostsExcludeAndRealTar(t *testing.T) {
-	_, d, cfg := e2e(t)
+	d, bp, l := e2eLease(t)
 	ctx := t.Context()
-	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
-	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if _, err := d.DestroyLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}); err != nil {
-			t.Error(err)
-		}
-	}()
 	host := t.TempDir()
 	ex, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *l, Command: "/bin/bash", Cwd: "/paperclip-workspace", Args: []string{"-c", `mkdir -p t && cd t && mkdir -p node_modules/a x/node_modules/b node_modules_x .git sub/.git 'app/[id]' app/i build .paperclip-runtime &&
 		head -c 1048576 /dev/zero > node_modules/a/big && echo k > keep.txt && echo b > x/node_modules/b/f && echo nx > node_modules_x/f &&
@@ -177,4 +148,22 @@ func TestE2ESyncRestoreWithTheHostsExcludeAndRealTar(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("restored %v\nwant %v", got, want)
 	}
+}
+
+// e2eLease is a lease on the in-process CreateOS, destroyed when the test
+// ends.
+func e2eLease(t *testing.T) (*Driver, handlers.BaseParams, *handlers.Lease) {
+	t.Helper()
+	_, d, cfg := e2e(t)
+	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
+	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := d.DestroyLease(context.Background(), &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}); err != nil {
+			t.Error(err)
+		}
+	})
+	return d, bp, l
 }
