@@ -30,17 +30,21 @@ type envMethod struct {
 	serve    func(ctx context.Context, d Driver, raw json.RawMessage) (any, error)
 }
 
-// route builds an envMethod from a typed capability lookup. get returns
-// the driver's method value and whether the driver has it.
-func route[P any, R any](name string, get func(Driver) (func(context.Context, *P) (R, error), bool)) envMethod {
+// method routes name to m, a method expression of Driver or of one of the
+// capability interfaces (Driver.Probe, FileSyncer.SyncIn): a driver serves
+// name when it implements C, and m gets the decoded, checked params.
+//
+// A nil pointer result is encoded as JSON null (encoding/json's rule for nil
+// pointers), so a driver's "no receipt" reaches the host as null.
+func method[C any, P any, R any](name string, m func(C, context.Context, *P) (R, error)) envMethod {
 	return envMethod{
 		name: name,
 		servedBy: func(d Driver) bool {
-			_, ok := get(d)
+			_, ok := d.(C)
 			return ok
 		},
 		serve: func(ctx context.Context, d Driver, raw json.RawMessage) (any, error) {
-			fn, ok := get(d)
+			c, ok := d.(C)
 			if !ok {
 				return nil, rpc.NotImplemented(name)
 			}
@@ -48,87 +52,44 @@ func route[P any, R any](name string, get func(Driver) (func(context.Context, *P
 			if err := decodeParams(raw, p); err != nil {
 				return nil, err
 			}
-			return fn(ctx, p)
+			return m(c, ctx, p)
 		},
-	}
-}
-
-func always[P any, R any](fn func(Driver) func(context.Context, *P) (R, error)) func(Driver) (func(context.Context, *P) (R, error), bool) {
-	return func(d Driver) (func(context.Context, *P) (R, error), bool) { return fn(d), true }
-}
-
-func capability[C any, P any, R any](fn func(C) func(context.Context, *P) (R, error)) func(Driver) (func(context.Context, *P) (R, error), bool) {
-	return func(d Driver) (func(context.Context, *P) (R, error), bool) {
-		c, ok := d.(C)
-		if !ok {
-			return nil, false
-		}
-		return fn(c), true
-	}
-}
-
-// receipt keeps a nil receipt a JSON null rather than a typed nil.
-func receipt(fn func(context.Context, *ReleaseLeaseParams) (*TerminationReceipt, error)) func(context.Context, *ReleaseLeaseParams) (any, error) {
-	return func(ctx context.Context, p *ReleaseLeaseParams) (any, error) {
-		r, err := fn(ctx, p)
-		if r == nil || err != nil {
-			return nil, err
-		}
-		return r, nil
 	}
 }
 
 // envMethods lists the driver-routed methods in the order supportedMethods
 // reports them.
 var envMethods = []envMethod{
-	route("environmentValidateConfig", always(func(d Driver) func(context.Context, *ValidateConfigParams) (*ValidationResult, error) {
-		return d.ValidateConfig
-	})),
-	route("environmentProbe", always(func(d Driver) func(context.Context, *ProbeParams) (*ProbeResult, error) { return d.Probe })),
-	route("environmentAcquireLease", always(func(d Driver) func(context.Context, *AcquireLeaseParams) (*Lease, error) {
-		return d.AcquireLease
-	})),
-	route("environmentResumeLease", capability(func(c LeaseResumer) func(context.Context, *ResumeLeaseParams) (*Lease, error) {
-		return c.ResumeLease
-	})),
-	route("environmentReleaseLease", always(func(d Driver) func(context.Context, *ReleaseLeaseParams) (any, error) {
-		return receipt(d.ReleaseLease)
-	})),
-	route("environmentDestroyLease", always(func(d Driver) func(context.Context, *orphanDestroyParams) (any, error) {
-		return func(ctx context.Context, p *orphanDestroyParams) (any, error) {
-			return receipt(d.DestroyLease)(ctx, &p.ReleaseLeaseParams)
-		}
-	})),
-	route("environmentRealizeWorkspace", always(func(d Driver) func(context.Context, *RealizeWorkspaceParams) (*RealizeWorkspaceResult, error) {
-		return d.RealizeWorkspace
-	})),
-	route("environmentExecute", always(func(d Driver) func(context.Context, *ExecuteParams) (*ExecuteResult, error) {
-		return func(ctx context.Context, p *ExecuteParams) (*ExecuteResult, error) {
-			out := rpc.NewExecuteLog(ctx)
-			defer out.Close() // before the reply: chunks only while the call is pending
-			return d.Execute(ctx, p, out)
-		}
-	})),
-	route("environmentSyncIn", capability(func(c FileSyncer) func(context.Context, *SyncParams) (*SyncResult, error) { return c.SyncIn })),
-	route("environmentSyncOut", capability(func(c FileSyncer) func(context.Context, *SyncParams) (*SyncResult, error) { return c.SyncOut })),
-	route("environmentStartInteractiveSetup", capability(func(c InteractiveSetup) func(context.Context, *StartSetupParams) (*SetupSession, error) {
-		return c.StartInteractiveSetup
-	})),
-	route("environmentGetInteractiveSetup", capability(func(c InteractiveSetup) func(context.Context, *GetSetupParams) (*SetupSession, error) {
-		return c.GetInteractiveSetup
-	})),
-	route("environmentCaptureTemplate", capability(func(c TemplateCapturer) func(context.Context, *CaptureTemplateParams) (*CaptureTemplateResult, error) {
-		return c.CaptureTemplate
-	})),
-	route("environmentCancelInteractiveSetup", capability(func(c InteractiveSetup) func(context.Context, *CancelSetupParams) (*CancelSetupResult, error) {
-		return c.CancelInteractiveSetup
-	})),
-	route("environmentDeleteTemplate", capability(func(c TemplateDeleter) func(context.Context, *DeleteTemplateParams) (*DeleteTemplateResult, error) {
-		return c.DeleteTemplate
-	})),
-	route("environmentCancelExecution", capability(func(c ExecutionCanceller) func(context.Context, *CancelExecutionParams) (*CancelExecutionResult, error) {
-		return c.CancelExecution
-	})),
+	method("environmentValidateConfig", Driver.ValidateConfig),
+	method("environmentProbe", Driver.Probe),
+	method("environmentAcquireLease", Driver.AcquireLease),
+	method("environmentResumeLease", LeaseResumer.ResumeLease),
+	method("environmentReleaseLease", Driver.ReleaseLease),
+	method("environmentDestroyLease", destroyLease),
+	method("environmentRealizeWorkspace", Driver.RealizeWorkspace),
+	method("environmentExecute", execute),
+	method("environmentSyncIn", FileSyncer.SyncIn),
+	method("environmentSyncOut", FileSyncer.SyncOut),
+	method("environmentStartInteractiveSetup", InteractiveSetup.StartInteractiveSetup),
+	method("environmentGetInteractiveSetup", InteractiveSetup.GetInteractiveSetup),
+	method("environmentCaptureTemplate", TemplateCapturer.CaptureTemplate),
+	method("environmentCancelInteractiveSetup", InteractiveSetup.CancelInteractiveSetup),
+	method("environmentDeleteTemplate", TemplateDeleter.DeleteTemplate),
+	method("environmentCancelExecution", ExecutionCanceller.CancelExecution),
+}
+
+// destroyLease takes the host's orphan-cleanup shape too, whose
+// environmentId is "" (see orphanDestroyParams).
+func destroyLease(d Driver, ctx context.Context, p *orphanDestroyParams) (*TerminationReceipt, error) {
+	return d.DestroyLease(ctx, &p.ReleaseLeaseParams)
+}
+
+// execute streams the command's output as execute.log notifications while
+// the call is pending.
+func execute(d Driver, ctx context.Context, p *ExecuteParams) (*ExecuteResult, error) {
+	out := rpc.NewExecuteLog(ctx)
+	defer out.Close() // before the reply: chunks only while the call is pending
+	return d.Execute(ctx, p, out)
 }
 
 // forkOnly names the methods advertised only with fork extensions enabled.
