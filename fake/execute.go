@@ -20,7 +20,6 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // execution is one running command. Its owner is the Execute call that
@@ -85,35 +84,18 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 	e := newExecution()
 	defer close(e.done)
 	if p.ExecutionID != nil {
-		key := state.ExecKey{CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID, ProviderLeaseID: leaseID, ExecutionID: *p.ExecutionID}
+		key := execKey(p.BaseParams, &p.Lease, *p.ExecutionID)
 		if err := d.execs.Register(key, e); err != nil {
 			return nil, err
 		}
 		defer d.execs.Unregister(key, func(v *execution) bool { return v == e })
 	}
-	l.mu.Lock()
-	if l.closing || l.gone {
-		l.mu.Unlock()
-		close(e.started)
-		return nil, state.Userf("fake-plugin lease %s is being released; acquire a new lease.", leaseID)
-	}
-	l.running[e] = struct{}{}
-	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		delete(l.running, e)
-		l.mu.Unlock()
-	}()
-
 	timeout := c.TimeoutMs
 	if p.TimeoutMs != nil {
 		timeout = *p.TimeoutMs
 	}
-	if d.beforeSpawn != nil {
-		d.beforeSpawn()
-	}
-	r := &run{l: l, e: e, p: p, out: out, maxOut: c.MaxOutputBytes, meta: meta}
-	return r.do(ctx, timeout)
+	r := &run{l: l, e: e, p: p, out: out, maxOut: c.MaxOutputBytes, meta: meta, beforeSpawn: d.beforeSpawn}
+	return r.do(ctx, msDuration(timeout))
 }
 
 // failed is a result for a command that could not run.
@@ -123,89 +105,132 @@ func failed(code int, stderr string, meta handlers.Object) *handlers.ExecuteResu
 
 // run is the state of one Execute call.
 type run struct {
-	l      *lease
-	e      *execution
-	p      *handlers.ExecuteParams
-	out    handlers.OutputSink
-	maxOut int
-	meta   handlers.Object
+	l           *lease
+	e           *execution
+	p           *handlers.ExecuteParams
+	out         handlers.OutputSink
+	maxOut      int
+	meta        handlers.Object
+	beforeSpawn func() // Driver.beforeSpawn
 }
 
-func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResult, error) {
+// proc is a started command and the worker's ends of its output pipes.
+type proc struct {
+	cmd        *exec.Cmd
+	outR, errR *os.File
+}
+
+// do runs the command: start takes it to a started process (or to the
+// result of one that will not run), collect waits for it and builds the
+// result. The execution is in the lease's running set from start until do
+// returns, so that a release waits for it and stops it.
+func (r *run) do(ctx context.Context, timeout time.Duration) (*handlers.ExecuteResult, error) {
+	defer r.l.leave(r.e)
+	p, res, err := r.start()
+	if p == nil {
+		return res, err
+	}
+	return r.collect(ctx, p, timeout)
+}
+
+// start joins the lease, prepares the command and spawns it. It is the one
+// owner of the started signal: started is closed when start returns,
+// after pgid is set if the process started. A nil proc comes with the
+// result or error to answer instead.
+func (r *run) start() (*proc, *handlers.ExecuteResult, error) {
+	defer close(r.e.started)
+	if err := r.l.join(r.e); err != nil {
+		return nil, nil, err
+	}
+	if r.beforeSpawn != nil {
+		r.beforeSpawn()
+	}
 	if r.e.stopRequested() { // a cancel raced the start and won: nothing runs
-		close(r.e.started)
 		r.e.stopped = true
 		r.meta["cancelled"] = true
-		return failed(130, "fake-plugin: execution cancelled before it started.\n", r.meta), nil
+		return nil, failed(130, "fake-plugin: execution cancelled before it started.\n", r.meta), nil
 	}
+	cmd, res := r.prepare()
+	if cmd == nil {
+		return nil, res, nil
+	}
+	p, res, err := r.spawn(cmd)
+	if p != nil {
+		r.e.pgid = p.cmd.Process.Pid
+	}
+	return p, res, err
+}
+
+// prepare resolves where and what the command runs: its cwd must be a
+// directory and its executable is found as the child would find it. A
+// command that cannot run gets its result instead, with a shell's exit
+// codes (126 not executable, 127 not found).
+func (r *run) prepare() (*exec.Cmd, *handlers.ExecuteResult) {
 	cwd := r.cwd()
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-		close(r.e.started)
 		why := "not a directory"
 		if err != nil {
 			why = unwrapPathErr(err).Error()
 		}
-		return failed(1, fmt.Sprintf("fake-plugin: cannot use cwd %s: %s\n", cwd, why), r.meta), nil
+		return nil, failed(1, fmt.Sprintf("fake-plugin: cannot use cwd %s: %s\n", cwd, why), r.meta)
 	}
-	env := buildEnv(r.p.Env)
 	path, err := lookPath(r.p.Command, envPATH(r.p.Env), cwd)
 	if err != nil {
-		close(r.e.started)
 		code := 127
 		if errors.Is(err, os.ErrPermission) {
 			code = 126
 		}
-		return failed(code, fmt.Sprintf("fake-plugin: cannot run %s: %s\n", shquote.Quote(r.p.Command), describeLookErr(err)), r.meta), nil
+		return nil, failed(code, fmt.Sprintf("fake-plugin: cannot run %s: %s\n", shquote.Quote(r.p.Command), describeLookErr(err)), r.meta)
 	}
+	return newCommand(path, append([]string{r.p.Command}, r.p.Args...), buildEnv(r.p.Env), cwd), nil
+}
 
-	var stdin *os.File
+// spawn starts cmd with its stdin staged and its output on fresh pipes.
+// The worker's copies of the child's ends are closed once the child holds
+// them, so that the read ends see EOF when the last writer is gone.
+func (r *run) spawn(cmd *exec.Cmd) (*proc, *handlers.ExecuteResult, error) {
 	if r.p.Stdin != nil {
-		if stdin, err = stageStdin(*r.p.Stdin); err != nil {
-			close(r.e.started)
-			return nil, err
+		stdin, err := stageStdin(*r.p.Stdin)
+		if err != nil {
+			return nil, nil, err
 		}
 		defer stdin.Close()
+		cmd.Stdin = stdin
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		close(r.e.started)
-		return nil, fmt.Errorf("create stdout pipe: %w", err)
+		return nil, nil, fmt.Errorf("create stdout pipe: %w", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		close(r.e.started)
-		return nil, fmt.Errorf("create stderr pipe: %w", err)
+		return nil, nil, fmt.Errorf("create stderr pipe: %w", err)
 	}
 	growPipe(outR)
 	growPipe(errR)
-	cmd := newCommand(path, append([]string{r.p.Command}, r.p.Args...), env, cwd)
 	cmd.Stdout, cmd.Stderr = outW, errW
-	if stdin != nil {
-		cmd.Stdin = stdin
-	}
 	startErr := cmd.Start()
 	outW.Close()
 	errW.Close()
 	if startErr != nil {
 		outR.Close()
 		errR.Close()
-		close(r.e.started)
-		return failed(127, fmt.Sprintf("fake-plugin: cannot run %s: %v\n", shquote.Quote(r.p.Command), unwrapPathErr(startErr)), r.meta), nil
+		return nil, failed(127, fmt.Sprintf("fake-plugin: cannot run %s: %v\n", shquote.Quote(r.p.Command), unwrapPathErr(startErr)), r.meta), nil
 	}
-	pgid := cmd.Process.Pid
-	r.e.pgid = pgid
-	close(r.e.started)
+	return &proc{cmd: cmd, outR: outR, errR: errR}, nil, nil
+}
 
+// collect streams the started command's output into its tails and to the
+// host while supervise waits for the command, then builds the result.
+func (r *run) collect(ctx context.Context, p *proc, timeout time.Duration) (*handlers.ExecuteResult, error) {
 	stdout, stderr := newTail(r.maxOut), newTail(r.maxOut)
 	var readers sync.WaitGroup
 	readers.Add(2)
-	go r.copy(&readers, outR, "stdout", stdout)
-	go r.copy(&readers, errR, "stderr", stderr)
+	go r.copy(&readers, p.outR, "stdout", stdout)
+	go r.copy(&readers, p.errR, "stderr", stderr)
 
-	end, confirmed, waitErr := r.l.supervise(ctx, cmd, msDuration(timeoutMs), r.e.stopCh)
-	timedOut := end == endTimedOut
+	end, confirmed, waitErr := r.l.supervise(ctx, p.cmd, timeout, r.e.stopCh)
 	switch end {
 	case endStopped:
 		r.meta["cancelled"] = true
@@ -213,37 +238,51 @@ func (r *run) do(ctx context.Context, timeoutMs float64) (*handlers.ExecuteResul
 	case endCancelled:
 		r.meta["cancelled"] = true
 	}
+	p.drain(&readers)
 
-	// Output still arriving from background children is read briefly, then
-	// the pipes are closed so that they cannot hold the call.
+	if p.cmd.ProcessState == nil { // Wait failed without reaping: nothing to report
+		return nil, fmt.Errorf("wait for command: %w", waitErr)
+	}
+	timedOut := end == endTimedOut
+	res := &handlers.ExecuteResult{TimedOut: timedOut, Stdout: stdout.String(), Stderr: stderr.String(), Metadata: r.meta}
+	if stdout.truncated() || stderr.truncated() {
+		r.meta["outputTruncated"] = true
+	}
+	res.ExitCode, res.Signal = exitOf(p.cmd.ProcessState, timedOut)
+	zerolog.Ctx(ctx).Debug().Int("pid", p.cmd.Process.Pid).Bool("timedOut", timedOut).Msg("fake command finished")
+	return res, nil
+}
+
+// drain gives the readers output still arriving from background children
+// for up to pipeDrain, then closes the pipes so that they cannot hold the
+// call.
+func (p *proc) drain(readers *sync.WaitGroup) {
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
 	select {
 	case <-drained:
 	case <-time.After(pipeDrain):
-		outR.Close()
-		errR.Close()
+		p.outR.Close()
+		p.errR.Close()
 		<-drained
 	}
-	outR.Close()
-	errR.Close()
+	p.outR.Close()
+	p.errR.Close()
+}
 
-	if cmd.ProcessState == nil { // Wait failed without reaping: nothing to report
-		return nil, fmt.Errorf("wait for command: %w", waitErr)
-	}
-	res := &handlers.ExecuteResult{TimedOut: timedOut, Stdout: stdout.String(), Stderr: stderr.String(), Metadata: r.meta}
-	if stdout.truncated() || stderr.truncated() {
-		r.meta["outputTruncated"] = true
-	}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+// exitOf is how a reaped command ended, as the result reports it: the
+// signal that killed it, else its exit code; a command that timed out but
+// exited by itself (on SIGTERM) has neither, TimedOut says why it ended.
+func exitOf(ps *os.ProcessState, timedOut bool) (code *int, signal *string) {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		name := unix.SignalName(ws.Signal())
-		res.Signal = &name
-	} else if !timedOut {
-		code := cmd.ProcessState.ExitCode()
-		res.ExitCode = &code
+		return nil, &name
 	}
-	zerolog.Ctx(ctx).Debug().Int("pid", pgid).Bool("timedOut", timedOut).Msg("fake command finished")
-	return res, nil
+	if timedOut {
+		return nil, nil
+	}
+	c := ps.ExitCode()
+	return &c, nil
 }
 
 // copy reads one output stream into its tail and the host stream.

@@ -99,6 +99,26 @@ func (l *lease) owned(p *handlers.BaseParams) error {
 	return nil
 }
 
+// join adds e to the lease's running set, so that a release waits for it
+// and stops it. A lease that is being released takes no new work.
+func (l *lease) join(e *execution) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing || l.gone {
+		return state.Userf("fake-plugin lease %s is being released; acquire a new lease.", l.id)
+	}
+	l.running[e] = struct{}{}
+	return nil
+}
+
+// leave removes e from the running set; for an e that never joined it
+// does nothing.
+func (l *lease) leave(e *execution) {
+	l.mu.Lock()
+	delete(l.running, e)
+	l.mu.Unlock()
+}
+
 // AcquireLease implements handlers.Driver.
 func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
 	c := parseConfig(p.Config)
