@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -280,79 +283,86 @@ func (d *Driver) endLease(ctx context.Context, p *handlers.ReleaseLeaseParams, r
 // to finish) and, with remove, deletes its root. It reports whether every
 // process group started in the lease is confirmed gone.
 func (l *lease) teardown(ctx context.Context, remove bool, drain time.Duration) (bool, error) {
-	l.mu.Lock()
-	l.closing = true
-	if remove && l.expiry != nil {
-		l.expiry.Stop()
-	}
-	running := make([]*execution, 0, len(l.running))
-	for e := range l.running {
-		running = append(running, e)
-	}
-	l.mu.Unlock()
-
+	running := l.beginClosing(remove)
 	if drain > 0 {
 		dctx, cancel := context.WithTimeout(ctx, drain)
-		for _, e := range running {
-			select {
-			case <-e.done:
-			case <-dctx.Done():
-			}
-		}
+		waitDone(dctx, running)
 		cancel()
 	}
 	for _, e := range running {
 		e.stop("the lease is being released")
 	}
-	l.mu.Lock()
-	groups := make([]int, 0, len(l.groups))
-	for g := range l.groups {
-		groups = append(groups, g)
-	}
-	l.mu.Unlock()
-
-	confirmed := true
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, g := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if !terminateGroup(ctx, g, killGrace) {
-				mu.Lock()
-				confirmed = false
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	for _, e := range running {
-		select {
-		case <-e.done:
-		case <-ctx.Done():
-			confirmed = false
-		}
-	}
-
-	l.mu.Lock()
-	if confirmed {
-		l.groups = map[int]struct{}{}
-	}
-	if !remove {
-		l.closing = false // a kept lease serves the next run
-	}
-	l.mu.Unlock()
-
+	groupsGone := l.terminateGroups(ctx)
+	confirmed := waitDone(ctx, running) && groupsGone
+	l.endClosing(remove, confirmed)
 	if !remove {
 		return confirmed, nil
 	}
-	l.mu.Lock()
-	l.gone = true
-	l.mu.Unlock()
 	if err := os.RemoveAll(l.root); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return false, fmt.Errorf("remove fake lease root: %w", err)
 	}
 	return confirmed, nil
+}
+
+// beginClosing makes the lease refuse new work, stops its expiry when it
+// is to be removed, and returns the work running in it.
+func (l *lease) beginClosing(remove bool) []*execution {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closing = true
+	if remove && l.expiry != nil {
+		l.expiry.Stop()
+	}
+	return slices.Collect(maps.Keys(l.running))
+}
+
+// endClosing records a teardown's outcome: a confirmed one leaves no
+// group to track; a kept lease serves the next run, a removed one is gone.
+func (l *lease) endClosing(remove, confirmed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if confirmed {
+		l.groups = map[int]struct{}{}
+	}
+	if remove {
+		l.gone = true
+	} else {
+		l.closing = false
+	}
+}
+
+// terminateGroups terminates every process group started in the lease, all
+// at once so that each gets its own grace, and reports whether all are
+// confirmed gone.
+func (l *lease) terminateGroups(ctx context.Context) bool {
+	l.mu.Lock()
+	groups := slices.Collect(maps.Keys(l.groups))
+	l.mu.Unlock()
+	var lost atomic.Bool
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Go(func() {
+			if !terminateGroup(ctx, g, killGrace) {
+				lost.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	return !lost.Load()
+}
+
+// waitDone waits for each of running to finish and reports whether all
+// did before ctx ended.
+func waitDone(ctx context.Context, running []*execution) bool {
+	all := true
+	for _, e := range running {
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			all = false
+		}
+	}
+	return all
 }
 
 // RealizeWorkspace implements handlers.Driver. The cwd is always the

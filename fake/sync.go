@@ -211,14 +211,10 @@ func planMapping(j int, f handlers.SyncFileMapping, in bool, roots []string) (ma
 func (l *lease) trackSync(ctx context.Context) (context.Context, func(), error) {
 	e := newExecution()
 	close(e.started)
-	l.mu.Lock()
-	if l.closing || l.gone {
-		l.mu.Unlock()
+	if err := l.join(e); err != nil {
 		close(e.done)
-		return nil, nil, state.Userf("fake-plugin lease %s is being released; acquire a new lease.", l.id)
+		return nil, nil, err
 	}
-	l.running[e] = struct{}{}
-	l.mu.Unlock()
 	ctx, cancel := context.WithCancelCause(ctx)
 	watched := make(chan struct{})
 	go func() {
@@ -232,9 +228,7 @@ func (l *lease) trackSync(ctx context.Context) (context.Context, func(), error) 
 	return ctx, func() {
 		cancel(nil)
 		<-watched
-		l.mu.Lock()
-		delete(l.running, e)
-		l.mu.Unlock()
+		l.leave(e)
 		close(e.done)
 	}, nil
 }
