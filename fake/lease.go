@@ -125,28 +125,13 @@ func (l *lease) leave(e *execution) {
 // AcquireLease implements handlers.Driver.
 func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
 	c := parseConfig(p.Config)
-	var expires time.Time
-	if p.RequestedExpiresAt != nil && *p.RequestedExpiresAt != "" {
-		t, err := time.Parse(time.RFC3339Nano, *p.RequestedExpiresAt)
-		if err != nil {
-			return nil, state.Userf("requestedExpiresAt %q is not an ISO-8601 timestamp.", *p.RequestedExpiresAt)
-		}
-		if !t.After(d.now()) {
-			return nil, state.Userf("requestedExpiresAt %s is already past; the lease would end before it starts.", isoMillis(t))
-		}
-		expires = t
+	expires, err := requestedExpiry(p.RequestedExpiresAt, d.now())
+	if err != nil {
+		return nil, err
 	}
-	var id string
-	if c.ReuseLease {
-		if err := checkIDPart("environmentId", p.EnvironmentID); err != nil {
-			return nil, err
-		}
-		id = Key + "://" + p.EnvironmentID
-	} else {
-		if err := checkIDPart("runId", p.RunID); err != nil {
-			return nil, err
-		}
-		id = Key + "://" + p.RunID + "/" + uuid.NewString()
+	id, err := newLeaseID(p, c.ReuseLease)
+	if err != nil {
+		return nil, err
 	}
 
 	d.mu.Lock()
@@ -156,7 +141,6 @@ func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParam
 	}
 	l, resumed := d.leases[id]
 	if !resumed {
-		var err error
 		if l, err = d.newLease(id, &p.BaseParams, c); err != nil {
 			d.mu.Unlock()
 			return nil, err
@@ -177,6 +161,37 @@ func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParam
 	}
 	zerolog.Ctx(ctx).Debug().Str("leaseId", id).Bool("resumed", resumed).Msg("fake lease acquired")
 	return l.result(resumed), nil
+}
+
+// requestedExpiry is the expiry the host asks for: none when at is absent
+// or empty, else a timestamp still to come.
+func requestedExpiry(at *string, now time.Time) (time.Time, error) {
+	if at == nil || *at == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *at)
+	if err != nil {
+		return time.Time{}, state.Userf("requestedExpiresAt %q is not an ISO-8601 timestamp.", *at)
+	}
+	if !t.After(now) {
+		return time.Time{}, state.Userf("requestedExpiresAt %s is already past; the lease would end before it starts.", isoMillis(t))
+	}
+	return t, nil
+}
+
+// newLeaseID is the id an acquire asks for: a reusable lease is the
+// environment's one, any other is new for its run.
+func newLeaseID(p *handlers.AcquireLeaseParams, reuse bool) (string, error) {
+	if reuse {
+		if err := checkIDPart("environmentId", p.EnvironmentID); err != nil {
+			return "", err
+		}
+		return Key + "://" + p.EnvironmentID, nil
+	}
+	if err := checkIDPart("runId", p.RunID); err != nil {
+		return "", err
+	}
+	return Key + "://" + p.RunID + "/" + uuid.NewString(), nil
 }
 
 // setExpiry arranges for l to be destroyed at t (the earliest requested time wins).
