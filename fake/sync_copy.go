@@ -147,41 +147,45 @@ func (c *copier) tree(src, dst, rel string, ancestors []fileID) error {
 		if c.exclude.Match(erel) {
 			continue
 		}
-		s, t := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
-		fi, err := c.src.Lstat(s)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", erel, cleanErr(err))
+		if err := c.entry(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), erel, ancestors); err != nil {
+			return err
 		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if !c.follow {
-				if err := c.link(s, t, erel); err != nil {
-					return err
-				}
-				continue
-			}
-			if fi, err = c.src.Stat(s); err != nil {
-				return fmt.Errorf("follow symlink %s: %w", erel, cleanErr(err))
-			}
+	}
+	return nil
+}
+
+// entry copies one entry s of a source directory to t; erel is its path
+// relative to the mapping's directories. A symlink is recreated, or
+// followed with follow; what is neither a file nor a directory is skipped.
+func (c *copier) entry(s, t, erel string, ancestors []fileID) error {
+	fi, err := c.src.Lstat(s)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", erel, cleanErr(err))
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if !c.follow {
+			return c.link(s, t, erel)
 		}
-		switch {
-		case fi.IsDir():
-			id := idOf(fi)
-			if id != (fileID{}) && slices.Contains(ancestors, id) {
-				return fmt.Errorf("following symlink %s loops back to a directory being copied", erel)
-			}
-			if id != (fileID{}) && c.targets[id] {
-				return fmt.Errorf("source directory %s is a target of the same copy: the target lies inside the source", erel)
-			}
-			if err := c.subdir(s, t, erel, fi, append(ancestors, id)); err != nil {
-				return err
-			}
-		case fi.Mode().IsRegular():
-			if err := c.file(s, t, fi.Mode().Perm()); err != nil {
-				return fmt.Errorf("%s: %w", erel, err)
-			}
-		default:
-			zerolog.Ctx(c.ctx).Warn().Str("entry", erel).Stringer("type", fi.Mode().Type()).Msg("sync skipped an entry that is not a file, directory or symlink")
+		if fi, err = c.src.Stat(s); err != nil {
+			return fmt.Errorf("follow symlink %s: %w", erel, cleanErr(err))
 		}
+	}
+	switch {
+	case fi.IsDir():
+		id := idOf(fi)
+		if id != (fileID{}) && slices.Contains(ancestors, id) {
+			return fmt.Errorf("following symlink %s loops back to a directory being copied", erel)
+		}
+		if id != (fileID{}) && c.targets[id] {
+			return fmt.Errorf("source directory %s is a target of the same copy: the target lies inside the source", erel)
+		}
+		return c.subdir(s, t, erel, fi, append(ancestors, id))
+	case fi.Mode().IsRegular():
+		if err := c.file(s, t, fi.Mode().Perm()); err != nil {
+			return fmt.Errorf("%s: %w", erel, err)
+		}
+	default:
+		zerolog.Ctx(c.ctx).Warn().Str("entry", erel).Stringer("type", fi.Mode().Type()).Msg("sync skipped an entry that is not a file, directory or symlink")
 	}
 	return nil
 }
