@@ -44,30 +44,35 @@ func (s *syncer) postUpload(ctx context.Context, op operationPlan, i int, c comm
 		return fmt.Errorf("%s: start: %w", where, unwrapPathErr(err))
 	}
 	end, _, _ := s.l.supervise(ctx, cmd, timeout, nil)
-	timedOut := end == endTimedOut
-	var stopErr error
-	s.l.mu.Lock()
-	closing := s.l.closing
-	s.l.mu.Unlock()
-	if !timedOut {
-		// A release may kill the group before this call sees its context
-		// cancelled; a command killed while the lease closes was stopped.
-		if cause := context.Cause(ctx); cause != nil {
-			stopErr = cause
-		} else if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signaled() && closing {
-			stopErr = errors.New("the lease is being released")
-		}
-	}
-
-	switch ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); {
-	case timedOut:
+	if end == endTimedOut {
 		return fmt.Errorf("%s timed out after %d ms and was killed", where, timeout.Milliseconds())
-	case stopErr != nil:
-		return fmt.Errorf("%s was stopped: %w", where, stopErr)
+	}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if err := s.stopCause(ctx, ws); err != nil {
+		return fmt.Errorf("%s was stopped: %w", where, err)
+	}
+	switch {
 	case ws.Signaled():
 		return fmt.Errorf("%s was killed by signal %s", where, unix.SignalName(ws.Signal()))
 	case cmd.ProcessState.ExitCode() != 0:
 		return fmt.Errorf("%s failed with exit code %d", where, cmd.ProcessState.ExitCode())
+	}
+	return nil
+}
+
+// stopCause is why a post-upload command that did not time out was
+// stopped, or nil: its context ended, or it was killed by a signal while
+// the lease closes (a release may kill the group before this call sees
+// its context cancelled).
+func (s *syncer) stopCause(ctx context.Context, ws syscall.WaitStatus) error {
+	s.l.mu.Lock()
+	closing := s.l.closing
+	s.l.mu.Unlock()
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	if ws.Signaled() && closing {
+		return errors.New("the lease is being released")
 	}
 	return nil
 }
