@@ -1,11 +1,9 @@
 package fake
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,142 +12,83 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 // client drives a Driver through the JSON-RPC surface: the plugin's
-// handlers and the rpc server, over pipes, exactly as the host would.
-// Its methods mirror the driver's, so tests read the same either way.
+// handlers and the rpc server, in-process over pipes, with the rpc.Client a
+// Go host uses. Its methods mirror the driver's, so tests read the same
+// either way.
 type client struct {
 	t   testing.TB
-	in  *io.PipeWriter
+	c   *rpc.Client
 	seq atomic.Int64
 
-	mu      sync.Mutex
-	pending map[string]chan reply
-	sinks   map[string]handlers.OutputSink
-	wmu     sync.Mutex
+	mu    sync.Mutex
+	sinks map[string]handlers.OutputSink // by invocation id, while a call is pending
 }
 
-type reply struct {
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+// through returns a client for d; the session ends with the test.
+func through(t testing.TB, d *Driver) *client {
+	c := &client{t: t, sinks: map[string]handlers.OutputSink{}}
+	p := handlers.New(handlers.Options{ForkExtensions: true}, d)
+	c.c = rpctest.Client(t, p, rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()},
+		rpc.ClientOptions{OnNotification: c.notified, CallTimeout: -1})
+	return c
 }
 
-// rpcError is a JSON-RPC error reply.
+// notified hands execute.log chunks to the pending call's sink; a chunk
+// for no pending call is a protocol mistake.
+func (c *client) notified(method string, params json.RawMessage, invocationID string) {
+	if method != "execute.log" {
+		return
+	}
+	var chunk rpc.ExecuteLogParams
+	if err := json.Unmarshal(params, &chunk); err != nil {
+		c.t.Errorf("execute.log params: %v", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sinks[invocationID]
+	if s == nil {
+		c.t.Errorf("execute.log for an unknown or finished invocation %q: %s", invocationID, params)
+		return
+	}
+	s.Write(chunk.Stream, []byte(chunk.Chunk))
+}
+
+// call sends method with params in an invocation of its own and decodes
+// the result into out; sink receives the invocation's execute.log chunks.
+func (c *client) call(ctx context.Context, method string, params any, out any, sink handlers.OutputSink) error {
+	inv := rpc.Invocation{ID: fmt.Sprintf("inv-%d", c.seq.Add(1))}
+	inv.Scope.CompanyID = "company-1"
+	if sink == nil {
+		sink = discard{}
+	}
+	c.mu.Lock()
+	c.sinks[inv.ID] = sink
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.sinks, inv.ID)
+		c.mu.Unlock()
+	}()
+	err := c.c.Call(ctx, method, params, out, rpc.WithPaperclipInvocation(inv))
+	if ce, ok := err.(*rpc.CallError); ok && ce.Unwrap() == nil {
+		return &rpcError{Code: ce.Code, Message: ce.Message}
+	}
+	return err
+}
+
+// rpcError is the worker's error reply; its text is the message alone, as
+// the driver's own error reads when a test calls the driver directly.
 type rpcError struct {
 	Code    int
 	Message string
 }
 
 func (e *rpcError) Error() string { return e.Message }
-
-// through returns a client for d; the session ends with the test.
-func through(t testing.TB, d *Driver) *client {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	p := handlers.New(handlers.Options{ForkExtensions: true}, d)
-	srv := rpc.NewServer(inR, outW, p, rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()})
-	c := &client{t: t, in: inW, pending: map[string]chan reply{}, sinks: map[string]handlers.OutputSink{}}
-	served := make(chan struct{})
-	go func() { _ = srv.Serve(context.Background()); outW.Close(); close(served) }()
-	read := make(chan struct{})
-	go func() { defer close(read); c.readLoop(outR) }()
-	t.Cleanup(func() {
-		inW.Close()
-		<-served
-		<-read
-	})
-	return c
-}
-
-func (c *client) readLoop(r io.Reader) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-				Params struct {
-					Stream string `json:"stream"`
-					Chunk  string `json:"chunk"`
-				} `json:"params"`
-				Invocation string `json:"paperclipInvocationId"`
-				reply
-			}
-			if json.Unmarshal(line, &m) != nil {
-				c.t.Errorf("worker wrote a non-JSON line: %q", line)
-				continue
-			}
-			c.mu.Lock()
-			if m.Method == "execute.log" {
-				if s := c.sinks[m.Invocation]; s != nil {
-					s.Write(m.Params.Stream, []byte(m.Params.Chunk))
-				} else {
-					c.t.Errorf("execute.log for an unknown or finished invocation: %s", line)
-				}
-			} else if m.Method == "" {
-				if ch := c.pending[string(m.ID)]; ch != nil {
-					ch <- m.reply
-					delete(c.pending, string(m.ID))
-				}
-			}
-			c.mu.Unlock()
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// call sends method with params and decodes the result into out.
-func (c *client) call(ctx context.Context, method string, params any, out any, sink handlers.OutputSink) error {
-	n := c.seq.Add(1)
-	id := fmt.Sprint(n)
-	inv := fmt.Sprintf("inv-%d", n)
-	body, err := json.Marshal(params)
-	if err != nil {
-		return err
-	}
-	line, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0", "id": n, "method": method, "params": json.RawMessage(body),
-		"paperclipInvocation": map[string]any{"id": inv, "scope": map[string]string{"companyId": "company-1"}},
-	})
-	ch := make(chan reply, 1)
-	if sink == nil {
-		sink = discard{}
-	}
-	c.mu.Lock()
-	c.pending[id] = ch
-	c.sinks[inv] = sink
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.sinks, inv)
-		c.mu.Unlock()
-	}()
-	c.wmu.Lock()
-	_, err = c.in.Write(append(line, '\n'))
-	c.wmu.Unlock()
-	if err != nil {
-		return err
-	}
-	select {
-	case r := <-ch:
-		if r.Error != nil {
-			return &rpcError{Code: r.Error.Code, Message: r.Error.Message}
-		}
-		if out == nil || string(r.Result) == "null" {
-			return nil
-		}
-		return json.Unmarshal(r.Result, out)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 func via[R any](c *client, ctx context.Context, method string, p any, sink handlers.OutputSink) (*R, error) {
 	var r *R
