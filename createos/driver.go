@@ -320,7 +320,7 @@ func stopCalls(ctx context.Context, calls []*trackedCall) error {
 // Execute implements handlers.Driver.
 func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *Client) (*handlers.ExecuteResult, error) {
-		return d.runCommand(ctx, c, p, out)
+		return d.runCommand(ctx, c, p.Lease.LeaseID(), executeCommand(p), out)
 	})
 }
 

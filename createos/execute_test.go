@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
 )
 
@@ -86,21 +85,21 @@ func TestCommandQuotesHostileArgsEnvCwdAndStagesStdin(t *testing.T) {
 }
 
 func TestCommandScriptWithoutEnvOrStdin(t *testing.T) {
-	sc, err := commandScript(&handlers.ExecuteParams{Command: "/bin/echo", Args: []string{"hi"}}, "")
+	sc, err := commandScript(commandSpec{command: "/bin/echo", args: []string{"hi"}}, "")
 	if err != nil || sc != "exec env  '/bin/echo' 'hi'" {
 		t.Errorf("%q %v", sc, err)
 	}
 	if q, _ := shellQuote("a'; touch /bad; echo '"); q != `'a'"'"'; touch /bad; echo '"'"''` {
 		t.Errorf("quote %s", q)
 	}
-	for _, p := range []*handlers.ExecuteParams{
-		{Command: "a\x00b"}, {Command: "x", Args: []string{"\x00"}}, {Command: "x", Cwd: "/\x00"}, {Command: "x", Env: map[string]string{"A": "\x00"}},
+	for _, p := range []commandSpec{
+		{command: "a\x00b"}, {command: "x", args: []string{"\x00"}}, {command: "x", cwd: "/\x00"}, {command: "x", env: map[string]string{"A": "\x00"}},
 	} {
 		if _, err := commandScript(p, ""); err != errNUL {
 			t.Errorf("%+v: %v", p, err)
 		}
 	}
-	if _, err := commandScript(&handlers.ExecuteParams{}, ""); err != errNoCommand {
+	if _, err := commandScript(commandSpec{}, ""); err != errNoCommand {
 		t.Errorf("empty command: %v", err)
 	}
 }

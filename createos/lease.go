@@ -124,14 +124,11 @@ func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 	}
 	ectx, cancel := withTimeout(ctx, cfg.timeout())
 	defer cancel()
-	r, err := d.runCommand(ectx, c, &handlers.ExecuteParams{
-		BaseParams: p.BaseParams, Lease: *lease,
-		Command: "/bin/echo", Args: []string{"paperclip-createos-ready"}, Cwd: workspaceDir,
-	}, nil)
+	r, err := d.runCommand(ectx, c, id, commandSpec{command: "/bin/echo", args: []string{"paperclip-createos-ready"}, cwd: workspaceDir}, nil)
 	if err != nil {
 		return fail(err), id, cfg
 	}
-	if r.TimedOut || r.ExitCode == nil || *r.ExitCode != 0 || !containsReady(r.Stdout) {
+	if !exitedZero(r) || !containsReady(r.Stdout) {
 		return fail(errProbeCommand), id, cfg
 	}
 	return &handlers.ProbeResult{OK: true, Summary: "CreateOS sandbox creation and command execution succeeded."}, id, cfg

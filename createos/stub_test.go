@@ -71,13 +71,19 @@ func newStub(t *testing.T) *stub {
 // driver returns a driver whose every request to any host reaches the stub
 // over its in-memory network, without pacing and with fast polling.
 func (s *stub) driver(opts ...Option) *Driver {
-	tr := &http.Transport{DialContext: s.net.dial, DialTLSContext: s.net.dial}
-	s.t.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: tr}
+	hc := &http.Client{Transport: s.transport()}
 	d := New(append([]Option{WithHTTPClient(hc), WithPacer(NoPacing), WithGetenv(func(string) string { return "" })}, opts...)...)
 	d.pollInterval = time.Millisecond
 	d.reconnectDelay = time.Millisecond
 	return d
+}
+
+// transport reaches the stub, whatever the host, over its in-memory
+// network; its idle connections are closed when the test ends.
+func (s *stub) transport() *http.Transport {
+	tr := &http.Transport{DialContext: s.net.dial, DialTLSContext: s.net.dial}
+	s.t.Cleanup(tr.CloseIdleConnections)
+	return tr
 }
 
 func (s *stub) serve(w http.ResponseWriter, r *http.Request) {

@@ -144,7 +144,7 @@ func (d *Driver) syncFiles(ctx context.Context, c *Client, p *handlers.SyncParam
 	if err := validateSync(p.Operations, in); err != nil {
 		return nil, err
 	}
-	t := &transfer{d: d, c: c, id: id, lease: p.Lease, base: p.BaseParams}
+	t := &transfer{d: d, c: c, id: id}
 	res := &handlers.SyncResult{Operations: make([]handlers.SyncOperationResult, 0, len(p.Operations))}
 	for _, op := range p.Operations {
 		r := handlers.SyncOperationResult{OperationID: op.OperationID}
@@ -184,11 +184,9 @@ func (d *Driver) syncFiles(ctx context.Context, c *Client, p *handlers.SyncParam
 
 // transfer is one sync call on one sandbox.
 type transfer struct {
-	d     *Driver
-	c     *Client
-	id    string
-	lease handlers.Lease
-	base  handlers.BaseParams
+	d  *Driver
+	c  *Client
+	id string // the sandbox, a checked identifier
 }
 
 // run runs command verbatim with /bin/bash -c in cwd as a managed process,
@@ -207,14 +205,11 @@ func (t *transfer) run(ctx context.Context, command, cwd string, timeoutMs *floa
 			defer cancel()
 		}
 	}
-	r, err := t.d.runCommand(ctx, t.c, &handlers.ExecuteParams{
-		BaseParams: t.base, Lease: t.lease,
-		Command: "/bin/bash", Args: []string{"-c", command}, Cwd: cwd,
-	}, nil)
+	r, err := t.d.runCommand(ctx, t.c, t.id, commandSpec{command: "/bin/bash", args: []string{"-c", command}, cwd: cwd}, nil)
 	if err != nil {
 		return err
 	}
-	if r.TimedOut || r.ExitCode == nil || *r.ExitCode != 0 {
+	if !exitedZero(r) {
 		return errTransferCommand
 	}
 	return nil

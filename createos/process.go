@@ -1,0 +1,219 @@
+package createos
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// runCommand runs cmd as a managed process on the sandbox and follows its
+// output until it exits: process.start, process.follow and
+// process.cleanup say what happened, and outcome decides what that
+// reports. A broken output connection never stops the process: the same
+// process is reconnected from the last accepted sequence. Creation is
+// never retried.
+func (d *Driver) runCommand(ctx context.Context, c *Client, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+	id, err := identifier(sandbox)
+	if err != nil {
+		return nil, err
+	}
+	var stdinPath string
+	if cmd.stdin != nil {
+		stdinPath = "/tmp/paperclip-stdin-" + d.newUUID()
+	}
+	script, err := commandScript(cmd, stdinPath)
+	if err != nil {
+		return nil, err
+	}
+	p := &process{c: c, sandbox: id, stdinPath: stdinPath, out: newOutput(sink, d.maxCapture), delay: d.reconnectDelay}
+	v := outcome(p.run(ctx, cmd, script))
+	if v.flush {
+		p.out.finish()
+	}
+	if v.err != nil {
+		return nil, v.err
+	}
+	return p.result(v), nil
+}
+
+// process is one command's managed process on a sandbox.
+type process struct {
+	c         *Client
+	sandbox   string
+	stdinPath string // the staged stdin file, "" for none
+	out       *output
+	delay     time.Duration // between output reconnects
+
+	mayBeCreated bool   // creation was sent and not refused
+	processID    string // set once creation answered with a valid id
+}
+
+// base is the sandbox's process collection.
+func (p *process) base() string { return "/sandboxes/" + p.sandbox + "/processes" }
+
+// run takes the process through its steps and returns what happened. The
+// context is looked at once, when the steps that depend on it are over.
+func (p *process) run(ctx context.Context, cmd commandSpec, script string) happened {
+	var h happened
+	if h.err = p.start(ctx, cmd, script); h.err == nil {
+		h.exit, h.err = p.follow(ctx)
+	}
+	h.ended = endingOf(ctx)
+	h.mayBeCreated, h.created = p.mayBeCreated, p.processID != ""
+	h.cleanupFailed = !p.cleanup(ctx, h.exit != nil)
+	return h
+}
+
+// start stages stdin, creates the process and closes its interactive
+// stdin (input, if any, comes from the staged file). A refused creation
+// (HTTP below 500) proves no process was made; any other failure leaves
+// mayBeCreated set.
+func (p *process) start(ctx context.Context, cmd commandSpec, script string) error {
+	if p.stdinPath != "" {
+		if err := p.c.upload(ctx, p.sandbox, p.stdinPath, []byte(*cmd.stdin)); err != nil {
+			return err
+		}
+	}
+	body := map[string]any{"cmd": "/bin/bash", "args": []string{"-lc", script}}
+	if cmd.cwd != "" {
+		body["cwd"] = cmd.cwd
+	}
+	p.mayBeCreated = true
+	created, err := p.c.json(ctx, http.MethodPost, p.base(), body)
+	if err != nil {
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status < 500 {
+			p.mayBeCreated = false
+		}
+		return err
+	}
+	pid, _ := created.str("process_id")
+	if p.processID, err = identifier(pid); err != nil {
+		return err
+	}
+	if _, err := p.c.json(ctx, http.MethodPost, p.base()+"/"+p.processID+"/stdin/close", nil); err != nil && !isStatus(err, http.StatusConflict) {
+		return err
+	}
+	return nil
+}
+
+// follow reads the process's output until its exit frame.
+func (p *process) follow(ctx context.Context) (*exitStatus, error) {
+	f := &follower{c: p.c, path: p.base() + "/" + p.processID, out: p.out, delay: p.delay}
+	return f.follow(ctx)
+}
+
+// cleanup runs under a fresh deadline, whatever happened: unless the
+// process is known to have exited, its whole tree is deleted; then the
+// staged stdin file is removed, best effort (/files has no delete verb).
+// It reports false when the tree's termination could not be confirmed.
+func (p *process) cleanup(ctx context.Context, exited bool) (confirmed bool) {
+	cctx, cancel := fresh(ctx, p.c.cfg.timeout())
+	defer cancel()
+	confirmed = true
+	if p.processID != "" && !exited {
+		data, err := p.c.json(cctx, http.MethodDelete, p.base()+"/"+p.processID+"?grace_ms=1000", nil)
+		if err == nil && !data.isTrue("tree_exited") {
+			err = errors.New("process tree has not exited")
+		}
+		if err != nil && !isStatus(err, http.StatusNotFound) {
+			zerolog.Ctx(ctx).Warn().Str("sandbox", p.sandbox).Str("process", p.processID).Str("error", err.Error()).
+				Msg("CreateOS process tree termination is unconfirmed")
+			confirmed = false
+		}
+	}
+	if p.stdinPath != "" {
+		_, _ = p.c.exec(cctx, p.sandbox, "/bin/rm", "-f", "--", p.stdinPath)
+	}
+	return confirmed
+}
+
+// result is the execute result v reports, with the output so far.
+func (p *process) result(v verdict) *handlers.ExecuteResult {
+	r := &handlers.ExecuteResult{
+		TimedOut: v.timedOut, Stdout: p.out.stdout(), Stderr: p.out.stderr(),
+		Metadata: handlers.Object{"processId": strOrNil(nonEmpty(p.processID)), "outputTruncated": p.out.truncated},
+	}
+	if v.exit != nil {
+		r.ExitCode, r.Signal = v.exit.code, v.exit.signal
+	}
+	return r
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// ending is how a command's context stood once its steps returned.
+type ending int
+
+const (
+	live      ending = iota // not ended
+	deadline                // ended by a deadline (a timeout-typed cause)
+	cancelled               // ended otherwise: the host, a release, a shutdown
+)
+
+func endingOf(ctx context.Context) ending {
+	switch {
+	case ctx.Err() == nil:
+		return live
+	case timedOut(ctx):
+		return deadline
+	}
+	return cancelled
+}
+
+// happened is what one command's run found, the input of outcome.
+type happened struct {
+	exit          *exitStatus // the exit frame, when one was read
+	err           error       // the step that failed, when no exit was read
+	ended         ending
+	mayBeCreated  bool // creation was sent and not refused
+	created       bool // creation answered with a process id
+	cleanupFailed bool // the tree's termination could not be confirmed
+}
+
+// verdict is what a run reports: an exit, a timed-out result, or err.
+type verdict struct {
+	exit     *exitStatus
+	timedOut bool
+	err      error
+	// flush is set when the run ended in a result, even one a failed
+	// cleanup replaces: the output's decoders are flushed to the sink.
+	flush bool
+}
+
+// outcome decides what a run reports. In order: a creation that may have
+// succeeded without a process id is unconfirmed (a *CleanupError); a
+// cancellation wins over an exit read and over any failure, so a command
+// whose call was cancelled never reports success; an exit read is
+// reported, even once the deadline has passed (the command did finish);
+// a deadline gives a timed-out result with the output so far; else the
+// step's failure. A failed cleanup replaces all of these.
+func outcome(h happened) verdict {
+	var v verdict
+	switch {
+	case h.mayBeCreated && !h.created:
+		v.err = errCreationUnconfirmed
+	case h.ended == cancelled:
+		v.err = errCommandCancelled
+	case h.exit != nil:
+		v = verdict{exit: h.exit, flush: true}
+	case h.ended == deadline:
+		v = verdict{timedOut: true, flush: true}
+	default:
+		v.err = h.err
+	}
+	if h.cleanupFailed {
+		v.exit, v.timedOut, v.err = nil, false, errCleanupUnconfirmed
+	}
+	return v
+}

@@ -1,0 +1,150 @@
+package createos
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+func TestOutcome(t *testing.T) {
+	exit0 := &exitStatus{code: ptr(0)}
+	refused := &APIError{Status: http.StatusBadRequest, Label: "process creation"}
+	for _, tc := range []struct {
+		name string
+		h    happened
+		want verdict
+	}{
+		{"exit", happened{exit: exit0, mayBeCreated: true, created: true}, verdict{exit: exit0, flush: true}},
+		{"exit read past the deadline", happened{exit: exit0, ended: deadline, mayBeCreated: true, created: true}, verdict{exit: exit0, flush: true}},
+		{"exit read after a cancellation", happened{exit: exit0, ended: cancelled, mayBeCreated: true, created: true}, verdict{err: errCommandCancelled}},
+		{"failure", happened{err: errSeqGap, mayBeCreated: true, created: true}, verdict{err: errSeqGap}},
+		{"failure past the deadline", happened{err: errConnection, ended: deadline, mayBeCreated: true, created: true}, verdict{timedOut: true, flush: true}},
+		{"failure after a cancellation", happened{err: context.Canceled, ended: cancelled, mayBeCreated: true, created: true}, verdict{err: errCommandCancelled}},
+		{"refused creation", happened{err: refused}, verdict{err: refused}},
+		{"refused creation past the deadline", happened{err: refused, ended: deadline}, verdict{timedOut: true, flush: true}},
+		{"staging stdin cancelled", happened{err: context.Canceled, ended: cancelled}, verdict{err: errCommandCancelled}},
+		{"creation unconfirmed", happened{err: errConnection, mayBeCreated: true}, verdict{err: errCreationUnconfirmed}},
+		{"creation unconfirmed past the deadline", happened{err: errTimedOut, ended: deadline, mayBeCreated: true}, verdict{err: errCreationUnconfirmed}},
+		{"creation unconfirmed after a cancellation", happened{err: context.Canceled, ended: cancelled, mayBeCreated: true}, verdict{err: errCreationUnconfirmed}},
+		{"creation answered an invalid id", happened{err: errInvalidID, mayBeCreated: true}, verdict{err: errCreationUnconfirmed}},
+		{"cleanup failed after a failure", happened{err: errSeqGap, mayBeCreated: true, created: true, cleanupFailed: true}, verdict{err: errCleanupUnconfirmed}},
+		{"cleanup failed past the deadline", happened{err: errTimedOut, ended: deadline, mayBeCreated: true, created: true, cleanupFailed: true}, verdict{err: errCleanupUnconfirmed, flush: true}},
+		{"cleanup failed after a cancellation", happened{err: context.Canceled, ended: cancelled, mayBeCreated: true, created: true, cleanupFailed: true}, verdict{err: errCleanupUnconfirmed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := outcome(tc.h); got != tc.want {
+				t.Errorf("outcome(%+v) = %+v, want %+v", tc.h, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEndingOf(t *testing.T) {
+	cancelledWith := func(cause error) context.Context {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		cancel(cause)
+		return ctx
+	}
+	ours, cancelOurs := withTimeout(t.Context(), 0) // already past
+	defer cancelOurs()
+	hosts, cancelHosts := context.WithTimeout(t.Context(), 0)
+	defer cancelHosts()
+	stopped, stop := withTimeout(t.Context(), time.Hour)
+	stop()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want ending
+	}{
+		{"live", t.Context(), live},
+		{"our deadline", ours, deadline},
+		{"the host's deadline", hosts, deadline},
+		{"the host's cancellation", cancelledWith(nil), cancelled},
+		{"a release", cancelledWith(errStopped), cancelled},
+		{"a deadline cancelled before it passed", stopped, cancelled},
+	} {
+		if got := endingOf(tc.ctx); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// closeHook is a transport that calls onClose(r) when the body of the
+// answer to a connect request r is closed: by then the driver has read
+// every frame it is going to read from that connection.
+type closeHook struct {
+	http.RoundTripper
+	onClose func(r *http.Request)
+}
+
+func (h closeHook) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := h.RoundTripper.RoundTrip(r)
+	if err == nil && strings.HasSuffix(r.URL.Path, "/connect") {
+		resp.Body = &hookedBody{ReadCloser: resp.Body, onClose: func() { h.onClose(r) }}
+	}
+	return resp, err
+}
+
+type hookedBody struct {
+	io.ReadCloser
+	onClose func()
+}
+
+func (b *hookedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.onClose()
+	return err
+}
+
+// A command whose call is cancelled after its exit frame was read, but
+// before the run is decided, reports the cancellation: the exit frame does
+// not turn a cancelled call into a success. The process has exited, so its
+// tree is not deleted.
+func TestCommandCancelledAfterItsExitWasReadIsCancelled(t *testing.T) {
+	s := newStub(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	d := s.driver(WithHTTPClient(&http.Client{Transport: closeHook{s.transport(), func(*http.Request) { cancel() }}}))
+	l := acquire(t, d, nil)
+	sink := &recordingSink{}
+	res, err := d.Execute(ctx, execParams(l, nil), sink)
+	if err == nil || err.Error() != "CreateOS command was cancelled." {
+		t.Fatalf("result %+v, err %v", res, err)
+	}
+	if len(sink.chunks) != 1 || sink.chunks[0] != [2]string{"stdout", "paperclip-createos-ready\n"} {
+		t.Errorf("the output before the exit was not streamed: %q", sink.chunks)
+	}
+	if n := s.count("DELETE /v1/sandboxes/sb_test/processes"); n != 0 {
+		t.Errorf("%d tree DELETEs of an exited process", n)
+	}
+}
+
+// The same for a sync: a post-upload command cancelled once its exit 0 was
+// read fails the sync as a cancelled command, never as a success.
+func TestSyncCancelledAfterItsLastCommandExitedFails(t *testing.T) {
+	s := newSyncStub(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	s.d = s.stub.driver(WithHTTPClient(&http.Client{Transport: closeHook{s.stub.transport(), func(r *http.Request) {
+		if strings.Contains(r.URL.Path, "/processes/proc_2/") {
+			cancel()
+		}
+	}}}))
+	o := op("o")
+	o.PostUploadCommands = []handlers.PostUploadCommand{{Command: "true"}}
+	res, err := s.d.SyncIn(ctx, s.params(o))
+	if err == nil || err.Error() != "CreateOS command was cancelled." {
+		t.Fatalf("result %+v, err %v", res, err)
+	}
+	if got := s.gotCommands(); len(got) != 2 || got[1] != "true" {
+		t.Errorf("commands %q", got)
+	}
+	if n := s.count("DELETE /v1/sandboxes/sb_test/processes"); n != 0 {
+		t.Errorf("%d tree DELETEs of exited processes", n)
+	}
+}
