@@ -1,16 +1,11 @@
 package rpc
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 	"testing"
-
-	"github.com/rs/zerolog"
 )
 
 // BenchmarkExecuteLog measures streaming output through execute.log
@@ -25,31 +20,6 @@ func BenchmarkExecuteLog(b *testing.B) {
 		el.units = 0
 		el.Write("stdout", chunk)
 	}
-}
-
-// BenchmarkRoundTrip measures one request through the whole server: read,
-// validate, dispatch on its own goroutine, reply.
-func BenchmarkRoundTrip(b *testing.B) {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	d := dispatchFunc(func(ctx context.Context, method string, params json.RawMessage) (any, error) { return params, nil })
-	srv := NewServer(inR, outW, d, Options{Logger: zerolog.Nop()})
-	done := make(chan struct{})
-	go func() { _ = srv.Serve(context.Background()); outW.Close(); close(done) }()
-	r := bufio.NewReader(outR)
-	b.ResetTimer()
-	i := 0
-	for b.Loop() {
-		i++
-		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":"m","params":{"driverKey":"fake-plugin","companyId":"c"}}`+"\n", i)
-		if _, err := r.ReadBytes('\n'); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	inW.Close()
-	_, _ = io.Copy(io.Discard, r)
-	<-done
 }
 
 // BenchmarkLargeParams measures reading a request with a 4 MiB params object.

@@ -389,6 +389,13 @@ func (c *Client) ExitCode() int {
 	}
 }
 
+// Pending is how many calls await their reply.
+func (c *Client) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
+}
+
 // Stderr returns the last StderrExcerpt bytes the worker wrote to stderr.
 func (c *Client) Stderr() string { return c.stderr.String() }
 

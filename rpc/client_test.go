@@ -1,4 +1,4 @@
-package rpc
+package rpc_test
 
 import (
 	"bufio"
@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
 
 // clientWorker is the worker side of the client tests: an rpc.Server with a
 // few methods, run in-process over pipes or, for process tests, in a copy
 // of the test binary (TestClientHelperWorker).
-func clientWorker() Dispatcher {
+func clientWorker() rpc.Dispatcher {
 	return dispatchFunc(func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 		switch method {
 		case "initialize":
@@ -27,7 +29,7 @@ func clientWorker() Dispatcher {
 		case "echo":
 			return params, nil
 		case "stream":
-			el := NewExecuteLog(ctx)
+			el := rpc.NewExecuteLog(ctx)
 			for i := range 3 {
 				el.Write("stdout", fmt.Appendf(nil, "line %d\n", i))
 			}
@@ -38,30 +40,30 @@ func clientWorker() Dispatcher {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		case "coded":
-			return nil, InvalidParams("unknown driverKey %q", "nope")
+			return nil, rpc.InvalidParams("unknown driverKey %q", "nope")
 		case "stderr":
 			fmt.Fprintln(os.Stderr, "worker says hello on stderr")
 			return nil, nil
 		case "shutdown":
 			return nil, nil
 		}
-		return nil, MethodNotFound(method)
+		return nil, rpc.MethodNotFound(method)
 	})
 }
 
 // pipeClient connects a Client to an in-process Server.
-func pipeClient(t *testing.T, opts ClientOptions) (*Client, func()) {
+func pipeClient(t *testing.T, opts rpc.ClientOptions) (*rpc.Client, func()) {
 	t.Helper()
 	hostR, workerW := io.Pipe()
 	workerR, hostW := io.Pipe()
-	srv := NewServer(workerR, workerW, clientWorker(), Options{StopMethod: "shutdown", Logger: zerolog.Nop()})
+	srv := rpc.NewServer(workerR, workerW, clientWorker(), rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = srv.Serve(context.Background())
 		_ = workerW.Close()
 	}()
-	c := NewClient(hostR, hostW, opts)
+	c := rpc.NewClient(hostR, hostW, opts)
 	return c, func() {
 		// shutdown cancels handlers still running for calls that timed out
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -75,7 +77,7 @@ func pipeClient(t *testing.T, opts ClientOptions) (*Client, func()) {
 }
 
 func TestClientCallsDecodeResultsAndErrors(t *testing.T) {
-	c, stop := pipeClient(t, ClientOptions{})
+	c, stop := pipeClient(t, rpc.ClientOptions{})
 	defer stop()
 	ctx := context.Background()
 
@@ -88,9 +90,9 @@ func TestClientCallsDecodeResultsAndErrors(t *testing.T) {
 		t.Fatalf("echo = %v, %v", got, err)
 	}
 
-	for method, code := range map[string]int{"coded": CodeInvalidParams, "no-such-method": CodeMethodNotFound} {
+	for method, code := range map[string]int{"coded": rpc.CodeInvalidParams, "no-such-method": rpc.CodeMethodNotFound} {
 		err := c.Call(ctx, method, nil, nil)
-		var ce *CallError
+		var ce *rpc.CallError
 		if !errors.As(err, &ce) || ce.Code != code {
 			t.Errorf("%s: err = %v, want a *CallError with code %d", method, err, code)
 		}
@@ -101,8 +103,8 @@ func TestClientDeliversNotificationsWithInvocationID(t *testing.T) {
 	type note struct{ method, stream, chunk, inv string }
 	var mu sync.Mutex
 	var notes []note
-	c, stop := pipeClient(t, ClientOptions{OnNotification: func(method string, params json.RawMessage, inv string) {
-		var p ExecuteLogParams
+	c, stop := pipeClient(t, rpc.ClientOptions{OnNotification: func(method string, params json.RawMessage, inv string) {
+		var p rpc.ExecuteLogParams
 		_ = json.Unmarshal(params, &p)
 		mu.Lock()
 		notes = append(notes, note{method, p.Stream, p.Chunk, inv})
@@ -110,9 +112,9 @@ func TestClientDeliversNotificationsWithInvocationID(t *testing.T) {
 	}})
 	defer stop()
 
-	inv := NewInvocation("company-1")
+	inv := rpc.NewInvocation("company-1")
 	var out string
-	if err := c.Call(context.Background(), "stream", map[string]any{"companyId": "company-1"}, &out, WithPaperclipInvocation(inv)); err != nil || out != "streamed" {
+	if err := c.Call(context.Background(), "stream", map[string]any{"companyId": "company-1"}, &out, rpc.WithPaperclipInvocation(inv)); err != nil || out != "streamed" {
 		t.Fatalf("stream = %q, %v", out, err)
 	}
 	mu.Lock()
@@ -135,13 +137,13 @@ func TestClientDeliversNotificationsWithInvocationID(t *testing.T) {
 }
 
 func TestClientCallDeadline(t *testing.T) {
-	c, stop := pipeClient(t, ClientOptions{})
+	c, stop := pipeClient(t, rpc.ClientOptions{})
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := c.Call(ctx, "slow", nil, nil)
-	var ce *CallError
-	if !errors.As(err, &ce) || ce.Code != CodeTimeout || !errors.Is(err, context.DeadlineExceeded) {
+	var ce *rpc.CallError
+	if !errors.As(err, &ce) || ce.Code != rpc.CodeTimeout || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want -32003 wrapping DeadlineExceeded", err)
 	}
 	// The client keeps working after a timed-out call.
@@ -151,16 +153,16 @@ func TestClientCallDeadline(t *testing.T) {
 }
 
 func TestClientDefaultTimeoutApplies(t *testing.T) {
-	c, stop := pipeClient(t, ClientOptions{CallTimeout: 30 * time.Millisecond})
+	c, stop := pipeClient(t, rpc.ClientOptions{CallTimeout: 30 * time.Millisecond})
 	defer stop()
-	var ce *CallError
-	if err := c.Call(context.Background(), "slow", nil, nil); !errors.As(err, &ce) || ce.Code != CodeTimeout {
+	var ce *rpc.CallError
+	if err := c.Call(context.Background(), "slow", nil, nil); !errors.As(err, &ce) || ce.Code != rpc.CodeTimeout {
 		t.Fatalf("err = %v, want -32003", err)
 	}
 }
 
 func TestClientConcurrentCalls(t *testing.T) {
-	c, stop := pipeClient(t, ClientOptions{})
+	c, stop := pipeClient(t, rpc.ClientOptions{})
 	defer stop()
 	var wg sync.WaitGroup
 	errs := make(chan error, 50)
@@ -180,15 +182,15 @@ func TestClientConcurrentCalls(t *testing.T) {
 }
 
 func TestClientShutdownOverStreams(t *testing.T) {
-	c, stop := pipeClient(t, ClientOptions{})
+	c, stop := pipeClient(t, rpc.ClientOptions{})
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var ce *CallError
-	if err := c.Call(ctx, "echo", nil, nil); !errors.As(err, &ce) || ce.Code != CodeWorkerUnavailable {
+	var ce *rpc.CallError
+	if err := c.Call(ctx, "echo", nil, nil); !errors.As(err, &ce) || ce.Code != rpc.CodeWorkerUnavailable {
 		t.Fatalf("call after shutdown: %v, want -32000", err)
 	}
 }
@@ -201,7 +203,7 @@ func TestClientRawWorker(t *testing.T) {
 	workerR, hostW := io.Pipe()
 	var notes []string
 	var mu sync.Mutex
-	c := NewClient(hostR, hostW, ClientOptions{
+	c := rpc.NewClient(hostR, hostW, rpc.ClientOptions{
 		OnNotification: func(method string, _ json.RawMessage, _ string) {
 			mu.Lock()
 			notes = append(notes, method)
@@ -211,7 +213,7 @@ func TestClientRawWorker(t *testing.T) {
 			if method == "config.get" {
 				return map[string]string{"inv": inv}, nil
 			}
-			return nil, &CallError{Code: CodeCapabilityDenied, Message: "denied"}
+			return nil, &rpc.CallError{Code: rpc.CodeCapabilityDenied, Message: "denied"}
 		},
 	})
 	in := bufio.NewReader(workerR)
@@ -247,7 +249,7 @@ func TestClientRawWorker(t *testing.T) {
 		t.Fatalf("reply to worker request = %v", got)
 	}
 	write(`{"jsonrpc":"2.0","id":8,"method":"metrics.write","params":{}}`)
-	if got := readLine(); got["error"].(map[string]any)["code"] != float64(CodeCapabilityDenied) {
+	if got := readLine(); got["error"].(map[string]any)["code"] != float64(rpc.CodeCapabilityDenied) {
 		t.Fatalf("reply to denied request = %v", got)
 	}
 	write(`{"jsonrpc":"2.0","id":1,"result":"pong"}`)
@@ -264,12 +266,16 @@ func TestClientRawWorker(t *testing.T) {
 	go func() { done <- c.Call(context.Background(), "ping", nil, nil) }()
 	readLine()
 	_ = workerW.Close()
-	var ce *CallError
-	if err := <-done; !errors.As(err, &ce) || ce.Code != CodeWorkerUnavailable {
+	var ce *rpc.CallError
+	if err := <-done; !errors.As(err, &ce) || ce.Code != rpc.CodeWorkerUnavailable {
 		t.Fatalf("err = %v, want -32000", err)
 	}
 	_ = hostW.Close()
-	c.stopRequests()
+	// Shutdown of a session whose worker is gone stops the request
+	// handlers and returns nil.
+	if err := c.Shutdown(context.Background()); err != nil {
+		t.Errorf("shutdown after the worker went away: %v", err)
+	}
 }
 
 // TestClientHelperWorker is not a test: it is the worker process the
@@ -278,17 +284,17 @@ func TestClientHelperWorker(t *testing.T) {
 	if os.Getenv("RPC_CLIENT_HELPER_WORKER") != "1" {
 		t.Skip("helper process for the client tests")
 	}
-	srv := NewServer(os.Stdin, os.Stdout, clientWorker(), Options{StopMethod: "shutdown", Logger: zerolog.Nop()})
+	srv := rpc.NewServer(os.Stdin, os.Stdout, clientWorker(), rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()})
 	_ = srv.Serve(context.Background())
 	os.Exit(0)
 }
 
-func startHelper(t *testing.T, opts ClientOptions) *Client {
+func startHelper(t *testing.T, opts rpc.ClientOptions) *rpc.Client {
 	t.Helper()
 	opts.Path = os.Args[0]
 	opts.Args = []string{"-test.run=^TestClientHelperWorker$"}
 	opts.Env = append(os.Environ(), "RPC_CLIENT_HELPER_WORKER=1")
-	c, err := StartClient(context.Background(), opts)
+	c, err := rpc.StartClient(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +305,7 @@ func startHelper(t *testing.T, opts ClientOptions) *Client {
 }
 
 func TestClientProcessShutdownExitsZero(t *testing.T) {
-	c := startHelper(t, ClientOptions{})
+	c := startHelper(t, rpc.ClientOptions{})
 	if err := c.Call(context.Background(), "stderr", nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -317,22 +323,16 @@ func TestClientProcessShutdownExitsZero(t *testing.T) {
 }
 
 func TestClientProcessKilledFailsPendingCalls(t *testing.T) {
-	c := startHelper(t, ClientOptions{})
+	c := startHelper(t, rpc.ClientOptions{})
 	done := make(chan error, 1)
 	go func() { done <- c.Call(context.Background(), "slow", nil, nil) }()
 	// Wait until the call is in flight before killing.
-	for {
-		c.mu.Lock()
-		n := len(c.pending)
-		c.mu.Unlock()
-		if n == 1 {
-			break
-		}
+	for c.Pending() != 1 {
 		time.Sleep(time.Millisecond)
 	}
 	c.Kill()
-	var ce *CallError
-	if err := <-done; !errors.As(err, &ce) || ce.Code != CodeWorkerUnavailable || !strings.Contains(ce.Message, "killed") {
+	var ce *rpc.CallError
+	if err := <-done; !errors.As(err, &ce) || ce.Code != rpc.CodeWorkerUnavailable || !strings.Contains(ce.Message, "killed") {
 		t.Fatalf("err = %v, want -32000 naming the kill", err)
 	}
 	if c.ExitCode() != -1 {
@@ -341,17 +341,17 @@ func TestClientProcessKilledFailsPendingCalls(t *testing.T) {
 }
 
 func TestStartClientErrors(t *testing.T) {
-	if _, err := StartClient(context.Background(), ClientOptions{}); err == nil {
+	if _, err := rpc.StartClient(context.Background(), rpc.ClientOptions{}); err == nil {
 		t.Error("no Path: want an error")
 	}
-	if _, err := StartClient(context.Background(), ClientOptions{Path: "/nonexistent/worker"}); err == nil {
+	if _, err := rpc.StartClient(context.Background(), rpc.ClientOptions{Path: "/nonexistent/worker"}); err == nil {
 		t.Error("missing binary: want an error")
 	}
 }
 
 func TestClientShutdownKillsAWorkerThatDoesNotExit(t *testing.T) {
 	// A "worker" that reads nothing and never exits: sleep.
-	c, err := StartClient(context.Background(), ClientOptions{Path: "/bin/sleep", Args: []string{"60"}})
+	c, err := rpc.StartClient(context.Background(), rpc.ClientOptions{Path: "/bin/sleep", Args: []string{"60"}})
 	if err != nil {
 		t.Skip("no /bin/sleep:", err)
 	}

@@ -1,4 +1,4 @@
-package rpc
+package rpc_test
 
 import (
 	"bufio"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
 
 // failWriter fails every write.
@@ -23,7 +25,7 @@ func (failWriter) Write([]byte) (int, error) { return 0, errBoom }
 func TestServeReturnsAWriteError(t *testing.T) {
 	inR, inW := io.Pipe()
 	defer inW.Close()
-	srv := NewServer(inR, failWriter{}, echoDispatcher(nil), Options{Logger: zerolog.Nop()})
+	srv := rpc.NewServer(inR, failWriter{}, echoDispatcher(nil), rpc.Options{Logger: zerolog.Nop()})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background()) }()
 	go fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":1,"method":"void"}`)
@@ -55,7 +57,7 @@ func TestServeAnswersThenReturnsAReadError(t *testing.T) {
 	errRead := errors.New("read /dev/stdin: input/output error")
 	in := &errReader{r: strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"echo","params":{"a":1}}` + "\n"), err: errRead}
 	var out strings.Builder
-	srv := NewServer(in, &out, echoDispatcher(nil), Options{Logger: zerolog.Nop()})
+	srv := rpc.NewServer(in, &out, echoDispatcher(nil), rpc.Options{Logger: zerolog.Nop()})
 	if err := srv.Serve(context.Background()); !errors.Is(err, errRead) {
 		t.Fatalf("Serve = %v, want the read error", err)
 	}
@@ -66,7 +68,7 @@ func TestServeAnswersThenReturnsAReadError(t *testing.T) {
 
 func TestServeEOFIsClean(t *testing.T) {
 	var out strings.Builder
-	srv := NewServer(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"void"}`), &out, echoDispatcher(nil), Options{Logger: zerolog.Nop()})
+	srv := rpc.NewServer(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"void"}`), &out, echoDispatcher(nil), rpc.Options{Logger: zerolog.Nop()})
 	if err := srv.Serve(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,7 @@ func TestContextEndCancelsInFlightAndServeReturnsNil(t *testing.T) {
 	inR, inW := io.Pipe()
 	defer inW.Close()
 	outR, outW := io.Pipe()
-	srv := NewServer(inR, outW, echoDispatcher(make(chan struct{})), Options{Logger: zerolog.Nop()})
+	srv := rpc.NewServer(inR, outW, echoDispatcher(make(chan struct{})), rpc.Options{Logger: zerolog.Nop()})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx); outW.Close() }()
@@ -89,7 +91,7 @@ func TestContextEndCancelsInFlightAndServeReturnsNil(t *testing.T) {
 	}
 	cancel()
 	line, err := bufio.NewReader(outR).ReadString('\n')
-	if err != nil || !strings.Contains(line, fmt.Sprintf(`"code":%d`, CodeWorkerError)) {
+	if err != nil || !strings.Contains(line, fmt.Sprintf(`"code":%d`, rpc.CodeWorkerError)) {
 		t.Fatalf("cancelled request answered %q (%v)", line, err)
 	}
 	if err := <-done; err != nil {
@@ -98,19 +100,13 @@ func TestContextEndCancelsInFlightAndServeReturnsNil(t *testing.T) {
 }
 
 func TestStopMethodWithNothingInFlightEndsServe(t *testing.T) {
-	h := newHarness(t, echoDispatcher(nil), Options{StopMethod: "shutdown"})
-	h.send(`{"jsonrpc":"2.0","id":"s","method":"shutdown"}`)
-	if m, _ := h.reply(); string(m.Result) != "null" {
-		t.Fatalf("shutdown reply %s", m.raw)
+	h := newHarness(t, echoDispatcher(nil), rpc.Options{StopMethod: "shutdown"})
+	h.Send(`{"jsonrpc":"2.0","id":"s","method":"shutdown"}`)
+	if m, _ := h.Reply(); string(m.Result) != "null" {
+		t.Fatalf("shutdown reply %s", m.Raw)
 	}
-	select {
-	case err := <-h.done:
-		h.done <- err
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return after shutdown")
+	if err := h.Served(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -124,17 +120,17 @@ func TestRequestsArrivingDuringStopAreCancelled(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
-	h := newHarness(t, d, Options{StopMethod: "shutdown"})
-	h.send(`{"jsonrpc":"2.0","id":1,"method":"shutdown"}`)
+	h := newHarness(t, d, rpc.Options{StopMethod: "shutdown"})
+	h.Send(`{"jsonrpc":"2.0","id":1,"method":"shutdown"}`)
 	h.waitInFlight(1)
-	h.send(`{"jsonrpc":"2.0","id":2,"method":"late"}`) // read once the stop method is relieved
-	m, _ := h.reply()
-	if string(m.ID) != "2" || m.Error == nil || m.Error.Code != CodeWorkerError {
-		t.Fatalf("late request answered %s", m.raw)
+	h.Send(`{"jsonrpc":"2.0","id":2,"method":"late"}`) // read once the stop method is relieved
+	m, _ := h.Reply()
+	if string(m.ID) != "2" || m.Error == nil || m.Error.Code != rpc.CodeWorkerError {
+		t.Fatalf("late request answered %s", m.Raw)
 	}
 	close(release)
-	if m, _ := h.reply(); string(m.ID) != "1" || string(m.Result) != "null" {
-		t.Fatalf("shutdown answered %s", m.raw)
+	if m, _ := h.Reply(); string(m.ID) != "1" || string(m.Result) != "null" {
+		t.Fatalf("shutdown answered %s", m.Raw)
 	}
 }
 
@@ -148,22 +144,22 @@ func TestReliefKeepsEveryReply(t *testing.T) {
 		time.Sleep(time.Duration(p.Sleep) * time.Microsecond)
 		return p.Sleep, nil
 	})
-	h := newHarness(t, d, Options{InlineTick: 20 * time.Microsecond})
+	h := newHarness(t, d, rpc.Options{InlineTick: 20 * time.Microsecond})
 	const n = 300
 	seen := map[string]int{}
 	for i := range n {
-		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"m","params":{"sleep":%d}}`, i, i%7*15))
-		m, _ := h.reply()
+		h.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"m","params":{"sleep":%d}}`, i, i%7*15))
+		m, _ := h.Reply()
 		seen[string(m.ID)]++
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := range n {
-			_, _ = fmt.Fprintf(h.in, `{"jsonrpc":"2.0","id":"p%d","method":"m","params":{"sleep":%d}}`+"\n", i, i%5*20)
+			_ = h.Write(fmt.Sprintf(`{"jsonrpc":"2.0","id":"p%d","method":"m","params":{"sleep":%d}}`, i, i%5*20))
 		}
 	})
 	for range n {
-		m, _ := h.reply()
+		m, _ := h.Reply()
 		seen[string(m.ID)]++
 	}
 	wg.Wait()
@@ -187,20 +183,23 @@ func TestRequestLoggerAndValues(t *testing.T) {
 		if zerolog.Ctx(sub) != zerolog.Ctx(ctx) {
 			return nil, errors.New("two loggers for one request")
 		}
-		return map[string]any{"invocation": InvocationID(sub), "notifies": NotifierFrom(sub).s != nil}, nil
+		if err := rpc.NotifierFrom(sub).Notify("test.ping", nil); err != nil {
+			return nil, err
+		}
+		return map[string]any{"invocation": rpc.InvocationID(sub)}, nil
 	})
-	h := newHarness(t, d, Options{})
-	h.send(`{"jsonrpc":"2.0","id":"r1","method":"m","paperclipInvocation":{"id":"inv-1","scope":{"companyId":"c"}}}`)
-	m, notes := h.reply()
-	if string(m.Result) != `{"invocation":"inv-1","notifies":true}` {
-		t.Fatalf("reply %s", m.raw)
+	h := newHarness(t, d, rpc.Options{})
+	h.Send(`{"jsonrpc":"2.0","id":"r1","method":"m","paperclipInvocation":{"id":"inv-1","scope":{"companyId":"c"}}}`)
+	m, notes := h.Reply()
+	if string(m.Result) != `{"invocation":"inv-1"}` {
+		t.Fatalf("reply %s", m.Raw)
 	}
-	if len(notes) != 1 {
-		t.Fatalf("notifications %d, want 1 log", len(notes))
+	if len(notes) != 2 || notes[1].Method != "test.ping" || notes[1].InvocationID != "inv-1" {
+		t.Fatalf("notifications %d, want a log and test.ping for inv-1 (a derived context notifies)", len(notes))
 	}
-	var p LogParams
+	var p rpc.LogParams
 	_ = json.Unmarshal(notes[0].Params, &p)
 	if notes[0].InvocationID != "inv-1" || p.Meta["method"] != "m" || p.Meta["requestId"] != "r1" || p.Meta["driverKey"] != "d" {
-		t.Errorf("log %s", notes[0].raw)
+		t.Errorf("log %s", notes[0].Raw)
 	}
 }

@@ -1,4 +1,4 @@
-package rpc
+package rpc_test
 
 import (
 	"bufio"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
 
 // The pipe-client benchmark runs this test binary as a worker process over
@@ -34,7 +36,7 @@ func benchWorker(kind string) int {
 		}
 		return nil, nil
 	})
-	srv := NewServer(os.Stdin, os.Stdout, d, Options{StopMethod: "shutdown", Logger: zerolog.Nop()})
+	srv := rpc.NewServer(os.Stdin, os.Stdout, d, rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()})
 	if err := srv.Serve(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -145,4 +147,29 @@ func median(d []time.Duration) time.Duration {
 	}
 	slices.Sort(d)
 	return d[len(d)/2]
+}
+
+// BenchmarkRoundTrip measures one request through the whole server: read,
+// validate, dispatch on its own goroutine, reply.
+func BenchmarkRoundTrip(b *testing.B) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	d := dispatchFunc(func(ctx context.Context, method string, params json.RawMessage) (any, error) { return params, nil })
+	srv := rpc.NewServer(inR, outW, d, rpc.Options{Logger: zerolog.Nop()})
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(context.Background()); outW.Close(); close(done) }()
+	r := bufio.NewReader(outR)
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		i++
+		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":"m","params":{"driverKey":"fake-plugin","companyId":"c"}}`+"\n", i)
+		if _, err := r.ReadBytes('\n'); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	inW.Close()
+	_, _ = io.Copy(io.Discard, r)
+	<-done
 }

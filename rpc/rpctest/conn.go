@@ -3,9 +3,11 @@ package rpctest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +22,10 @@ const Timeout = 30 * time.Second
 type Conn struct {
 	*Peer
 	t testing.TB
+
+	served    <-chan error // Serve's return, for an in-process worker
+	serveOnce sync.Once
+	serveErr  error
 }
 
 // Start runs cmd as the worker; the test's cleanup kills it if it still
@@ -55,21 +61,44 @@ func Serve(t testing.TB, d rpc.Dispatcher, opts rpc.Options) (*Conn, *rpc.Server
 		outW.Close()
 		served <- err
 	}()
-	p := NewPeer(outR, inW)
+	c := &Conn{Peer: NewPeer(outR, inW), t: t, served: served}
 	t.Cleanup(func() {
 		inW.Close()
-		select {
-		case err := <-served:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(Timeout):
-			t.Errorf("Serve did not return %v after stdin closed", Timeout)
-			outR.Close()
+		if err := c.waitServed(); err != nil {
+			t.Errorf("Serve: %v", err)
 		}
-		<-p.done
+		outR.Close() // the reader ends even if Serve is stuck
+		<-c.done
 	})
-	return &Conn{Peer: p, t: t}, srv
+	return c, srv
+}
+
+// errServeStuck is waitServed's error when Serve outlives Timeout.
+var errServeStuck = fmt.Errorf("Serve did not return within %v", Timeout)
+
+func (c *Conn) waitServed() error {
+	c.serveOnce.Do(func() {
+		select {
+		case c.serveErr = <-c.served:
+		case <-time.After(Timeout):
+			c.serveErr = errServeStuck
+		}
+	})
+	return c.serveErr
+}
+
+// Served waits until the in-process Serve returned (after stdin EOF or the
+// stop method) and returns its error.
+func (c *Conn) Served() error {
+	c.t.Helper()
+	if c.served == nil {
+		c.t.Fatal("Served: this worker is not served in-process")
+	}
+	err := c.waitServed()
+	if errors.Is(err, errServeStuck) {
+		c.t.Fatal(err)
+	}
+	return err
 }
 
 func (c *Conn) ctx() (context.Context, context.CancelFunc) {
