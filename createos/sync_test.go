@@ -398,6 +398,8 @@ func TestSyncKeepsConcurrentSyncCallsIsolatedAndActuallyOverlapsTheirWork(t *tes
 		select { // both post-upload commands run at once, or the test fails
 		case <-both:
 		case <-r.Context().Done():
+			// The driver hung up: the stream is cut with no exit frame.
+			panic(http.ErrAbortHandler)
 		}
 	}
 	dir := t.TempDir()
@@ -525,7 +527,10 @@ func TestSyncIsStoppedByReleaseBeforeThePause(t *testing.T) {
 	s.running = func(r *http.Request, c string) {
 		if c == "block" {
 			close(started)
+			// A command that never exits: its stream is cut when the
+			// driver goes, with no exit frame.
 			<-r.Context().Done()
+			panic(http.ErrAbortHandler)
 		}
 	}
 	o := op("o")
