@@ -71,21 +71,13 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 
 // out downloads one mapping sandbox → host: a guarded command copies the
 // file (or archives the directory) to a scratch path, which is downloaded
-// into a private temp directory beside the host target. A file is chmod-ed
-// and renamed into place, so the target never shows partial bytes or a
-// wider mode; an archive is validated before anything is extracted, and
-// what the exclude list drops is left out there (tar on the far side
-// already dropped what it provably drops alike).
+// into a landing beside the host target and placed from there (see
+// landing). Tar on the far side already dropped what it provably drops
+// alike of the exclude list; the landing leaves out the rest.
 func (t *transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
 	scratch := t.scratch()
 	exclude := syncrule.NewExclude(m.Exclude)
-	var command string
-	if m.Kind == "directory" {
-		anchored, unanchored := exclude.TarPrune()
-		command, err = archiveDirectoryScript(m.SourcePath, scratch, m.FollowSymlinks, anchored, unanchored, !exclude.Empty())
-	} else {
-		command, err = copyFileScript(m.SourcePath, scratch)
-	}
+	command, err := outboundScript(m, scratch, exclude)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -93,59 +85,38 @@ func (t *transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 	if err := t.run(ctx, command, workspaceDir, nil); err != nil {
 		return 0, 0, err
 	}
-
-	target := m.TargetPath
-	parent := filepath.Dir(target)
-	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return 0, 0, err
-	}
-	tmp, err := os.MkdirTemp(parent, hostTempPattern)
+	l, err := newLanding(m.TargetPath)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer os.RemoveAll(tmp)
-	mode := uint32(0o600)
+	defer l.remove()
+	mode := os.FileMode(0o600)
 	if m.Mode != nil {
-		mode = *m.Mode
+		mode = os.FileMode(*m.Mode)
 	}
-	data := filepath.Join(tmp, "data")
-	if size, err = t.c.downloadFile(ctx, t.id, scratch, data, os.FileMode(mode)); err != nil {
+	if size, err = t.c.downloadFile(ctx, t.id, scratch, l.data, mode); err != nil {
 		return 0, 0, err
 	}
 	if m.Kind == "file" {
-		// Exact mode whatever the umask, before the name appears.
-		if err := os.Chmod(data, os.FileMode(mode)); err != nil {
-			return 0, 0, err
-		}
-		if err := os.Rename(data, target); err != nil {
-			return 0, 0, err
-		}
-		return 1, size, nil
+		files, err = 1, l.placeFile(m.TargetPath, mode)
+	} else {
+		files, err = l.extract(m.TargetPath, m.Mode, exclude)
 	}
-	if files, err = validateArchive(data, exclude); err != nil {
+	if err != nil {
 		return 0, 0, err
-	}
-	dirMode := os.FileMode(0o700)
-	if m.Mode != nil {
-		dirMode = os.FileMode(*m.Mode)
-	}
-	if err := os.MkdirAll(target, dirMode); err != nil {
-		return 0, 0, err
-	}
-	if info, err := os.Lstat(target); err != nil {
-		return 0, 0, err
-	} else if info.Mode()&os.ModeSymlink != 0 {
-		return 0, 0, errArchiveDestLink
-	}
-	if err := extractArchive(data, target, exclude); err != nil {
-		return 0, 0, err
-	}
-	if m.Mode != nil {
-		if err := os.Chmod(target, os.FileMode(*m.Mode)); err != nil {
-			return 0, 0, err
-		}
 	}
 	return files, size, nil
+}
+
+// outboundScript is the command that puts an outbound mapping's source at
+// scratch: the file copied, or the directory archived without the plain
+// paths tar provably drops alike.
+func outboundScript(m handlers.SyncFileMapping, scratch string, exclude syncrule.Exclude) (string, error) {
+	if m.Kind == "directory" {
+		anchored, unanchored := exclude.TarPrune()
+		return archiveDirectoryScript(m.SourcePath, scratch, m.FollowSymlinks, anchored, unanchored, !exclude.Empty())
+	}
+	return copyFileScript(m.SourcePath, scratch)
 }
 
 // uploadFile streams f to the absolute guest path and returns its size.
