@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,7 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/script"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden replies under testdata/fixtures")
@@ -48,19 +49,19 @@ func runFixture(t *testing.T, name string) []string {
 	tmp := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := script.Start(ctx, bin, []string{"--log-level", "info"}, []string{"TMPDIR=" + tmp, "GORACE=atexit_sleep_ms=0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd := exec.Command(bin, "--log-level", "info")
+	cmd.Env = []string{"TMPDIR=" + tmp, "GORACE=atexit_sleep_ms=0"}
+	w := rpctest.Start(t, cmd)
 	var got []string
-	s.Seen = func(line []byte) {
+	w.Seen = func(line []byte) {
 		if len(line) > 4096 {
 			line = append(line[:4096:4096], []byte("…")...)
 		}
 		got = append(got, normalise(tmp, line))
 	}
-	runErr := s.Run(src, 50*time.Second)
-	closeErr := s.Close()
+	runErr := w.Play(ctx, src, nil)
+	_ = w.CloseInput()
+	_, closeErr := w.Drain()
 	if runErr != nil {
 		t.Fatalf("script: %v\noutput so far:\n%s", runErr, strings.Join(got, "\n"))
 	}

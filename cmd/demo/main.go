@@ -9,10 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/script"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 func main() {
@@ -44,12 +45,14 @@ func run(bin, path string) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := script.Start(ctx, bin, []string{"--log-level", "info"}, []string{"TMPDIR=" + os.TempDir()})
+	cmd := exec.CommandContext(ctx, bin, "--log-level", "info")
+	cmd.Env = []string{"TMPDIR=" + os.TempDir()}
+	s, err := rpctest.StartPeer(cmd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
-	s.Vars = map[string]string{"host": host}
+	vars := map[string]string{"host": host}
 	s.Sent = func(line []byte) { fmt.Printf("\n→ %s\n", clip(line)) }
 	s.Seen = func(line []byte) {
 		var m struct {
@@ -62,8 +65,9 @@ func run(bin, path string) int {
 		}
 		fmt.Printf("%s %s\n", arrow, clip(line))
 	}
-	runErr := s.Run(src, 90*time.Second)
-	exitErr := s.Close()
+	runErr := s.Play(ctx, src, vars)
+	_ = s.CloseInput()
+	_, exitErr := s.Wait(ctx)
 	if runErr != nil {
 		fmt.Fprintln(os.Stderr, "demo:", runErr)
 		return 1
@@ -72,7 +76,7 @@ func run(bin, path string) int {
 		fmt.Fprintln(os.Stderr, "demo: worker exit:", exitErr)
 		return 1
 	}
-	if root := s.Vars["fakeRootDir"]; root != "" {
+	if root := vars["fakeRootDir"]; root != "" {
 		if _, err := os.Stat(root); !os.IsNotExist(err) {
 			fmt.Fprintf(os.Stderr, "demo: the lease root %s is still on disk\n", root)
 			return 1

@@ -194,9 +194,9 @@ func (c *Conn) Result(m Msg, out any) {
 	}
 }
 
-// Wait closes nothing: it reads the rest of the output and returns how a
-// started worker exited.
-func (c *Conn) Wait() ([]Msg, error) {
+// Drain reads the rest of the worker's output (within Timeout) and
+// returns it with how a started worker exited. It closes nothing.
+func (c *Conn) Drain() ([]Msg, error) {
 	ctx, cancel := c.ctx()
 	defer cancel()
 	return c.Peer.Wait(ctx)

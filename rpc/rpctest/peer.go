@@ -141,11 +141,14 @@ func (p *Peer) readAll(r io.Reader) {
 }
 
 // Write sends line (without its newline) as one protocol line.
-func (p *Peer) Write(line string) error {
+func (p *Peer) Write(line string) error { return p.write(line, line) }
+
+// write sends line; Sent sees shown.
+func (p *Peer) write(line, shown string) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if p.Sent != nil {
-		p.Sent([]byte(line))
+		p.Sent([]byte(shown))
 	}
 	_, err := io.WriteString(p.w, line+"\n")
 	return err
