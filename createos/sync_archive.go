@@ -58,21 +58,9 @@ type packer struct {
 // slash; "." is the root). ancestors are the directories above it, to stop
 // a cycle through followed symlinks.
 func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInfo) error {
-	link := ""
-	if info.Mode()&fs.ModeSymlink != 0 {
-		if p.follow {
-			st, err := os.Stat(host)
-			if err != nil {
-				return err
-			}
-			info = st
-		} else {
-			l, err := os.Readlink(host)
-			if err != nil {
-				return err
-			}
-			link = l
-		}
+	info, link, err := p.resolve(host, info)
+	if err != nil {
+		return err
 	}
 	if !info.IsDir() && !info.Mode().IsRegular() && link == "" {
 		return nil // sockets, fifos and devices are not transferred
@@ -81,13 +69,7 @@ func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInf
 	if err != nil {
 		return err
 	}
-	hdr.Name = "./"
-	if name != "." {
-		hdr.Name += name
-	}
-	if info.IsDir() && name != "." {
-		hdr.Name += "/"
-	}
+	hdr.Name = entryName(name, info.IsDir())
 	if err := p.tw.WriteHeader(hdr); err != nil {
 		return err
 	}
@@ -96,14 +78,52 @@ func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInf
 		return nil
 	case info.Mode().IsRegular():
 		p.files++
-		f, err := os.Open(host)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.CopyN(p.tw, f, hdr.Size)
+		return p.copyFile(host, hdr.Size)
+	}
+	return p.addChildren(host, name, info, ancestors)
+}
+
+// resolve is what host is archived as: a symlink is its target's info when
+// symlinks are followed, else a link with its target as written.
+func (p *packer) resolve(host string, info fs.FileInfo) (fs.FileInfo, string, error) {
+	if info.Mode()&fs.ModeSymlink == 0 {
+		return info, "", nil
+	}
+	if p.follow {
+		st, err := os.Stat(host)
+		return st, "", err
+	}
+	link, err := os.Readlink(host)
+	return info, link, err
+}
+
+// entryName is node-tar's entry name for name: "./", "./a/" for a
+// directory, "./a/b" otherwise.
+func entryName(name string, dir bool) string {
+	switch {
+	case name == ".":
+		return "./"
+	case dir:
+		return "./" + name + "/"
+	}
+	return "./" + name
+}
+
+// copyFile writes size bytes of host as the current entry's content.
+func (p *packer) copyFile(host string, size int64) error {
+	f, err := os.Open(host)
+	if err != nil {
 		return err
 	}
+	defer f.Close()
+	_, err = io.CopyN(p.tw, f, size)
+	return err
+}
+
+// addChildren archives the entries of the directory host in name order,
+// without what exclude drops. A directory that is one of its own ancestors
+// (a cycle through followed symlinks) fails.
+func (p *packer) addChildren(host, name string, info fs.FileInfo, ancestors []fs.FileInfo) error {
 	for _, a := range ancestors {
 		if os.SameFile(a, info) {
 			return &os.PathError{Op: "archive", Path: host, Err: errors.New("directory cycle through a symbolic link")}
@@ -300,91 +320,128 @@ func extractArchive(file, target string, exclude syncrule.Exclude) error {
 		return err
 	}
 	defer root.Close()
-	type dirMode struct {
-		name string
-		hdr  *tar.Header
-	}
-	var dirs []dirMode
-	tr := tar.NewReader(f)
+	x := &extractor{root: root, tr: tar.NewReader(f), exclude: exclude}
 	for {
-		hdr, err := tr.Next()
+		hdr, err := x.tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return errUnsafeArchive
 		}
-		name := path.Clean(hdr.Name)
-		if name == "." || special(hdr) || exclude.Match(name) {
-			continue // the target itself, or nothing the host keeps
-		}
-		if err := checkParents(root, name); err != nil {
+		if err := x.entry(hdr); err != nil {
 			return err
-		}
-		if dir := path.Dir(name); dir != "." {
-			if err := root.MkdirAll(dir, 0o700); err != nil {
-				return err
-			}
-		}
-		existing, lerr := root.Lstat(name)
-		if lerr == nil && !(existing.IsDir() && hdr.Typeflag == tar.TypeDir) {
-			if err := root.Remove(name); err != nil {
-				return err
-			}
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o700); err != nil {
-				return err
-			}
-			dirs = append(dirs, dirMode{name, hdr})
-		case tar.TypeSymlink:
-			if err := root.Symlink(hdr.Linkname, name); err != nil {
-				return err
-			}
-		case tar.TypeLink:
-			// Only to a regular file: a hard link to a symlink would move the
-			// symlink, whose target is relative to where it stands.
-			old := path.Clean(hdr.Linkname)
-			if err := checkParents(root, old); err != nil {
-				return err
-			}
-			if info, err := root.Lstat(old); err != nil || !info.Mode().IsRegular() {
-				return errUnsafeArchive
-			}
-			if err := root.Link(old, name); err != nil {
-				return err
-			}
-		case tar.TypeReg, '\x00':
-			out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				return err
-			}
-			_, err = io.CopyN(out, tr, hdr.Size)
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			if err := root.Chmod(name, fs.FileMode(hdr.Mode).Perm()); err != nil {
-				return err
-			}
-			_ = root.Chtimes(name, hdr.ModTime, hdr.ModTime)
-		default:
-			return errUnsafeArchive
 		}
 	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		// A later entry may have replaced the directory with a symlink:
-		// chmod would follow it.
-		if info, err := root.Lstat(dirs[i].name); err != nil || !info.IsDir() {
-			continue
-		}
-		if err := root.Chmod(dirs[i].name, fs.FileMode(dirs[i].hdr.Mode).Perm()); err != nil {
+	return x.dirModes()
+}
+
+// extractor is one extractArchive in progress.
+type extractor struct {
+	root    *os.Root
+	tr      *tar.Reader
+	exclude syncrule.Exclude
+	dirs    []dirEntry // directories written, in archive order
+}
+
+type dirEntry struct {
+	name string
+	hdr  *tar.Header
+}
+
+// entry writes one entry, unless it is the target itself or nothing the
+// host keeps.
+func (x *extractor) entry(hdr *tar.Header) error {
+	name := path.Clean(hdr.Name)
+	if name == "." || special(hdr) || x.exclude.Match(name) {
+		return nil
+	}
+	if err := x.clear(name, hdr.Typeflag == tar.TypeDir); err != nil {
+		return err
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		if err := x.root.MkdirAll(name, 0o700); err != nil {
 			return err
 		}
-		_ = root.Chtimes(dirs[i].name, dirs[i].hdr.ModTime, dirs[i].hdr.ModTime)
+		x.dirs = append(x.dirs, dirEntry{name, hdr})
+		return nil
+	case tar.TypeSymlink:
+		return x.root.Symlink(hdr.Linkname, name)
+	case tar.TypeLink:
+		return x.hardLink(path.Clean(hdr.Linkname), name)
+	case tar.TypeReg, '\x00':
+		return x.file(name, hdr)
+	}
+	return errUnsafeArchive
+}
+
+// clear makes room for name: its parents must be directories (missing ones
+// are created 0700), and whatever stands at name is removed, except a
+// directory where a directory goes.
+func (x *extractor) clear(name string, dir bool) error {
+	if err := checkParents(x.root, name); err != nil {
+		return err
+	}
+	if parent := path.Dir(name); parent != "." {
+		if err := x.root.MkdirAll(parent, 0o700); err != nil {
+			return err
+		}
+	}
+	existing, err := x.root.Lstat(name)
+	if err == nil && !(existing.IsDir() && dir) {
+		return x.root.Remove(name)
+	}
+	return nil
+}
+
+// hardLink links name to old, only a regular file: a hard link to a
+// symlink would move the symlink, whose target is relative to where it
+// stands.
+func (x *extractor) hardLink(old, name string) error {
+	if err := checkParents(x.root, old); err != nil {
+		return err
+	}
+	if info, err := x.root.Lstat(old); err != nil || !info.Mode().IsRegular() {
+		return errUnsafeArchive
+	}
+	return x.root.Link(old, name)
+}
+
+// file writes a regular file created 0600, then gives it its mode and
+// modification time.
+func (x *extractor) file(name string, hdr *tar.Header) error {
+	out, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.CopyN(out, x.tr, hdr.Size)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := x.root.Chmod(name, fs.FileMode(hdr.Mode).Perm()); err != nil {
+		return err
+	}
+	_ = x.root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+	return nil
+}
+
+// dirModes applies the directories' modes and times last, in reverse
+// archive order, to names that are still directories: a later entry may
+// have replaced one with a symlink, which chmod would follow.
+func (x *extractor) dirModes() error {
+	for i := len(x.dirs) - 1; i >= 0; i-- {
+		d := x.dirs[i]
+		if info, err := x.root.Lstat(d.name); err != nil || !info.IsDir() {
+			continue
+		}
+		if err := x.root.Chmod(d.name, fs.FileMode(d.hdr.Mode).Perm()); err != nil {
+			return err
+		}
+		_ = x.root.Chtimes(d.name, d.hdr.ModTime, d.hdr.ModTime)
 	}
 	return nil
 }
