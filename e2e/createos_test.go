@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 // The createos driver end to end: the race-built worker over stdio, driven
@@ -179,103 +179,33 @@ func (s *sim) requests() []map[string]any {
 	return out
 }
 
-// rpcWorker is the worker binary spoken to over stdio; it keeps every
-// stdout line for the transcript checks.
+// rpcWorker is the worker binary with debug logging, its lines read as
+// generic JSON objects.
 type rpcWorker struct {
-	t   *testing.T
-	cmd *exec.Cmd
-	in  io.WriteCloser
-
-	mu     sync.Mutex
-	lines  [][]byte
-	closed bool
-	more   chan struct{} // signalled after every append and at EOF
-	next   int           // first line not yet consumed by wait
+	*rpctest.Conn
+	t *testing.T
 }
 
 func startRPCWorker(t *testing.T) *rpcWorker {
 	t.Helper()
-	w := &rpcWorker{t: t, more: make(chan struct{}, 1)}
-	w.cmd = exec.Command(bin, "--log-level", "debug")
+	cmd := exec.Command(bin, "--log-level", "debug")
 	// The host scrubs the worker's environment: credentials come in config.
-	w.cmd.Env = []string{"TMPDIR=" + t.TempDir(), "GORACE=atexit_sleep_ms=0"}
+	cmd.Env = []string{"TMPDIR=" + t.TempDir(), "GORACE=atexit_sleep_ms=0"}
 	if os.Getenv("E2E_STDERR") != "" {
-		w.cmd.Stderr = os.Stderr
+		cmd.Stderr = os.Stderr
 	}
-	w.in, _ = w.cmd.StdinPipe()
-	out, _ := w.cmd.StdoutPipe()
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		r := bufio.NewReaderSize(out, 1<<20)
-		for {
-			line, err := r.ReadBytes('\n')
-			w.mu.Lock()
-			if len(line) > 0 {
-				w.lines = append(w.lines, bytes.TrimSuffix(line, []byte("\n")))
-			}
-			if err != nil {
-				w.closed = true
-			}
-			w.mu.Unlock()
-			select {
-			case w.more <- struct{}{}:
-			default:
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { _ = w.cmd.Process.Kill(); _ = w.cmd.Wait() })
-	return w
-}
-
-// transcript is every stdout line so far.
-func (w *rpcWorker) transcript() [][]byte {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.lines)
+	return &rpcWorker{Conn: rpctest.Start(t, cmd), t: t}
 }
 
 // call sends a request (with a paperclipInvocation when inv is set) and
 // returns its reply and the messages printed before it.
 func (w *rpcWorker) call(id int, method string, params any, inv string) (reply map[string]any, before []map[string]any) {
 	w.t.Helper()
-	req := map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}
-	if inv != "" {
-		req["paperclipInvocation"] = map[string]any{"id": inv, "scope": map[string]any{"companyId": "company-e2e"}}
+	m, msgs := w.Call(id, method, params, inv, "company-e2e")
+	for _, b := range msgs {
+		before = append(before, b.Map())
 	}
-	b, _ := json.Marshal(req)
-	if _, err := w.in.Write(append(b, '\n')); err != nil {
-		w.t.Fatalf("%s: %v", method, err)
-	}
-	deadline := time.After(30 * time.Second)
-	for {
-		w.mu.Lock()
-		lines, closed := w.lines[w.next:], w.closed
-		w.next = len(w.lines)
-		w.mu.Unlock()
-		for _, line := range lines {
-			var m map[string]any
-			if err := json.Unmarshal(line, &m); err != nil {
-				w.t.Fatalf("non-JSON stdout line %q", line)
-			}
-			if m["id"] == float64(id) && m["method"] == nil {
-				return m, before
-			}
-			before = append(before, m)
-		}
-		if closed {
-			w.t.Fatalf("stdout closed while waiting for the reply to %s", method)
-		}
-		select {
-		case <-w.more:
-		case <-deadline:
-			w.t.Fatalf("no reply to %s", method)
-		}
-	}
+	return m.Map(), before
 }
 
 // result is the reply's result; an error reply fails the test.
@@ -356,7 +286,7 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 	if res["ok"] != true || nc["apiUrl"] != s.url || nc["apiKey"] != key || nc["timeoutMs"] != float64(20000) {
 		t.Fatalf("validateConfig %v", res)
 	}
-	validateLine := len(w.transcript()) - 1
+	validateLine := len(w.Transcript()) - 1
 
 	// environmentProbe creates, runs /bin/echo in and deletes a sandbox.
 	reply, _ = w.call(3, "environmentProbe", base(), "inv-e2e-probe")
@@ -479,8 +409,8 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 	if reply["error"] != nil {
 		t.Fatalf("shutdown %v", reply)
 	}
-	w.in.Close()
-	if code := exitCodeAfter(t, w.cmd, 10*time.Second); code != 0 {
+	_ = w.CloseInput()
+	if code := exitCode(t, w.Conn); code != 0 {
 		t.Fatalf("worker exit code %d", code)
 	}
 
@@ -523,7 +453,7 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 	// reaches stdout, log notifications included. The validateConfig reply
 	// is the protocol's one echo of the config; its normalizedConfig must
 	// carry both, and nothing else in that line may.
-	lines := w.transcript()
+	lines := w.Transcript()
 	var logs int
 	for i, line := range lines {
 		text := string(line)
@@ -695,28 +625,4 @@ func syncStep(t *testing.T, w *rpcWorker, id int, with func(map[string]any) map[
 		t.Errorf("transfer scratch files left in the sandbox: %v", left)
 	}
 	t.Logf("sync in, execute, sync out: %v", time.Since(start).Round(time.Millisecond))
-}
-
-// exitCodeAfter waits for cmd to exit and returns its exit code.
-func exitCodeAfter(t *testing.T, cmd *exec.Cmd, limit time.Duration) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			return 0
-		}
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode()
-		}
-		t.Fatal(err)
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatal("worker did not exit after shutdown")
-	}
-	return -1
 }
