@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,18 +36,7 @@ type Driver struct {
 	pollInterval   time.Duration // transition polling
 	reconnectDelay time.Duration // between output reconnects
 	maxCapture     int           // UTF-16 units of each stream kept in a result
-
-	mu           sync.Mutex
-	active       map[string]map[*trackedCall]struct{} // by scope
-	closing      map[string]bool                      // scopes being released or destroyed
-	unconfirmed  map[string]bool                      // scopes whose process containment is unproven
-	shuttingDown bool
-}
-
-// trackedCall is one execute in flight on a lease.
-type trackedCall struct {
-	cancel context.CancelCauseFunc
-	done   chan struct{}
+	scopes         *scopes
 }
 
 var (
@@ -81,9 +69,7 @@ func New(opts ...Option) *Driver {
 		pollInterval:   250 * time.Millisecond,
 		reconnectDelay: 250 * time.Millisecond,
 		maxCapture:     maxCaptureUnits,
-		active:         map[string]map[*trackedCall]struct{}{},
-		closing:        map[string]bool{},
-		unconfirmed:    map[string]bool{},
+		scopes:         newScopes(),
 	}
 	for _, o := range opts {
 		o(d)
@@ -206,74 +192,62 @@ func messageOf(err, fallback error) string {
 	return err.Error()
 }
 
-// track runs an execute on a lease of this environment: it refuses closing
-// or poisoned leases, registers the call so release and shutdown can stop
-// it, bounds it by timeoutMs (any positive number, see hostTimeout; none or
-// 0 or less: config.timeoutMs), and poisons the lease on a *CleanupError.
+// track runs an execute or a sync on a lease of this environment: it
+// refuses closing or poisoned leases, registers the call so release and
+// shutdown can stop it, bounds it by timeoutMs (any positive number, see
+// hostTimeout; none or 0 or less: config.timeoutMs), and poisons the lease
+// on a *CleanupError.
 func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease *handlers.Lease, timeoutMs *float64,
 	work func(ctx context.Context, c *Client) (T, error)) (T, error) {
 	var zero T
-	id := lease.LeaseID()
-	if id == "" {
-		return zero, errExecLease
-	}
-	if ok, err := metadataMatches(p, lease.Metadata); err != nil {
-		return zero, err
-	} else if !ok {
-		return zero, errExecLease
-	}
-	scope, err := d.scope(p, id)
+	scope, c, err := d.admit(p, lease)
 	if err != nil {
 		return zero, err
 	}
-	cfg, err := ParseConfig(p.Config)
-	if err != nil {
-		return zero, err
-	}
-	d.mu.Lock()
-	refused := d.shuttingDown || d.closing[scope] || d.unconfirmed[scope]
-	d.mu.Unlock()
-	if refused {
-		return zero, errLeaseClosing
-	}
-	timeout := commandTimeout(cfg, timeoutMs)
-	c, err := d.client(cfg)
-	if err != nil {
-		return zero, err
-	}
-
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	call := &trackedCall{cancel: cancel, done: make(chan struct{})}
-	d.mu.Lock()
-	if d.shuttingDown || d.closing[scope] || d.unconfirmed[scope] {
-		d.mu.Unlock()
+	if !d.scopes.enter(scope, call) {
 		return zero, errLeaseClosing
 	}
-	if d.active[scope] == nil {
-		d.active[scope] = map[*trackedCall]struct{}{}
-	}
-	d.active[scope][call] = struct{}{}
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.active[scope], call)
-		if len(d.active[scope]) == 0 {
-			delete(d.active, scope)
-		}
-		d.mu.Unlock()
-		close(call.done)
-	}()
-
-	wctx, wcancel := withTimeout(cctx, timeout)
+	defer d.scopes.leave(scope, call)
+	wctx, wcancel := withTimeout(cctx, commandTimeout(c.cfg, timeoutMs))
 	defer wcancel()
 	v, err := work(wctx, c)
 	if _, poisoned := err.(*CleanupError); poisoned {
-		d.mu.Lock()
-		d.unconfirmed[scope] = true
-		d.mu.Unlock()
+		d.scopes.poison(scope)
 	}
 	return v, err
+}
+
+// admit checks that lease is one of this environment's and open for new
+// work, and returns its scope and a client.
+func (d *Driver) admit(p *handlers.BaseParams, lease *handlers.Lease) (string, *Client, error) {
+	id := lease.LeaseID()
+	if id == "" {
+		return "", nil, errExecLease
+	}
+	if ok, err := metadataMatches(p, lease.Metadata); err != nil {
+		return "", nil, err
+	} else if !ok {
+		return "", nil, errExecLease
+	}
+	scope, err := d.scope(p, id)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
+		return "", nil, err
+	}
+	if d.scopes.refuses(scope) {
+		return "", nil, errLeaseClosing
+	}
+	c, err := d.client(cfg)
+	if err != nil {
+		return "", nil, err
+	}
+	return scope, c, nil
 }
 
 // commandTimeout is a tracked call's deadline: the timeoutMs the host sent
@@ -287,34 +261,10 @@ func commandTimeout(cfg Config, timeoutMs *float64) time.Duration {
 	return cfg.timeout()
 }
 
-// errStopped is the cause given to tracked calls stopped by release,
-// destroy or shutdown.
-var errStopped = newError("CreateOS lease is being released.")
-
 // stopActive cancels every tracked call on scope and waits until each has
 // finished its own cleanup, or ctx ends.
 func (d *Driver) stopActive(ctx context.Context, scope string) error {
-	d.mu.Lock()
-	calls := make([]*trackedCall, 0, len(d.active[scope]))
-	for c := range d.active[scope] {
-		calls = append(calls, c)
-	}
-	d.mu.Unlock()
-	return stopCalls(ctx, calls)
-}
-
-func stopCalls(ctx context.Context, calls []*trackedCall) error {
-	for _, c := range calls {
-		c.cancel(errStopped)
-	}
-	for _, c := range calls {
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	}
-	return nil
+	return stopCalls(ctx, d.scopes.calls(scope))
 }
 
 // Execute implements handlers.Driver.
@@ -328,14 +278,5 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 // tracked call and waits for their cleanup, bounded by ctx. Sandboxes are
 // left to the host, which owns leases and releases or destroys them.
 func (d *Driver) Close(ctx context.Context) error {
-	d.mu.Lock()
-	d.shuttingDown = true
-	var calls []*trackedCall
-	for _, set := range d.active {
-		for c := range set {
-			calls = append(calls, c)
-		}
-	}
-	d.mu.Unlock()
-	return stopCalls(ctx, calls)
+	return stopCalls(ctx, d.scopes.shutdown())
 }

@@ -164,10 +164,7 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	busy := d.closing[scope] || d.unconfirmed[scope]
-	d.mu.Unlock()
-	if busy {
+	if d.scopes.needsCleanup(scope) {
 		return nil, errResumeWhileClose
 	}
 	marker, _ := p.LeaseMetadata["marker"].(string)
@@ -257,19 +254,10 @@ func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, de
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	if d.closing[scope] {
-		d.mu.Unlock()
-		return errCleanupInProgress
+	if err := d.scopes.beginClosing(scope); err != nil {
+		return err
 	}
-	d.closing[scope] = true
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.closing, scope)
-		d.mu.Unlock()
-	}()
-
+	defer d.scopes.endClosing(scope)
 	if err := d.stopActive(ctx, scope); err != nil {
 		return err
 	}
@@ -282,21 +270,27 @@ func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, de
 		return err
 	}
 	if destroy || !cfg.ReuseLease {
-		if err := c.destroySandbox(ctx, id); err != nil {
-			return err
-		}
-		d.mu.Lock()
-		delete(d.unconfirmed, scope)
-		d.mu.Unlock()
-		return nil
+		return d.destroy(ctx, c, scope, id)
 	}
-	d.mu.Lock()
-	poisoned := d.unconfirmed[scope]
-	d.mu.Unlock()
-	if poisoned {
+	return d.pause(ctx, c, scope, id)
+}
+
+// destroy deletes the sandbox; with it goes the scope's poison.
+func (d *Driver) destroy(ctx context.Context, c *Client, scope, id string) error {
+	if err := c.destroySandbox(ctx, id); err != nil {
+		return err
+	}
+	d.scopes.confirm(scope)
+	return nil
+}
+
+// pause pauses a reusable sandbox under a fresh deadline (404: nothing left
+// to pause), unless the scope's process cleanup is unconfirmed.
+func (d *Driver) pause(ctx context.Context, c *Client, scope, id string) error {
+	if d.scopes.poisoned(scope) {
 		return errUnconfirmedReuse
 	}
-	pctx, cancel := fresh(ctx, cfg.timeout())
+	pctx, cancel := fresh(ctx, c.cfg.timeout())
 	defer cancel()
 	if err := c.transition(pctx, id, "paused"); err != nil && !isStatus(err, http.StatusNotFound) {
 		return err
