@@ -119,69 +119,89 @@ func (s *lineStream) next() (*inbound, error) {
 // classify validates one line. It answers invalid lines itself and returns
 // nil for them, for blank lines and for responses.
 func (s *lineStream) classify(line []byte) *inbound {
+	in, r := parseLine(line)
+	if r != nil {
+		s.writeError(r.id, r.code, r.message)
+	}
+	return in
+}
+
+// rejection is the error response an invalid line gets (a nil id is sent
+// as null).
+type rejection struct {
+	id      json.RawMessage
+	code    int
+	message string
+}
+
+// parseLine reads one line: a request or notification, or the rejection
+// of an invalid line; neither for a blank line or a response.
+func parseLine(line []byte) (*inbound, *rejection) {
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 {
-		return nil
+		return nil, nil
 	}
 	if trimmed[0] != '{' {
-		if !json.Valid(trimmed) {
-			s.writeError(nil, CodeParseError, "Parse error: "+syntaxDetail(trimmed))
-			return nil
-		}
-		what := "a JSON-RPC message must be a JSON object"
-		if trimmed[0] == '[' {
-			what = "batch requests are not supported; send one object per line"
-		}
-		s.writeError(nil, CodeInvalidRequest, "Invalid Request: "+what)
-		return nil
+		return nil, notAnObject(trimmed)
 	}
 	env, err := readEnvelope(trimmed)
 	if err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			s.writeError(nil, CodeParseError, "Parse error: "+err.Error())
-		} else {
-			s.writeError(nil, CodeInvalidRequest, "Invalid Request: "+err.Error())
+			return nil, &rejection{nil, CodeParseError, "Parse error: " + err.Error()}
 		}
-		return nil
+		return nil, &rejection{nil, CodeInvalidRequest, "Invalid Request: " + err.Error()}
 	}
+	return parseEnvelope(env)
+}
+
+// notAnObject rejects a non-blank line that does not start an object.
+func notAnObject(trimmed []byte) *rejection {
+	if !json.Valid(trimmed) {
+		return &rejection{nil, CodeParseError, "Parse error: " + syntaxDetail(trimmed)}
+	}
+	what := "a JSON-RPC message must be a JSON object"
+	if trimmed[0] == '[' {
+		what = "batch requests are not supported; send one object per line"
+	}
+	return &rejection{nil, CodeInvalidRequest, "Invalid Request: " + what}
+}
+
+// parseEnvelope checks a JSON object's protocol members.
+func parseEnvelope(env envelope) (*inbound, *rejection) {
 	id := validID(env.ID)
+	invalid := func(id json.RawMessage, what string) (*inbound, *rejection) {
+		return nil, &rejection{id, CodeInvalidRequest, "Invalid Request: " + what}
+	}
 	if string(env.JSONRPC) != `"2.0"` {
-		s.writeError(id, CodeInvalidRequest, `Invalid Request: "jsonrpc" must be "2.0"`)
-		return nil
+		return invalid(id, `"jsonrpc" must be "2.0"`)
 	}
 	if env.ID != nil && (env.Result != nil || env.Error != nil) {
 		if env.Method != nil {
-			s.writeError(id, CodeInvalidRequest, "Invalid Request: a message cannot carry both method and result or error")
+			return invalid(id, "a message cannot carry both method and result or error")
 		}
-		return nil // a response: the worker sends the host no requests
+		return nil, nil // a response: the worker sends the host no requests
 	}
 	method, ok := jsonString(env.Method)
-	if !ok {
-		s.writeError(id, CodeInvalidRequest, `Invalid Request: "method" must be a string`)
-		return nil
-	}
-	if env.ID == nil {
-		return &inbound{method: method}
-	}
-	if id == nil {
-		s.writeError(nil, CodeInvalidRequest, `Invalid Request: "id" must be a string or a number`)
-		return nil
-	}
-	if env.Params != nil && !bytes.HasPrefix(bytes.TrimSpace(env.Params), []byte("{")) && string(env.Params) != "null" {
-		s.writeError(id, CodeInvalidParams, "Invalid params: params must be a JSON object")
-		return nil
+	switch {
+	case !ok:
+		return invalid(id, `"method" must be a string`)
+	case env.ID == nil:
+		return &inbound{method: method}, nil
+	case id == nil:
+		return invalid(nil, `"id" must be a string or a number`)
+	case env.Params != nil && !bytes.HasPrefix(bytes.TrimSpace(env.Params), []byte("{")) && string(env.Params) != "null":
+		return nil, &rejection{id, CodeInvalidParams, "Invalid params: params must be a JSON object"}
 	}
 	in := &inbound{id: id, method: method, params: env.Params}
 	if len(env.Invocation) > 0 && string(env.Invocation) != "null" {
 		var inv Invocation
 		if err := json.Unmarshal(env.Invocation, &inv); err != nil {
-			s.writeError(id, CodeInvalidRequest, "Invalid Request: paperclipInvocation must be an object {id, scope:{companyId}}")
-			return nil
+			return invalid(id, "paperclipInvocation must be an object {id, scope:{companyId}}")
 		}
 		in.invocation = &inv
 	}
-	return in
+	return in, nil
 }
 
 // validID returns raw when it is a JSON string or number, else nil.
