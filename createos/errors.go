@@ -125,6 +125,18 @@ var (
 
 	errCreationUnconfirmed = &CleanupError{msg: "CreateOS process creation could not be confirmed; destroy the lease before reusing it."}
 	errCleanupUnconfirmed  = &CleanupError{msg: "CreateOS command cleanup failed; process termination is unconfirmed."}
+
+	// file-sync.ts: sync mappings and transfers
+	errRemoteNotConfined  = newError("CreateOS transfer requires a confined absolute sandbox path.")
+	errRemoteEscapes      = newError("CreateOS transfer path escapes the workspace.")
+	errUnsafeArchive      = newError("CreateOS archive contains unsafe entries or exceeds the extraction limit.")
+	errTransferCommand    = newError("CreateOS transfer command failed.")
+	errDownloadNoBody     = newError("CreateOS file download has no body.")
+	errTransferKind       = newError("Unsupported CreateOS transfer kind.")
+	errHostPath           = newError("CreateOS transfer requires an absolute host path.")
+	errFileMode           = newError("Invalid CreateOS file mode.")
+	errOutboundPostUpload = newError("Outbound CreateOS transfers cannot run post-upload commands.")
+	errArchiveDestLink    = newError("CreateOS archive destination cannot be a symlink.")
 )
 
 // errDidNotReach is the transition failure for desired.

@@ -43,19 +43,6 @@ import (
 // scratchPrefix names the per-mapping scratch file in the sandbox.
 const scratchPrefix = "/tmp/paperclip-createos-transfer-"
 
-var (
-	errRemoteNotConfined  = newError("CreateOS transfer requires a confined absolute sandbox path.")
-	errRemoteEscapes      = newError("CreateOS transfer path escapes the workspace.")
-	errUnsafeArchive      = newError("CreateOS archive contains unsafe entries or exceeds the extraction limit.")
-	errTransferCommand    = newError("CreateOS transfer command failed.")
-	errDownloadNoBody     = newError("CreateOS file download has no body.")
-	errTransferKind       = newError("Unsupported CreateOS transfer kind.")
-	errHostPath           = newError("CreateOS transfer requires an absolute host path.")
-	errFileMode           = newError("Invalid CreateOS file mode.")
-	errOutboundPostUpload = newError("Outbound CreateOS transfers cannot run post-upload commands.")
-	errArchiveDestLink    = newError("CreateOS archive destination cannot be a symlink.")
-)
-
 // SyncIn implements handlers.FileSyncer: host → sandbox, tracked like an
 // execute with config.timeoutMs as the deadline.
 func (d *Driver) SyncIn(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
