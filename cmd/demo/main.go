@@ -32,16 +32,12 @@ func run(bin, path string) int {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
-	host, err := os.MkdirTemp("", "sandbox-plugin-demo-")
+	host, err := stageHost()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
 	defer os.RemoveAll(host)
-	// A small project on the "host" side for sync in.
-	_ = os.MkdirAll(filepath.Join(host, "project", "src"), 0o755)
-	_ = os.WriteFile(filepath.Join(host, "project", "README.md"), []byte("# demo project\n"), 0o644)
-	_ = os.WriteFile(filepath.Join(host, "project", "src", "main.sh"), []byte("#!/bin/sh\necho \"hello from the sandbox: $(pwd)\"\n"), 0o755)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -89,6 +85,33 @@ func run(bin, path string) int {
 	}
 	fmt.Printf("\nsynced back to the host: result.txt = %q\nworker exited 0; the lease root is gone from disk.\n", out)
 	return 0
+}
+
+// stageHost makes the "host" side: a temporary directory with a small
+// project for sync in.
+func stageHost() (string, error) {
+	host, err := os.MkdirTemp("", "sandbox-plugin-demo-")
+	if err != nil {
+		return "", err
+	}
+	files := []struct {
+		path, text string
+		mode       os.FileMode
+	}{
+		{"project/README.md", "# demo project\n", 0o644},
+		{"project/src/main.sh", "#!/bin/sh\necho \"hello from the sandbox: $(pwd)\"\n", 0o755},
+	}
+	for _, f := range files {
+		p := filepath.Join(host, f.path)
+		if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+			err = os.WriteFile(p, []byte(f.text), f.mode)
+		}
+		if err != nil {
+			os.RemoveAll(host)
+			return "", err
+		}
+	}
+	return host, nil
 }
 
 func clip(b []byte) string {

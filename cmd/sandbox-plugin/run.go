@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -29,35 +30,26 @@ Usage:
 Flags:
 `
 
+// options are the parsed command line.
+type options struct {
+	command string // "", "version" or "manifest"
+	level   zerolog.Level
+	drivers []handlers.Driver
+	fork    bool
+}
+
 // run is the whole program; main only wires the process to it.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sandbox-plugin", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	drivers := fs.String("drivers", strings.Join(driverNames(), ","), "comma-separated driver keys to enable")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	forkExt := fs.Bool("fork-extensions", false, "serve and advertise fork-lineage extensions (environmentCancelExecution)")
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		return 2
+	o, code := parseArgs(args, stderr)
+	if code >= 0 {
+		return code
 	}
-	level, err := zerolog.ParseLevel(*logLevel)
-	if err != nil || *logLevel == "" {
-		fmt.Fprintf(stderr, "sandbox-plugin: unknown --log-level %q; use debug, info, warn or error\n", *logLevel)
-		return 2
-	}
-	enabled, err := buildDrivers(*drivers)
-	if err != nil {
-		fmt.Fprintf(stderr, "sandbox-plugin: %v\n", err)
-		return 2
-	}
-
-	switch fs.Arg(0) {
-	case "":
+	switch o.command {
 	case "version":
 		fmt.Fprintln(stdout, version)
 		return 0
 	case "manifest":
-		p := handlers.New(handlers.Options{ForkExtensions: *forkExt}, enabled...)
+		p := handlers.New(handlers.Options{ForkExtensions: o.fork}, o.drivers...)
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(p.Manifest(version)); err != nil {
@@ -65,27 +57,61 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return 1
 		}
 		return 0
-	default:
-		fmt.Fprintf(stderr, "sandbox-plugin: unknown command %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
 	}
+	return serve(ctx, o, stdin, stdout, stderr)
+}
 
+// parseArgs reads the command line; code is the exit status when the
+// program should stop here (a usage error), else -1.
+func parseArgs(args []string, stderr io.Writer) (o options, code int) {
+	fs := flag.NewFlagSet("sandbox-plugin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	drivers := fs.String("drivers", strings.Join(driverNames(), ","), "comma-separated driver keys to enable")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&o.fork, "fork-extensions", false, "serve and advertise fork-lineage extensions (environmentCancelExecution)")
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return o, 2
+	}
+	level, err := zerolog.ParseLevel(*logLevel)
+	if err != nil || *logLevel == "" {
+		fmt.Fprintf(stderr, "sandbox-plugin: unknown --log-level %q; use debug, info, warn or error\n", *logLevel)
+		return o, 2
+	}
+	o.level = level
+	if o.drivers, err = buildDrivers(*drivers); err != nil {
+		fmt.Fprintf(stderr, "sandbox-plugin: %v\n", err)
+		return o, 2
+	}
+	switch o.command = fs.Arg(0); o.command {
+	case "", "version", "manifest":
+		return o, -1
+	}
+	fmt.Fprintf(stderr, "sandbox-plugin: unknown command %q\n", o.command)
+	fs.Usage()
+	return o, 2
+}
+
+// serve runs the protocol on stdin/stdout until EOF, shutdown, the end of
+// ctx or the parent's death, then closes the drivers.
+func serve(ctx context.Context, o options, stdin io.Reader, stdout, stderr io.Writer) int {
 	sink := rpc.NewLogSink(stderr)
-	logger := zerolog.New(sink).Level(level).With().Timestamp().Logger()
+	logger := zerolog.New(sink).Level(o.level).With().Timestamp().Logger()
 	var srv *rpc.Server
 	plugin := handlers.New(handlers.Options{
-		ForkExtensions: *forkExt,
+		ForkExtensions: o.fork,
 		InFlight:       func() int { return srv.InFlight() },
-	}, enabled...)
+	}, o.drivers...)
 	srv = rpc.NewServer(stdin, stdout, plugin, rpc.Options{StopMethod: "shutdown", Logger: logger})
 
 	sctx, cancel := context.WithCancel(ctx)
+	var watcher sync.WaitGroup
+	watcher.Go(func() { watchParent(sctx, cancel) })
+	defer watcher.Wait()
 	defer cancel()
-	go watchParent(sctx, cancel)
 
 	sink.Attach(srv)
-	err = srv.Serve(sctx)
+	err := srv.Serve(sctx)
 	sink.Attach(nil) // the transport is gone: logs go to stderr again
 	if cerr := plugin.Close(logger.WithContext(context.Background())); cerr != nil {
 		logger.Warn().Err(cerr).Msg("driver shutdown incomplete")
