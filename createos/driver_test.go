@@ -144,13 +144,7 @@ func TestLifecycleAcquiresExecutesRealizesPausesResumesAndDestroys(t *testing.T)
 func TestLifecycleCleansUpFailedAcquisitionAndNeverHidesDeleteFailure(t *testing.T) {
 	s := newStub(t)
 	d := s.driver()
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-		if strings.HasSuffix(r.URL.Path, "/exec") {
-			failWith(w, http.StatusServiceUnavailable)
-			return true
-		}
-		return false
-	}
+	s.hook = failing(http.StatusServiceUnavailable, execRequest)
 	_, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: base(nil), RunID: "r"})
 	wantErr(t, err, "HTTP 503")
 	if got := s.last().String(); got != "DELETE /v1/sandboxes/sb_test" {
@@ -296,13 +290,7 @@ func TestLifecycleExpiresMissingWorkspaceButPreservesTransientFailures(t *testin
 		t.Fatalf("wrong marker: %+v %v", r, err)
 	}
 	for status, expired := range map[int]bool{http.StatusNotFound: true, http.StatusServiceUnavailable: false} {
-		s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-			if r.Method == http.MethodGet {
-				failWith(w, status)
-				return true
-			}
-			return false
-		}
+		s.hook = failing(status, func(r *http.Request) bool { return r.Method == http.MethodGet })
 		r, err := d.ResumeLease(t.Context(), resumeParams(l, reuse))
 		if expired {
 			if err != nil || !isExpired(r) {
@@ -390,13 +378,9 @@ func TestLifecycleProbesProcessExecutionAndAlwaysDeletes(t *testing.T) {
 	}
 
 	// A delete failure is never hidden.
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-		if r.Method == http.MethodDelete && r.URL.Path == "/v1/sandboxes/sb_test" {
-			failWith(w, http.StatusInternalServerError)
-			return true
-		}
-		return false
-	}
+	s.hook = failing(http.StatusInternalServerError, func(r *http.Request) bool {
+		return r.Method == http.MethodDelete && r.URL.Path == "/v1/sandboxes/sb_test"
+	})
 	_, err = d.Probe(t.Context(), &handlers.ProbeParams{BaseParams: base(nil)})
 	wantErr(t, err, "HTTP 500")
 
@@ -449,13 +433,7 @@ func TestLifecycleBlocksReuseAfterAmbiguousProcessCreation(t *testing.T) {
 	s := newStub(t)
 	d := s.driver()
 	l := acquire(t, d, reuse)
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/processes") {
-			failWith(w, http.StatusBadGateway)
-			return true
-		}
-		return false
-	}
+	s.hook = failing(http.StatusBadGateway, processCreation)
 	_, err := d.Execute(t.Context(), execParams(l, reuse), nil)
 	wantErr(t, err, "creation could not be confirmed")
 	if _, ok := err.(*CleanupError); !ok {
@@ -488,13 +466,7 @@ func TestExecuteRefusedCreationDoesNotPoison(t *testing.T) {
 	s := newStub(t)
 	d := s.driver()
 	l := acquire(t, d, reuse)
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/processes") {
-			failWith(w, http.StatusBadRequest)
-			return true
-		}
-		return false
-	}
+	s.hook = failing(http.StatusBadRequest, processCreation)
 	_, err := d.Execute(t.Context(), execParams(l, reuse), nil)
 	wantErr(t, err, "HTTP 400) during process creation")
 	if _, err := d.ReleaseLease(t.Context(), releaseParams(l, reuse)); err != nil {
@@ -531,10 +503,7 @@ func TestConfigNeverSendsFallbackKeyToCustomEndpoint(t *testing.T) {
 // 22. "does not expose provider error bodies"
 func TestConfigDoesNotExposeProviderErrorBodies(t *testing.T) {
 	s := newStub(t)
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-		failWith(w, http.StatusUnauthorized)
-		return true
-	}
+	s.hook = failing(http.StatusUnauthorized, anyRequest)
 	ctx, logs := logContext(t)
 	d := s.driver()
 	_, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: base(nil), RunID: "r"})
@@ -620,13 +589,7 @@ func TestReleaseWithoutLeaseIsNoOpAndConcurrentCleanupIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Disposable release deletes; 404 counts as done.
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-		if r.Method == http.MethodDelete {
-			failWith(w, http.StatusNotFound)
-			return true
-		}
-		return false
-	}
+	s.hook = failing(http.StatusNotFound, func(r *http.Request) bool { return r.Method == http.MethodDelete })
 	if _, err := d.ReleaseLease(t.Context(), releaseParams(l, nil)); err != nil {
 		t.Errorf("release of a gone sandbox: %v", err)
 	}

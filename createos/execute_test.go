@@ -269,13 +269,7 @@ func TestCommandReportsUnconfirmedTermination(t *testing.T) {
 	d := s.driver()
 	l := acquire(t, d, nil)
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"error","error":"boom"}`) }
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-		if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/processes/") {
-			failWith(w, http.StatusNotFound)
-			return true
-		}
-		return false
-	}
+	s.hook = failing(http.StatusNotFound, processDeletion)
 	_, err := d.Execute(t.Context(), execParams(l, nil), nil)
 	wantErr(t, err, "stream reported an error")
 }

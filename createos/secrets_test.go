@@ -27,13 +27,7 @@ func TestNoSecretsInErrorsLogsOrMetadata(t *testing.T) {
 	// Failed acquire whose cleanup fails too (logged).
 	s := newStub(t)
 	d := s.driver()
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-		if strings.HasSuffix(r.URL.Path, "/exec") || r.Method == http.MethodDelete {
-			failWith(w, http.StatusInternalServerError)
-			return true
-		}
-		return false
-	}
+	s.hook = failing(http.StatusInternalServerError, func(r *http.Request) bool { return execRequest(r) || r.Method == http.MethodDelete })
 	_, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: base(nil), RunID: "r"})
 	wantErr(t, err, "cleanup is unconfirmed")
 	collect(err)
@@ -44,13 +38,7 @@ func TestNoSecretsInErrorsLogsOrMetadata(t *testing.T) {
 	raw, _ := json.Marshal(l)
 	texts = append(texts, string(raw))
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"error","error":"x"}`) }
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-		if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/processes/") {
-			failWith(w, http.StatusServiceUnavailable)
-			return true
-		}
-		return false
-	}
+	s.hook = failing(http.StatusServiceUnavailable, processDeletion)
 	_, err = d.Execute(ctx, execParams(l, reuse), nil)
 	wantErr(t, err, "termination is unconfirmed")
 	collect(err)
@@ -77,10 +65,7 @@ func TestNoSecretsInErrorsLogsOrMetadata(t *testing.T) {
 	collect(err)
 
 	// Every non-2xx echoes the key in its body.
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-		failWith(w, http.StatusForbidden)
-		return true
-	}
+	s.hook = failing(http.StatusForbidden, anyRequest)
 	_, err = d.ResumeLease(ctx, resumeParams(l, reuse))
 	collect(err)
 	_, err = d.DestroyLease(ctx, releaseParams(l, reuse))
@@ -150,10 +135,7 @@ func TestConfiguredURLReachesNoResultErrorOrLog(t *testing.T) {
 	keep(x, err)
 
 	// Failures: every provider answer echoes the key; then no answer at all.
-	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-		failWith(w, http.StatusBadGateway)
-		return true
-	}
+	s.hook = failing(http.StatusBadGateway, anyRequest)
 	for _, call := range []func() (any, error){
 		func() (any, error) { return d.Probe(ctx, &handlers.ProbeParams{BaseParams: base(over)}) },
 		func() (any, error) { return d.Execute(ctx, execParams(r, over), nil) },

@@ -161,6 +161,28 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// failing is a hook that answers the requests match selects with status
+// (and a body that echoes the key); the others reach the stub's routes.
+func failing(status int, match func(r *http.Request) bool) func(http.ResponseWriter, *http.Request, []byte) bool {
+	return func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if match(r) {
+			failWith(w, status)
+			return true
+		}
+		return false
+	}
+}
+
+// Requests for failing to select.
+func anyRequest(*http.Request) bool    { return true }
+func execRequest(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/exec") }
+func processCreation(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/processes")
+}
+func processDeletion(r *http.Request) bool {
+	return r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/processes/")
+}
+
 func (s *stub) setState(v string) { s.mu.Lock(); s.state = v; s.mu.Unlock() }
 func (s *stub) getState() string  { s.mu.Lock(); defer s.mu.Unlock(); return s.state }
 

@@ -559,13 +559,7 @@ func TestSyncErrorsCarryNoSecrets(t *testing.T) {
 	mustWrite(t, host, "x", 0o600)
 	var texts []string
 	for _, route := range []string{"/files", "/stdin/close"} {
-		s.stub.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
-			if strings.HasSuffix(r.URL.Path, route) {
-				failWith(w, http.StatusBadGateway)
-				return true
-			}
-			return false
-		}
+		s.stub.hook = failing(http.StatusBadGateway, func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, route) })
 		_, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(host, "/paperclip-workspace/f"))))
 		wantErr(t, err, "HTTP 502")
 		texts = append(texts, err.Error())
