@@ -14,85 +14,87 @@ type dataFrame struct {
 	DataBase64 string `json:"data_base64"`
 }
 
+var evictedFrame = map[string]string{"type": "error", "error": "output_offset_expired"}
+
 // handleConnect streams the output journal from after+1 as NDJSON: data
 // frames, heartbeats while the process runs, and a final exit frame.
 // Disconnecting does not affect the process. An offset that was already
 // evicted answers 410 (or, with the EvictedAsFrame knob, 200 and an
 // output_offset_expired error frame).
-func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
-	after, ok := queryInt(r, "after", 0)
-	if !ok {
-		fail(w, http.StatusBadRequest, map[string]any{"after": "must be a non-negative integer"})
-		return
+func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) error {
+	after, err := queryInt(r, "after", 0)
+	if err != nil {
+		return err
 	}
-	p := s.findProcess(w, r)
-	if p == nil {
-		return
+	p, err := s.findProcess(r)
+	if err != nil {
+		return err
 	}
 	cursor := int64(after)
-	p.mu.Lock()
-	evicted := cursor+1 < p.first
-	p.mu.Unlock()
-	if evicted && !s.evictedAsFrame() {
-		fail(w, http.StatusGone, "output_offset_expired")
-		return
+	evicted := p.since(cursor).evicted
+	if evicted && !s.evictedFrame.Load() {
+		return failure(http.StatusGone, "output_offset_expired")
 	}
 	sf, faulty := s.faults.takeStream(RouteConnect)
 	out := newNDJSON(w, sf, faulty)
-	defer func() {
-		if out.aborted() {
-			panic(http.ErrAbortHandler)
-		}
-	}()
 	if evicted {
-		out.final(map[string]string{"type": "error", "error": "output_offset_expired"})
-		return
+		out.final(evictedFrame)
+	} else {
+		s.follow(r, out, p, cursor)
 	}
+	return out.end()
+}
+
+// journalView is what a reader past cursor has to catch up with.
+type journalView struct {
+	evicted bool            // chunks after cursor are gone
+	pending []chunk         // the retained chunks after cursor
+	exit    map[string]any  // the exit frame, once the process exited
+	changed <-chan struct{} // closed at the next append or exit
+}
+
+func (p *process) since(cursor int64) journalView {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := journalView{evicted: cursor+1 < p.first, changed: p.changed}
+	for _, c := range p.journal {
+		if c.seq > cursor {
+			v.pending = append(v.pending, c)
+		}
+	}
+	if p.exited {
+		v.exit = p.exitFrame()
+	}
+	return v
+}
+
+// follow writes the journal after cursor to out as it grows, with
+// heartbeats while nothing happens, until the exit frame, a cut stream, an
+// eviction it fell behind, or the end of the request or the server.
+func (s *Server) follow(r *http.Request, out *ndjson, p *process, cursor int64) {
 	hb := time.NewTicker(s.opts.Heartbeat)
 	defer hb.Stop()
 	for {
-		p.mu.Lock()
-		if cursor+1 < p.first { // fell behind a live eviction
-			p.mu.Unlock()
-			out.final(map[string]string{"type": "error", "error": "output_offset_expired"})
+		v := p.since(cursor)
+		if v.evicted { // fell behind a live eviction
+			out.final(evictedFrame)
 			return
 		}
-		var pending []chunk
-		for _, c := range p.journal {
-			if c.seq > cursor {
-				pending = append(pending, c)
-			}
-		}
-		exited := p.exited
-		var exit map[string]any
-		if exited {
-			exit = p.exitFrame()
-		}
-		changed := p.changed
-		p.mu.Unlock()
-
-		for _, c := range pending {
-			frame := dataFrame{Type: "data", Seq: c.seq, Stream: c.stream, DataBase64: base64.StdEncoding.EncodeToString(c.data)}
-			gap := func() []byte {
-				g := frame
-				g.Seq++
-				b, _ := json.Marshal(g)
-				return b
-			}
-			if !out.dataFrame(frame, gap) {
+		for _, c := range v.pending {
+			if !out.dataFrame(c.frame(), c.gap) {
 				return
 			}
 			cursor = c.seq
 		}
-		if exited {
-			out.final(exit)
+		switch {
+		case v.exit != nil:
+			out.final(v.exit)
 			return
-		}
-		if len(pending) > 0 {
+		case len(v.pending) > 0:
 			continue
 		}
 		select {
-		case <-changed:
+		case <-v.changed:
 		case <-hb.C:
 			if !out.control(map[string]string{"type": "heartbeat"}) {
 				return
@@ -105,16 +107,14 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// SetEvictedAsFrame makes /connect answer an evicted offset with 200 and an
-// {"type":"error","error":"output_offset_expired"} frame instead of 410.
-func (s *Server) SetEvictedAsFrame(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.evictedFrame = on
+func (c chunk) frame() dataFrame {
+	return dataFrame{Type: "data", Seq: c.seq, Stream: c.stream, DataBase64: base64.StdEncoding.EncodeToString(c.data)}
 }
 
-func (s *Server) evictedAsFrame() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.evictedFrame
+// gap renders c's frame with a sequence number skipped (StreamGap).
+func (c chunk) gap() []byte {
+	f := c.frame()
+	f.Seq++
+	b, _ := json.Marshal(f)
+	return b
 }

@@ -16,6 +16,10 @@
 // and removes every directory. NewServer with a nil t is for the
 // createos-sim command; Start returns an error instead of failing a test.
 //
+// Every /v1 route runs through one preamble (api in routes.go: request log,
+// injected delay, API key, injected status), and handlers answer their
+// failures by returning them (envelope.go's answer encodes them once).
+//
 // # Sandboxes
 //
 // Each sandbox owns a directory with workspace/ (mounted at
@@ -40,8 +44,7 @@
 // executed again through /proc/self/exe with CREATEOSTEST_ROLE set; this
 // package's init function runs them before main. This needs root (or
 // CAP_SYS_ADMIN) on Linux; Isolation reports what is missing, once, and
-// NewServer fails with that message unless Options.AllowNoIsolation is set
-// (command routes then answer 501).
+// NewServer fails with that message.
 //
 // Files are served through os.Root opened in the sandbox's view: only
 // paths under /paperclip-workspace and /tmp are accepted (400 otherwise),
@@ -68,8 +71,7 @@
 // cut (the job keeps running).
 //
 // Managed process output is journaled per process in chunks with seq from
-// 1, bounded by Options.JournalLimit bytes (default 1 MiB; SetJournalLimit
-// at run time). /connect?after=N replays seq > N, then streams live frames
+// 1, bounded by Options.JournalLimit bytes (default 1 MiB). /connect?after=N replays seq > N, then streams live frames
 // and heartbeats and ends with {"type":"exit",...}; an evicted offset
 // answers 410 (SetEvictedAsFrame: an output_offset_expired frame).
 //

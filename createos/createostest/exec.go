@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -22,29 +23,48 @@ var baseEnv = map[string]string{
 	"LANG": "C.UTF-8",
 }
 
-func (s *Server) commandSpec(sb *sandbox, m *machine, cmd string, args []string, cwd string, env map[string]string) helperSpec {
-	merged := map[string]string{}
-	for _, m := range []map[string]string{baseEnv, sb.env, env} {
-		for k, v := range m {
-			merged[k] = v
-		}
+// command is what /exec and /processes bodies share.
+type command struct {
+	Cmd  string            `json:"cmd"`
+	Args []string          `json:"args"`
+	Cwd  string            `json:"cwd"`
+	Env  map[string]string `json:"env"`
+}
+
+// enterCommand decodes a command body (exec or managed process; c points
+// into body), checks its cmd and cwd and claims the request's sandbox.
+func (s *Server) enterCommand(r *http.Request, body any, c *command) (hold, error) {
+	if err := decode(r, body); err != nil {
+		return hold{}, err
 	}
+	if c.Cmd == "" || strings.ContainsRune(c.Cmd, 0) {
+		return hold{}, failure(http.StatusBadRequest, map[string]any{"cmd": "required"})
+	}
+	if c.Cwd != "" && !strings.HasPrefix(c.Cwd, "/") {
+		return hold{}, failure(http.StatusBadRequest, map[string]any{"cwd": "must be absolute"})
+	}
+	return s.enter(r)
+}
+
+// spec is the command as its supervisor runs it in h's machine, with the
+// base environment, then the sandbox's, then the command's own.
+func (c command) spec(h hold) helperSpec {
+	merged := maps.Clone(baseEnv)
+	maps.Copy(merged, h.sb.env)
+	maps.Copy(merged, c.Env)
 	list := make([]string, 0, len(merged))
 	for k, v := range merged {
 		list = append(list, k+"="+v)
 	}
 	slices.Sort(list)
-	return helperSpec{view: m.view, Cmd: cmd, Args: args, Cwd: cwd, Env: list}
+	return helperSpec{view: h.m.view, Cmd: c.Cmd, Args: c.Args, Cwd: c.Cwd, Env: list}
 }
 
 type execBody struct {
-	Cmd       string            `json:"cmd"`
-	Args      []string          `json:"args"`
-	Cwd       string            `json:"cwd"`
-	Env       map[string]string `json:"env"`
-	Stdin     *string           `json:"stdin"`
-	TimeoutMs int               `json:"timeout_ms"`
-	Stream    bool              `json:"stream"`
+	command
+	Stdin     *string `json:"stdin"`
+	TimeoutMs int     `json:"timeout_ms"`
+	Stream    bool    `json:"stream"`
 }
 
 // execResult is a finished synchronous command.
@@ -97,20 +117,17 @@ func (s *Server) runCommand(ctx context.Context, spec helperSpec, stdin io.Reade
 
 var errExecTimeout = errors.New("exec timeout")
 
-func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) error {
 	var body execBody
-	if !s.readCommand(w, r, &body, &body.Cmd, &body.Cwd) {
-		return
+	h, err := s.enterCommand(r, &body, &body.command)
+	if err != nil {
+		return err
 	}
-	sb, m, done := s.acquireMachine(w, r)
-	if sb == nil {
-		return
-	}
-	defer done()
+	defer h.done()
 
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	stop := context.AfterFunc(m.ctx, func() { cancel(context.Canceled) })
+	stop := context.AfterFunc(h.m.ctx, func() { cancel(context.Canceled) })
 	defer stop()
 	if body.TimeoutMs > 0 {
 		t := time.AfterFunc(time.Duration(body.TimeoutMs)*time.Millisecond, func() { cancel(errExecTimeout) })
@@ -120,28 +137,26 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	if body.Stdin != nil {
 		stdin = strings.NewReader(*body.Stdin)
 	}
-	spec := s.commandSpec(sb, m, body.Cmd, body.Args, body.Cwd, body.Env)
+	spec := body.spec(h)
 	if r.URL.Query().Get("stream") == "true" {
-		s.execStream(ctx, func() { cancel(context.Canceled) }, w, spec, stdin)
-		return
+		return s.execStream(ctx, func() { cancel(context.Canceled) }, w, spec, stdin)
 	}
 	start := time.Now()
 	var stdout, stderr bytes.Buffer
 	res, err := s.runCommand(ctx, spec, stdin, &stdout, &stderr)
 	if err != nil {
-		serverError(w, http.StatusInternalServerError, err.Error())
-		return
+		return err
 	}
 	result := map[string]any{"exit_code": res.exitCode, "stdout": stdout.String(), "stderr": stderr.String()}
 	if res.errText != "" {
 		result["error"] = res.errText
 	}
-	success(w, http.StatusOK, map[string]any{"result": result, "exec_ms": time.Since(start).Milliseconds()})
+	return success(w, http.StatusOK, map[string]any{"result": result, "exec_ms": time.Since(start).Milliseconds()})
 }
 
 // execStream answers /exec?stream=true: {stdout}, {stderr}, {hb: true} and
 // finally {exit_code} (or {error} when the command could not run).
-func (s *Server) execStream(ctx context.Context, cancel func(), w http.ResponseWriter, spec helperSpec, stdin io.Reader) {
+func (s *Server) execStream(ctx context.Context, cancel func(), w http.ResponseWriter, spec helperSpec, stdin io.Reader) error {
 	sf, faulty := s.faults.takeStream(RouteExecStream)
 	out := newNDJSON(w, sf, faulty)
 	out.onDead = cancel // a cut stream ends the command, as a dropped request does
@@ -173,30 +188,5 @@ func (s *Server) execStream(ctx context.Context, cancel func(), w http.ResponseW
 	default:
 		out.final(map[string]int{"exit_code": res.exitCode})
 	}
-	if out.aborted() {
-		panic(http.ErrAbortHandler)
-	}
-}
-
-// readCommand decodes a command body (exec or managed process) into body
-// and checks its cmd and cwd, answering the request itself when they are
-// wrong or commands cannot run here. cmd and cwd point into body.
-func (s *Server) readCommand(w http.ResponseWriter, r *http.Request, body any, cmd, cwd *string) bool {
-	if s.isoErr != nil {
-		serverError(w, http.StatusNotImplemented, s.isoErr.Error())
-		return false
-	}
-	if err := decodeJSON(r, body); err != nil {
-		fail(w, http.StatusBadRequest, "invalid JSON body")
-		return false
-	}
-	if *cmd == "" || strings.ContainsRune(*cmd, 0) {
-		fail(w, http.StatusBadRequest, map[string]any{"cmd": "required"})
-		return false
-	}
-	if *cwd != "" && !strings.HasPrefix(*cwd, "/") {
-		fail(w, http.StatusBadRequest, map[string]any{"cwd": "must be absolute"})
-		return false
-	}
-	return true
+	return out.end()
 }

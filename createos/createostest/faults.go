@@ -1,6 +1,7 @@
 package createostest
 
 import (
+	"net/http"
 	"sync"
 	"time"
 )
@@ -54,22 +55,65 @@ type StreamFault struct {
 	After int // complete data frames delivered before the fault
 }
 
+// answer writes the headers of an injected status and returns its error.
+func (f Fault) answer(w http.ResponseWriter) error {
+	if f.RetryAfter != "" {
+		w.Header().Set("Retry-After", f.RetryAfter)
+	} else if f.Status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	body := f.Body
+	if body == "" {
+		body = http.StatusText(f.Status)
+	}
+	return failure(f.Status, body)
+}
+
 type queued[T any] struct {
 	v     T
 	count int // remaining; Always = forever
+}
+
+// queue holds the faults of each route, in the order injected.
+type queue[T any] map[Route][]*queued[T]
+
+func (q queue[T]) push(route Route, v T, count int) {
+	if count != 0 {
+		q[route] = append(q[route], &queued[T]{v: v, count: count})
+	}
+}
+
+// take uses the first fault for route, or else for RouteAny.
+func (q queue[T]) take(route Route) (T, bool) {
+	for _, key := range []Route{route, RouteAny} {
+		list := q[key]
+		if len(list) == 0 {
+			continue
+		}
+		head := list[0]
+		if head.count > 0 {
+			head.count--
+			if head.count == 0 {
+				q[key] = list[1:]
+			}
+		}
+		return head.v, true
+	}
+	var zero T
+	return zero, false
 }
 
 // Faults holds the injected misbehaviours. All methods are safe for
 // concurrent use; faults for a route apply in the order injected.
 type Faults struct {
 	mu            sync.Mutex
-	status        map[Route][]*queued[Fault]
-	stream        map[Route][]*queued[StreamFault]
+	status        queue[Fault]
+	stream        queue[StreamFault]
 	treeNotExited int
 }
 
 func newFaults() *Faults {
-	return &Faults{status: map[Route][]*queued[Fault]{}, stream: map[Route][]*queued[StreamFault]{}}
+	return &Faults{status: queue[Fault]{}, stream: queue[StreamFault]{}}
 }
 
 // Inject answers the next count requests to route with status.
@@ -80,12 +124,9 @@ func (f *Faults) Inject(route Route, status, count int) {
 // InjectFault applies fault to the next count requests to route (RouteAny
 // matches every route).
 func (f *Faults) InjectFault(route Route, fault Fault, count int) {
-	if count == 0 {
-		return
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.status[route] = append(f.status[route], &queued[Fault]{v: fault, count: count})
+	f.status.push(route, fault, count)
 }
 
 // Delay holds the next count requests to route for d before handling them.
@@ -96,12 +137,9 @@ func (f *Faults) Delay(route Route, d time.Duration, count int) {
 // Stream makes the next count streamed responses of route (RouteConnect,
 // RouteFilesGet, RouteExecStream) misbehave.
 func (f *Faults) Stream(route Route, sf StreamFault, count int) {
-	if count == 0 {
-		return
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.stream[route] = append(f.stream[route], &queued[StreamFault]{v: sf, count: count})
+	f.stream.push(route, sf, count)
 }
 
 // TreeNotExited makes the next count process DELETEs answer
@@ -116,41 +154,20 @@ func (f *Faults) TreeNotExited(count int) {
 func (f *Faults) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.status = map[Route][]*queued[Fault]{}
-	f.stream = map[Route][]*queued[StreamFault]{}
-	f.treeNotExited = 0
-}
-
-func takeFrom[T any](m map[Route][]*queued[T], route Route) (T, bool) {
-	for _, key := range []Route{route, RouteAny} {
-		q := m[key]
-		if len(q) == 0 {
-			continue
-		}
-		head := q[0]
-		if head.count > 0 {
-			head.count--
-			if head.count == 0 {
-				m[key] = q[1:]
-			}
-		}
-		return head.v, true
-	}
-	var zero T
-	return zero, false
+	f.status, f.stream, f.treeNotExited = queue[Fault]{}, queue[StreamFault]{}, 0
 }
 
 func (f *Faults) take(route Route) Fault {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	v, _ := takeFrom(f.status, route)
+	v, _ := f.status.take(route)
 	return v
 }
 
 func (f *Faults) takeStream(route Route) (StreamFault, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return takeFrom(f.stream, route)
+	return f.stream.take(route)
 }
 
 func (f *Faults) takeTreeNotExited() bool {

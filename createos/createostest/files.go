@@ -2,6 +2,7 @@ package createostest
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -12,131 +13,114 @@ import (
 	"strings"
 )
 
-// guestFile maps an absolute guest path onto the sandbox directory that is
-// mounted there, opened in the sandbox's mount view (m; the host directory
-// without isolation), so files are what commands see. Only
-// /paperclip-workspace and /tmp are backed by the sandbox; anything else
-// is refused with 400 (documented deviation: the real guest has a whole
-// root filesystem). Access goes through os.Root, so a symlink cannot lead
-// outside the mount.
-func guestFile(sb *sandbox, m *machine, guest string) (*os.Root, string, error) {
-	if guest == "" || !strings.HasPrefix(guest, "/") || strings.ContainsRune(guest, 0) {
-		return nil, "", errors.New("path must be absolute")
+// openGuest claims the request's sandbox and opens, in its mount view (so
+// files are what commands see), the mount that ?path= is under, returning
+// the path relative to it; done releases both. Only /paperclip-workspace
+// and /tmp are backed by the sandbox; anything else is refused with 400
+// (documented deviation: the real guest has a whole root filesystem).
+// Access goes through os.Root, so a symlink cannot lead outside the mount.
+func (s *Server) openGuest(r *http.Request) (root *os.Root, rel string, done func(), err error) {
+	h, err := s.enter(r)
+	if err != nil {
+		return nil, "", nil, err
 	}
-	clean := path.Clean(guest)
-	var mount, host, rel string
+	mount, rel, err := splitGuest(r.URL.Query().Get("path"))
+	if err == nil {
+		root, err = h.m.view.openRoot(mount)
+	}
 	switch {
-	case clean == workspaceDir || strings.HasPrefix(clean, workspaceDir+"/"):
-		mount, host = workspaceDir, sb.ws
-	case clean == tmpDir || strings.HasPrefix(clean, tmpDir+"/"):
-		mount, host = tmpDir, sb.tmp
-	default:
-		return nil, "", errors.New("path is outside /paperclip-workspace and /tmp")
-	}
-	if rel = strings.TrimPrefix(strings.TrimPrefix(clean, mount), "/"); rel == "" {
-		rel = "."
-	}
-	var root *os.Root
-	var err error
-	if m != nil {
-		root, err = m.view.openRoot(mount)
-	} else {
-		root, err = os.OpenRoot(host)
+	case errors.Is(err, errViewClosed):
+		err = conflict("not running") // paused meanwhile
+	case err != nil:
+		err = failure(http.StatusBadRequest, map[string]any{"path": err.Error()})
 	}
 	if err != nil {
-		return nil, "", err
+		h.done()
+		return nil, "", nil, err
 	}
-	return root, rel, nil
+	return root, rel, func() { root.Close(); h.done() }, nil
 }
 
-func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) {
-	sb, m, done := s.acquire(w, r)
-	if sb == nil {
-		return
+// splitGuest splits an absolute guest path into the sandbox mount it is
+// under and the path below that mount ("." for the mount itself).
+func splitGuest(guest string) (mount, rel string, err error) {
+	if guest == "" || !strings.HasPrefix(guest, "/") || strings.ContainsRune(guest, 0) {
+		return "", "", errors.New("path must be absolute")
+	}
+	clean := path.Clean(guest)
+	for _, mount := range []string{workspaceDir, tmpDir} {
+		if rel, ok := strings.CutPrefix(clean, mount); ok && (rel == "" || rel[0] == '/') {
+			if rel = strings.TrimPrefix(rel, "/"); rel == "" {
+				rel = "."
+			}
+			return mount, rel, nil
+		}
+	}
+	return "", "", errors.New("path is outside /paperclip-workspace and /tmp")
+}
+
+func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) error {
+	root, rel, done, err := s.openGuest(r)
+	if err != nil {
+		return err
 	}
 	defer done()
-	root, rel, err := guestFile(sb, m, r.URL.Query().Get("path"))
-	if errors.Is(err, errViewClosed) {
-		fail(w, http.StatusConflict, err.Error()) // paused meanwhile
-		return
-	}
-	if err != nil {
-		fail(w, http.StatusBadRequest, map[string]any{"path": err.Error()})
-		return
-	}
-	defer root.Close()
 	if dir := path.Dir(rel); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
-			fail(w, http.StatusBadRequest, map[string]any{"path": "cannot create parent: " + err.Error()})
-			return
+			return failure(http.StatusBadRequest, map[string]any{"path": "cannot create parent: " + err.Error()})
 		}
 	}
 	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		fail(w, http.StatusBadRequest, map[string]any{"path": err.Error()})
-		return
+		return failure(http.StatusBadRequest, map[string]any{"path": err.Error()})
 	}
 	n, err := io.Copy(f, r.Body)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		serverError(w, http.StatusInternalServerError, "write failed: "+err.Error())
-		return
+		return fmt.Errorf("write failed: %w", err)
 	}
-	success(w, http.StatusOK, map[string]any{"path": r.URL.Query().Get("path"), "bytes": n})
+	return success(w, http.StatusOK, map[string]any{"path": r.URL.Query().Get("path"), "bytes": n})
 }
 
-func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) {
-	sb, m, done := s.acquire(w, r)
-	if sb == nil {
-		return
+// handleFileGet answers the file's bytes. A stream fault cuts the download
+// after half of them: the connection is aborted for StreamCutMidFrame, the
+// body ends short for the other kinds.
+func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) error {
+	root, rel, done, err := s.openGuest(r)
+	if err != nil {
+		return err
 	}
 	defer done()
-	root, rel, err := guestFile(sb, m, r.URL.Query().Get("path"))
-	if errors.Is(err, errViewClosed) {
-		fail(w, http.StatusConflict, err.Error()) // paused meanwhile
-		return
-	}
-	if err != nil {
-		fail(w, http.StatusBadRequest, map[string]any{"path": err.Error()})
-		return
-	}
-	defer root.Close()
 	f, err := root.Open(rel)
 	if errors.Is(err, fs.ErrNotExist) {
-		fail(w, http.StatusNotFound, "file not found")
-		return
+		return failure(http.StatusNotFound, "file not found")
 	}
 	if err != nil {
-		fail(w, http.StatusBadRequest, map[string]any{"path": err.Error()})
-		return
+		return failure(http.StatusBadRequest, map[string]any{"path": err.Error()})
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() {
-		fail(w, http.StatusBadRequest, map[string]any{"path": "not a regular file"})
-		return
+		return failure(http.StatusBadRequest, map[string]any{"path": "not a regular file"})
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	sf, faulty := s.faults.takeStream(RouteFilesGet)
-	if !faulty {
-		w.Header().Set("Content-Length", strconv.FormatInt(info.Size(), 10))
-		w.WriteHeader(http.StatusOK)
-		_, _ = io.Copy(w, f)
-		return
-	}
-	// A cut download: half the bytes, then an aborted connection (or a
-	// clean, short end of body for StreamEnd / StreamCutMidFrameEOF).
 	w.Header().Set("Content-Length", strconv.FormatInt(info.Size(), 10))
 	w.WriteHeader(http.StatusOK)
+	sf, faulty := s.faults.takeStream(RouteFilesGet)
+	if !faulty {
+		_, _ = io.Copy(w, f)
+		return nil
+	}
 	_, _ = io.CopyN(w, f, info.Size()/2)
 	if fl, ok := w.(http.Flusher); ok {
 		fl.Flush()
 	}
 	if sf.Kind == StreamCutMidFrame {
-		panic(http.ErrAbortHandler)
+		return errAbort
 	}
+	return nil
 }
 
 // copyTree copies a directory tree (a fork), keeping modes and symlinks.

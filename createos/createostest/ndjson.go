@@ -2,6 +2,7 @@ package createostest
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"sync"
 	"unicode/utf8"
@@ -73,7 +74,6 @@ func (n *ndjson) fire(next []byte, gap func() []byte) {
 	case StreamUnknownEvent:
 		n.writeLine([]byte(`{"type":"surprise"}`))
 	}
-	n.dead = true
 	if n.onDead != nil {
 		n.onDead()
 	}
@@ -126,11 +126,18 @@ func (n *ndjson) control(v any) bool {
 	return !n.dead
 }
 
-func (n *ndjson) aborted() bool {
+// end is what the handler returns once the stream is written: errAbort
+// when a fault cut it.
+func (n *ndjson) end() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.abort
+	if n.abort {
+		return errAbort
+	}
+	return nil
 }
+
+var _ io.Writer = (*textFrames)(nil)
 
 // textFrames turns a byte stream into {"<key>": "<text>"} frames without
 // splitting a UTF-8 sequence across frames.

@@ -3,10 +3,11 @@ package createostest
 import (
 	"encoding/base64"
 	"errors"
-	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -68,20 +69,6 @@ func (p *process) appendOutput(stream string, data []byte) {
 	p.broadcast()
 }
 
-// setLimit shrinks or grows the journal bound, evicting at once.
-func (p *process) setLimit(n int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.limit = n
-	for p.size > p.limit && len(p.journal) > 1 {
-		p.size -= len(p.journal[0].data)
-		p.journal = p.journal[1:]
-	}
-	if len(p.journal) > 0 {
-		p.first = p.journal[0].seq
-	}
-}
-
 func (p *process) finish(st helperStatus) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -102,9 +89,6 @@ func (p *process) finish(st helperStatus) {
 	p.broadcast()
 }
 
-// kill ends the process's whole tree at once.
-func (p *process) kill() { p.h.kill() }
-
 func (p *process) exitFrame() map[string]any {
 	if p.signal != "" {
 		return map[string]any{"type": "exit", "signal": p.signal}
@@ -122,274 +106,193 @@ func (p *process) isDone() bool {
 }
 
 type procBody struct {
-	Cmd  string            `json:"cmd"`
-	Args []string          `json:"args"`
-	Cwd  string            `json:"cwd"`
-	Env  map[string]string `json:"env"`
-	PTY  *struct {
+	command
+	PTY *struct {
 		Cols int `json:"cols"`
 		Rows int `json:"rows"`
 	} `json:"pty"`
 }
 
-func (s *Server) handleProcCreate(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleProcCreate(w http.ResponseWriter, r *http.Request) error {
 	var body procBody
-	if !s.readCommand(w, r, &body, &body.Cmd, &body.Cwd) {
-		return
+	h, err := s.enterCommand(r, &body, &body.command)
+	if err != nil {
+		return err
 	}
-	sb, m, done := s.acquireMachine(w, r)
-	if sb == nil {
-		return
-	}
-	defer done()
+	defer h.done()
 	for k := range body.Env {
-		if _, declared := sb.env[k]; !declared {
-			fail(w, http.StatusBadRequest, map[string]any{"env": "undeclared environment key " + k})
-			return
+		if _, declared := h.sb.env[k]; !declared {
+			return failure(http.StatusBadRequest, map[string]any{"env": "undeclared environment key " + k})
 		}
 	}
-	spec := s.commandSpec(sb, m, body.Cmd, body.Args, body.Cwd, body.Env)
-	p, err := s.startProcess(sb, m, spec, body)
+	p, err := s.startProcess(h, body)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		fail(w, http.StatusBadRequest, map[string]any{"cwd": "no such directory"})
-		return
+		return failure(http.StatusBadRequest, map[string]any{"cwd": "no such directory"})
 	}
 	if err != nil {
-		serverError(w, http.StatusInternalServerError, err.Error())
-		return
+		return err
 	}
-	success(w, http.StatusCreated, map[string]any{"process_id": p.id, "state": "running"})
+	return success(w, http.StatusCreated, map[string]any{"process_id": p.id, "state": "running"})
 }
 
-func (s *Server) startProcess(sb *sandbox, m *machine, spec helperSpec, body procBody) (*process, error) {
+func (s *Server) startProcess(h hold, body procBody) (*process, error) {
 	p := &process{
-		id: newID("proc_"), first: 1, next: 1, limit: s.journalLimit(),
+		id: newID("proc_"), first: 1, next: 1, limit: s.opts.JournalLimit,
 		changed: make(chan struct{}), done: make(chan struct{}),
 	}
 	x, err := openProcIO(body)
 	if err != nil {
 		return nil, err
 	}
+	spec := body.spec(h)
 	if body.PTY != nil {
 		spec.PTY = true
 		spec.Env = append(spec.Env, "TERM=xterm-256color")
 		p.pty = true
 	}
 	p.stdin = x.stdin
-	h, err := newHelperCmd(m.ctx, spec)
+	cmd, err := newHelperCmd(h.m.ctx, spec)
 	if err != nil {
 		x.closeChild()
 		x.closeOurs()
 		return nil, err
 	}
-	h.Stdin, h.Stdout, h.Stderr = x.child[0], x.child[1], x.child[2]
-	err = h.start()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = x.child[0], x.child[1], x.child[2]
+	err = cmd.start()
 	x.closeChild()
 	if err != nil {
 		x.closeOurs()
 		return nil, err
 	}
-	p.h = h
+	p.h = cmd
 	var out outputs
 	for _, st := range x.streams {
 		out.pump(st.r, func(b []byte) { p.appendOutput(st.name, append([]byte(nil), b...)) })
 	}
 	go func() {
 		defer close(p.done)
-		_ = h.Wait()
-		status := h.readStatus()
+		_ = cmd.Wait()
+		status := cmd.readStatus()
 		out.drain() // a background job may hold the output open
 		p.finish(status)
 		x.closeOurs()
 	}()
 
 	s.mu.Lock()
-	sb.procs[p.id] = p
+	h.sb.procs[p.id] = p
 	s.mu.Unlock()
 	return p, nil
 }
 
-// procIO is a managed process's stdio: three pipes, or one pty.
-type procIO struct {
-	child   [3]*os.File // the command's stdin, stdout and stderr
-	stdin   *os.File    // the pipe's write end, or the pty master
-	streams []stream    // what is journaled
-}
-
-type stream struct {
-	name string // stdout, stderr or pty
-	r    *os.File
-}
-
-func openProcIO(body procBody) (*procIO, error) {
-	if body.PTY != nil {
-		cols, rows := body.PTY.Cols, body.PTY.Rows
-		if cols <= 0 {
-			cols = 80
-		}
-		if rows <= 0 {
-			rows = 24
-		}
-		master, slave, err := openPTY(cols, rows)
-		if err != nil {
-			return nil, err
-		}
-		return &procIO{child: [3]*os.File{slave, slave, slave}, stdin: master, streams: []stream{{"pty", master}}}, nil
-	}
-	x := &procIO{}
-	for i, name := range []string{"stdin", "stdout", "stderr"} {
-		r, w, err := os.Pipe()
-		if err != nil {
-			x.closeChild()
-			x.closeOurs()
-			return nil, err
-		}
-		if i == 0 {
-			x.child[0], x.stdin = r, w
-			continue
-		}
-		x.child[i] = w
-		x.streams = append(x.streams, stream{name, r})
-	}
-	return x, nil
-}
-
-// closeChild drops the server's copies of the command's ends.
-func (x *procIO) closeChild() {
-	for i, f := range x.child {
-		if f != nil && (i == 0 || f != x.child[0]) {
-			f.Close()
-		}
-	}
-}
-
-// closeOurs releases the server's ends (closing one twice is harmless).
-func (x *procIO) closeOurs() {
-	if x.stdin != nil {
-		x.stdin.Close()
-	}
-	for _, st := range x.streams {
-		st.r.Close()
-	}
-}
-
 // findProcess resolves {id}/{pid}; 404 for an unknown sandbox or process.
-func (s *Server) findProcess(w http.ResponseWriter, r *http.Request) *process {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sb := s.lookup(w, r)
-	if sb == nil {
+func (s *Server) findProcess(r *http.Request) (*process, error) {
+	var p *process
+	_, err := s.withRow(r, func(sb *sandbox) error {
+		if p = sb.procs[r.PathValue("pid")]; p == nil || sb.released {
+			return errProcessNotFound
+		}
 		return nil
-	}
-	p := sb.procs[r.PathValue("pid")]
-	if p == nil || sb.released {
-		fail(w, http.StatusNotFound, "process not found")
-		return nil
-	}
-	return p
+	})
+	return p, err
 }
 
-func (s *Server) handleStdinClose(w http.ResponseWriter, r *http.Request) {
-	p := s.findProcess(w, r)
-	if p == nil {
-		return
-	}
+// useStdin serialises one write to or the close of p's stdin: fn runs with
+// p.mu held unless stdin was closed or the process exited (409 closed).
+// unlock ends the write or close.
+func (p *process) useStdin(closed string, fn func()) (unlock func(), err error) {
 	p.inputMu.Lock()
-	defer p.inputMu.Unlock()
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.stdinDone || p.exited {
-		p.mu.Unlock()
-		fail(w, http.StatusConflict, "stdin already closed")
-		return
+		p.inputMu.Unlock()
+		return nil, failure(http.StatusConflict, closed)
 	}
-	p.stdinDone = true
-	p.mu.Unlock()
+	fn()
+	return p.inputMu.Unlock, nil
+}
+
+func (s *Server) handleStdinClose(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.findProcess(r)
+	if err != nil {
+		return err
+	}
+	unlock, err := p.useStdin("stdin already closed", func() { p.stdinDone = true })
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if p.pty {
 		_, _ = p.stdin.Write([]byte{4}) // ^D: end of input on a terminal
 	} else {
 		p.stdin.Close()
 	}
-	success(w, http.StatusOK, map[string]any{})
+	return ok(w)
 }
 
-func (s *Server) handleInput(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleInput(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		Data *string `json:"data_base64"`
 	}
-	if err := decodeJSON(r, &body); err != nil || body.Data == nil {
-		fail(w, http.StatusBadRequest, map[string]any{"data_base64": "required"})
-		return
+	if decode(r, &body) != nil || body.Data == nil {
+		return failure(http.StatusBadRequest, map[string]any{"data_base64": "required"})
 	}
 	data, err := base64.StdEncoding.Strict().DecodeString(*body.Data)
 	if err != nil {
-		fail(w, http.StatusBadRequest, map[string]any{"data_base64": "invalid base64"})
-		return
+		return failure(http.StatusBadRequest, map[string]any{"data_base64": "invalid base64"})
 	}
 	if len(data) > maxInput {
-		fail(w, http.StatusBadRequest, map[string]any{"data_base64": "at most 262144 bytes per request"})
-		return
+		return failure(http.StatusBadRequest, map[string]any{"data_base64": "at most 262144 bytes per request"})
 	}
-	p := s.findProcess(w, r)
-	if p == nil {
-		return
+	p, err := s.findProcess(r)
+	if err != nil {
+		return err
 	}
-	p.inputMu.Lock()
-	defer p.inputMu.Unlock()
-	p.mu.Lock()
-	if p.stdinDone || p.exited {
-		p.mu.Unlock()
-		fail(w, http.StatusConflict, "stdin is closed")
-		return
+	var seq int
+	unlock, err := p.useStdin("stdin is closed", func() { p.inputSeq++; seq = p.inputSeq })
+	if err != nil {
+		return err
 	}
-	p.inputSeq++
-	seq := p.inputSeq
-	p.mu.Unlock()
+	defer unlock()
 	_ = p.stdin.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	if _, err := p.stdin.Write(data); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			serverError(w, http.StatusServiceUnavailable, "stdin is not being read")
-			return
+			return failure(http.StatusServiceUnavailable, "stdin is not being read")
 		}
-		fail(w, http.StatusConflict, "stdin is closed")
-		return
+		return failure(http.StatusConflict, "stdin is closed")
 	}
-	success(w, http.StatusOK, map[string]any{"input_seq": seq})
+	return success(w, http.StatusOK, map[string]any{"input_seq": seq})
 }
 
-func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		Signal string `json:"signal"`
 	}
-	if err := decodeJSON(r, &body); err != nil {
-		fail(w, http.StatusBadRequest, "invalid JSON body")
-		return
+	if err := decode(r, &body); err != nil {
+		return err
 	}
-	sig, ok := parseSignal(body.Signal)
-	if !ok {
-		fail(w, http.StatusBadRequest, map[string]any{"signal": "unknown signal"})
-		return
+	sig, known := parseSignal(body.Signal)
+	if !known {
+		return failure(http.StatusBadRequest, map[string]any{"signal": "unknown signal"})
 	}
-	p := s.findProcess(w, r)
-	if p == nil {
-		return
+	p, err := s.findProcess(r)
+	if err != nil {
+		return err
 	}
 	if p.isDone() {
-		fail(w, http.StatusConflict, "process has exited")
-		return
+		return failure(http.StatusConflict, "process has exited")
 	}
 	p.h.signal(sig) // the supervisor sends it to the command's process group
-	success(w, http.StatusOK, map[string]any{})
+	return ok(w)
 }
 
-func (s *Server) handleProcDelete(w http.ResponseWriter, r *http.Request) {
-	grace, ok := queryInt(r, "grace_ms", 0)
-	if !ok {
-		fail(w, http.StatusBadRequest, map[string]any{"grace_ms": "invalid"})
-		return
+func (s *Server) handleProcDelete(w http.ResponseWriter, r *http.Request) error {
+	grace, err := queryInt(r, "grace_ms", 0)
+	if err != nil {
+		return err
 	}
-	p := s.findProcess(w, r)
-	if p == nil {
-		return
+	p, err := s.findProcess(r)
+	if err != nil {
+		return err
 	}
 	if !p.isDone() {
 		// The supervisor SIGTERMs the tree, SIGKILLs what is left after the
@@ -397,7 +300,7 @@ func (s *Server) handleProcDelete(w http.ResponseWriter, r *http.Request) {
 		if grace > 0 {
 			p.h.terminate(grace)
 		} else {
-			p.kill()
+			p.h.kill()
 		}
 		t := time.NewTimer(time.Duration(grace)*time.Millisecond + 10*time.Second)
 		select {
@@ -408,31 +311,28 @@ func (s *Server) handleProcDelete(w http.ResponseWriter, r *http.Request) {
 		t.Stop()
 	}
 	exited := p.isDone() && !s.faults.takeTreeNotExited()
-	success(w, http.StatusOK, map[string]any{"process_id": p.id, "tree_exited": exited})
+	return success(w, http.StatusOK, map[string]any{"process_id": p.id, "tree_exited": exited})
 }
 
-func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
-	timeout, ok := queryInt(r, "timeout_ms", 30000)
-	if !ok {
-		fail(w, http.StatusBadRequest, map[string]any{"timeout_ms": "invalid"})
-		return
+func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) error {
+	timeout, err := queryInt(r, "timeout_ms", 30000)
+	if err != nil {
+		return err
 	}
-	p := s.findProcess(w, r)
-	if p == nil {
-		return
+	p, err := s.findProcess(r)
+	if err != nil {
+		return err
 	}
 	t := time.NewTimer(time.Duration(timeout) * time.Millisecond)
 	defer t.Stop()
 	select {
 	case <-p.done:
 	case <-t.C:
-		fail(w, http.StatusRequestTimeout, "process is still running")
-		return
+		return failure(http.StatusRequestTimeout, "process is still running")
 	case <-r.Context().Done():
-		return
+		return nil
 	case <-s.ctx.Done():
-		serverError(w, http.StatusServiceUnavailable, "server closing")
-		return
+		return failure(http.StatusServiceUnavailable, "server closing")
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -440,7 +340,7 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 	if p.exitCode != nil {
 		code = *p.exitCode
 	}
-	success(w, http.StatusOK, map[string]any{
+	return success(w, http.StatusOK, map[string]any{
 		"state": "exited", "tree_exited": true, "exit_code": code, "signal": p.signal,
 		"output": map[string]any{"newest_seq": p.next - 1, "oldest_seq": p.first},
 	})
@@ -460,12 +360,9 @@ type Process struct {
 // Processes lists a sandbox's managed processes.
 func (s *Server) Processes(sandboxID string) []Process {
 	s.mu.Lock()
-	sb := s.sandboxes[sandboxID]
 	var ps []*process
-	if sb != nil {
-		for _, p := range sb.procs {
-			ps = append(ps, p)
-		}
+	if sb := s.sandboxes[sandboxID]; sb != nil {
+		ps = slices.Collect(maps.Values(sb.procs))
 	}
 	s.mu.Unlock()
 	out := make([]Process, 0, len(ps))
@@ -479,28 +376,3 @@ func (s *Server) Processes(sandboxID string) []Process {
 	}
 	return out
 }
-
-// SetJournalLimit changes the journal bound of new and running processes
-// (bytes of output retained), evicting at once.
-func (s *Server) SetJournalLimit(n int) {
-	s.mu.Lock()
-	s.opts.JournalLimit = max(n, 1)
-	var ps []*process
-	for _, sb := range s.sandboxes {
-		for _, p := range sb.procs {
-			ps = append(ps, p)
-		}
-	}
-	s.mu.Unlock()
-	for _, p := range ps {
-		p.setLimit(max(n, 1))
-	}
-}
-
-func (s *Server) journalLimit() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.opts.JournalLimit
-}
-
-var _ io.Writer = (*textFrames)(nil)

@@ -14,13 +14,15 @@ type Request struct {
 	Path   string // URL path, e.g. /v1/sandboxes/sb_x/files
 	Query  string // raw query, e.g. path=%2Ftmp%2Fx
 	Header http.Header
-	Body   []byte // first Options.MaxRecordedBody bytes the handler read
+	Body   []byte // the first maxRecordedBody bytes the handler read
 	Status int    // response status; 0 while the request is in flight
 }
 
+// maxRecordedBody caps the body bytes kept per recorded request.
+const maxRecordedBody = 1 << 20
+
 type recorder struct {
 	mu   sync.Mutex
-	max  int
 	reqs []*Request
 }
 
@@ -32,9 +34,9 @@ type captureBody struct {
 
 func (c *captureBody) Read(p []byte) (int, error) {
 	n, err := c.ReadCloser.Read(p)
-	if n > 0 && c.rec.max > 0 {
+	if n > 0 {
 		c.rec.mu.Lock()
-		if room := c.rec.max - len(c.req.Body); room > 0 {
+		if room := maxRecordedBody - len(c.req.Body); room > 0 {
 			c.req.Body = append(c.req.Body, p[:min(n, room)]...)
 		}
 		c.rec.mu.Unlock()
@@ -88,11 +90,4 @@ func (s *Server) Count(route Route) int {
 		}
 	}
 	return n
-}
-
-// ResetRequests forgets the recorded requests.
-func (s *Server) ResetRequests() {
-	s.rec.mu.Lock()
-	defer s.rec.mu.Unlock()
-	s.rec.reqs = nil
 }

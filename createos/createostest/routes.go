@@ -9,7 +9,8 @@ import (
 // counts are keyed by it.
 type Route string
 
-// Routes (spec §1.3, E1–E21).
+// Routes (spec §1.3, E1–E20; E21 GET /shapes is called by no version and
+// not served).
 const (
 	RouteCreate     Route = "sandbox.create"  // E1 POST /sandboxes
 	RouteGet        Route = "sandbox.get"     // E2 GET /sandboxes/{id}
@@ -31,15 +32,18 @@ const (
 	RoutePatch      Route = "sandbox.patch"   // E18 PATCH /sandboxes/{id}
 	RouteFork       Route = "sandbox.fork"    // E19 POST /sandboxes/{id}/fork
 	RouteRootfs     Route = "catalog.rootfs"  // E20 GET /rootfs
-	RouteShapes     Route = "catalog.shapes"  // E21 GET /shapes
 	RouteUnknown    Route = "unknown"         // anything else (404)
 	RouteAny        Route = "*"               // fault wildcard: every route
 )
 
+// handler answers one request: it writes a success itself (success, or a
+// stream) and returns the failure to answer with, which answer encodes.
+type handler func(w http.ResponseWriter, r *http.Request) error
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	h := func(pattern string, route Route, fn http.HandlerFunc) {
-		mux.Handle(pattern, s.wrap(route, fn))
+	h := func(pattern string, route Route, fn handler) {
+		mux.Handle(pattern, s.api(route, fn))
 	}
 	const sb = "/v1/sandboxes/{id}"
 	const pr = sb + "/processes/{pid}"
@@ -62,58 +66,71 @@ func (s *Server) routes() http.Handler {
 	h("POST "+pr+"/signal", RouteSignal, s.handleSignal)
 	h("GET "+pr+"/wait", RouteWait, s.handleWait)
 	h("GET /v1/rootfs", RouteRootfs, s.handleRootfs)
-	h("GET /v1/shapes", RouteShapes, s.handleShapes)
 	if s.opts.ControlPrefix != "" {
-		s.control(mux, s.opts.ControlPrefix)
+		s.controlRoutes(mux, s.opts.ControlPrefix)
 	}
-	h("/", RouteUnknown, func(w http.ResponseWriter, r *http.Request) {
-		fail(w, http.StatusNotFound, "route not found")
+	h("/", RouteUnknown, func(http.ResponseWriter, *http.Request) error {
+		return failure(http.StatusNotFound, "route not found")
 	})
 	return mux
 }
 
-// wrap records the request, applies delays, authentication and injected
-// status faults, then runs the handler. It never redirects.
-func (s *Server) wrap(route Route, fn http.HandlerFunc) http.Handler {
+// api is the one preamble of every API route: it records and logs the
+// request, applies an injected delay, checks the API key, answers an
+// injected status, and otherwise runs fn and answers its error. It never
+// redirects.
+func (s *Server) api(route Route, fn handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		route := route
 		if route == RouteExec && r.URL.Query().Get("stream") == "true" {
 			route = RouteExecStream
 		}
 		rec := s.rec.start(route, r)
 		sw := &statusWriter{ResponseWriter: w}
-		defer func() { s.rec.finish(rec, sw.status) }()
 		start := time.Now()
 		defer func() {
+			s.rec.finish(rec, sw.status)
 			s.logf("%s %s %s -> %d (%s)", r.Method, r.URL.RequestURI(), route, sw.status, time.Since(start).Round(time.Millisecond))
 		}()
-
 		f := s.faults.take(route)
-		if f.Delay > 0 {
-			t := time.NewTimer(f.Delay)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
-				return
-			case <-s.ctx.Done():
-				t.Stop()
-				return
-			}
+		if !s.delay(r, f.Delay) {
+			return // the client or the server is gone
 		}
-		public := route == RouteRootfs || route == RouteShapes
-		if r.Header.Get("X-Api-Key") != s.opts.APIKey && !(public && r.Header.Get("X-Api-Key") == "") {
-			fail(sw, http.StatusUnauthorized, "invalid or missing API key")
-			return
+		err := s.authorize(r, route == RouteRootfs)
+		switch {
+		case err != nil:
+		case f.Status != 0:
+			err = f.answer(sw)
+		default:
+			err = fn(sw, r)
 		}
-		if f.Status != 0 {
-			if f.RetryAfter != "" {
-				sw.Header().Set("Retry-After", f.RetryAfter)
-			}
-			failStatus(sw, f.Status, f.Body)
-			return
-		}
-		fn(sw, r)
+		answer(sw, err)
 	})
+}
+
+// authorize checks the API key; a public route also takes none.
+func (s *Server) authorize(r *http.Request, public bool) error {
+	if k := r.Header.Get("X-Api-Key"); k != s.opts.APIKey && !(public && k == "") {
+		return failure(http.StatusUnauthorized, "invalid or missing API key")
+	}
+	return nil
+}
+
+// delay waits d before a request is handled; false when the request or
+// the server ended first.
+func (s *Server) delay(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+	case <-s.ctx.Done():
+	}
+	return false
 }
 
 // statusWriter remembers the status for the request log; it passes
@@ -145,5 +162,3 @@ func (w *statusWriter) Flush() {
 		f.Flush()
 	}
 }
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

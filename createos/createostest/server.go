@@ -5,10 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -27,23 +31,12 @@ type Options struct {
 	// Heartbeat is the interval of heartbeat frames on /connect and
 	// /exec?stream=true; default 5s.
 	Heartbeat time.Duration
-	// Shapes, when non-empty, is the accepted shape catalog (400 otherwise);
-	// by default any non-empty shape is accepted.
-	Shapes []string
-	// Region, when set, is the only accepted create region (400 otherwise).
-	Region string
 	// WritableHost leaves the host's top-level directories writable inside
 	// sandboxes; by default they are bound read-only.
 	WritableHost bool
 	// Mounts shows host directories read-only in every sandbox, each at a
 	// new top-level path: what a CreateOS image would have installed.
 	Mounts []Mount
-	// AllowNoIsolation lets NewServer succeed where namespaces are
-	// unavailable; command routes then answer 501 with the reason.
-	AllowNoIsolation bool
-	// MaxRecordedBody caps the request body bytes kept per recorded
-	// request; default 1 MiB, negative keeps none.
-	MaxRecordedBody int
 	// ControlPrefix, when set (e.g. "/_control"), serves the fault and
 	// request-log knobs over HTTP under that prefix (see control.go); the
 	// createos-sim --control flag uses it.
@@ -63,7 +56,6 @@ type Server struct {
 	dir    string
 	faults *Faults
 	rec    recorder
-	isoErr error
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -72,7 +64,8 @@ type Server struct {
 	sandboxes       map[string]*sandbox
 	transitionReads int // GETs that show a transitional state; 0 = synchronous
 	destroyedReads  int // GETs that still show "destroyed" before 404
-	evictedFrame    bool
+
+	evictedFrame atomic.Bool // SetEvictedAsFrame
 
 	closeOnce sync.Once
 }
@@ -107,15 +100,11 @@ func Start(opts Options) (*Server, error) {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 5 * time.Second
 	}
-	if opts.MaxRecordedBody == 0 {
-		opts.MaxRecordedBody = 1 << 20
-	}
 	if err := checkMounts(opts.Mounts); err != nil {
 		return nil, fmt.Errorf("createostest: %w", err)
 	}
-	isoErr := Isolation()
-	if isoErr != nil && !opts.AllowNoIsolation {
-		return nil, isoErr
+	if err := Isolation(); err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp(opts.Dir, "createostest-")
 	if err != nil {
@@ -126,15 +115,13 @@ func Start(opts Options) (*Server, error) {
 		opts:      opts,
 		dir:       dir,
 		faults:    newFaults(),
-		isoErr:    isoErr,
 		ctx:       ctx,
 		cancel:    cancel,
 		sandboxes: map[string]*sandbox{},
 	}
-	s.rec.max = opts.MaxRecordedBody
 	s.hs = httptest.NewUnstartedServer(s.routes())
 	if opts.Addr != "" {
-		l, err := listen(opts.Addr)
+		l, err := net.Listen("tcp", opts.Addr)
 		if err != nil {
 			cancel()
 			os.RemoveAll(dir)
@@ -152,18 +139,18 @@ func Start(opts Options) (*Server, error) {
 // sandbox directories. It is safe to call more than once.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
+		// Cancelling ends the streams, waits and commands in flight, so the
+		// listener closes once they answered; then no request can add a
+		// sandbox that the releases below would miss.
 		s.cancel()
+		s.hs.CloseClientConnections()
+		s.hs.Close()
 		s.mu.Lock()
-		boxes := make([]*sandbox, 0, len(s.sandboxes))
-		for _, sb := range s.sandboxes {
-			boxes = append(boxes, sb)
-		}
+		boxes := slices.Collect(maps.Values(s.sandboxes))
 		s.mu.Unlock()
 		for _, sb := range boxes {
 			s.release(sb)
 		}
-		s.hs.CloseClientConnections()
-		s.hs.Close()
 		os.RemoveAll(s.dir)
 	})
 }
@@ -189,15 +176,6 @@ func (s *Server) SetTransitionReads(n int) {
 	s.transitionReads = max(n, 0)
 }
 
-// SetAsyncTransitions is SetTransitionReads(2) when on, 0 when off.
-func (s *Server) SetAsyncTransitions(on bool) {
-	if on {
-		s.SetTransitionReads(2)
-		return
-	}
-	s.SetTransitionReads(0)
-}
-
 // SetDestroyedReads keeps a destroyed sandbox readable (status
 // "destroyed") for n GETs before it answers 404; default 0.
 func (s *Server) SetDestroyedReads(n int) {
@@ -205,6 +183,10 @@ func (s *Server) SetDestroyedReads(n int) {
 	defer s.mu.Unlock()
 	s.destroyedReads = max(n, 0)
 }
+
+// SetEvictedAsFrame makes /connect answer an evicted offset with 200 and an
+// {"type":"error","error":"output_offset_expired"} frame instead of 410.
+func (s *Server) SetEvictedAsFrame(on bool) { s.evictedFrame.Store(on) }
 
 func (s *Server) logf(format string, args ...any) {
 	if s.opts.Logf != nil {

@@ -137,3 +137,67 @@ func (x *execIO) finish() {
 		<-x.stdinOK
 	}
 }
+
+// procIO is a managed process's stdio: three pipes, or one pty.
+type procIO struct {
+	child   [3]*os.File // the command's stdin, stdout and stderr
+	stdin   *os.File    // the pipe's write end, or the pty master
+	streams []stream    // what is journaled
+}
+
+type stream struct {
+	name string // stdout, stderr or pty
+	r    *os.File
+}
+
+func openProcIO(body procBody) (*procIO, error) {
+	if body.PTY != nil {
+		cols, rows := body.PTY.Cols, body.PTY.Rows
+		if cols <= 0 {
+			cols = 80
+		}
+		if rows <= 0 {
+			rows = 24
+		}
+		master, slave, err := openPTY(cols, rows)
+		if err != nil {
+			return nil, err
+		}
+		return &procIO{child: [3]*os.File{slave, slave, slave}, stdin: master, streams: []stream{{"pty", master}}}, nil
+	}
+	x := &procIO{}
+	for i, name := range []string{"stdin", "stdout", "stderr"} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			x.closeChild()
+			x.closeOurs()
+			return nil, err
+		}
+		if i == 0 {
+			x.child[0], x.stdin = r, w
+			continue
+		}
+		x.child[i] = w
+		x.streams = append(x.streams, stream{name, r})
+	}
+	return x, nil
+}
+
+// closeChild drops the server's copies of the command's ends.
+func (x *procIO) closeChild() {
+	for i, f := range x.child {
+		if f != nil && (i == 0 || f != x.child[0]) {
+			f.Close()
+		}
+	}
+}
+
+// closeOurs releases the server's ends (closing one twice is harmless).
+func (x *procIO) closeOurs() {
+	if x.stdin != nil {
+		x.stdin.Close()
+	}
+	for _, st := range x.streams {
+		st.r.Close()
+	}
+}
