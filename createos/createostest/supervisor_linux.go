@@ -124,17 +124,7 @@ func supervise(spec superviseSpec, control *bufio.Reader, chld <-chan os.Signal)
 	}
 	detachStdio()
 	t := tree{self: os.Getpid(), leader: leader}
-	msgs := make(chan string)
-	go func() {
-		defer close(msgs)
-		for {
-			line, err := control.ReadString('\n')
-			if err != nil {
-				return
-			}
-			msgs <- strings.TrimSpace(line)
-		}
-	}()
+	msgs := readLines(control)
 	var (
 		held  bool // term or kill: the status waits until the whole tree is gone
 		grace <-chan time.Time
@@ -168,6 +158,24 @@ func supervise(spec superviseSpec, control *bufio.Reader, chld <-chan os.Signal)
 			return shellStatus(*t.status)
 		}
 	}
+}
+
+// readLines delivers control's lines until it ends. Its goroutine may
+// block on a line nobody takes once supervise returned: the supervisor
+// exits then.
+func readLines(control *bufio.Reader) <-chan string {
+	msgs := make(chan string)
+	go func() {
+		defer close(msgs)
+		for {
+			line, err := control.ReadString('\n')
+			if err != nil {
+				return
+			}
+			msgs <- strings.TrimSpace(line)
+		}
+	}()
+	return msgs
 }
 
 // startLeader starts the command in a session of its own (its process

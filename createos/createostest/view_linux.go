@@ -204,50 +204,12 @@ func mountView(root, workspace, tmp, home string, writable bool, mounts []Mount)
 		return fmt.Errorf("read host root: %w", err)
 	}
 	for _, e := range entries {
-		name := e.Name()
-		switch name {
-		case "tmp", "paperclip-workspace":
-			continue
-		case "root": // bound below: each sandbox has its own home
+		switch e.Name() {
+		case "tmp", "paperclip-workspace", "root": // the sandbox's own, bound below
 			continue
 		}
-		src, dst := "/"+name, filepath.Join(root, name)
-		info, err := os.Lstat(src)
-		if err != nil {
-			continue
-		}
-		switch {
-		case info.Mode()&os.ModeSymlink != 0:
-			target, err := os.Readlink(src)
-			if err != nil {
-				continue
-			}
-			if err := os.Symlink(target, dst); err != nil {
-				return fmt.Errorf("link %s: %w", src, err)
-			}
-			continue
-		case info.IsDir():
-			if err := os.Mkdir(dst, 0o755); err != nil {
-				return fmt.Errorf("mkdir %s: %w", dst, err)
-			}
-		default:
-			f, err := os.Create(dst)
-			if err != nil {
-				return fmt.Errorf("create %s: %w", dst, err)
-			}
-			f.Close()
-		}
-		if err := syscall.Mount(src, dst, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
-			return fmt.Errorf("bind %s: %w", src, err)
-		}
-		if !writable && info.IsDir() {
-			switch name {
-			case "dev", "sys", "run", "proc":
-			default:
-				// Best effort: protects the host from commands that stray
-				// outside the workspace.
-				_ = syscall.Mount("", dst, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, "")
-			}
+		if err := showHostEntry(root, e.Name(), writable); err != nil {
+			return err
 		}
 	}
 	for _, b := range []struct{ src, guest string }{{workspace, workspaceDir}, {tmp, tmpDir}, {home, homeDir}} {
@@ -260,16 +222,68 @@ func mountView(root, workspace, tmp, home string, writable bool, mounts []Mount)
 		}
 	}
 	for _, m := range mounts {
-		dst := filepath.Join(root, m.Guest)
+		if err := showMount(root, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// showHostEntry shows the host's top-level entry name in the view: a
+// symlink is copied, a directory or file is bound (a directory read-only
+// unless writable, except the kernel's dev, sys, run and proc).
+func showHostEntry(root, name string, writable bool) error {
+	src, dst := "/"+name, filepath.Join(root, name)
+	info, err := os.Lstat(src)
+	if err != nil {
+		return nil // gone meanwhile
+	}
+	switch {
+	case info.Mode()&os.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return nil
+		}
+		if err := os.Symlink(target, dst); err != nil {
+			return fmt.Errorf("link %s: %w", src, err)
+		}
+		return nil
+	case info.IsDir():
 		if err := os.Mkdir(dst, 0o755); err != nil {
-			return fmt.Errorf("mkdir %s: %w", m.Guest, err)
+			return fmt.Errorf("mkdir %s: %w", dst, err)
 		}
-		if err := syscall.Mount(m.Host, dst, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
-			return fmt.Errorf("bind %s at %s: %w", m.Host, m.Guest, err)
+	default:
+		f, err := os.Create(dst)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", dst, err)
 		}
-		if err := syscall.Mount("", dst, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
-			return fmt.Errorf("make %s read-only: %w", m.Guest, err)
-		}
+		f.Close()
+	}
+	if err := syscall.Mount(src, dst, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	switch {
+	case writable || !info.IsDir():
+	case name == "dev" || name == "sys" || name == "run" || name == "proc":
+	default:
+		// Best effort: protects the host from commands that stray outside
+		// the workspace.
+		_ = syscall.Mount("", dst, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, "")
+	}
+	return nil
+}
+
+// showMount binds an Options.Mounts entry read-only.
+func showMount(root string, m Mount) error {
+	dst := filepath.Join(root, m.Guest)
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		return fmt.Errorf("mkdir %s: %w", m.Guest, err)
+	}
+	if err := syscall.Mount(m.Host, dst, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s at %s: %w", m.Host, m.Guest, err)
+	}
+	if err := syscall.Mount("", dst, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		return fmt.Errorf("make %s read-only: %w", m.Guest, err)
 	}
 	return nil
 }
