@@ -195,6 +195,26 @@ func TestLifecycleRejectsGuaranteedExpiryLeases(t *testing.T) {
 	}
 }
 
+// wantNotThisEnvironment checks that execute, resume, destroy and realize
+// of l, each with base params changed by edit, are refused as another
+// environment's lease.
+func wantNotThisEnvironment(t *testing.T, d *Driver, l *handlers.Lease, edit func(*handlers.BaseParams)) {
+	t.Helper()
+	ep, rp, dp := execParams(l, nil), resumeParams(l, nil), releaseParams(l, nil)
+	wp := &handlers.RealizeWorkspaceParams{BaseParams: base(nil), Lease: *l}
+	for _, bp := range []*handlers.BaseParams{&ep.BaseParams, &rp.BaseParams, &dp.BaseParams, &wp.BaseParams} {
+		edit(bp)
+	}
+	_, err := d.Execute(t.Context(), ep, nil)
+	wantErr(t, err, "this environment")
+	_, err = d.ResumeLease(t.Context(), rp)
+	wantErr(t, err, "this environment")
+	_, err = d.DestroyLease(t.Context(), dp)
+	wantErr(t, err, "this environment")
+	_, err = d.RealizeWorkspace(t.Context(), wp)
+	wantErr(t, err, "this environment")
+}
+
 // 4. "does not execute, resume, or destroy another company's recorded
 // lease"
 func TestLifecycleRefusesAnotherCompanysLease(t *testing.T) {
@@ -202,23 +222,7 @@ func TestLifecycleRefusesAnotherCompanysLease(t *testing.T) {
 	d := s.driver()
 	l := acquire(t, d, nil)
 	s.reset()
-	other := func(p *handlers.BaseParams) { p.CompanyID = "company-b" }
-	ep := execParams(l, nil)
-	other(&ep.BaseParams)
-	_, err := d.Execute(t.Context(), ep, nil)
-	wantErr(t, err, "this environment")
-	rp := resumeParams(l, nil)
-	other(&rp.BaseParams)
-	_, err = d.ResumeLease(t.Context(), rp)
-	wantErr(t, err, "this environment")
-	dp := releaseParams(l, nil)
-	other(&dp.BaseParams)
-	_, err = d.DestroyLease(t.Context(), dp)
-	wantErr(t, err, "this environment")
-	wp := &handlers.RealizeWorkspaceParams{BaseParams: base(nil), Lease: *l}
-	other(&wp.BaseParams)
-	_, err = d.RealizeWorkspace(t.Context(), wp)
-	wantErr(t, err, "this environment")
+	wantNotThisEnvironment(t, d, l, func(p *handlers.BaseParams) { p.CompanyID = "company-b" })
 	if n := len(s.snapshot()); n != 0 {
 		t.Errorf("%d requests: %v", n, s.snapshot())
 	}
@@ -234,14 +238,7 @@ func TestLeaseOwnershipUsesTheOriginFingerprint(t *testing.T) {
 	l := acquire(t, d, reuse)
 	s.reset()
 	elsewhere := handlers.Object{"apiUrl": "https://other.example.test", "reuseLease": true, "rootfs": "tpl_ready", "region": "us"}
-	_, err := d.Execute(t.Context(), execParams(l, elsewhere), nil)
-	wantErr(t, err, "this environment")
-	_, err = d.ResumeLease(t.Context(), resumeParams(l, elsewhere))
-	wantErr(t, err, "this environment")
-	_, err = d.RealizeWorkspace(t.Context(), &handlers.RealizeWorkspaceParams{BaseParams: base(elsewhere), Lease: *l})
-	wantErr(t, err, "this environment")
-	_, err = d.DestroyLease(t.Context(), releaseParams(l, elsewhere))
-	wantErr(t, err, "this environment")
+	wantNotThisEnvironment(t, d, l, func(p *handlers.BaseParams) { p.Config = baseConfig(elsewhere) })
 	// Same origin spelled differently normalises to the same fingerprint.
 	if _, err := d.RealizeWorkspace(t.Context(), &handlers.RealizeWorkspaceParams{
 		BaseParams: base(handlers.Object{"apiUrl": "HTTPS://CreateOS.example.test:443/v1/"}), Lease: *l}); err != nil {
