@@ -126,4 +126,10 @@ func TestExecStream(t *testing.T) {
 	if last := frames[len(frames)-1]; last["exit_code"] == nil {
 		t.Fatalf("last frame %v is not the exit", last)
 	}
+	// A streamed exec does not make the next plain one a stream in the log.
+	a.exec(id, "/bin/true")
+	reqs := a.srv.Requests()
+	if got := []createostest.Route{reqs[len(reqs)-2].Route, reqs[len(reqs)-1].Route}; got[0] != createostest.RouteExecStream || got[1] != createostest.RouteExec {
+		t.Fatalf("routes %v, want exec.stream then exec", got)
+	}
 }
