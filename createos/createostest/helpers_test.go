@@ -3,54 +3,18 @@ package createostest_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"runtime"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"go.uber.org/goleak"
 )
 
 const key = "k-test"
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := leakedGoroutines(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// leakedGoroutines waits for every goroutine started by the package under
-// test to end.
-func leakedGoroutines() error {
-	http.DefaultClient.CloseIdleConnections()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		buf := make([]byte, 1<<20)
-		stacks := string(buf[:runtime.Stack(buf, true)])
-		var leaked []string
-		for _, g := range strings.Split(stacks, "\n\n") {
-			if strings.Contains(g, "createostest.") && !strings.Contains(g, "TestMain") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("leaked goroutines:\n%s", strings.Join(leaked, "\n\n"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// TestMain fails the run when a goroutine outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // api is a tiny client for the fake: it speaks the transport rules of the
 // spec (/v1 prefix, X-Api-Key, no redirects).
