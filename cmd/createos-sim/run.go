@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,57 +28,22 @@ Flags:
 
 // run is the whole program; main only wires the process to it.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("createos-sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:0", "TCP address to listen on")
-	apiKey := fs.String("api-key", "test-key", "X-Api-Key value every request must carry")
-	stdinEOF := fs.Bool("exit-on-stdin-eof", false, "exit when stdin reaches EOF")
-	dir := fs.String("dir", "", "directory for sandbox data (default the system temp dir)")
-	transitionReads := fs.Int("transition-reads", 0, "GETs that read a transitional state after create/pause/resume/fork/destroy (0 = synchronous)")
-	destroyedReads := fs.Int("destroyed-reads", 0, "GETs that read \"destroyed\" before a destroyed sandbox answers 404")
-	journal := fs.Int("journal-limit", 1<<20, "bytes of output kept per managed process")
-	heartbeat := fs.Duration("heartbeat", 5*time.Second, "heartbeat interval on NDJSON streams")
-	writable := fs.Bool("writable-host", false, "leave host directories writable inside sandboxes")
-	control := fs.Bool("control", false, "serve the /_control fault and request-log API")
-	verbose := fs.Bool("v", false, "log every request")
-	var mounts []createostest.Mount
-	fs.Func("mount", "HOST:GUEST: show host directory HOST read-only at the new top-level sandbox path GUEST (repeatable)", func(s string) error {
-		m, err := createostest.ParseMount(s)
-		mounts = append(mounts, m)
-		return err
-	})
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "createos-sim: unexpected argument %q\n", fs.Arg(0))
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
 		return 2
 	}
 	logger := log.New(stderr, "createos-sim: ", log.LstdFlags|log.Lmicroseconds)
-	opts := createostest.Options{
-		APIKey:       *apiKey,
-		Addr:         *listen,
-		Dir:          *dir,
-		JournalLimit: *journal,
-		Heartbeat:    *heartbeat,
-		WritableHost: *writable,
-		Mounts:       mounts,
+	if cfg.verbose {
+		cfg.opts.Logf = logger.Printf
 	}
-	if *control {
-		opts.ControlPrefix = "/_control"
-	}
-	if *verbose {
-		opts.Logf = logger.Printf
-	}
-	srv, err := createostest.Start(opts)
+	srv, err := createostest.Start(cfg.opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "createos-sim: %v\n", err)
 		return 1
 	}
 	defer srv.Close()
-	srv.SetTransitionReads(*transitionReads)
-	srv.SetDestroyedReads(*destroyedReads)
+	srv.SetTransitionReads(cfg.transitionReads)
+	srv.SetDestroyedReads(cfg.destroyedReads)
 	if _, err := fmt.Fprintln(stdout, srv.URL); err != nil {
 		fmt.Fprintf(stderr, "createos-sim: %v\n", err)
 		return 1
@@ -85,7 +51,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	logger.Printf("listening on %s (API under /v1)", srv.URL)
 
 	eof := make(chan struct{})
-	if *stdinEOF {
+	if cfg.stdinEOF {
 		go func() {
 			defer close(eof)
 			_, _ = io.Copy(io.Discard, stdin)
@@ -98,4 +64,47 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		logger.Printf("stdin closed; shutting down")
 	}
 	return 0
+}
+
+// config is what the command line asks for.
+type config struct {
+	opts                            createostest.Options
+	transitionReads, destroyedReads int
+	stdinEOF, verbose               bool
+}
+
+// parseFlags reads the command line; it reports what is wrong with it on
+// stderr.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var cfg config
+	fs := flag.NewFlagSet("createos-sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.opts.Addr, "listen", "127.0.0.1:0", "TCP address to listen on")
+	fs.StringVar(&cfg.opts.APIKey, "api-key", "test-key", "X-Api-Key value every request must carry")
+	fs.BoolVar(&cfg.stdinEOF, "exit-on-stdin-eof", false, "exit when stdin reaches EOF")
+	fs.StringVar(&cfg.opts.Dir, "dir", "", "directory for sandbox data (default the system temp dir)")
+	fs.IntVar(&cfg.transitionReads, "transition-reads", 0, "GETs that read a transitional state after create/pause/resume/fork/destroy (0 = synchronous)")
+	fs.IntVar(&cfg.destroyedReads, "destroyed-reads", 0, "GETs that read \"destroyed\" before a destroyed sandbox answers 404")
+	fs.IntVar(&cfg.opts.JournalLimit, "journal-limit", 1<<20, "bytes of output kept per managed process")
+	fs.DurationVar(&cfg.opts.Heartbeat, "heartbeat", 5*time.Second, "heartbeat interval on NDJSON streams")
+	fs.BoolVar(&cfg.opts.WritableHost, "writable-host", false, "leave host directories writable inside sandboxes")
+	control := fs.Bool("control", false, "serve the /_control fault and request-log API")
+	fs.BoolVar(&cfg.verbose, "v", false, "log every request")
+	fs.Func("mount", "HOST:GUEST: show host directory HOST read-only at the new top-level sandbox path GUEST (repeatable)", func(s string) error {
+		m, err := createostest.ParseMount(s)
+		cfg.opts.Mounts = append(cfg.opts.Mounts, m)
+		return err
+	})
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "createos-sim: unexpected argument %q\n", fs.Arg(0))
+		return cfg, errors.New("unexpected argument")
+	}
+	if *control {
+		cfg.opts.ControlPrefix = "/_control"
+	}
+	return cfg, nil
 }

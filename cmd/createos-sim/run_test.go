@@ -188,3 +188,51 @@ func TestSimBadFlags(t *testing.T) {
 		t.Fatalf("stdout %q", out.String())
 	}
 }
+
+func TestParseFlags(t *testing.T) {
+	tools := t.TempDir()
+	cases := []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, cfg config)
+		err   string // on stderr; "" = the flags are accepted
+	}{
+		{"defaults", nil, func(t *testing.T, cfg config) {
+			o := cfg.opts
+			if o.Addr != "127.0.0.1:0" || o.APIKey != "test-key" || o.JournalLimit != 1<<20 || o.Heartbeat != 5*time.Second ||
+				o.ControlPrefix != "" || o.WritableHost || o.Dir != "" || len(o.Mounts) != 0 || cfg.stdinEOF || cfg.verbose ||
+				cfg.transitionReads != 0 || cfg.destroyedReads != 0 {
+				t.Fatalf("%+v", cfg)
+			}
+		}, ""},
+		{"every flag", []string{"--listen", "127.0.0.1:3109", "--api-key", "k", "--exit-on-stdin-eof", "--dir", "/d",
+			"--transition-reads", "2", "--destroyed-reads", "3", "--journal-limit", "4096", "--heartbeat", "500ms",
+			"--writable-host", "--control", "-v", "--mount", tools + ":/tools"}, func(t *testing.T, cfg config) {
+			o := cfg.opts
+			if o.Addr != "127.0.0.1:3109" || o.APIKey != "k" || o.Dir != "/d" || o.JournalLimit != 4096 || o.Heartbeat != 500*time.Millisecond ||
+				!o.WritableHost || o.ControlPrefix != "/_control" || len(o.Mounts) != 1 || o.Mounts[0].Host != tools || o.Mounts[0].Guest != "/tools" ||
+				!cfg.stdinEOF || !cfg.verbose || cfg.transitionReads != 2 || cfg.destroyedReads != 3 {
+				t.Fatalf("%+v", cfg)
+			}
+		}, ""},
+		{"bad mount", []string{"--mount", "relative:/tools"}, nil, "absolute path"},
+		{"unknown flag", []string{"--nope"}, nil, "flag provided but not defined"},
+		{"argument", []string{"extra"}, nil, `unexpected argument "extra"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			cfg, err := parseFlags(tc.args, &stderr)
+			if tc.err == "" {
+				if err != nil || stderr.Len() > 0 {
+					t.Fatalf("err %v, stderr %q", err, stderr.String())
+				}
+				tc.check(t, cfg)
+				return
+			}
+			if err == nil || !strings.Contains(stderr.String(), tc.err) {
+				t.Fatalf("err %v, stderr %q; want %q", err, stderr.String(), tc.err)
+			}
+		})
+	}
+}
