@@ -9,7 +9,11 @@
 //   - Per-command env is rendered in name order (Go maps have none).
 //   - Every deadline this package sets has a timeout-typed cause that
 //     matches context.DeadlineExceeded; cancellations never do. A deadline
-//     gives a timed-out execute result, a cancellation an error.
+//     gives a timed-out execute result, a cancellation an error. The
+//     context is looked at once, when a command's steps are over
+//     (outcome): a cancellation wins even over an exit frame already
+//     read, so a cancelled call never reports success; an exit read past
+//     the deadline is reported as the exit.
 //   - Lease metadata records apiOriginSha256, the hex SHA-256 of the
 //     normalised API origin, which ownership checks compare; the reference
 //     stores the origin itself (apiUrl), but no configured URL or key may
