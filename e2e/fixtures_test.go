@@ -52,13 +52,19 @@ func runFixture(t *testing.T, name string) []string {
 	cmd := exec.Command(bin, "--log-level", "info")
 	cmd.Env = []string{"TMPDIR=" + tmp, "GORACE=atexit_sleep_ms=0"}
 	w := rpctest.Start(t, cmd)
+	// The golden file is the transcript: what was sent and what the worker
+	// printed, normalised, in the order they happened.
 	var got []string
-	w.Seen = func(line []byte) {
-		if len(line) > 4096 {
-			line = append(line[:4096:4096], []byte("…")...)
+	record := func(dir string) func([]byte) {
+		return func(line []byte) {
+			line = []byte(normalise(tmp, line))
+			if len(line) > 4096 {
+				line = append(line[:4096:4096], []byte("…")...)
+			}
+			got = append(got, strings.TrimSuffix(string(rpctest.NewEntry(dir, line).AppendLine(nil)), "\n"))
 		}
-		got = append(got, normalise(tmp, line))
 	}
+	w.Sent, w.Seen = record(rpctest.In), record(rpctest.Out)
 	runErr := w.Play(ctx, src, nil)
 	_ = w.CloseInput()
 	_, closeErr := w.Drain()

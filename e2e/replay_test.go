@@ -1,21 +1,15 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-)
 
-// recorded is one line of a flow make server-e2e recorded from the real
-// Paperclip server (testdata/server-e2e): a host request or a worker reply.
-type recorded struct {
-	Dir string          `json:"dir"`
-	Msg json.RawMessage `json:"msg"`
-}
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
+)
 
 type recordedMsg struct {
 	ID     *int            `json:"id"`
@@ -34,26 +28,23 @@ func readRecorded(t *testing.T, name string) (reqs []recordedMsg, replies map[in
 		t.Fatal(err)
 	}
 	defer f.Close()
+	// A flow make server-e2e recorded from the real Paperclip server: the
+	// host's requests and the worker's replies.
+	entries, err := rpctest.ReadTranscript(f)
+	if err != nil {
+		t.Fatal(err)
+	}
 	replies = map[int]recordedMsg{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		var r recorded
+	for _, e := range entries {
 		var m recordedMsg
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
+		if err := json.Unmarshal(e.Msg, &m); err != nil || m.ID == nil {
+			t.Fatalf("recorded line without an id: %s", e.AppendLine(nil))
 		}
-		if err := json.Unmarshal(r.Msg, &m); err != nil || m.ID == nil {
-			t.Fatalf("recorded line without an id: %s", sc.Bytes())
-		}
-		if r.Dir == "in" {
+		if e.Dir == rpctest.In {
 			reqs = append(reqs, m)
 		} else {
 			replies[*m.ID] = m
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return reqs, replies
 }

@@ -10,14 +10,14 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 // traceEntry is one line the recorder relayed (see recorder/main.go).
 type traceEntry struct {
-	T    string          `json:"t"`
-	Dir  string          `json:"dir"` // in (host to worker), out, exit
-	Msg  json.RawMessage `json:"msg,omitempty"`
-	Text string          `json:"text,omitempty"`
+	T string `json:"t"`
+	rpctest.Entry
 }
 
 type rpcMsg struct {
@@ -185,12 +185,7 @@ func (h *harness) writeTraffic(ctx context.Context) error {
 			if e.Dir == "exit" || len(e.Msg) == 0 || (e.Dir == "out" && e.rpc().Method != "") {
 				continue
 			}
-			line, _ := json.Marshal(struct {
-				Dir string          `json:"dir"`
-				Msg json.RawMessage `json:"msg"`
-			}{e.Dir, h.redact(e.Msg)})
-			b.Write(line)
-			b.WriteByte('\n')
+			b.Write(rpctest.Entry{Dir: e.Dir, Msg: h.redact(e.Msg)}.AppendLine(nil))
 		}
 		for _, d := range dirs {
 			if err := os.MkdirAll(d, 0o755); err != nil {

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 func main() { os.Exit(run()) }
@@ -85,11 +87,10 @@ type recorder struct {
 	w  io.Writer
 }
 
+// entry is a transcript line with the time it was relayed.
 type entry struct {
-	T    string          `json:"t"`
-	Dir  string          `json:"dir"`
-	Msg  json.RawMessage `json:"msg,omitempty"`
-	Text string          `json:"text,omitempty"`
+	T string `json:"t"`
+	rpctest.Entry
 }
 
 func (r *recorder) write(e entry) {
@@ -100,7 +101,7 @@ func (r *recorder) write(e entry) {
 }
 
 func (r *recorder) note(dir, text string) {
-	r.write(entry{T: time.Now().UTC().Format(time.RFC3339Nano), Dir: dir, Text: text})
+	r.write(entry{T: time.Now().UTC().Format(time.RFC3339Nano), Entry: rpctest.Entry{Dir: dir, Text: text}})
 }
 
 // copy relays src to dst a line at a time, recording each line first.
@@ -115,13 +116,7 @@ func (r *recorder) copy(dir string, dst io.Writer, src io.Reader) {
 			if line[len(line)-1] != '\n' {
 				body = line
 			}
-			e := entry{T: time.Now().UTC().Format(time.RFC3339Nano), Dir: dir}
-			if json.Valid(body) {
-				e.Msg = append(json.RawMessage(nil), body...)
-			} else {
-				e.Text = string(body)
-			}
-			r.write(e)
+			r.write(entry{T: time.Now().UTC().Format(time.RFC3339Nano), Entry: rpctest.NewEntry(dir, body)})
 			if _, werr := dst.Write(line); werr != nil {
 				return
 			}
