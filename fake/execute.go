@@ -32,13 +32,11 @@ type execution struct {
 	// command never started, or its process group was terminated for it.
 	stopped bool
 
-	started chan struct{} // closed once the process started or will not start
-	pgid    int
-	done    chan struct{} // closed when Execute is finished with the process
+	done chan struct{} // closed when Execute is finished with the process
 }
 
 func newExecution() *execution {
-	return &execution{stopCh: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
+	return &execution{stopCh: make(chan struct{}), done: make(chan struct{})}
 }
 
 // stop asks the execution to terminate; repeated calls coalesce.
@@ -133,12 +131,9 @@ func (r *run) do(ctx context.Context, timeout time.Duration) (*handlers.ExecuteR
 	return r.collect(ctx, p, timeout)
 }
 
-// start joins the lease, prepares the command and spawns it. It is the one
-// owner of the started signal: started is closed when start returns,
-// after pgid is set if the process started. A nil proc comes with the
-// result or error to answer instead.
+// start joins the lease, prepares the command and spawns it. A nil proc
+// comes with the result or error to answer instead.
 func (r *run) start() (*proc, *handlers.ExecuteResult, error) {
-	defer close(r.e.started)
 	if err := r.l.join(r.e); err != nil {
 		return nil, nil, err
 	}
@@ -154,11 +149,7 @@ func (r *run) start() (*proc, *handlers.ExecuteResult, error) {
 	if cmd == nil {
 		return nil, res, nil
 	}
-	p, res, err := r.spawn(cmd)
-	if p != nil {
-		r.e.pgid = p.cmd.Process.Pid
-	}
-	return p, res, err
+	return r.spawn(cmd)
 }
 
 // prepare resolves where and what the command runs: its cwd must be a

@@ -210,7 +210,6 @@ func planMapping(j int, f handlers.SyncFileMapping, in bool, roots []string) (ma
 // for it. done must be called when the call ends.
 func (l *lease) trackSync(ctx context.Context) (context.Context, func(), error) {
 	e := newExecution()
-	close(e.started)
 	if err := l.join(e); err != nil {
 		close(e.done)
 		return nil, nil, err
