@@ -250,9 +250,11 @@ func (r *run) collect(ctx context.Context, p *proc, timeout time.Duration) (*han
 func (p *proc) drain(readers *sync.WaitGroup) {
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
+	t := time.NewTimer(pipeDrain)
+	defer t.Stop()
 	select {
 	case <-drained:
-	case <-time.After(pipeDrain):
+	case <-t.C:
 		p.outR.Close()
 		p.errR.Close()
 		<-drained

@@ -47,6 +47,9 @@ func (s *syncer) postUpload(ctx context.Context, op operationPlan, i int, c comm
 	if end == endTimedOut {
 		return fmt.Errorf("%s timed out after %d ms and was killed", where, timeout.Milliseconds())
 	}
+	if cmd.ProcessState == nil { // Wait failed without reaping: no exit to read
+		return fmt.Errorf("%s ended without an exit status the worker could read", where)
+	}
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if err := s.stopCause(ctx, ws); err != nil {
 		return fmt.Errorf("%s was stopped: %w", where, err)
