@@ -1,17 +1,14 @@
 package createos
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
-	"io"
-	"strconv"
 	"testing"
 
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 // Calls shaped as the real host (paperclipai 2026.916.1) sends them, built
@@ -26,40 +23,22 @@ import (
 // commands stamped with the run timeout, and their exclude lists).
 
 // wire drives a Driver over JSON-RPC the way the host does: handlers and
-// the rpc server over pipes, one call at a time, params as raw JSON.
+// the rpc server in-process, one call at a time, params as raw JSON.
 type wire struct {
-	t   *testing.T
-	in  io.WriteCloser
-	out *bufio.Reader
+	c   *rpctest.Conn
 	seq int
 }
 
 func newWire(t *testing.T, d *Driver) *wire {
 	t.Helper()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	srv := rpc.NewServer(inR, outW, handlers.New(handlers.Options{}, d), rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()})
-	served := make(chan struct{})
-	go func() {
-		_ = srv.Serve(context.Background())
-		outW.Close()
-		close(served)
-	}()
-	w := &wire{t: t, in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
-	t.Cleanup(func() {
-		drained := make(chan struct{})
-		go func() { _, _ = io.Copy(io.Discard, outR); close(drained) }()
-		inW.Close()
-		<-served
-		<-drained
-	})
-	return w
+	c, _ := rpctest.Serve(t, handlers.New(handlers.Options{}, d), rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()})
+	return &wire{c: c}
 }
 
 // wireError is a JSON-RPC error reply.
 type wireError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+	Code    int
+	Message string
 }
 
 func (e *wireError) Error() string { return e.Message }
@@ -67,40 +46,15 @@ func (e *wireError) Error() string { return e.Message }
 // call sends one request and decodes its reply's result into out,
 // skipping the notifications (log, execute.log) written before it.
 func (w *wire) call(method string, params map[string]any, out any) error {
-	w.t.Helper()
 	w.seq++
-	line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": w.seq, "method": method, "params": params})
-	if err != nil {
-		w.t.Fatal(err)
+	m, _ := w.c.Call(w.seq, method, params, "", "")
+	if m.Error != nil {
+		return &wireError{Code: m.Error.Code, Message: m.Error.Message}
 	}
-	if _, err := w.in.Write(append(line, '\n')); err != nil {
-		w.t.Fatal(err)
+	if out == nil || string(m.Result) == "null" {
+		return nil
 	}
-	for {
-		b, err := w.out.ReadBytes('\n')
-		if err != nil {
-			w.t.Fatalf("%s: no reply: %v", method, err)
-		}
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Result json.RawMessage `json:"result"`
-			Error  *wireError      `json:"error"`
-		}
-		if err := json.Unmarshal(b, &m); err != nil {
-			w.t.Fatalf("not JSON: %q", b)
-		}
-		if m.Method != "" || string(m.ID) != strconv.Itoa(w.seq) {
-			continue
-		}
-		if m.Error != nil {
-			return m.Error
-		}
-		if out == nil || string(m.Result) == "null" {
-			return nil
-		}
-		return json.Unmarshal(m.Result, out)
-	}
+	return json.Unmarshal(m.Result, out)
 }
 
 // hostLease is one lease as the host holds it.
