@@ -1,8 +1,6 @@
 package rpctest
 
 import (
-	"context"
-	"io"
 	"testing"
 	"time"
 
@@ -15,26 +13,18 @@ import (
 // for a client that did not start the worker) and Serve must return.
 func Client(t testing.TB, d rpc.Dispatcher, opts rpc.Options, copts rpc.ClientOptions) *rpc.Client {
 	t.Helper()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	srv := rpc.NewServer(inR, outW, d, opts)
-	served := make(chan error, 1)
-	go func() {
-		err := srv.Serve(context.Background())
-		outW.Close()
-		served <- err
-	}()
-	c := rpc.NewClient(outR, inW, copts)
+	w := startInProcess(d, opts)
+	c := rpc.NewClient(w.out, w.in, copts)
 	t.Cleanup(func() {
 		c.Kill()
 		select {
-		case err := <-served:
+		case err := <-w.served:
 			if err != nil {
 				t.Errorf("Serve: %v", err)
 			}
 		case <-time.After(Timeout):
 			t.Errorf("Serve did not return %v after stdin closed", Timeout)
-			outR.Close()
+			w.out.Close()
 		}
 		<-c.Done()
 	})

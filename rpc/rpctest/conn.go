@@ -52,6 +52,28 @@ func Start(t testing.TB, cmd *exec.Cmd) *Conn {
 // Timeout; its error fails the test.
 func Serve(t testing.TB, d rpc.Dispatcher, opts rpc.Options) (*Conn, *rpc.Server) {
 	t.Helper()
+	w := startInProcess(d, opts)
+	c := &Conn{Peer: NewPeer(w.out, w.in), t: t, served: w.served}
+	t.Cleanup(func() {
+		w.in.Close()
+		if err := c.waitServed(); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		w.out.Close() // the reader ends even if Serve is stuck
+		<-c.done
+	})
+	return c, w.srv
+}
+
+// inProcess is a Server running on pipes: in is its stdin, out its stdout.
+type inProcess struct {
+	srv    *rpc.Server
+	in     *io.PipeWriter
+	out    *io.PipeReader
+	served <-chan error // Serve's return; its stdout is closed by then
+}
+
+func startInProcess(d rpc.Dispatcher, opts rpc.Options) inProcess {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	srv := rpc.NewServer(inR, outW, d, opts)
@@ -61,16 +83,7 @@ func Serve(t testing.TB, d rpc.Dispatcher, opts rpc.Options) (*Conn, *rpc.Server
 		outW.Close()
 		served <- err
 	}()
-	c := &Conn{Peer: NewPeer(outR, inW), t: t, served: served}
-	t.Cleanup(func() {
-		inW.Close()
-		if err := c.waitServed(); err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		outR.Close() // the reader ends even if Serve is stuck
-		<-c.done
-	})
-	return c, srv
+	return inProcess{srv: srv, in: inW, out: outR, served: served}
 }
 
 // errServeStuck is waitServed's error when Serve outlives Timeout.
