@@ -395,17 +395,30 @@ func TestCloseLeavesNothing(t *testing.T) {
 	a.follow(id, pid, 0, func(f followed) bool { return strings.Contains(f.text(""), "up") })
 	eventuallyTrue(t, "two sleeps", func() bool { return len(hostProcesses("sleep "+marker)) == 2 })
 
-	// A live stream and a pending wait must not hold Close up.
-	streamDone := make(chan followed, 1)
+	// A live stream and a pending wait must not hold Close up: Close
+	// returns only once every request has ended.
+	stream := a.raw("GET", "/sandboxes/"+id+"/processes/"+pid+"/connect?after=0", nil)
+	defer stream.Body.Close()
+	if line, err := bufio.NewReader(stream.Body).ReadString('\n'); err != nil || !strings.Contains(line, `"type":"data"`) {
+		t.Fatalf("connect: HTTP %d, first line %q, %v", stream.StatusCode, line, err)
+	}
+	waitReq, _ := http.NewRequest("GET", srv.URL+"/v1/sandboxes/"+id+"/processes/"+pid+"/wait?timeout_ms=600000", nil)
+	waitReq.Header.Set("X-Api-Key", key)
+	waited := make(chan int, 1)
 	go func() {
-		resp, err := a.c.Get(srv.URL + "/v1/sandboxes/" + id + "/processes/" + pid + "/connect?after=0")
-		if err == nil {
-			resp.Body.Close()
+		resp, err := a.c.Do(waitReq)
+		if err != nil {
+			waited <- 0
+			return
 		}
-		streamDone <- followed{}
+		resp.Body.Close()
+		waited <- resp.StatusCode
 	}()
+	eventuallyTrue(t, "the wait at the server", func() bool { return srv.Count(createostest.RouteWait) == 1 })
 	srv.Close()
-	<-streamDone
+	if code := <-waited; code != 0 && code != http.StatusServiceUnavailable {
+		t.Fatalf("pending wait at Close: HTTP %d, want 503 or a closed connection", code)
+	}
 	if left := hostProcesses("sleep " + marker); len(left) != 0 {
 		t.Fatalf("processes survive Close: %v", left)
 	}
