@@ -142,6 +142,32 @@ func TestStdinEOFKillsBackgroundProcessesAndRemovesRoots(t *testing.T) {
 	w.noLeaseFiles()
 }
 
+// Issue 10 #8: stdin EOF means the host is gone. A command without a
+// timeout is cancelled once rpc.DefaultInputGrace is over, its call is
+// answered, and the worker exits 0 with nothing left running.
+func TestStdinEOFEndsACommandWithoutATimeout(t *testing.T) {
+	w := startWorker(t, bin)
+	lease, root := w.acquire()
+	w.Send(`{"jsonrpc":"2.0","id":2,"method":"environmentExecute","paperclipInvocation":{"id":"inv-2","scope":{"companyId":"c"}},"params":{%s,"lease":{"providerLeaseId":"%s"},"command":"sh","args":["-c","echo $$; exec sleep 1000"],"timeoutMs":0}}`, b, lease)
+	m := w.Until("streamed pid", func(m rpctest.Msg) bool { return m.Method == "execute.log" })
+	var chunk rpc.ExecuteLogParams
+	_ = json.Unmarshal(m.Params, &chunk)
+	pid, _ := strconv.Atoi(strings.TrimSpace(chunk.Chunk))
+	_ = w.CloseInput()
+	if r, _ := w.ReplyTo(2); !r.IsReply() {
+		t.Fatalf("execute not answered after stdin EOF: %s", r.Raw)
+	}
+	if code := exitCode(t, w.Conn); code != 0 {
+		t.Fatalf("exit code %d after EOF", code)
+	}
+	if alive(pid) {
+		t.Errorf("command %d survived stdin EOF", pid)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("lease root survived")
+	}
+}
+
 func TestParentDeathStopsTheWorker(t *testing.T) {
 	// sh is the worker's parent; killing it orphans the worker, as the
 	// host's final SIGKILL of the JS shim would.

@@ -31,6 +31,12 @@ type Options struct {
 	// StopGrace bounds how long the stop path waits for cancelled requests
 	// to answer (default 500ms).
 	StopGrace time.Duration
+	// InputGrace is how long requests in flight when the input ended may
+	// still take to answer (default DefaultInputGrace); then they are
+	// cancelled with ErrInputClosed. EOF means the host is gone, so work
+	// that would outlive it (a command without a timeout) must not keep
+	// the worker alive.
+	InputGrace time.Duration
 	// InlineTick is how long a request the reader serves itself (one that
 	// arrived while nothing else was in flight) may hold the reader: after
 	// one to two ticks another goroutine takes over reading. Default 1ms;
@@ -54,13 +60,22 @@ type Server struct {
 	stopOnce sync.Once
 }
 
-// ErrStopping is the cancellation cause of requests cut short by shutdown.
-var ErrStopping = errors.New("the worker is shutting down")
+// Cancellation causes of requests the session cut short.
+var (
+	ErrStopping    = errors.New("the worker is shutting down")
+	ErrInputClosed = errors.New("the host closed the worker's stdin")
+)
+
+// DefaultInputGrace is Options.InputGrace's default.
+const DefaultInputGrace = 3 * time.Second
 
 // NewServer prepares a session; call Serve to run it.
 func NewServer(r io.Reader, w io.Writer, d Dispatcher, opts Options) *Server {
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = 500 * time.Millisecond
+	}
+	if opts.InputGrace <= 0 {
+		opts.InputGrace = DefaultInputGrace
 	}
 	if opts.InlineTick == 0 {
 		opts.InlineTick = time.Millisecond
@@ -80,10 +95,10 @@ func (srv *Server) Notifier() Notifier { return Notifier{s: srv.s} }
 func (srv *Server) InFlight() int { return srv.flight.count() }
 
 // Serve reads requests until the input ends, the stop method is answered,
-// a write fails or ctx ends. When the input ends it waits for in-flight
-// requests to answer; otherwise it cancels them and waits at most
-// StopGrace. It returns nil for EOF, the stop method and ctx's end, and
-// the error for a failed read or write.
+// a write fails or ctx ends. When the input ends, in-flight requests get
+// InputGrace to answer; then, as in every other case, what is left is
+// cancelled and gets StopGrace to answer. It returns nil for EOF, the stop
+// method and ctx's end, and the error for a failed read or write.
 func (srv *Server) Serve(ctx context.Context) error {
 	// Requests keep ctx's values but not its end: the stop path cancels
 	// each of them, and a parent that cannot be cancelled makes a request's
@@ -91,42 +106,56 @@ func (srv *Server) Serve(ctx context.Context) error {
 	// request's context replaces with the request's (requestCtx).
 	srv.base = srv.opts.Logger.WithContext(context.WithoutCancel(ctx))
 	go srv.read()
-	err := srv.session(ctx)
-	srv.stop()
+	cause, err := srv.session(ctx)
+	srv.stop(cause)
 	srv.flight.close()
 	srv.s.closeInput()
 	return err
 }
 
-// session waits until the session is over and says why.
-func (srv *Server) session(ctx context.Context) error {
+// session waits until the session is over and says why: the cause to
+// cancel what is left with, and the error Serve returns.
+func (srv *Server) session(ctx context.Context) (cause, err error) {
 	input := srv.readDone
 	var drained <-chan struct{} // once the input ended: every request answered
+	grace := time.NewTimer(srv.opts.InputGrace) // started once the input ended
+	grace.Stop()
+	defer grace.Stop()
+	var graceOver <-chan time.Time
 	for {
 		select {
 		case <-srv.stopped:
-			return nil
+			return ErrStopping, nil
 		case <-ctx.Done():
-			return nil
+			return ErrStopping, nil
 		case <-srv.s.failed:
-			return fmt.Errorf("rpc: write to the host: %w", srv.s.writeErr())
+			return ErrStopping, fmt.Errorf("rpc: write to the host: %w", srv.s.writeErr())
 		case <-input:
 			input, drained = nil, srv.flight.until(0)
+			grace.Reset(srv.opts.InputGrace)
+			graceOver = grace.C
+		case <-graceOver:
+			return ErrInputClosed, srv.inputErr()
 		case <-drained:
-			if srv.readErr != nil {
-				return fmt.Errorf("rpc: read from the host: %w", srv.readErr)
-			}
-			return nil
+			return ErrInputClosed, srv.inputErr()
 		}
 	}
 }
 
+// inputErr is why the input ended, when it was not EOF.
+func (srv *Server) inputErr() error {
+	if srv.readErr != nil {
+		return fmt.Errorf("rpc: read from the host: %w", srv.readErr)
+	}
+	return nil
+}
+
 // stop ends what is left of the session: everything in flight is
-// cancelled, so is everything that arrives later, and the cancelled
-// requests get StopGrace to answer. serveStop does the same around the stop
-// method.
-func (srv *Server) stop() {
-	srv.flight.cancelAll(ErrStopping, nil)
+// cancelled with cause, so is everything that arrives later, and the
+// cancelled requests get StopGrace to answer. serveStop does the same
+// around the stop method.
+func (srv *Server) stop(cause error) {
+	srv.flight.cancelAll(cause, nil)
 	srv.flight.wait(0, srv.opts.StopGrace)
 }
 

@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -180,7 +181,7 @@ func TestSlowRequestDoesNotDelayFastOne(t *testing.T) {
 
 func TestEOFWaitsForInFlightReplies(t *testing.T) {
 	release := make(chan struct{})
-	h := newHarness(t, echoDispatcher(release), rpc.Options{})
+	h := newHarness(t, echoDispatcher(release), rpc.Options{InputGrace: time.Hour})
 	h.Send(`{"jsonrpc":"2.0","id":1,"method":"slow"}`)
 	h.waitInFlight(1)
 	_ = h.CloseInput()
@@ -191,6 +192,32 @@ func TestEOFWaitsForInFlightReplies(t *testing.T) {
 	}
 	if err := h.Served(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// EOF means the host is gone: work still running InputGrace after it is
+// cancelled (and answered), so a command without a timeout cannot keep the
+// worker alive.
+func TestEOFCancelsWorkThatOutlivesInputGrace(t *testing.T) {
+	var cause atomic.Value
+	d := dispatchFunc(func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		<-ctx.Done()
+		cause.Store(context.Cause(ctx))
+		return nil, ctx.Err()
+	})
+	h := newHarness(t, d, rpc.Options{InputGrace: time.Millisecond})
+	h.Send(`{"jsonrpc":"2.0","id":1,"method":"forever"}`)
+	h.waitInFlight(1)
+	_ = h.CloseInput()
+	m, _ := h.Reply()
+	if string(m.ID) != "1" || m.Error == nil || m.Error.Code != rpc.CodeWorkerError {
+		t.Fatalf("got %s, want the cancelled request's error", m.Raw)
+	}
+	if err := h.Served(); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := cause.Load().(error); !errors.Is(c, rpc.ErrInputClosed) {
+		t.Errorf("cancellation cause = %v, want ErrInputClosed", c)
 	}
 }
 
