@@ -8,11 +8,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzLineStream feeds arbitrary input through the line stream and checks
 // that every line it writes back is a well-formed JSON-RPC error response
-// and that it never stops reading early.
+// in valid UTF-8, and that it never stops reading early.
 func FuzzLineStream(f *testing.F) {
 	for _, seed := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"x","params":{}}`,
@@ -22,6 +23,7 @@ func FuzzLineStream(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"result":null}`,
 		`{"jsonrpc":"2.0","id":{"a":1},"method":"x","paperclipInvocation":{"id":"i"}}`,
 		"\xff\xfe\n{}",
+		"{\"jsonrpc\":\"2.0\",\"id\":\"a\xffb\",\"method\":\"m\",\"params\":[]}",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -46,6 +48,9 @@ func FuzzLineStream(f *testing.F) {
 		sc := bufio.NewScanner(&out)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
+			if !utf8.Valid(sc.Bytes()) {
+				t.Fatalf("wrote invalid UTF-8 %q", sc.Text())
+			}
 			var m struct {
 				JSONRPC string          `json:"jsonrpc"`
 				ID      json.RawMessage `json:"id"`

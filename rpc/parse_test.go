@@ -28,6 +28,8 @@ func TestParseLine(t *testing.T) {
 		{line: `{"jsonrpc":"2.0","id":{"x":1},"method":"m"}`, code: CodeInvalidRequest, message: `"id" must be a string or a number`},
 		{line: `{"jsonrpc":"2.0","id":"p","method":"m","params":[1]}`, code: CodeInvalidParams, id: `"p"`},
 		{line: `{"jsonrpc":"2.0","id":4,"method":"m","paperclipInvocation":"x"}`, code: CodeInvalidRequest, id: "4", message: "paperclipInvocation"},
+		// Issue 10 #12: an id with a raw 0xFF byte is not echoed.
+		{line: "{\"jsonrpc\":\"2.0\",\"id\":\"a\xffb\",\"method\":\"m\"}", code: CodeParseError, message: "not valid UTF-8 (first invalid byte at offset 24)"},
 	}
 	for _, tc := range tests {
 		in, r := parseLine([]byte(tc.line))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 )
 
 // DefaultMaxLineBytes bounds one incoming line. The host may send lines of
@@ -141,6 +142,12 @@ func parseLine(line []byte) (*inbound, *rejection) {
 	if len(trimmed) == 0 {
 		return nil, nil
 	}
+	if !utf8.Valid(trimmed) {
+		// The host only writes UTF-8; echoing such a line's id byte for
+		// byte would put invalid UTF-8 on stdout.
+		return nil, &rejection{nil, CodeParseError, fmt.Sprintf(
+			"Parse error: the line is not valid UTF-8 (first invalid byte at offset %d); send JSON as UTF-8", firstInvalid(trimmed))}
+	}
 	if trimmed[0] != '{' {
 		return nil, notAnObject(trimmed)
 	}
@@ -153,6 +160,18 @@ func parseLine(line []byte) (*inbound, *rejection) {
 		return nil, &rejection{nil, CodeInvalidRequest, "Invalid Request: " + err.Error()}
 	}
 	return parseEnvelope(env)
+}
+
+// firstInvalid is the offset of the first byte of b that is not valid UTF-8.
+func firstInvalid(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 // notAnObject rejects a non-blank line that does not start an object.
