@@ -168,8 +168,10 @@ func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millis
 // bound and not always whole) on the agent launch and on every post-upload
 // command (adapter-utils execution-target.js, sandbox-managed-runtime.js
 // withRunTimeout), so a day or more is ordinary. A positive value is the
-// command's own deadline, saturating where a Duration ends; 0 or less (or NaN)
-// gives it none, and the caller's default deadline applies.
+// command's own deadline, at least 1 ms (a tiny one such as 1e-7 would
+// otherwise round to a deadline already past) and saturating where a
+// Duration ends; 0 or less (or NaN) gives it none, and the caller's default
+// deadline applies.
 func hostTimeout(ms float64) (time.Duration, bool) {
 	switch {
 	case math.IsNaN(ms) || ms <= 0:
@@ -177,7 +179,7 @@ func hostTimeout(ms float64) (time.Duration, bool) {
 	case ms >= float64(math.MaxInt64/int64(time.Millisecond)):
 		return math.MaxInt64, true
 	}
-	return time.Duration(ms * float64(time.Millisecond)), true
+	return max(time.Duration(ms*float64(time.Millisecond)), time.Millisecond), true
 }
 
 func strOrNil(s *string) any {

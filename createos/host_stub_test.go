@@ -30,6 +30,8 @@ func TestCommandTimeoutTakesWhatTheHostSends(t *testing.T) {
 		{"run timeout", ptr(14_400_000.0), 4 * time.Hour},
 		{"past a day", ptr(172_800_000.0), 48 * time.Hour},
 		{"fraction", ptr(1500.5), 1500500 * time.Microsecond},
+		{"below a nanosecond: 1 ms", ptr(1e-7), time.Millisecond},
+		{"below a millisecond: 1 ms", ptr(0.25), time.Millisecond},
 		{"probe", ptr(15_000.0), 15 * time.Second},
 		{"0: the config's", ptr(0.0), 10 * time.Minute},
 		{"negative: the config's", ptr(-1.0), 10 * time.Minute},
@@ -226,4 +228,36 @@ func TestHostProjectUploadKeepsLinksAndExcludesIgnoredPaths(t *testing.T) {
 	if hdrs["./abs"].Linkname != "/usr/bin/env" || hdrs["./out"].Linkname != "../elsewhere" {
 		t.Errorf("links %q %q", hdrs["./abs"].Linkname, hdrs["./out"].Linkname)
 	}
+}
+
+// A positive timeoutMs below a millisecond (1e-7 rounds to no time at all)
+// is a 1 ms deadline: the process is created and followed, then times out,
+// instead of a deadline already past that made creation unconfirmed and
+// poisoned the lease.
+func TestTinyPositiveTimeoutIsOneMillisecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStub(t)
+		d := s.driver()
+		l := acquire(t, d, nil)
+		s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
+			if n == 1 {
+				<-r.Context().Done() // the first command never exits
+				return
+			}
+			ndjson(w, `{"type":"exit","exit_code":0}`)
+		}
+		p := execParams(l, nil)
+		p.TimeoutMs = ptr(1e-7)
+		start := time.Now()
+		res, err := d.Execute(t.Context(), p, nil)
+		if err != nil || !res.TimedOut || res.Metadata["processId"] != "proc_test" {
+			t.Fatalf("timeoutMs 1e-7: %+v %v, want a timed-out result of the created process", res, err)
+		}
+		if took := time.Since(start); took != time.Millisecond {
+			t.Errorf("took %v, want 1ms", took)
+		}
+		if res, err := d.Execute(t.Context(), execParams(l, nil), nil); err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+			t.Errorf("the lease is still usable: %+v %v", res, err)
+		}
+	})
 }
