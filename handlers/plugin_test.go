@@ -167,3 +167,34 @@ func TestManifestListsDrivers(t *testing.T) {
 		t.Fatalf("manifest = %+v", m)
 	}
 }
+
+// probing records the params its probe got.
+type probing struct {
+	minimal
+	got *ProbeParams
+}
+
+func (d *probing) Probe(_ context.Context, p *ProbeParams) (*ProbeResult, error) {
+	d.got = p
+	return &ProbeResult{OK: true}, nil
+}
+
+// Issue 10 #5: params decode as the host's JSON.parse reads them. A key in
+// another case is another key: the request acts for company x, as the host
+// believes, not for the "CompanyId" c.
+func TestParamsKeysAreCaseSensitive(t *testing.T) {
+	d := &probing{minimal: minimal{"a"}}
+	p := New(Options{}, d)
+	params := json.RawMessage(`{"driverKey":"a","companyId":"x","CompanyId":"c","environmentId":"e","EnvironmentId":"other","config":{}}`)
+	if _, err := p.Dispatch(context.Background(), "environmentProbe", params); err != nil {
+		t.Fatal(err)
+	}
+	if d.got.CompanyID != "x" || d.got.EnvironmentID != "e" {
+		t.Errorf("probe params = %+v, want company x and environment e", d.got.BaseParams)
+	}
+	// Only a case-folded driverKey: the host sends none, so neither do we route.
+	_, err := p.Dispatch(context.Background(), "environmentProbe", json.RawMessage(`{"DriverKey":"a","companyId":"c","environmentId":"e"}`))
+	if code(err) != rpc.CodeInvalidParams {
+		t.Errorf("folded driverKey: err = %v, want -32602 (driverKey required)", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/hostjson"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
@@ -14,19 +15,19 @@ import (
 // checker is implemented by params with required fields.
 type checker interface{ check() error }
 
-// decodeParams reads raw into v and reports shape errors as -32602 naming
-// the field.
+// decodeParams reads raw into v as the host reads it (hostjson: exact,
+// case-sensitive keys) and reports shape errors as -32602 naming the field.
 func decodeParams(raw json.RawMessage, v any) error {
-	if err := json.Unmarshal(raw, v); err != nil {
-		var te *json.UnmarshalTypeError
+	if err := hostjson.Unmarshal(raw, v); err != nil {
+		var te *hostjson.TypeError
 		if errors.As(err, &te) {
-			field := te.Field
+			field := te.Path
 			if field == "" {
 				field = "params"
 			}
-			return rpc.InvalidParams("%q must be %s, not %s.", field, kindOf(te.Type), te.Value)
+			return rpc.InvalidParams("%q must be %s, not %s.", field, kindOf(te.Want), te.Got)
 		}
-		return rpc.InvalidParams("params could not be read: %v.", err)
+		return rpc.InvalidParams("params could not be read as JSON; send one JSON object.")
 	}
 	if c, ok := v.(checker); ok {
 		return c.check()

@@ -3,6 +3,8 @@ package rpc
 import (
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/hostjson"
 )
 
 // envelope is the first, shallow read of an incoming line. Raw fields keep
@@ -20,25 +22,28 @@ type envelope struct {
 // readEnvelope reads the envelope of a line that starts with '{'. Errors
 // are encoding/json's, so a syntax error is a *json.SyntaxError.
 //
-// A valid line whose keys are plain ASCII without escapes (every line the
-// host sends) is split by scanEnvelope, with no decoding and no copies: the
-// raw members are slices of line. Anything else goes to json.Unmarshal,
-// which gives the same members.
+// Keys match exactly, as the host's JSON.parse reads them ("ID" is not
+// "id"), and the last duplicate wins. A valid line whose keys are plain
+// ASCII without escapes (every line the host sends) is split by scan, with
+// no decoding and no copies: the raw members are slices of line. Any other
+// valid line goes to hostjson.Unmarshal, which gives the same members.
 func readEnvelope(line []byte) (envelope, error) {
 	var env envelope
-	if json.Valid(line) && env.scan(line) {
+	if !json.Valid(line) {
+		return env, json.Unmarshal(line, &env) // the syntax error
+	}
+	if env.scan(line) {
 		return env, nil
 	}
 	env = envelope{}
-	err := json.Unmarshal(line, &env)
+	err := hostjson.Unmarshal(line, &env)
 	return env, err
 }
 
 // scan splits a valid JSON object into its top-level members. It reports
 // false, leaving env partly filled, for a key that is not plain ASCII or
-// has an escape: encoding/json folds such keys in ways not copied here.
-// Keys match case-insensitively and the last duplicate wins, as they do
-// for json.Unmarshal.
+// has an escape (which only decoding can compare). Keys match exactly and
+// the last duplicate wins.
 func (env *envelope) scan(b []byte) bool {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -74,46 +79,25 @@ func (env *envelope) scan(b []byte) bool {
 	return true
 }
 
-// field is the member key names, matched as json.Unmarshal matches ASCII
-// keys to the struct tags.
+// field is the member key names.
 func (env *envelope) field(key []byte) *json.RawMessage {
-	switch {
-	case asciiFold(key, "jsonrpc"):
+	switch string(key) {
+	case "jsonrpc":
 		return &env.JSONRPC
-	case asciiFold(key, "id"):
+	case "id":
 		return &env.ID
-	case asciiFold(key, "method"):
+	case "method":
 		return &env.Method
-	case asciiFold(key, "params"):
+	case "params":
 		return &env.Params
-	case asciiFold(key, "result"):
+	case "result":
 		return &env.Result
-	case asciiFold(key, "error"):
+	case "error":
 		return &env.Error
-	case asciiFold(key, "paperclipInvocation"):
+	case "paperclipInvocation":
 		return &env.Invocation
 	}
 	return nil
-}
-
-// asciiFold reports whether b equals name (ASCII) ignoring ASCII case.
-func asciiFold(b []byte, name string) bool {
-	if len(b) != len(name) {
-		return false
-	}
-	for i := range len(b) {
-		if lowerASCII(b[i]) != lowerASCII(name[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func lowerASCII(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
 }
 
 func skipSpace(b []byte, i int) int {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/hostjson"
 )
 
 // FuzzLineStream feeds arbitrary input through the line stream and checks
@@ -70,7 +72,8 @@ func FuzzLineStream(f *testing.F) {
 }
 
 // FuzzEnvelope checks that the envelope scanner reads every member exactly
-// as json.Unmarshal does, wherever it does not hand the line over to it.
+// as hostjson.Unmarshal (the host's reading) does, wherever it does not
+// hand the line over to it.
 func FuzzEnvelope(f *testing.F) {
 	for _, seed := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"x","params":{}}`,
@@ -91,7 +94,7 @@ func FuzzEnvelope(f *testing.F) {
 			return
 		}
 		var want envelope
-		if err := json.Unmarshal(data, &want); err != nil {
+		if err := hostjson.Unmarshal(data, &want); err != nil {
 			return // not an object
 		}
 		if !reflect.DeepEqual(got, want) {

@@ -48,6 +48,11 @@ func TestParseLine(t *testing.T) {
 			}
 		}
 	}
+	// Keys are exact (issue 10 #5): "ID" is not the id, so this is a
+	// notification, as the host's JSON.parse would read it.
+	if in, r := parseLine([]byte(`{"jsonrpc":"2.0","ID":1,"Method":"x","method":"m"}`)); r != nil || in == nil || in.id != nil || in.method != "m" {
+		t.Errorf("case-folded keys: got %+v, %+v; want the notification m", in, r)
+	}
 	in, _ := parseLine([]byte(tests[4].line))
 	if in.invocation == nil || in.invocation.ID != "i" || in.invocation.Scope.CompanyID != "c" || string(in.id) != "7" {
 		t.Errorf("invocation request = %+v", in)

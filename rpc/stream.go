@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/hostjson"
 )
 
 // DefaultMaxLineBytes bounds one incoming line. The host may send lines of
@@ -215,7 +217,7 @@ func parseEnvelope(env envelope) (*inbound, *rejection) {
 	in := &inbound{id: id, method: method, params: env.Params}
 	if len(env.Invocation) > 0 && string(env.Invocation) != "null" {
 		var inv Invocation
-		if err := json.Unmarshal(env.Invocation, &inv); err != nil {
+		if err := hostjson.Unmarshal(env.Invocation, &inv); err != nil {
 			return invalid(id, "paperclipInvocation must be an object {id, scope:{companyId}}")
 		}
 		in.invocation = &inv
