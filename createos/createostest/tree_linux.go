@@ -3,16 +3,15 @@
 package createostest
 
 import (
-	"bytes"
-	"os"
-	"strconv"
 	"syscall"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 // tree is a supervisor's view of its command: the leader it forked and
 // every descendant, which all stay below the supervisor because it is a
 // child subreaper. Pids are those of the sandbox's PID namespace, and
-// /proc (inside the view) is that namespace's procfs.
+// /proc (inside the view) is that namespace's procfs, which procfs reads.
 type tree struct {
 	self, leader int
 	status       *syscall.WaitStatus // the leader's, once reaped
@@ -46,8 +45,8 @@ func (t *tree) record(pid int, ws syscall.WaitStatus) {
 // descendant, including those that left the group or the session.
 func (t *tree) signalAll(sig syscall.Signal) {
 	_ = syscall.Kill(-t.leader, sig)
-	for _, pid := range t.descendants() {
-		_ = syscall.Kill(pid, sig)
+	for _, p := range procfs.Descendants(t.self) {
+		_ = syscall.Kill(p.PID, sig)
 	}
 }
 
@@ -68,50 +67,4 @@ func (t *tree) kill() {
 		}
 		t.record(pid, ws)
 	}
-}
-
-// descendants lists the pids below the supervisor, read from /proc.
-func (t *tree) descendants() []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	children := map[int][]int{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, ok := parentOf(pid); ok {
-			children[ppid] = append(children[ppid], pid)
-		}
-	}
-	var out []int
-	queue := children[t.self]
-	for len(queue) > 0 {
-		pid := queue[0]
-		queue = queue[1:]
-		out = append(out, pid)
-		queue = append(queue, children[pid]...)
-	}
-	return out
-}
-
-// parentOf reads the parent pid from /proc/<pid>/stat ("pid (comm) S
-// ppid …"; comm may contain spaces and parentheses).
-func parentOf(pid int) (int, bool) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(raw, ')')
-	if i < 0 {
-		return 0, false
-	}
-	fields := bytes.Fields(raw[i+1:])
-	if len(fields) < 2 {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(string(fields[1]))
-	return ppid, err == nil
 }
