@@ -9,11 +9,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the logger and the test.
@@ -164,13 +165,12 @@ func TestSim(t *testing.T) {
 }
 
 // running lists host pids whose command line is cmdline.
-func running(cmdline string) []string {
-	var pids []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.TrimSpace(strings.ReplaceAll(string(raw), "\x00", " ")) == cmdline {
-			pids = append(pids, e.Name())
+func running(cmdline string) []int {
+	var pids []int
+	procs, _ := procfs.List()
+	for _, p := range procs {
+		if procfs.Cmdline(p.PID) == cmdline {
+			pids = append(pids, p.PID)
 		}
 	}
 	return pids

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 var markers atomic.Int64
@@ -43,11 +44,10 @@ func gone(pid int, prefix string) bool {
 	if err != nil {
 		return true
 	}
-	if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-		return false // a zombie: dead but not reaped
+	if p, ok := procfs.ParseStat(string(stat)); ok && p.Zombie() {
+		return false // dead but not reaped
 	}
-	cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-	return prefix != "" && !strings.HasPrefix(strings.ReplaceAll(string(cmdline), "\x00", " "), prefix)
+	return prefix != "" && !strings.HasPrefix(procfs.Cmdline(pid), prefix)
 }
 
 // pidNamespace is the sandbox's PID namespace as its commands see it.

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 type frame struct {
@@ -218,11 +219,10 @@ func TestProcessCreateErrors(t *testing.T) {
 // hostProcesses lists host pids whose command line starts with prefix.
 func hostProcesses(prefix string) []string {
 	var pids []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.HasPrefix(strings.ReplaceAll(string(raw), "\x00", " "), prefix) {
-			pids = append(pids, e.Name())
+	procs, _ := procfs.List()
+	for _, p := range procs {
+		if strings.HasPrefix(procfs.Cmdline(p.PID), prefix) {
+			pids = append(pids, strconv.Itoa(p.PID))
 		}
 	}
 	return pids
