@@ -33,6 +33,12 @@ func templateRef(environmentID, sessionID string) string {
 	return "fake-template:" + encodeComponent(environmentID) + ":" + encodeComponent(sessionID)
 }
 
+// owner is the scope a setup call acts in: sessions belong to the company's
+// environment that started them, and are absent to every other.
+func owner(p handlers.BaseParams) state.Scope {
+	return state.Scope{CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID}
+}
+
 // present is the reference's presentation of a session: raw template refs
 // never appear in it.
 func present(s state.SetupSession, includePayload bool) *handlers.SetupSession {
@@ -70,7 +76,7 @@ func present(s state.SetupSession, includePayload bool) *handlers.SetupSession {
 // existing session returns it unchanged.
 func (d *Driver) StartInteractiveSetup(_ context.Context, p *handlers.StartSetupParams) (*handlers.SetupSession, error) {
 	c := parseConfig(p.Config)
-	s := d.setups.StartSession(state.SetupSession{
+	s := d.setups.StartSession(owner(p.BaseParams), state.SetupSession{
 		ProviderLeaseID:   setupLeaseID(p.EnvironmentID, p.SessionID),
 		SessionID:         p.SessionID,
 		EnvironmentID:     p.EnvironmentID,
@@ -85,7 +91,7 @@ func (d *Driver) StartInteractiveSetup(_ context.Context, p *handlers.StartSetup
 // GetInteractiveSetup implements handlers.InteractiveSetup.
 func (d *Driver) GetInteractiveSetup(_ context.Context, p *handlers.GetSetupParams) (*handlers.SetupSession, error) {
 	if p.ProviderLeaseID != nil {
-		if s, ok := d.setups.Session(*p.ProviderLeaseID); ok {
+		if s, ok := d.setups.Session(owner(p.BaseParams), *p.ProviderLeaseID); ok {
 			return present(s, p.IncludeConnectionPayload), nil
 		}
 	}
@@ -105,7 +111,7 @@ func (d *Driver) CaptureTemplate(_ context.Context, p *handlers.CaptureTemplateP
 	}
 	var ref string
 	var tmpl state.Template
-	s, found, err := d.setups.UpdateSession(id, func(s *state.SetupSession) error {
+	s, found, err := d.setups.UpdateSession(owner(p.BaseParams), id, func(s *state.SetupSession) error {
 		switch s.Status {
 		case statusCancelled, statusTimedOut, statusFailed:
 			return state.Userf("Fake setup session cannot be captured from status %s.", s.Status)
@@ -127,7 +133,7 @@ func (d *Driver) CaptureTemplate(_ context.Context, p *handlers.CaptureTemplateP
 	if err != nil {
 		return nil, err
 	}
-	d.setups.PutTemplate(tmpl)
+	d.setups.PutTemplate(p.CompanyID, tmpl)
 	return &handlers.CaptureTemplateResult{
 		TemplateRef:  ref,
 		TemplateKind: "snapshot",
@@ -156,7 +162,7 @@ func (d *Driver) CancelInteractiveSetup(_ context.Context, p *handlers.CancelSet
 	}
 	found := false
 	if p.ProviderLeaseID != nil {
-		_, found, _ = d.setups.UpdateSession(*p.ProviderLeaseID, func(s *state.SetupSession) error {
+		_, found, _ = d.setups.UpdateSession(owner(p.BaseParams), *p.ProviderLeaseID, func(s *state.SetupSession) error {
 			s.Status = status
 			return nil
 		})
@@ -172,7 +178,7 @@ func (d *Driver) DeleteTemplate(_ context.Context, p *handlers.DeleteTemplatePar
 		kind = *p.TemplateKind
 	}
 	return &handlers.DeleteTemplateResult{
-		Deleted:  d.setups.DeleteTemplate(p.TemplateRef),
+		Deleted:  d.setups.DeleteTemplate(p.CompanyID, p.TemplateRef),
 		Metadata: handlers.Object{"provider": Key, "templateRef": p.TemplateRef, "templateKind": kind},
 	}, nil
 }

@@ -122,3 +122,42 @@ func TestKeepsFakeSetupAndCapturePayloadsFreeOfRealLookingSecrets(t *testing.T) 
 		t.Errorf("expiresAt not presented: %s", sj)
 	}
 }
+
+// Issue 10 #4: setup sessions and templates belong to the company's
+// environment that made them. Another company or environment naming the
+// same ids finds nothing and changes nothing.
+func TestSetupSessionsAndTemplatesAreScopedLikeLeases(t *testing.T) {
+	ctx := context.Background()
+	d := newDriver(t)
+	own := base("e", nil)
+	s, err := d.StartInteractiveSetup(ctx, &handlers.StartSetupParams{BaseParams: own, SessionID: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []handlers.BaseParams{
+		{DriverKey: Key, CompanyID: "evil", EnvironmentID: "other", Config: handlers.Object{}},
+		{DriverKey: Key, CompanyID: "evil", EnvironmentID: "e", Config: handlers.Object{}},
+		{DriverKey: Key, CompanyID: own.CompanyID, EnvironmentID: "other", Config: handlers.Object{}},
+	} {
+		if _, err := d.CaptureTemplate(ctx, &handlers.CaptureTemplateParams{BaseParams: other, ProviderLeaseID: s.ProviderLeaseID}); err == nil || err.Error() != "Fake setup session not found." {
+			t.Errorf("%s/%s captured the session: %v", other.CompanyID, other.EnvironmentID, err)
+		}
+		if g, _ := d.GetInteractiveSetup(ctx, &handlers.GetSetupParams{BaseParams: other, ProviderLeaseID: s.ProviderLeaseID}); g.Status != "missing" {
+			t.Errorf("%s/%s got the session: %+v", other.CompanyID, other.EnvironmentID, g)
+		}
+		if c, _ := d.CancelInteractiveSetup(ctx, &handlers.CancelSetupParams{BaseParams: other, ProviderLeaseID: s.ProviderLeaseID}); c.Metadata["found"] != false {
+			t.Errorf("%s/%s cancelled the session: %+v", other.CompanyID, other.EnvironmentID, c)
+		}
+	}
+	c, err := d.CaptureTemplate(ctx, &handlers.CaptureTemplateParams{BaseParams: own, ProviderLeaseID: s.ProviderLeaseID})
+	if err != nil {
+		t.Fatalf("the owner's capture after the others tried: %v", err)
+	}
+	evil := handlers.BaseParams{DriverKey: Key, CompanyID: "evil", EnvironmentID: "e", Config: handlers.Object{}}
+	if del, _ := d.DeleteTemplate(ctx, &handlers.DeleteTemplateParams{BaseParams: evil, TemplateRef: c.TemplateRef}); del.Deleted {
+		t.Error("another company deleted the template")
+	}
+	if del, _ := d.DeleteTemplate(ctx, &handlers.DeleteTemplateParams{BaseParams: own, TemplateRef: c.TemplateRef}); !del.Deleted {
+		t.Error("the owner could not delete its template")
+	}
+}

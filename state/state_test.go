@@ -51,19 +51,52 @@ func TestExecutionsRegistry(t *testing.T) {
 
 func TestSetupsStore(t *testing.T) {
 	s := NewSetups()
-	first := s.StartSession(SetupSession{ProviderLeaseID: "id", Status: "waiting_for_user"})
-	again := s.StartSession(SetupSession{ProviderLeaseID: "id", Status: "starting"})
+	c := Scope{CompanyID: "c", EnvironmentID: "e"}
+	first := s.StartSession(c, SetupSession{ProviderLeaseID: "id", Status: "waiting_for_user"})
+	again := s.StartSession(c, SetupSession{ProviderLeaseID: "id", Status: "starting"})
 	if first.Status != again.Status {
 		t.Fatal("start replaced an existing session")
 	}
-	if _, found, _ := s.UpdateSession("nope", func(*SetupSession) error { return nil }); found {
+	if _, found, _ := s.UpdateSession(c, "nope", func(*SetupSession) error { return nil }); found {
 		t.Fatal("update found an unknown session")
 	}
-	s.PutTemplate(Template{Ref: "r"})
-	if !s.DeleteTemplate("r") || s.DeleteTemplate("r") || s.DeleteTemplate("unknown") {
+	s.PutTemplate("c", Template{Ref: "r"})
+	if !s.DeleteTemplate("c", "r") || s.DeleteTemplate("c", "r") || s.DeleteTemplate("c", "unknown") {
 		t.Fatal("soft delete semantics")
 	}
-	if tmpl, ok := s.Template("r"); !ok || !tmpl.Deleted {
+	if tmpl, ok := s.Template("c", "r"); !ok || !tmpl.Deleted {
 		t.Fatal("deleted template record not kept")
+	}
+}
+
+// Issue 10 #4: a session or template of one scope does not exist for
+// another, whatever id it names.
+func TestSetupsAreScoped(t *testing.T) {
+	s := NewSetups()
+	own := Scope{CompanyID: "c", EnvironmentID: "e"}
+	s.StartSession(own, SetupSession{ProviderLeaseID: "id", Status: "waiting_for_user"})
+	s.PutTemplate("c", Template{Ref: "r"})
+	for _, other := range []Scope{{"evil", "e"}, {"c", "other"}, {"evil", "other"}} {
+		if _, ok := s.Session(other, "id"); ok {
+			t.Errorf("%+v sees c's session", other)
+		}
+		if _, found, _ := s.UpdateSession(other, "id", func(v *SetupSession) error { v.Status = "cancelled"; return nil }); found {
+			t.Errorf("%+v updated c's session", other)
+		}
+		if got := s.StartSession(other, SetupSession{ProviderLeaseID: "id", Status: "starting"}); got.Status != "starting" {
+			t.Errorf("%+v starting the same id got c's session %+v", other, got)
+		}
+	}
+	if v, _ := s.Session(own, "id"); v.Status != "waiting_for_user" {
+		t.Errorf("c's session changed: %+v", v)
+	}
+	if s.DeleteTemplate("evil", "r") {
+		t.Error("another company deleted c's template")
+	}
+	if _, ok := s.Template("evil", "r"); ok {
+		t.Error("another company sees c's template")
+	}
+	if tmpl, _ := s.Template("c", "r"); tmpl.Deleted {
+		t.Error("c's template was deleted by another company")
 	}
 }
