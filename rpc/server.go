@@ -117,7 +117,7 @@ func (srv *Server) Serve(ctx context.Context) error {
 // cancel what is left with, and the error Serve returns.
 func (srv *Server) session(ctx context.Context) (cause, err error) {
 	input := srv.readDone
-	var drained <-chan struct{} // once the input ended: every request answered
+	var drained <-chan struct{}                 // once the input ended: every request answered
 	grace := time.NewTimer(srv.opts.InputGrace) // started once the input ended
 	grace.Stop()
 	defer grace.Stop()
