@@ -23,12 +23,16 @@ const killGrace = 250 * time.Millisecond
 const pipeDrain = 200 * time.Millisecond
 
 // msDuration converts a timeout in milliseconds as the host sends it (any
-// JSON number) to a duration: 0 or less means none, and a value past what
-// a Duration holds saturates instead of wrapping around.
+// JSON number) to a duration: 0 or less means none, any positive value is
+// at least a millisecond (a fraction must not round to 0, which would mean
+// none), and a value past what a Duration holds saturates instead of
+// wrapping around.
 func msDuration(ms float64) time.Duration {
 	switch {
 	case math.IsNaN(ms) || ms <= 0:
 		return 0
+	case ms < 1:
+		return time.Millisecond
 	case ms >= float64(math.MaxInt64/int64(time.Millisecond)):
 		return math.MaxInt64
 	}

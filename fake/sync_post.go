@@ -14,8 +14,9 @@ import (
 // in its own process group, with only PATH in its environment, stdin and
 // output on /dev/null (output may hold secrets and is never returned), in
 // a cwd inside the lease root (sync_confine.go). Its timeout is its own
-// timeoutMs, else the config's (0 or less: none, any larger number is
-// honoured as sent); on timeout the group gets SIGTERM, then
+// timeoutMs, else the config's (0 or less: none, a fraction of a
+// millisecond: one, any larger number as sent; see msDuration); on
+// timeout the group gets SIGTERM, then
 // SIGKILL after killGrace. Failure errors name the operation, the command
 // index and the exit code or signal, never the command or its output.
 func (s *syncer) postUpload(ctx context.Context, op operationPlan, i int, c commandPlan) error {

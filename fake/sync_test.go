@@ -711,7 +711,8 @@ func TestMsDuration(t *testing.T) {
 		want time.Duration
 	}{
 		{0, 0}, {-5, 0}, {math.NaN(), 0}, {math.Inf(-1), 0},
-		{1, time.Millisecond}, {0.5, 500 * time.Microsecond}, {14_400_000, 4 * time.Hour},
+		{1, time.Millisecond}, {0.5, time.Millisecond}, {1e-7, time.Millisecond}, {math.SmallestNonzeroFloat64, time.Millisecond},
+		{1.5, 1500 * time.Microsecond}, {14_400_000, 4 * time.Hour},
 		{1e300, math.MaxInt64}, {math.Inf(1), math.MaxInt64},
 	} {
 		if got := msDuration(tc.ms); got != tc.want {
