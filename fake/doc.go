@@ -5,4 +5,9 @@
 // worker's machine, wherever the host asks; only file sync confines its
 // sandbox-side paths to the lease root. It matches the observable formats
 // of Paperclip's TypeScript fake sandbox provider.
+//
+// A command's env is held to internal/envrule, the rule the CreateOS
+// driver has: a name that is not a shell identifier, or a value with a
+// NUL, refuses the call with the same message before anything runs. A
+// positive timeoutMs is at least one millisecond (msDuration).
 package fake

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
 )
 
@@ -77,6 +77,9 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 	}
 	if err := l.owned(&p.BaseParams); err != nil {
 		return nil, err
+	}
+	if err := envrule.Check(p.Env); err != nil {
+		return nil, err // the CreateOS driver's refusal, word for word
 	}
 
 	e := newExecution()
@@ -320,18 +323,19 @@ func envPATH(env map[string]string) string {
 }
 
 // buildEnv is the command's whole environment: PATH plus the explicit
-// env. Nothing is inherited from the worker.
+// env, which envrule.Check has accepted. Nothing is inherited from the
+// worker.
 func buildEnv(env map[string]string) []string {
 	out := []string{"PATH=" + envPATH(env)}
 	keys := make([]string, 0, len(env))
 	for k := range env {
-		if k != "PATH" && k != "" && !strings.ContainsAny(k, "=\x00") {
+		if k != "PATH" {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		out = append(out, k+"="+strings.ReplaceAll(env[k], "\x00", ""))
+		out = append(out, k+"="+env[k])
 	}
 	return out
 }
