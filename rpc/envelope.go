@@ -140,10 +140,10 @@ func skipValue(b []byte, i int) int {
 	return i
 }
 
-// jsonString decodes raw as a JSON string, as json.Unmarshal into a string
-// does (so null is ""). ok is false when raw is absent or not a string.
+// jsonString decodes raw as a JSON string. ok is false when raw is absent
+// or not a string (null included: the host's typeof check refuses it too).
 func jsonString(raw json.RawMessage) (s string, ok bool) {
-	if raw == nil {
+	if len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
 	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {

@@ -25,6 +25,7 @@ func TestParseLine(t *testing.T) {
 		{line: `{"jsonrpc":"1.0","id":3,"method":"m"}`, code: CodeInvalidRequest, id: "3", message: `"jsonrpc" must be "2.0"`},
 		{line: `{"jsonrpc":"2.0","id":3,"method":"m","result":1}`, code: CodeInvalidRequest, id: "3", message: "both method and result"},
 		{line: `{"jsonrpc":"2.0","id":3,"method":5}`, code: CodeInvalidRequest, id: "3", message: `"method" must be a string`},
+		{line: `{"jsonrpc":"2.0","id":3,"method":null}`, code: CodeInvalidRequest, id: "3", message: `"method" must be a string`},
 		{line: `{"jsonrpc":"2.0","id":{"x":1},"method":"m"}`, code: CodeInvalidRequest, message: `"id" must be a string or a number`},
 		{line: `{"jsonrpc":"2.0","id":"p","method":"m","params":[1]}`, code: CodeInvalidParams, id: `"p"`},
 		{line: `{"jsonrpc":"2.0","id":4,"method":"m","paperclipInvocation":"x"}`, code: CodeInvalidRequest, id: "4", message: "paperclipInvocation"},
