@@ -3,8 +3,9 @@
 // process groups with streamed output, timeouts and exact cancellation. It
 // is not an isolation boundary: commands run as the worker's user on the
 // worker's machine, wherever the host asks; only file sync confines its
-// sandbox-side paths to the lease root. It matches the observable formats
-// of Paperclip's TypeScript fake sandbox provider.
+// sandbox-side paths to the lease root, which the worker holds open from
+// acquire and reaches only through that handle (rootdir.go). It matches
+// the observable formats of Paperclip's TypeScript fake sandbox provider.
 //
 // A command's env is held to internal/envrule, the rule the CreateOS
 // driver has: a name that is not a shell identifier, or a value with a

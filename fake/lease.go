@@ -2,7 +2,6 @@ package fake
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -29,7 +28,9 @@ type lease struct {
 	id            string
 	companyID     string
 	environmentID string
-	root          string
+	root          string   // the root's path as created (fakeRootDir)
+	rootReal      string   // root with its symlinks resolved at creation
+	dir           *os.Root // the root, held open: see rootdir.go
 	workspace     string
 	image         string
 	reuse         bool
@@ -78,18 +79,14 @@ func checkIDPart(name, v string) error {
 
 // newLease creates the lease's directories.
 func (d *Driver) newLease(id string, p *handlers.BaseParams, c Config) (*lease, error) {
-	root, err := os.MkdirTemp(d.tmpDir, "paperclip-fake-sandbox-*")
+	root, real, dir, err := createRoot(d.tmpDir)
 	if err != nil {
-		return nil, fmt.Errorf("create fake lease root: %w", err)
-	}
-	ws := filepath.Join(root, "workspace")
-	if err := os.Mkdir(ws, 0o700); err != nil {
-		_ = os.RemoveAll(root)
-		return nil, fmt.Errorf("create fake lease workspace: %w", err)
+		return nil, err
 	}
 	return &lease{
 		id: id, companyID: p.CompanyID, environmentID: p.EnvironmentID,
-		root: root, workspace: ws, image: c.Image, reuse: c.ReuseLease,
+		root: root, rootReal: real, dir: dir, workspace: filepath.Join(root, "workspace"),
+		image: c.Image, reuse: c.ReuseLease,
 		running: map[*execution]struct{}{}, groups: map[int]struct{}{},
 	}, nil
 }
@@ -313,8 +310,8 @@ func (l *lease) teardown(ctx context.Context, remove bool, drain time.Duration) 
 	if !remove {
 		return confirmed, nil
 	}
-	if err := os.RemoveAll(l.root); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return false, fmt.Errorf("remove fake lease root: %w", err)
+	if err := removeRoot(l.root, l.dir); err != nil {
+		return false, err
 	}
 	return confirmed, nil
 }
@@ -389,7 +386,7 @@ func (d *Driver) RealizeWorkspace(_ context.Context, p *handlers.RealizeWorkspac
 	}
 	l.op.Lock()
 	defer l.op.Unlock()
-	if err := os.MkdirAll(l.workspace, 0o700); err != nil {
+	if err := l.dir.MkdirAll("workspace", 0o700); err != nil {
 		return nil, fmt.Errorf("prepare fake workspace: %w", err)
 	}
 	return &handlers.RealizeWorkspaceResult{Cwd: l.workspace, Metadata: handlers.Object{"provider": Key, "remoteCwd": l.workspace}}, nil

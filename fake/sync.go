@@ -93,11 +93,7 @@ func (d *Driver) sync(ctx context.Context, p *handlers.SyncParams, in bool) (*ha
 	if err != nil {
 		return nil, err
 	}
-	roots := []string{l.root}
-	if real, err := filepath.EvalSymlinks(l.root); err == nil && real != l.root {
-		roots = append(roots, real)
-	}
-	plans, err := planSync(p.Operations, in, roots)
+	plans, err := planSync(p.Operations, in, []string{l.root, l.rootReal})
 	if err != nil {
 		return nil, err
 	}
@@ -107,12 +103,7 @@ func (d *Driver) sync(ctx context.Context, p *handlers.SyncParams, in bool) (*ha
 	}
 	defer done()
 
-	root, err := os.OpenRoot(l.root)
-	if err != nil {
-		return nil, fmt.Errorf("open fake lease root: %w", err)
-	}
-	defer root.Close()
-	s := &syncer{l: l, root: root, in: in, timeoutMs: parseConfig(p.Config).TimeoutMs}
+	s := &syncer{l: l, root: l.dir, in: in, timeoutMs: parseConfig(p.Config).TimeoutMs}
 	res := &handlers.SyncResult{Operations: make([]handlers.SyncOperationResult, 0, len(plans))}
 	for _, op := range plans {
 		r, err := s.operation(ctx, op)

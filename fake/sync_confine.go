@@ -14,8 +14,9 @@ import (
 // Sandbox paths are absolute POSIX paths without a ".." segment
 // (syncrule.SandboxPath) that lie in the lease root (the host builds them from remoteCwd, which is
 // <root>/workspace). They are mapped to names relative to the root, and
-// every sandbox-side access goes through an os.Root opened on it, so a
-// symlink inside the lease cannot lead a sync out of it either. Host paths
+// every sandbox-side access goes through the os.Root the lease holds open
+// from acquire (rootdir.go), so neither a symlink inside the lease nor one
+// put in the root's place can lead a sync out of it. Host paths
 // are the host's own: they must be absolute and are used as given.
 //
 // Symlinks copied without followSymlinks are kept with their target as
@@ -50,12 +51,6 @@ func sandboxRel(p string, roots ...string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("sandbox path %s is outside the fake-plugin lease root", p)
-}
-
-// within reports whether p is root or below it.
-func within(root, p string) bool {
-	rel, err := filepath.Rel(root, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // commonDir is the deepest directory containing every name in dirs

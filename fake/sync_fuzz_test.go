@@ -60,3 +60,9 @@ func FuzzSyncPathConfined(f *testing.F) {
 		}
 	})
 }
+
+// within reports whether p is root or below it.
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}

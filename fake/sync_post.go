@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 
@@ -13,7 +14,8 @@ import (
 // postUpload runs one post-upload command verbatim as `sh -c <command>`
 // in its own process group, with only PATH in its environment, stdin and
 // output on /dev/null (output may hold secrets and is never returned), in
-// a cwd inside the lease root (sync_confine.go). Its timeout is its own
+// a cwd inside the lease root, opened through the lease's held root at
+// use time (rootdir.go). Its timeout is its own
 // timeoutMs, else the config's (0 or less: none, a fraction of a
 // millisecond: one, any larger number as sent; see msDuration); on
 // timeout the group gets SIGTERM, then
@@ -25,10 +27,6 @@ func (s *syncer) postUpload(ctx context.Context, op operationPlan, i int, c comm
 	if rel == "" {
 		rel = op.cwd
 	}
-	dir, err := s.confinedDir(rel)
-	if err != nil {
-		return fmt.Errorf("%s: %w", where, err)
-	}
 	if err := context.Cause(ctx); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
@@ -36,13 +34,9 @@ func (s *syncer) postUpload(ctx context.Context, op operationPlan, i int, c comm
 	if !c.hasTO {
 		timeout = msDuration(s.timeoutMs)
 	}
-	sh, err := lookPath("sh", defaultPATH, dir)
+	cmd, err := s.start(c.command, rel)
 	if err != nil {
-		return fmt.Errorf("%s: no sh to run it: %w", where, err)
-	}
-	cmd := newCommand(sh, []string{"sh", "-c", c.command}, buildEnv(nil), dir)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s: start: %w", where, unwrapPathErr(err))
+		return fmt.Errorf("%s: %w", where, err)
 	}
 	end, _, _ := s.l.supervise(ctx, cmd, timeout, nil)
 	if end == endTimedOut {
@@ -81,27 +75,25 @@ func (s *syncer) stopCause(ctx context.Context, ws syscall.WaitStatus) error {
 	return nil
 }
 
-// confinedDir re-validates a command cwd at use time: rel must name a
-// directory through the lease's os.Root, and its real path must lie in the
-// lease root's real path. It returns the real path to run in.
-func (s *syncer) confinedDir(rel string) (string, error) {
-	fi, err := s.root.Stat(rel)
+// start starts command with sh -c in rel, a directory of the lease root
+// opened through the held handle at use time: the child starts in the
+// directory the handle reaches (fdPath), whatever a command did to the
+// root's path.
+func (s *syncer) start(command, rel string) (*exec.Cmd, error) {
+	dir, err := openDirIn(s.root, rel)
+	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, errNotDir) {
+		return nil, fmt.Errorf("cwd %s is not a directory", filepath.Join(s.l.root, rel))
+	} else if err != nil {
+		return nil, fmt.Errorf("cwd %s: %w", filepath.Join(s.l.root, rel), cleanErr(err))
+	}
+	defer dir.Close() // the child holds its cwd once started
+	sh, err := lookPath("sh", defaultPATH, "/")
 	if err != nil {
-		return "", fmt.Errorf("cwd %s: %w", filepath.Join(s.l.root, rel), cleanErr(err))
+		return nil, fmt.Errorf("no sh to run it: %w", err)
 	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("cwd %s is not a directory", filepath.Join(s.l.root, rel))
+	cmd := newCommand(sh, []string{"sh", "-c", command}, buildEnv(nil), fdPath(dir))
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start: %w", unwrapPathErr(err))
 	}
-	rootReal, err := filepath.EvalSymlinks(s.l.root)
-	if err != nil {
-		return "", fmt.Errorf("resolve the lease root: %w", err)
-	}
-	real, err := filepath.EvalSymlinks(filepath.Join(rootReal, rel))
-	if err != nil {
-		return "", fmt.Errorf("cwd %s: %w", filepath.Join(s.l.root, rel), cleanErr(err))
-	}
-	if !within(rootReal, real) {
-		return "", errors.New("cwd " + filepath.Join(s.l.root, rel) + " is outside the fake-plugin lease root")
-	}
-	return real, nil
+	return cmd, nil
 }

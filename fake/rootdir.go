@@ -1,0 +1,113 @@
+package fake
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// Open flags of every open the worker makes of a name a command controls:
+// never wait on a FIFO or a device, never follow a link where it should
+// find none, and fail on a directory that is not one.
+const (
+	nonblock = syscall.O_NONBLOCK
+	noFollow = syscall.O_NOFOLLOW
+	dirOnly  = syscall.O_DIRECTORY
+)
+
+// A lease's root directory is held open from its creation (lease.dir):
+// every sandbox-side access of the worker — sync, realize, the post-upload
+// cwd, the removal — goes through that handle, never through the root's
+// path. A command that renames the root, or puts a symlink or another
+// directory at its name, cannot lead the worker out of the lease: the
+// handle still names the directory the lease was given.
+
+// rootPattern names lease roots under the temp dir (fake-driver.md §5).
+const rootPattern = "paperclip-fake-sandbox-*"
+
+// createRoot makes a lease root under tmpDir with its workspace and
+// returns the root's path, that path with its symlinks resolved, and the
+// held handle.
+func createRoot(tmpDir string) (path, real string, dir *os.Root, err error) {
+	path, err = os.MkdirTemp(tmpDir, rootPattern)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("create fake lease root: %w", err)
+	}
+	if dir, err = os.OpenRoot(path); err != nil {
+		_ = os.Remove(path)
+		return "", "", nil, fmt.Errorf("open fake lease root: %w", err)
+	}
+	if err = dir.Mkdir("workspace", 0o700); err == nil {
+		real, err = filepath.EvalSymlinks(path)
+	}
+	if err != nil {
+		_ = removeRoot(path, dir)
+		return "", "", nil, fmt.Errorf("create fake lease workspace: %w", err)
+	}
+	return path, real, dir, nil
+}
+
+// removeRoot deletes the lease root held by dir wherever it is now, and
+// closes dir: its contents through the handle, then the directory by its
+// current name, then whatever stands at path, the root's own name (a link
+// a command put there is removed, never followed).
+func removeRoot(path string, dir *os.Root) error {
+	defer dir.Close()
+	self, err := dir.Open(".")
+	if err != nil {
+		return fmt.Errorf("open fake lease root: %w", err)
+	}
+	defer self.Close()
+	names, err := self.Readdirnames(-1)
+	for _, n := range names {
+		err = errors.Join(err, dir.RemoveAll(n))
+	}
+	if err != nil {
+		return fmt.Errorf("remove fake lease root: %w", err)
+	}
+	if now, ok := currentName(self); ok && now != path {
+		_ = os.Remove(now) // moved by a command: now empty
+	}
+	if err := os.RemoveAll(path); err != nil {
+		return fmt.Errorf("remove fake lease root: %w", err)
+	}
+	return nil
+}
+
+// currentName is the name open directory f has now, if the kernel still
+// knows one and it still names f.
+func currentName(f *os.File) (string, bool) {
+	name, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil || !filepath.IsAbs(name) {
+		return "", false
+	}
+	held, err1 := f.Stat()
+	there, err2 := os.Lstat(name)
+	if err1 != nil || err2 != nil || !os.SameFile(held, there) {
+		return "", false
+	}
+	return name, true
+}
+
+// openDirIn opens directory rel through dir without blocking on whatever a
+// command put there (a FIFO opened for reading waits for a writer).
+func openDirIn(dir *os.Root, rel string) (*os.File, error) {
+	f, err := dir.OpenFile(rel, os.O_RDONLY|nonblock|dirOnly, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.IsDir() {
+		f.Close()
+		return nil, &fs.PathError{Op: "open", Path: rel, Err: errNotDir}
+	}
+	return f, nil
+}
+
+// fdPath names open file f for a child process: the child inherits the
+// worker's descriptors until it execs, so a cwd given this way is the
+// directory f holds, whatever its name is now.
+func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
