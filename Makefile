@@ -37,7 +37,7 @@ bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 update-golden: ## rewrite the golden replies under testdata/
-	$(GO) test ./e2e -run TestFixtures -count=1 -update
+	$(GO) test ./e2e -run 'TestFixtures|TestHostileCorpus' -count=1 -update
 
 FUZZTIME ?= 20s
 FUZZ_TARGETS := handlers:FuzzParams rpc:FuzzLineStream rpc:FuzzAppendJSONString rpc:FuzzEnvelope internal/syncrule:FuzzExclude internal/procfs:FuzzParseStat internal/utf16:FuzzLen internal/shquote:FuzzQuote internal/uri:FuzzComponent fake:FuzzSyncPathConfined \

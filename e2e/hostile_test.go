@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
+)
+
+// The hostile corpus (testdata/hostile/corpus.jsonl): lines a careless or
+// hostile host could send, each with the answer it gets. Every case is
+// followed by a health request, which must be answered: bad input never
+// stops the worker. `make update-golden` rewrites the answers.
+
+// hostileCase is one line of the corpus. A line with bytes that are not
+// UTF-8 is given as a Go string literal, in lineQuoted.
+type hostileCase struct {
+	Class      string       `json:"class"`
+	Name       string       `json:"name"`
+	Line       string       `json:"line,omitempty"`
+	LineQuoted string       `json:"lineQuoted,omitempty"`
+	Want       *hostileWant `json:"want,omitempty"`
+}
+
+// hostileWant is the answer: an error (code and message), a result, or
+// none at all.
+type hostileWant struct {
+	NoReply bool            `json:"noReply,omitempty"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Code    int             `json:"code,omitempty"`
+	Message string          `json:"message,omitempty"`
+	Result  bool            `json:"result,omitempty"`
+}
+
+const corpusPath = "../testdata/hostile/corpus.jsonl"
+
+func readCorpus(t *testing.T) []hostileCase {
+	t.Helper()
+	b, err := os.ReadFile(corpusPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []hostileCase
+	for i, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var c hostileCase
+		if err := json.Unmarshal(line, &c); err != nil {
+			t.Fatalf("corpus line %d: %v", i+1, err)
+		}
+		cases = append(cases, c)
+	}
+	return cases
+}
+
+// hostileSession is a worker with the state the corpus refers to: a lease
+// of company c's environment e ({{lease}}, its root {{root}}), a setup
+// session s1 of it, and a host directory ({{host}}).
+type hostileSession struct {
+	*rpctest.Conn
+	tmp  string
+	vars map[string]string
+}
+
+func startHostileSession(t *testing.T) *hostileSession {
+	t.Helper()
+	tmp := t.TempDir()
+	cmd := exec.Command(bin, "--log-level", "warn")
+	cmd.Env = []string{"TMPDIR=" + tmp, "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0"}
+	host := filepath.Join(tmp, "host")
+	if err := os.Mkdir(host, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &hostileSession{Conn: rpctest.Start(t, cmd), tmp: tmp, vars: map[string]string{"host": host}}
+	var lease struct {
+		ProviderLeaseID string `json:"providerLeaseId"`
+		Metadata        struct {
+			FakeRootDir string `json:"fakeRootDir"`
+		} `json:"metadata"`
+	}
+	m, _ := s.Call(0, "initialize", map[string]any{"manifest": map[string]any{}, "config": map[string]any{}}, "", "")
+	s.Result(m, &struct{}{})
+	base := map[string]any{"driverKey": "fake-plugin", "companyId": "c", "environmentId": "e", "config": map[string]any{}, "runId": "r"}
+	m, _ = s.Call(0, "environmentAcquireLease", base, "", "")
+	s.Result(m, &lease)
+	s.vars["lease"], s.vars["root"] = lease.ProviderLeaseID, lease.Metadata.FakeRootDir
+	base["sessionId"] = "s1"
+	m, _ = s.Call(0, "environmentStartInteractiveSetup", base, "", "")
+	s.Result(m, &struct{}{})
+	return s
+}
+
+// answer sends c's line, then a health request, and returns what c's line
+// got; the health request must be answered with a result.
+func (s *hostileSession) answer(t *testing.T, n int, c hostileCase) hostileWant {
+	t.Helper()
+	line := c.Line
+	if c.LineQuoted != "" {
+		var err error
+		if line, err = strconv.Unquote(c.LineQuoted); err != nil {
+			t.Fatalf("%s: lineQuoted: %v", c.Name, err)
+		}
+	}
+	for k, v := range s.vars {
+		line = strings.ReplaceAll(line, "{{"+k+"}}", v)
+	}
+	s.Send(line)
+	after := fmt.Sprintf("after-%d", n)
+	s.Send(`{"jsonrpc":"2.0","id":%q,"method":"health"}`, after)
+	health, before := s.ReplyTo(after)
+	if health.Result == nil {
+		t.Fatalf("%s: the health request after it got %s", c.Name, health.Raw)
+	}
+	var replies []rpctest.Msg
+	for _, m := range before {
+		if m.IsReply() {
+			replies = append(replies, m)
+		}
+	}
+	switch {
+	case len(replies) == 0:
+		return hostileWant{NoReply: true}
+	case len(replies) > 1:
+		t.Fatalf("%s: %d replies to one line", c.Name, len(replies))
+	}
+	r := replies[0]
+	w := hostileWant{ID: r.ID, Result: r.Result != nil}
+	if r.Error != nil {
+		w.Code, w.Message = r.Error.Code, normalise(s.tmp, []byte(r.Error.Message))
+	}
+	return w
+}
+
+func TestHostileCorpus(t *testing.T) {
+	cases := readCorpus(t)
+	if len(cases) < 80 {
+		t.Fatalf("the corpus has %d cases; it keeps at least 80", len(cases))
+	}
+	s := startHostileSession(t)
+	var out bytes.Buffer
+	for i, c := range cases {
+		got := s.answer(t, i, c)
+		if *update {
+			c.Want = &got
+			b, _ := json.Marshal(c)
+			out.Write(append(b, '\n'))
+			continue
+		}
+		if c.Want == nil {
+			t.Errorf("%s/%s: no answer recorded (run `make update-golden`); got %+v", c.Class, c.Name, got)
+			continue
+		}
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(c.Want)
+		if !bytes.Equal(gb, wb) {
+			t.Errorf("%s/%s:\n got %s\nwant %s", c.Class, c.Name, gb, wb)
+		}
+	}
+	if *update {
+		if err := os.WriteFile(filepath.Clean(corpusPath), out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
