@@ -41,7 +41,9 @@ import (
 //     source's, existing directories keep theirs. Nothing is ever more
 //     open than its final mode (on both sides, whatever the umask);
 //   - entries that are not files, directories or symlinks are skipped with
-//     a warning; access and writablePath are advisory and ignored, and so
+//     a warning; one that becomes such an entry (a FIFO, say) while the
+//     copy reaches it fails the mapping, never blocks it (sync_open.go);
+//     access and writablePath are advisory and ignored, and so
 //     is exclude on a file mapping (as the host's own fallback does);
 //   - filesTransferred/bytesTransferred count regular files written and
 //     their content bytes (links and directories are not counted);

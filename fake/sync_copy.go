@@ -25,7 +25,6 @@ import (
 type fsys interface {
 	Lstat(name string) (fs.FileInfo, error)
 	Stat(name string) (fs.FileInfo, error)
-	Open(name string) (*os.File, error)
 	OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error)
 	Readlink(name string) (string, error)
 	Mkdir(name string, perm fs.FileMode) error
@@ -43,7 +42,6 @@ type hostFS struct{}
 
 func (hostFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
 func (hostFS) Stat(name string) (fs.FileInfo, error)  { return os.Stat(name) }
-func (hostFS) Open(name string) (*os.File, error)     { return os.Open(name) }
 func (hostFS) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
 	return os.OpenFile(name, flag, perm)
 }
@@ -99,7 +97,7 @@ func (c *copier) mapping(m mappingPlan) error {
 		if m.mode != nil {
 			mode = *m.mode
 		}
-		return c.file(m.src, m.dst, mode)
+		return c.file(m.src, m.dst, fi, true, mode)
 	}
 	if !fi.IsDir() {
 		return errors.New("the source is not a directory")
@@ -113,7 +111,7 @@ func (c *copier) mapping(m mappingPlan) error {
 	} else if err != nil {
 		return fmt.Errorf("the target: %w", err)
 	}
-	if err := c.tree(m.src, m.dst, ".", []fileID{idOf(fi)}); err != nil {
+	if err := c.tree(m.src, m.dst, ".", fi, true, []fileID{idOf(fi)}); err != nil {
 		return err
 	}
 	switch {
@@ -126,10 +124,11 @@ func (c *copier) mapping(m mappingPlan) error {
 }
 
 // tree copies the contents of directory src to dst; rel is their path
-// relative to the mapping's directories, ancestors the identities of the
-// source directories being copied (for loops through followed links).
-func (c *copier) tree(src, dst, rel string, ancestors []fileID) error {
-	d, err := c.src.Open(src)
+// relative to the mapping's directories, fi and followed what the copy saw
+// of src (see openSource), ancestors the identities of the source
+// directories being copied (for loops through followed links).
+func (c *copier) tree(src, dst, rel string, fi fs.FileInfo, followed bool, ancestors []fileID) error {
+	d, err := openSource(c.src, src, fi, followed)
 	if err != nil {
 		return fmt.Errorf("read source directory %s: %w", rel, cleanErr(err))
 	}
@@ -162,7 +161,8 @@ func (c *copier) entry(s, t, erel string, ancestors []fileID) error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", erel, cleanErr(err))
 	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
+	followed := fi.Mode()&fs.ModeSymlink != 0
+	if followed {
 		if !c.follow {
 			return c.link(s, t, erel)
 		}
@@ -179,9 +179,9 @@ func (c *copier) entry(s, t, erel string, ancestors []fileID) error {
 		if id != (fileID{}) && c.targets[id] {
 			return fmt.Errorf("source directory %s is a target of the same copy: the target lies inside the source", erel)
 		}
-		return c.subdir(s, t, erel, fi, append(ancestors, id))
+		return c.subdir(s, t, erel, fi, followed, append(ancestors, id))
 	case fi.Mode().IsRegular():
-		if err := c.file(s, t, fi.Mode().Perm()); err != nil {
+		if err := c.file(s, t, fi, followed, fi.Mode().Perm()); err != nil {
 			return fmt.Errorf("%s: %w", erel, err)
 		}
 	default:
@@ -193,14 +193,14 @@ func (c *copier) entry(s, t, erel string, ancestors []fileID) error {
 // subdir copies source directory s into t, creating t if needed. An
 // existing t must be a real directory: the sync never writes through a
 // symlink it finds in a target tree.
-func (c *copier) subdir(s, t, erel string, fi fs.FileInfo, ancestors []fileID) error {
+func (c *copier) subdir(s, t, erel string, fi fs.FileInfo, followed bool, ancestors []fileID) error {
 	made, err := c.ensureDir(t, false)
 	if errors.Is(err, errNotDir) {
 		return fmt.Errorf("target %s %w", erel, err)
 	} else if err != nil {
 		return fmt.Errorf("target %s: %w", erel, err)
 	}
-	if err := c.tree(s, t, erel, ancestors); err != nil {
+	if err := c.tree(s, t, erel, fi, followed, ancestors); err != nil {
 		return err
 	}
 	if made {
@@ -285,19 +285,19 @@ func (c *copier) link(s, t, erel string) error {
 	return nil
 }
 
-// file copies regular file s to t with the final mode mode.
-func (c *copier) file(s, t string, mode fs.FileMode) (err error) {
+// file copies regular file s to t with the final mode mode; fi and
+// followed are what the copy saw of s (see openSource).
+func (c *copier) file(s, t string, fi fs.FileInfo, followed bool, mode fs.FileMode) (err error) {
 	if ti, err := c.dst.Lstat(t); err == nil && ti.IsDir() {
 		return errors.New("the target exists and is a directory")
 	}
-	in, err := c.src.Open(s)
-	if err != nil {
+	in, err := openSource(c.src, s, fi, followed)
+	if errors.Is(err, errNotRegular) || errors.Is(err, errChanged) {
+		return err
+	} else if err != nil {
 		return fmt.Errorf("read source: %w", cleanErr(err))
 	}
 	defer in.Close()
-	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return errors.New("the source is not a regular file")
-	}
 	tmp := tempName(t)
 	out, err := c.dst.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

@@ -1,0 +1,130 @@
+package fake
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// A file that a command turns into a FIFO between the copy's look at it
+// and its open neither wedges the sync nor, through it, the destroy that
+// waits for the sync: the open does not wait for a writer, and the opened
+// handle is refused for not being the regular file the copy saw.
+func TestSyncNeverBlocksOnAFIFOSwappedIn(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dir  bool // a directory mapping of d, else a file mapping of d/x
+		in   bool // the FIFO is on the host side of a sync-in
+	}{
+		{name: "sync-out file"},
+		{name: "sync-out directory entry", dir: true},
+		{name: "sync-in file", in: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newSyncEnv(t, nil)
+			side := e.ws
+			if tc.in {
+				side = e.host
+			}
+			syncWriteTree(t, side, map[string]string{"d/x": "regular"})
+			fifo := filepath.Join(side, "fifo")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Skipf("mkfifo: %v", err)
+			}
+			target := filepath.Join(side, "d", "x")
+			swapOnOpen(t, "d/x", fifo, target)
+			var op handlers.SyncOperation
+			switch sandbox, host := e.ws+"/d", filepath.Join(e.host, "copy"); {
+			case tc.in:
+				op = syncOp("in", handlers.SyncFileMapping{SourcePath: filepath.Join(e.host, "d", "x"), TargetPath: e.ws + "/x", Kind: "file"})
+			case tc.dir:
+				op = syncOp("out", handlers.SyncFileMapping{SourcePath: sandbox, TargetPath: host, Kind: "directory"})
+			default:
+				op = syncOp("out", handlers.SyncFileMapping{SourcePath: sandbox + "/x", TargetPath: host, Kind: "file"})
+			}
+			err := syncWithoutFIFOWait(t, target, func() error {
+				if tc.in {
+					_, err := e.in(op)
+					return err
+				}
+				_, err := e.out(op)
+				return err
+			})
+			if err == nil || !strings.Contains(err.Error(), "the source is not a regular file") {
+				t.Fatalf("err = %v, want the FIFO refused", err)
+			}
+			id := e.lease.LeaseID()
+			rc, err := e.d.DestroyLease(context.Background(), &handlers.DestroyLeaseParams{BaseParams: e.base, ProviderLeaseID: &id})
+			if err != nil || rc == nil {
+				t.Fatalf("destroy = %+v, %v", rc, err)
+			}
+		})
+	}
+}
+
+// swapOnOpen renames fifo onto target the first time the copy is about to
+// open a name ending in suffix: after the copy saw a regular file there.
+func swapOnOpen(t *testing.T, suffix, fifo, target string) {
+	var once sync.Once
+	syncOpenHook = func(name string) {
+		if strings.HasSuffix(filepath.ToSlash(name), suffix) {
+			once.Do(func() {
+				if err := os.Rename(fifo, target); err != nil {
+					t.Errorf("swap in the FIFO: %v", err)
+				}
+			})
+		}
+	}
+	t.Cleanup(func() { syncOpenHook = nil })
+}
+
+// syncWithoutFIFOWait runs call and returns its error; it fails the test
+// if, instead, a thread of this process sits in the kernel waiting for a
+// writer to open a FIFO (wchan wait_for_partner). It then opens the FIFO
+// at target for writing itself, so that the call can finish.
+func syncWithoutFIFOWait(t *testing.T, target string, call func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	stop := make(chan struct{})
+	blocked := make(chan struct{})
+	go watchFIFOWait(stop, blocked)
+	defer close(stop)
+	select {
+	case err := <-done:
+		return err
+	case <-blocked:
+		t.Errorf("the sync blocked opening a FIFO")
+		if w, err := os.OpenFile(target, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		return <-done
+	}
+}
+
+// watchFIFOWait closes blocked once a thread of this process waits in
+// the kernel for a FIFO's writer; it ends when stop is closed.
+func watchFIFOWait(stop <-chan struct{}, blocked chan<- struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		tasks, _ := filepath.Glob("/proc/self/task/*/wchan")
+		for _, p := range tasks {
+			if b, err := os.ReadFile(p); err == nil && string(b) == "wait_for_partner" {
+				close(blocked)
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
