@@ -7,6 +7,13 @@
 // acquire and reaches only through that handle (rootdir.go). It matches
 // the observable formats of Paperclip's TypeScript fake sandbox provider.
 //
+// A release or destroy answers a termination receipt only once every
+// process the lease started is gone, also those that left its process
+// group or session: while a driver runs the worker is a subreaper that
+// reaps what it adopts, and every command carries the lease's marker
+// (children.go, proctree.go). While a process runs that no lease can be
+// shown to own, no receipt is answered (null: termination unconfirmed).
+//
 // A command's env is held to internal/envrule, the rule the CreateOS
 // driver has: a name that is not a shell identifier, or a value with a
 // NUL, refuses the call with the same message before anything runs. A

@@ -27,6 +27,9 @@ type Driver struct {
 	mu     sync.Mutex
 	leases map[string]*lease
 	closed bool
+	booted bool // boot ran: the driver is a user of children
+
+	bootOnce sync.Once
 
 	setups *state.Setups
 	execs  *state.Executions[*execution]
@@ -67,9 +70,27 @@ func New(opts ...Option) *Driver {
 	return d
 }
 
-// Start implements handlers.Starter: the reference's setup log line.
+// Start implements handlers.Starter: the driver boots, then logs the
+// reference's setup line.
 func (d *Driver) Start(ctx context.Context) {
+	d.boot(ctx)
 	zerolog.Ctx(ctx).Info().Msg("Fake sandbox provider plugin ready")
+}
+
+// boot runs once, at Start or, for a host that sends no initialize, at
+// the first acquire: the worker becomes a subreaper with a reaper
+// (children.go). New does none of it: a driver built to print the
+// manifest touches nothing.
+func (d *Driver) boot(ctx context.Context) {
+	d.bootOnce.Do(func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.closed {
+			return
+		}
+		d.booted = true
+		children.use()
+	})
 }
 
 // Key implements handlers.Driver.
@@ -80,15 +101,21 @@ var errClosed = state.UserText("The fake-plugin driver is shutting down; retry o
 
 // Close stops every command of every lease and removes every lease root,
 // reusable ones included: a restarted worker cannot resume them anyway.
+// Strays (see markerVar), which no lease's teardown may end, end here.
 func (d *Driver) Close(ctx context.Context) error {
 	d.mu.Lock()
 	d.closed = true
+	booted := d.booted
 	leases := make([]*lease, 0, len(d.leases))
 	for _, l := range d.leases {
 		leases = append(leases, l)
 	}
 	d.leases = map[string]*lease{}
 	d.mu.Unlock()
+	if booted {
+		defer children.release()
+		defer terminate(ctx, func() []tproc { return workerProcs(isStray) })
+	}
 
 	var wg sync.WaitGroup
 	errs := make([]error, len(leases))

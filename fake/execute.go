@@ -20,6 +20,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
+	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // execution is one running command. Its owner is the Execute call that
@@ -81,6 +82,9 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 	if err := envrule.Check(p.Env); err != nil {
 		return nil, err // the CreateOS driver's refusal, word for word
 	}
+	if _, ok := p.Env[markerVar]; ok {
+		return nil, state.Userf("env %s is set by the fake-plugin driver itself (it marks the lease's processes); leave it out of env.", markerVar)
+	}
 
 	e := newExecution()
 	defer close(e.done)
@@ -118,6 +122,7 @@ type run struct {
 // proc is a started command and the worker's ends of its output pipes.
 type proc struct {
 	cmd        *exec.Cmd
+	ch         child
 	outR, errR *os.File
 }
 
@@ -176,7 +181,7 @@ func (r *run) prepare() (*exec.Cmd, *handlers.ExecuteResult) {
 		}
 		return nil, failed(code, fmt.Sprintf("fake-plugin: cannot run %s: %s\n", shquote.Quote(r.p.Command), describeLookErr(err)), r.meta)
 	}
-	return newCommand(path, append([]string{r.p.Command}, r.p.Args...), buildEnv(r.p.Env), cwd), nil
+	return newCommand(path, append([]string{r.p.Command}, r.p.Args...), buildEnv(r.p.Env, r.l.root), cwd), nil
 }
 
 // spawn starts cmd with its stdin staged and its output on fresh pipes.
@@ -204,7 +209,7 @@ func (r *run) spawn(cmd *exec.Cmd) (*proc, *handlers.ExecuteResult, error) {
 	growPipe(outR)
 	growPipe(errR)
 	cmd.Stdout, cmd.Stderr = outW, errW
-	startErr := cmd.Start()
+	ch, startErr := children.start(cmd, r.l.root)
 	outW.Close()
 	errW.Close()
 	if startErr != nil {
@@ -212,7 +217,7 @@ func (r *run) spawn(cmd *exec.Cmd) (*proc, *handlers.ExecuteResult, error) {
 		errR.Close()
 		return nil, failed(127, fmt.Sprintf("fake-plugin: cannot run %s: %v\n", shquote.Quote(r.p.Command), unwrapPathErr(startErr)), r.meta), nil
 	}
-	return &proc{cmd: cmd, outR: outR, errR: errR}, nil, nil
+	return &proc{cmd: cmd, ch: ch, outR: outR, errR: errR}, nil, nil
 }
 
 // collect streams the started command's output into its tails and to the
@@ -224,7 +229,7 @@ func (r *run) collect(ctx context.Context, p *proc, timeout time.Duration) (*han
 	go r.copy(&readers, p.outR, "stdout", stdout)
 	go r.copy(&readers, p.errR, "stderr", stderr)
 
-	end, confirmed, waitErr := r.l.supervise(ctx, p.cmd, timeout, r.e.stopCh)
+	end, confirmed, waitErr := supervise(ctx, p.cmd, p.ch, timeout, r.e.stopCh)
 	switch end {
 	case endStopped:
 		r.meta["cancelled"] = true
@@ -322,11 +327,11 @@ func envPATH(env map[string]string) string {
 	return defaultPATH
 }
 
-// buildEnv is the command's whole environment: PATH plus the explicit
-// env, which envrule.Check has accepted. Nothing is inherited from the
-// worker.
-func buildEnv(env map[string]string) []string {
-	out := []string{"PATH=" + envPATH(env)}
+// buildEnv is the whole environment of a command of the lease marked
+// marker: PATH, the marker (markerVar), then the explicit env, which
+// envrule.Check has accepted. Nothing is inherited from the worker.
+func buildEnv(env map[string]string, marker string) []string {
+	out := []string{"PATH=" + envPATH(env), markerVar + "=" + marker}
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		if k != "PATH" {

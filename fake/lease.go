@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -41,7 +40,6 @@ type lease struct {
 	closing   bool
 	gone      bool
 	running   map[*execution]struct{}
-	groups    map[int]struct{} // every process group started here
 	expiresAt time.Time
 	expiry    *time.Timer
 }
@@ -87,7 +85,7 @@ func (d *Driver) newLease(id string, p *handlers.BaseParams, c Config) (*lease, 
 		id: id, companyID: p.CompanyID, environmentID: p.EnvironmentID,
 		root: root, rootReal: real, dir: dir, workspace: filepath.Join(root, "workspace"),
 		image: c.Image, reuse: c.ReuseLease,
-		running: map[*execution]struct{}{}, groups: map[int]struct{}{},
+		running: map[*execution]struct{}{},
 	}, nil
 }
 
@@ -121,6 +119,7 @@ func (l *lease) leave(e *execution) {
 
 // AcquireLease implements handlers.Driver.
 func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
+	d.boot(ctx)
 	c := parseConfig(p.Config)
 	expires, err := requestedExpiry(p.RequestedExpiresAt, d.now())
 	if err != nil {
@@ -292,8 +291,9 @@ func (d *Driver) endLease(ctx context.Context, p *handlers.ReleaseLeaseParams, r
 }
 
 // teardown stops the lease's commands (after waiting up to drain for them
-// to finish) and, with remove, deletes its root. It reports whether every
-// process group started in the lease is confirmed gone.
+// to finish), ends every process the lease started (see markerVar) and,
+// with remove, deletes its root. It reports whether the lease's execution
+// is confirmed over (endProcesses).
 func (l *lease) teardown(ctx context.Context, remove bool, drain time.Duration) (bool, error) {
 	running := l.beginClosing(remove)
 	if drain > 0 {
@@ -304,9 +304,9 @@ func (l *lease) teardown(ctx context.Context, remove bool, drain time.Duration) 
 	for _, e := range running {
 		e.stop("the lease is being released")
 	}
-	groupsGone := l.terminateGroups(ctx)
-	confirmed := waitDone(ctx, running) && groupsGone
-	l.endClosing(remove, confirmed)
+	gone := l.endProcesses(ctx)
+	confirmed := waitDone(ctx, running) && gone
+	l.endClosing(remove)
 	if !remove {
 		return confirmed, nil
 	}
@@ -328,14 +328,11 @@ func (l *lease) beginClosing(remove bool) []*execution {
 	return slices.Collect(maps.Keys(l.running))
 }
 
-// endClosing records a teardown's outcome: a confirmed one leaves no
-// group to track; a kept lease serves the next run, a removed one is gone.
-func (l *lease) endClosing(remove, confirmed bool) {
+// endClosing records a teardown's end: a kept lease serves the next run,
+// a removed one is gone.
+func (l *lease) endClosing(remove bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if confirmed {
-		l.groups = map[int]struct{}{}
-	}
 	if remove {
 		l.gone = true
 	} else {
@@ -343,25 +340,30 @@ func (l *lease) endClosing(remove, confirmed bool) {
 	}
 }
 
-// terminateGroups terminates every process group started in the lease, all
-// at once so that each gets its own grace, and reports whether all are
-// confirmed gone.
-func (l *lease) terminateGroups(ctx context.Context) bool {
-	l.mu.Lock()
-	groups := slices.Collect(maps.Keys(l.groups))
-	l.mu.Unlock()
-	var lost atomic.Bool
-	var wg sync.WaitGroup
-	for _, g := range groups {
-		wg.Go(func() {
-			if !terminateGroup(ctx, g, killGrace) {
-				lost.Store(true)
-			}
-		})
+// endProcesses ends every process attributed to the lease (markerVar)
+// and reports whether the lease's execution is confirmed over: none of its
+// processes is left, and no stray either, which could be the lease's.
+// Strays are left running: they may be another lease's.
+func (l *lease) endProcesses(ctx context.Context) bool {
+	ours := func(m string) bool { return m == l.root }
+	if !terminate(ctx, func() []tproc { return workerProcs(ours) }) {
+		zerolog.Ctx(ctx).Warn().Str("leaseId", l.id).Msg("fake lease processes survived SIGKILL; termination unconfirmed")
+		return false
 	}
-	wg.Wait()
-	return !lost.Load()
+	if strays := workerProcs(isStray); len(strays) > 0 {
+		pids := make([]int, len(strays))
+		for i, p := range strays {
+			pids[i] = p.pid
+		}
+		zerolog.Ctx(ctx).Warn().Str("leaseId", l.id).Ints("strays", pids).
+			Msg("processes that cleared the lease marker and left their group are running; termination unconfirmed")
+		return false
+	}
+	return children.tracking()
 }
+
+// isStray accepts the attribution of a process that is no lease's.
+func isStray(marker string) bool { return marker == "" }
 
 // waitDone waits for each of running to finish and reports whether all
 // did before ctx ended.

@@ -136,7 +136,7 @@ const (
 )
 
 // newCommand is a command in its own process group that dies with the
-// worker's thread that started it.
+// worker's thread that started it. Start it with children.start.
 func newCommand(path string, args, env []string, dir string) *exec.Cmd {
 	return &exec.Cmd{
 		Path: path, Args: args, Env: env, Dir: dir,
@@ -144,20 +144,15 @@ func newCommand(path string, args, env []string, dir string) *exec.Cmd {
 	}
 }
 
-// supervise owns a started command of lease l: it records the command's
-// process group with the lease, waits until the command exits, timeout
-// passes (0: none), stop is closed or ctx ends — the last three terminate
-// the whole group, SIGTERM then SIGKILL after killGrace — and reaps it. It
-// reports why the wait ended and, for a termination, whether the group is
-// confirmed gone. The lease forgets the group once no member is left;
-// background processes that outlive the command stay recorded, so release
-// can end them.
-func (l *lease) supervise(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, stop <-chan struct{}) (end groupEnd, confirmed bool, waitErr error) {
+// supervise owns cmd, a started command (ch, children.start): it waits
+// until the command exits, timeout passes (0: none), stop is closed or ctx
+// ends — the last three terminate the whole group, SIGTERM then SIGKILL
+// after killGrace — and reaps it. It reports why the wait ended and, for a
+// termination, whether the group is confirmed gone. The group stays known
+// (children.groupMarker) while a member is left; a release ends what
+// outlives the command (lease.endProcesses).
+func supervise(ctx context.Context, cmd *exec.Cmd, ch child, timeout time.Duration, stop <-chan struct{}) (end groupEnd, confirmed bool, waitErr error) {
 	pgid := cmd.Process.Pid
-	l.mu.Lock()
-	l.groups[pgid] = struct{}{}
-	l.mu.Unlock()
-
 	exited := make(chan struct{})
 	go func() { waitErr = cmd.Wait(); close(exited) }()
 	var timer <-chan time.Time
@@ -179,10 +174,6 @@ func (l *lease) supervise(ctx context.Context, cmd *exec.Cmd, timeout time.Durat
 		confirmed = terminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
 	}
 	<-exited
-	l.mu.Lock()
-	if !groupAlive(pgid) {
-		delete(l.groups, pgid)
-	}
-	l.mu.Unlock()
+	children.waited(ch, !groupAlive(pgid))
 	return end, confirmed, waitErr
 }

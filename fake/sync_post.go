@@ -12,7 +12,8 @@ import (
 )
 
 // postUpload runs one post-upload command verbatim as `sh -c <command>`
-// in its own process group, with only PATH in its environment, stdin and
+// in its own process group, with only PATH and the lease's marker
+// (markerVar) in its environment, stdin and
 // output on /dev/null (output may hold secrets and is never returned), in
 // a cwd inside the lease root, opened through the lease's held root at
 // use time (rootdir.go). Its timeout is its own
@@ -34,11 +35,11 @@ func (s *syncer) postUpload(ctx context.Context, op operationPlan, i int, c comm
 	if !c.hasTO {
 		timeout = msDuration(s.timeoutMs)
 	}
-	cmd, err := s.start(c.command, rel)
+	cmd, ch, err := s.start(c.command, rel)
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	end, _, _ := s.l.supervise(ctx, cmd, timeout, nil)
+	end, _, _ := supervise(ctx, cmd, ch, timeout, nil)
 	if end == endTimedOut {
 		return fmt.Errorf("%s timed out after %d ms and was killed", where, timeout.Milliseconds())
 	}
@@ -79,21 +80,22 @@ func (s *syncer) stopCause(ctx context.Context, ws syscall.WaitStatus) error {
 // opened through the held handle at use time: the child starts in the
 // directory the handle reaches (fdPath), whatever a command did to the
 // root's path.
-func (s *syncer) start(command, rel string) (*exec.Cmd, error) {
+func (s *syncer) start(command, rel string) (*exec.Cmd, child, error) {
 	dir, err := openDirIn(s.root, rel)
 	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, errNotDir) {
-		return nil, fmt.Errorf("cwd %s is not a directory", filepath.Join(s.l.root, rel))
+		return nil, child{}, fmt.Errorf("cwd %s is not a directory", filepath.Join(s.l.root, rel))
 	} else if err != nil {
-		return nil, fmt.Errorf("cwd %s: %w", filepath.Join(s.l.root, rel), cleanErr(err))
+		return nil, child{}, fmt.Errorf("cwd %s: %w", filepath.Join(s.l.root, rel), cleanErr(err))
 	}
 	defer dir.Close() // the child holds its cwd once started
 	sh, err := lookPath("sh", defaultPATH, "/")
 	if err != nil {
-		return nil, fmt.Errorf("no sh to run it: %w", err)
+		return nil, child{}, fmt.Errorf("no sh to run it: %w", err)
 	}
-	cmd := newCommand(sh, []string{"sh", "-c", command}, buildEnv(nil), fdPath(dir))
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start: %w", unwrapPathErr(err))
+	cmd := newCommand(sh, []string{"sh", "-c", command}, buildEnv(nil, s.l.root), fdPath(dir))
+	ch, err := children.start(cmd, s.l.root)
+	if err != nil {
+		return nil, child{}, fmt.Errorf("start: %w", unwrapPathErr(err))
 	}
-	return cmd, nil
+	return cmd, ch, nil
 }

@@ -1,0 +1,173 @@
+package fake
+
+import (
+	"maps"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+)
+
+// While a fake driver runs, the worker is a child subreaper
+// (PR_SET_CHILD_SUBREAPER): whatever a lease's command leaves behind — a
+// daemon that forked away, left its process group or started a session of
+// its own — is reparented to the worker when its parent dies, never to
+// init, so it stays in the worker's process tree, where a teardown finds
+// it (proctree.go). Orphans that exit are then the worker's to reap, and
+// children reaps them, on every SIGCHLD.
+//
+// The worker's direct children are the commands the fake started, whose
+// exec.Cmd.Wait reaps them; the reaper never waits for one of those. So
+// every child process of the worker starts through childRegistry.start
+// (the worker starts no other), or the reaper could take its exit status
+// from the exec.Cmd waiting for it.
+
+// childRegistry is the worker's bookkeeping of the processes it is the
+// parent of, and the owner of the reaper goroutine.
+type childRegistry struct {
+	// spawn is held for reading across a Start and its record, for writing
+	// while reaping: the reaper never sees a started child not yet recorded.
+	spawn sync.RWMutex
+
+	mu        sync.Mutex
+	direct    map[int]struct{} // started here, not yet waited for
+	groups    map[int]group    // process group id → the lease command leading it
+	seq       uint64
+	users     int           // drivers booted and not yet closed
+	subreaper bool          // the worker is a subreaper: orphans stay in its tree
+	stop      chan struct{} // closed to end the reaper
+	done      chan struct{} // closed when the reaper has ended
+}
+
+// group is one process group a lease's command leads: marker is the
+// lease's (see markerVar), seq tells this group from a later one that
+// reuses the id.
+type group struct {
+	marker string
+	seq    uint64
+}
+
+// child is a started command: its pid, which is its process group's id.
+type child struct {
+	pid int
+	seq uint64
+}
+
+var children = &childRegistry{direct: map[int]struct{}{}, groups: map[int]group{}}
+
+// use registers a booted driver: the first makes the worker a subreaper
+// and starts the reaper.
+func (c *childRegistry) use() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.users++
+	if c.users > 1 {
+		return
+	}
+	if !c.subreaper {
+		c.subreaper = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == nil
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGCHLD)
+	c.stop, c.done = make(chan struct{}), make(chan struct{})
+	go c.reaper(sig, c.stop, c.done)
+}
+
+// release ends a driver's registration: the last ends the reaper, after a
+// final reap. The worker stays a subreaper; orphans that exit while no
+// driver runs wait for the next one (or the worker's exit).
+func (c *childRegistry) release() {
+	c.mu.Lock()
+	c.users--
+	var stop, done chan struct{}
+	if c.users == 0 {
+		stop, done = c.stop, c.done
+		c.stop, c.done = nil, nil
+	}
+	c.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+}
+
+// tracking reports whether orphans of lease commands stay in the worker's
+// tree, which is what lets a teardown confirm that none is left.
+func (c *childRegistry) tracking() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.subreaper
+}
+
+func (c *childRegistry) reaper(sig chan os.Signal, stop, done chan struct{}) {
+	defer close(done)
+	defer signal.Stop(sig)
+	for {
+		select {
+		case <-sig:
+			c.reap()
+		case <-stop:
+			c.reap()
+			return
+		}
+	}
+}
+
+// reap waits for every zombie child of the worker that no exec.Cmd waits
+// for: the orphans the worker adopted as a subreaper.
+func (c *childRegistry) reap() {
+	c.spawn.Lock()
+	defer c.spawn.Unlock()
+	c.mu.Lock()
+	direct := maps.Clone(c.direct)
+	c.mu.Unlock()
+	procs, _ := procfs.List()
+	self := os.Getpid()
+	for _, p := range procs {
+		if _, ours := direct[p.PID]; p.PPID == self && p.Zombie() && !ours {
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(p.PID, &ws, unix.WNOHANG, nil)
+		}
+	}
+}
+
+// start starts cmd, a command of the lease marked marker in a process
+// group of its own, and records it.
+func (c *childRegistry) start(cmd *exec.Cmd, marker string) (child, error) {
+	c.spawn.RLock()
+	defer c.spawn.RUnlock()
+	if err := cmd.Start(); err != nil {
+		return child{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	ch := child{pid: cmd.Process.Pid, seq: c.seq}
+	c.direct[ch.pid] = struct{}{}
+	c.groups[ch.pid] = group{marker: marker, seq: ch.seq}
+	return ch, nil
+}
+
+// waited records that ch's exec.Cmd.Wait returned; with groupGone (no
+// member of its group is left) its group is forgotten too.
+func (c *childRegistry) waited(ch child, groupGone bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.direct, ch.pid)
+	if g, ok := c.groups[ch.pid]; ok && groupGone && g.seq == ch.seq {
+		delete(c.groups, ch.pid)
+	}
+}
+
+// groupMarker is the marker of the lease whose command leads process
+// group pgid, "" for none.
+func (c *childRegistry) groupMarker(pgid int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.groups[pgid].marker
+}

@@ -1,0 +1,222 @@
+package fake
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+)
+
+// markerVar is set in the environment of every command of a lease, to the
+// lease root's path: the lease's marker. A process keeps it across fork
+// and exec unless it clears its environment on purpose, and
+// /proc/<pid>/environ shows it for as long as the process lives. With the
+// worker a subreaper (children.go) it is how a teardown finds a lease's
+// processes wherever they went (other groups, other sessions), and how the
+// next worker finds what a killed one left (sweep.go).
+//
+// A process is attributed to a lease by its own marker; without one, by
+// its parent's attribution; an orphan without one (the worker adopted it)
+// by the lease whose command leads its process group. One that is none of
+// these — it cleared its environment and left its group — is a stray: it
+// may be any lease's, so while one lives no teardown is confirmed.
+const markerVar = "PAPERCLIP_FAKE_LEASE_ROOT"
+
+// killWait bounds how long the processes being ended have to die after
+// SIGKILL before their end counts as unconfirmed.
+const killWait = 2 * time.Second
+
+// tproc is one live process as a teardown or a sweep sees it.
+type tproc struct {
+	pid, ppid, pgid int
+	start           uint64 // its start time (clock ticks after boot): with pid, its identity
+	marker          string // its markerVar, "" for none or unreadable
+}
+
+// snapshot reads the identity and marker of the live processes of procs.
+func snapshot(procs []procfs.Proc) []tproc {
+	out := make([]tproc, 0, len(procs))
+	for _, p := range procs {
+		if p.Zombie() {
+			continue
+		}
+		start, err := startTime(p.PID)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		out = append(out, tproc{pid: p.PID, ppid: p.PPID, pgid: p.PGID, start: start, marker: markerOf(p.PID)})
+	}
+	return out
+}
+
+// workerProcs is every live process below the worker whose attribution
+// keep accepts.
+func workerProcs(keep func(marker string) bool) []tproc {
+	tree := snapshot(procfs.Descendants(os.Getpid()))
+	attr := attribute(tree, children.groupMarker)
+	var out []tproc
+	for _, p := range tree {
+		if keep(attr[p.pid]) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// attribute is the marker each of procs is attributed to (see markerVar):
+// its own; else its parent's when its parent is in procs; else
+// groupMarker of its process group (nil: none); "" for none.
+func attribute(procs []tproc, groupMarker func(pgid int) string) map[int]string {
+	byPID := make(map[int]tproc, len(procs))
+	for _, p := range procs {
+		byPID[p.pid] = p
+	}
+	out := make(map[int]string, len(procs))
+	var of func(p tproc, depth int) string
+	of = func(p tproc, depth int) string {
+		if m, ok := out[p.pid]; ok {
+			return m
+		}
+		m := p.marker
+		if parent, ok := byPID[p.ppid]; m == "" && ok && depth < len(procs) {
+			m = of(parent, depth+1)
+		} else if m == "" && !ok && groupMarker != nil {
+			m = groupMarker(p.pgid)
+		}
+		out[p.pid] = m
+		return m
+	}
+	for _, p := range procs {
+		of(p, 0)
+	}
+	return out
+}
+
+// startTime is field 22 of /proc/<pid>/stat: when the process started.
+func startTime(pid int) (uint64, error) {
+	start, _, err := procStat(pid)
+	return start, err
+}
+
+// procStat reads pid's start time (field 22 of /proc/<pid>/stat) and
+// whether it is a zombie.
+func procStat(pid int) (start uint64, zombie bool, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false, err
+	}
+	// The command name, in parentheses, may hold anything but ends at
+	// the last ")"; the state is the first field after it, starttime the
+	// 20th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 20 {
+		return 0, false, errors.New("short stat line")
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	return start, f[0] == "Z", err
+}
+
+// alive reports whether p is still the live process the snapshot saw.
+func (p tproc) alive() bool {
+	start, zombie, err := procStat(p.pid)
+	return err == nil && start == p.start && !zombie
+}
+
+// markerOf is pid's markerVar, "" when it has none or its environment
+// cannot be read (another user's process, or one that just exited).
+func markerOf(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return ""
+	}
+	for kv := range bytes.SplitSeq(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(markerVar+"=")); ok {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+// signalProc sends sig to p if p is still the process the snapshot saw: a
+// pidfd pins the process, and its start time must be p's, so a pid reused
+// meanwhile is never signalled.
+func signalProc(p tproc, sig unix.Signal) {
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	if errors.Is(err, unix.ENOSYS) { // a kernel before 5.3: check, then kill
+		if start, err := startTime(p.pid); err == nil && start == p.start {
+			_ = unix.Kill(p.pid, sig)
+		}
+		return
+	}
+	if err != nil {
+		return // gone
+	}
+	defer unix.Close(fd)
+	if start, err := startTime(p.pid); err == nil && start == p.start {
+		_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+	}
+}
+
+// terminate ends the processes pick returns, and each it returned once
+// for as long as it lives (killing a parent can leave a child that no
+// attribution reaches any more): SIGTERM to each, up to killGrace for all
+// to be gone (less if ctx ends), then SIGKILL, again and again — a
+// process may fork while it is being killed — until all are gone or
+// killWait passes. It reports whether all are gone.
+func terminate(ctx context.Context, pick func() []tproc) bool {
+	known := ending{}
+	for _, p := range known.add(pick()) {
+		signalProc(p, unix.SIGTERM)
+	}
+	for deadline := time.Now().Add(killGrace); !known.none() && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(10 * time.Millisecond)
+		for _, p := range known.add(pick()) {
+			signalProc(p, unix.SIGTERM)
+		}
+	}
+	for deadline := time.Now().Add(killWait); ; {
+		if known.add(pick()); known.none() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		for _, p := range known {
+			signalProc(p, unix.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ending is the processes a terminate has to end, by pid and start time.
+type ending map[[2]uint64]tproc
+
+// add records procs and returns those it did not know.
+func (e ending) add(procs []tproc) []tproc {
+	var added []tproc
+	for _, p := range procs {
+		k := [2]uint64{uint64(p.pid), p.start}
+		if _, ok := e[k]; !ok {
+			e[k] = p
+			added = append(added, p)
+		}
+	}
+	return added
+}
+
+// none drops the processes that are gone and reports whether none is left.
+func (e ending) none() bool {
+	for k, p := range e {
+		if !p.alive() {
+			delete(e, k)
+		}
+	}
+	return len(e) == 0
+}
