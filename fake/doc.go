@@ -13,6 +13,10 @@
 // reaps what it adopts, and every command carries the lease's marker
 // (children.go, proctree.go). While a process runs that no lease can be
 // shown to own, no receipt is answered (null: termination unconfirmed).
+// Every root records its owning worker (owner.go); a driver that boots
+// (Start, or the first acquire) first ends what workers that died left in
+// its temp dir — their processes and roots — and nothing of a live one
+// (sweep.go).
 //
 // A command's env is held to internal/envrule, the rule the CreateOS
 // driver has: a name that is not a shell identifier, or a value with a

@@ -78,18 +78,21 @@ func (d *Driver) Start(ctx context.Context) {
 }
 
 // boot runs once, at Start or, for a host that sends no initialize, at
-// the first acquire: the worker becomes a subreaper with a reaper
-// (children.go). New does none of it: a driver built to print the
+// the first acquire, which waits for it: the worker becomes a subreaper
+// with a reaper (children.go), then ends what dead workers left in the
+// temp dir (sweep.go). New does none of it: a driver built to print the
 // manifest touches nothing.
 func (d *Driver) boot(ctx context.Context) {
 	d.bootOnce.Do(func() {
 		d.mu.Lock()
-		defer d.mu.Unlock()
 		if d.closed {
+			d.mu.Unlock()
 			return
 		}
 		d.booted = true
 		children.use()
+		d.mu.Unlock()
+		d.sweep(ctx)
 	})
 }
 

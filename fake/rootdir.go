@@ -29,9 +29,9 @@ const (
 // rootPattern names lease roots under the temp dir (fake-driver.md §5).
 const rootPattern = "paperclip-fake-sandbox-*"
 
-// createRoot makes a lease root under tmpDir with its workspace and
-// returns the root's path, that path with its symlinks resolved, and the
-// held handle.
+// createRoot makes a lease root under tmpDir, owned by this worker
+// (ownerFile), with its workspace, and returns the root's path, that path
+// with its symlinks resolved, and the held handle.
 func createRoot(tmpDir string) (path, real string, dir *os.Root, err error) {
 	path, err = os.MkdirTemp(tmpDir, rootPattern)
 	if err != nil {
@@ -41,7 +41,10 @@ func createRoot(tmpDir string) (path, real string, dir *os.Root, err error) {
 		_ = os.Remove(path)
 		return "", "", nil, fmt.Errorf("open fake lease root: %w", err)
 	}
-	if err = dir.Mkdir("workspace", 0o700); err == nil {
+	if err = writeOwner(dir); err == nil {
+		err = dir.Mkdir("workspace", 0o700)
+	}
+	if err == nil {
 		real, err = filepath.EvalSymlinks(path)
 	}
 	if err != nil {

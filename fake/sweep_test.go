@@ -1,0 +1,208 @@
+package fake
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// helperEnv, set to a temp dir, makes the test binary a helper worker:
+// a fake driver there with one lease running the harness's command, until
+// its stdin closes.
+const helperEnv = "FAKE_TEST_HELPER_WORKER"
+
+// helperScript is the harness's command; it also records the pids of its
+// two sleeps in the workspace.
+const helperScript = `sleep 1000 & echo $! > pids.tmp; echo $$ >> pids.tmp; mv pids.tmp pids; exec sleep 1001`
+
+// helperWorker is the helper's main: it prints the lease root, then runs
+// helperScript until stdin closes.
+func helperWorker(dir string) int {
+	ctx := context.Background()
+	d := New(WithTempDir(dir))
+	d.Start(ctx)
+	b := harnessBase()
+	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: b, RunID: "r"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(l.Metadata["fakeRootDir"])
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = d.Execute(ctx, &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "sh", Args: []string{"-c", helperScript}}, nil)
+	}()
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	err = d.Close(ctx)
+	<-done
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// helper is a running helper worker.
+type helper struct {
+	cmd   *exec.Cmd
+	ch    child
+	stdin io.WriteCloser
+	root  string
+	pids  []int // sleep 1000, then the shell that became sleep 1001
+}
+
+// startHelper starts a helper worker on dir and waits until its command
+// runs. It starts through children, as every child of a process with a
+// fake driver must.
+func startHelper(t *testing.T, dir string) *helper {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	h := &helper{cmd: cmd}
+	if h.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ch, err = children.start(cmd, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.stop(t) })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	h.root = strings.TrimSpace(line)
+	pids := filepath.Join(h.root, "workspace", "pids")
+	syncWaitFor(t, "the helper's command to start", func() bool { _, err := os.Stat(pids); return err == nil })
+	b, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.pids = pidsFrom(t, string(b))
+	return h
+}
+
+// kill SIGKILLs the helper and reaps it.
+func (h *helper) kill(t *testing.T) {
+	t.Helper()
+	if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	h.stop(t)
+}
+
+// stop ends the helper (closing its stdin) unless it has ended already.
+func (h *helper) stop(t *testing.T) {
+	if h.cmd.ProcessState != nil {
+		return
+	}
+	h.stdin.Close()
+	_ = h.cmd.Wait()
+	children.waited(h.ch, true)
+}
+
+// A worker that starts ends what a SIGKILLed predecessor left — the
+// processes its commands started, which Pdeathsig does not reach, and its
+// lease roots — and touches nothing of a worker that is still alive.
+func TestStartEndsWhatAKilledWorkerLeft(t *testing.T) {
+	dir := t.TempDir()
+	dead, live := startHelper(t, dir), startHelper(t, dir)
+	dead.kill(t)
+	if !processAlive(dead.pids[0]) {
+		t.Fatalf("sleep 1000 (%d) did not outlive the killed worker: nothing to sweep", dead.pids[0])
+	}
+	long := time.Now().Add(-2 * ownerlessGrace)
+	abandoned := filepath.Join(dir, "paperclip-fake-sandbox-abandoned") // its creator died before the owner file
+	older := filepath.Join(dir, "paperclip-fake-sandbox-older")         // an earlier version's root: no owner file
+	young := filepath.Join(dir, "paperclip-fake-sandbox-young")         // being created right now
+	for _, p := range []string{abandoned, filepath.Join(older, "workspace"), young} {
+		syncMust(t, os.MkdirAll(p, 0o700))
+	}
+	syncMust(t, os.Chtimes(abandoned, long, long))
+	syncMust(t, os.Chtimes(older, long, long))
+
+	drv := New(WithTempDir(dir))
+	t.Cleanup(func() { _ = drv.Close(context.Background()) })
+	t.Cleanup(func() { live.stop(t) }) // before the Close, which would end it as a stray
+	d := through(t, drv)
+	if err := d.call(context.Background(), "initialize", handlers.Object{}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range dead.pids {
+		if processAlive(pid) {
+			t.Errorf("process %d (%s) of the killed worker survived the start", pid, procCmdline(pid))
+		}
+	}
+	for _, p := range []string{dead.root, abandoned} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left after the start: %v", p, err)
+		}
+	}
+	for _, p := range []string{live.root, older, young} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
+	}
+	for _, pid := range live.pids {
+		if !processAlive(pid) {
+			t.Errorf("process %d of the live worker was ended", pid)
+		}
+	}
+	live.stop(t)
+	for _, pid := range live.pids {
+		if processAlive(pid) {
+			t.Errorf("process %d outlived its worker's shutdown", pid)
+		}
+	}
+}
+
+func TestSweepLeftovers(t *testing.T) {
+	const tmp = "/t"
+	deadRoot, liveRoot := tmp+"/paperclip-fake-sandbox-1", tmp+"/paperclip-fake-sandbox-2"
+	self, parent := os.Getpid(), os.Getppid()
+	b := max(self, parent) + 1 // the made-up pids: none is this process's or its parent's
+	r := &roots{tmpDir: tmp, live: map[string]bool{liveRoot: true}, owners: []rootOwner{{PID: b + 50, Start: 5}, {PID: b + 54, Start: 9}}}
+	procs := []tproc{
+		{pid: parent, ppid: 1, marker: deadRoot},      // this worker's parent: spared
+		{pid: self, ppid: parent, marker: deadRoot},   // this worker: spared
+		{pid: b + 10, ppid: 1, marker: deadRoot},      // a dead worker's daemon
+		{pid: b + 11, ppid: b + 10},                   // and what it started
+		{pid: b + 12, ppid: self, marker: deadRoot},   // one reparented to this worker
+		{pid: b + 20, ppid: 1, marker: liveRoot},      // a live root's
+		{pid: b + 50, ppid: 1, start: 5},              // a live owner
+		{pid: b + 51, ppid: b + 50, marker: deadRoot}, // below it: spared, whatever its marker
+		{pid: b + 52, ppid: b + 51},                   // and below that
+		{pid: b + 54, ppid: 1, start: 8},              // an owner's pid with another start: not that owner
+		{pid: b + 55, ppid: b + 54, marker: deadRoot},
+		{pid: b + 60, ppid: 1, marker: "/elsewhere/paperclip-fake-sandbox-1"}, // another temp dir
+		{pid: b + 61, ppid: 1, marker: tmp + "/not-a-root"},                   // not a root's name
+		{pid: b + 70, ppid: 1},                                                // no marker at all
+	}
+	var got []int
+	for _, p := range r.leftovers(procs) {
+		got = append(got, p.pid)
+	}
+	if want := []int{b + 10, b + 11, b + 12, b + 55}; !slices.Equal(got, want) {
+		t.Errorf("leftovers = %v, want %v", got, want)
+	}
+}
