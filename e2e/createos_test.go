@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
@@ -53,24 +53,6 @@ func buildSim(t *testing.T) string {
 	return simBin
 }
 
-// lockedBuffer collects a child's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // sim is a running createos-sim.
 type sim struct {
 	t    *testing.T
@@ -90,7 +72,7 @@ func startSim(t *testing.T, key string) *sim {
 	s.cmd = exec.Command(buildSim(t), "--listen", "127.0.0.1:0", "--api-key", key, "--exit-on-stdin-eof",
 		"--control", "--dir", s.dir, "--heartbeat", "500ms")
 	s.cmd.Env = []string{"TMPDIR=" + s.dir}
-	var stderr lockedBuffer
+	var stderr testkit.Buffer
 	s.cmd.Stderr = &stderr
 	s.cmd.WaitDelay = 5 * time.Second
 	stdin, _ := s.cmd.StdinPipe()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
@@ -62,17 +63,6 @@ func alive(pid int) bool {
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return len(f) > 0 && f[0] != "Z"
-}
-
-func waitGone(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func (w *worker) noLeaseFiles() {
@@ -178,7 +168,7 @@ func TestParentDeathStopsTheWorker(t *testing.T) {
 	w.Send(`{"jsonrpc":"2.0","id":2,"method":"environmentExecute","params":{%s,"lease":{"providerLeaseId":"%s"},"command":"sh","args":["-c","sleep 60 >/dev/null 2>&1 & echo $!"]}}`, b, lease)
 	pid, _ := strconv.Atoi(strings.TrimSpace(w.result(2)["stdout"].(string)))
 	_ = w.cmd.Process.Kill()
-	waitGone(t, "worker still running after its parent died", func() bool { return !alive(workerPID) })
-	waitGone(t, "command survived the worker", func() bool { return !alive(pid) })
+	testkit.WaitFor(t, "worker still running after its parent died", func() bool { return !alive(workerPID) })
+	testkit.WaitFor(t, "command survived the worker", func() bool { return !alive(pid) })
 	w.noLeaseFiles()
 }

@@ -15,25 +15,8 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the logger and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // startSim runs the program in-process and returns its URL, a function
 // that ends it the given way and returns its exit code.
@@ -41,7 +24,7 @@ func startSim(t *testing.T, args ...string) (url string, stop func(how string) i
 	t.Helper()
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
-	var stderr lockedBuffer
+	var stderr testkit.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)
 	go func() {

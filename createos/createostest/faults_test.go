@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 func TestStatusFaults(t *testing.T) {
@@ -259,7 +260,7 @@ func TestRecordingOrder(t *testing.T) {
 	}()
 	go func() {
 		defer close(connected)
-		eventuallyTrue(t, "connect recorded", func() bool { return a.srv.Count(createostest.RouteConnect) == 1 })
+		testkit.WaitFor(t, "connect recorded", func() bool { return a.srv.Count(createostest.RouteConnect) == 1 })
 	}()
 	<-connected
 	a.must("POST", "/sandboxes/"+id+"/processes/"+pid+"/stdin/close", nil, nil)

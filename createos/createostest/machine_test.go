@@ -13,6 +13,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 var markers atomic.Int64
@@ -28,7 +29,7 @@ func newMarker() string {
 func hostPid(t *testing.T, prefix string) int {
 	t.Helper()
 	var pids []string
-	eventuallyTrue(t, "a host process "+prefix, func() bool {
+	testkit.WaitFor(t, "a host process "+prefix, func() bool {
 		pids = hostProcesses(prefix)
 		return len(pids) == 1
 	})
@@ -198,7 +199,7 @@ func TestBackgroundJobIsReaped(t *testing.T) {
 				t.Fatal("the job is not running")
 			}
 			tc.end(id)
-			eventuallyTrue(t, "the job reaped", func() bool { return !a.alive(id) && gone(host, prefix) })
+			testkit.WaitFor(t, "the job reaped", func() bool { return !a.alive(id) && gone(host, prefix) })
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 type frame struct {
@@ -234,7 +235,7 @@ func TestProcessKillTree(t *testing.T) {
 	marker := fmt.Sprintf("30%d", time.Now().UnixNano()%100000)
 	pid := a.spawn(id, bash(fmt.Sprintf(`sleep %[1]s1 & sleep %[1]s2 & setsid sleep %[1]s3 & echo started; wait`, marker)))
 	a.follow(id, pid, 0, func(f followed) bool { return strings.Contains(f.text(""), "started") })
-	eventuallyTrue(t, "three sleeps", func() bool { return len(hostProcesses("sleep "+marker)) == 3 })
+	testkit.WaitFor(t, "three sleeps", func() bool { return len(hostProcesses("sleep "+marker)) == 3 })
 	if code, _ := a.do("GET", "/sandboxes/"+id+"/processes/"+pid+"/wait?timeout_ms=10", nil, nil); code != http.StatusRequestTimeout {
 		t.Fatalf("wait on a running process: %d, want 408", code)
 	}
@@ -346,7 +347,7 @@ func TestJournalEviction(t *testing.T) {
 		t.Fatalf("live follow ends with neither exit nor output_offset_expired: %+v", full.frames)
 	}
 	var procs []createostest.Process
-	eventuallyTrue(t, "process exit", func() bool {
+	testkit.WaitFor(t, "process exit", func() bool {
 		procs = a.srv.Processes(id)
 		return len(procs) == 1 && procs[0].Exited
 	})
@@ -369,18 +370,6 @@ func TestJournalEviction(t *testing.T) {
 	}
 }
 
-// eventuallyTrue polls cond until it holds or 10s pass.
-func eventuallyTrue(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestCloseLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	srv, err := createostest.Start(createostest.Options{APIKey: key, Dir: dir})
@@ -393,7 +382,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 	marker := fmt.Sprintf("31%d", time.Now().UnixNano()%100000)
 	pid := a.spawn(id, bash(fmt.Sprintf(`setsid sleep %[1]s1 & sleep %[1]s2 & echo up; wait`, marker)))
 	a.follow(id, pid, 0, func(f followed) bool { return strings.Contains(f.text(""), "up") })
-	eventuallyTrue(t, "two sleeps", func() bool { return len(hostProcesses("sleep "+marker)) == 2 })
+	testkit.WaitFor(t, "two sleeps", func() bool { return len(hostProcesses("sleep "+marker)) == 2 })
 
 	// A live stream and a pending wait must not hold Close up: Close
 	// returns only once every request has ended.
@@ -414,7 +403,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 		resp.Body.Close()
 		waited <- resp.StatusCode
 	}()
-	eventuallyTrue(t, "the wait at the server", func() bool { return srv.Count(createostest.RouteWait) == 1 })
+	testkit.WaitFor(t, "the wait at the server", func() bool { return srv.Count(createostest.RouteWait) == 1 })
 	srv.Close()
 	if code := <-waited; code != 0 && code != http.StatusServiceUnavailable {
 		t.Fatalf("pending wait at Close: HTTP %d, want 503 or a closed connection", code)
