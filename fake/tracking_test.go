@@ -115,6 +115,8 @@ func TestNoReceiptWhileAnUnattributableProcessRuns(t *testing.T) {
 	l := acquire(t, d, b, "r")
 	r := execute(t, d, b, l, nil, "sh", "-c", `env -i PATH="$PATH" setsid sleep 999 </dev/null >/dev/null 2>&1 & echo $!`)
 	pid := pidsFrom(t, r.Stdout)[0]
+	// Until it execs, the background job is a fork of the marked shell.
+	syncWaitFor(t, "the stray to exec sleep", func() bool { return procCmdline(pid) == "sleep 999" })
 	rc, err := d.ReleaseLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID})
 	if err != nil || rc != nil {
 		t.Fatalf("release = %+v, %v; want no receipt", rc, err)
