@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // helperEnv, set to a temp dir, makes the test binary a helper worker:
@@ -93,7 +95,7 @@ func startHelper(t *testing.T, dir string) *helper {
 	}
 	h.root = strings.TrimSpace(line)
 	pids := filepath.Join(h.root, "workspace", "pids")
-	syncWaitFor(t, "the helper's command to start", func() bool { _, err := os.Stat(pids); return err == nil })
+	testkit.WaitFor(t, "the helper's command to start", func() bool { _, err := os.Stat(pids); return err == nil })
 	b, err := os.ReadFile(pids)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +152,7 @@ func TestStartEndsWhatAKilledWorkerLeft(t *testing.T) {
 	}
 	for _, pid := range dead.pids {
 		if processAlive(pid) {
-			t.Errorf("process %d (%s) of the killed worker survived the start", pid, procCmdline(pid))
+			t.Errorf("process %d (%s) of the killed worker survived the start", pid, procfs.Cmdline(pid))
 		}
 	}
 	for _, p := range []string{dead.root, abandoned} {

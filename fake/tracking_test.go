@@ -4,12 +4,13 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // harnessBase is the hostile harness's B: an empty config.
@@ -47,7 +48,7 @@ func pidsFrom(t *testing.T, out string) []int {
 // waitReaped waits until pid has no /proc entry: not even a zombie is left.
 func waitReaped(t *testing.T, pid int) {
 	t.Helper()
-	syncWaitFor(t, "process "+strconv.Itoa(pid)+" to be reaped", func() bool {
+	testkit.WaitFor(t, "process "+strconv.Itoa(pid)+" to be reaped", func() bool {
 		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
 		return os.IsNotExist(err)
 	})
@@ -88,7 +89,7 @@ func TestReleaseReceiptOnlyOnceEveryProcessIsGone(t *testing.T) {
 			}
 			for _, pid := range pids {
 				if processAlive(pid) {
-					t.Errorf("release answered %q while process %d (%s) runs", rc.State, pid, procCmdline(pid))
+					t.Errorf("release answered %q while process %d (%s) runs", rc.State, pid, procfs.Cmdline(pid))
 				}
 				waitReaped(t, pid)
 			}
@@ -116,7 +117,7 @@ func TestNoReceiptWhileAnUnattributableProcessRuns(t *testing.T) {
 	r := execute(t, d, b, l, nil, "sh", "-c", `env -i PATH="$PATH" setsid sleep 999 </dev/null >/dev/null 2>&1 & echo $!`)
 	pid := pidsFrom(t, r.Stdout)[0]
 	// Until it execs, the background job is a fork of the marked shell.
-	syncWaitFor(t, "the stray to exec sleep", func() bool { return procCmdline(pid) == "sleep 999" })
+	testkit.WaitFor(t, "the stray to exec sleep", func() bool { return procfs.Cmdline(pid) == "sleep 999" })
 	rc, err := d.ReleaseLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID})
 	if err != nil || rc != nil {
 		t.Fatalf("release = %+v, %v; want no receipt", rc, err)
@@ -132,12 +133,6 @@ func TestNoReceiptWhileAnUnattributableProcessRuns(t *testing.T) {
 		t.Errorf("process %d survived the driver's shutdown", pid)
 	}
 	waitReaped(t, pid)
-}
-
-// procCmdline is pid's command line, for messages.
-func procCmdline(pid int) string {
-	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
 }
 
 // Every command of a lease carries the lease's marker, which the host
