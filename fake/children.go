@@ -164,6 +164,16 @@ func (c *childRegistry) waited(ch child, groupGone bool) {
 	}
 }
 
+// strays is every live process below the worker that no lease can be
+// shown to own (see markerVar). It is read while no start is under way:
+// a child between fork and exec has the worker's environment, no marker
+// yet, and would look like one.
+func (c *childRegistry) strays() []tproc {
+	c.spawn.Lock()
+	defer c.spawn.Unlock()
+	return workerProcs(func(marker string) bool { return marker == "" })
+}
+
 // groupMarker is the marker of the lease whose command leads process
 // group pgid, "" for none.
 func (c *childRegistry) groupMarker(pgid int) string {

@@ -117,7 +117,7 @@ func (d *Driver) Close(ctx context.Context) error {
 	d.mu.Unlock()
 	if booted {
 		defer children.release()
-		defer terminate(ctx, func() []tproc { return workerProcs(isStray) })
+		defer terminate(ctx, children.strays)
 	}
 
 	var wg sync.WaitGroup

@@ -350,7 +350,7 @@ func (l *lease) endProcesses(ctx context.Context) bool {
 		zerolog.Ctx(ctx).Warn().Str("leaseId", l.id).Msg("fake lease processes survived SIGKILL; termination unconfirmed")
 		return false
 	}
-	if strays := workerProcs(isStray); len(strays) > 0 {
+	if strays := children.strays(); len(strays) > 0 {
 		pids := make([]int, len(strays))
 		for i, p := range strays {
 			pids[i] = p.pid
@@ -361,9 +361,6 @@ func (l *lease) endProcesses(ctx context.Context) bool {
 	}
 	return children.tracking()
 }
-
-// isStray accepts the attribution of a process that is no lease's.
-func isStray(marker string) bool { return marker == "" }
 
 // waitDone waits for each of running to finish and reports whether all
 // did before ctx ended.
