@@ -137,6 +137,10 @@ var (
 	errFileMode           = newError("Invalid CreateOS file mode.")
 	errOutboundPostUpload = newError("Outbound CreateOS transfers cannot run post-upload commands.")
 	errArchiveDestLink    = newError("CreateOS archive destination cannot be a symlink.")
+
+	// Ours: host sources that are not read (hostfile.go).
+	errSourceNotFile = newError("CreateOS transfer source must be a regular file; fifos, devices and sockets are not transferred.")
+	errSourceNotDir  = newError("CreateOS transfer source must be a directory.")
 )
 
 // errDidNotReach is the transition failure for desired.

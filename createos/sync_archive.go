@@ -8,8 +8,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
@@ -21,7 +21,8 @@ const maxArchiveBytes = 10 << 30
 // 0600) with node-tar's names ("./", "./a/", "./a/b"), modes and symlinks;
 // excluded entries are left out with everything under them, and symlinks
 // are dereferenced iff follow. Only regular files, directories and symlinks
-// are archived. It returns dst open for reading and the number of
+// are archived, and host files are opened without ever blocking
+// (hostfile.go). It returns dst open for reading and the number of
 // regular-file entries.
 func packDirectory(src, dst string, exclude syncrule.Exclude, follow bool) (*os.File, int64, error) {
 	info, err := os.Stat(src)
@@ -29,7 +30,7 @@ func packDirectory(src, dst string, exclude syncrule.Exclude, follow bool) (*os.
 		return nil, 0, err
 	}
 	if !info.IsDir() {
-		return nil, 0, &os.PathError{Op: "open", Path: src, Err: syscall.ENOTDIR}
+		return nil, 0, errSourceNotDir
 	}
 	f, err := os.OpenFile(dst, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -55,32 +56,66 @@ type packer struct {
 }
 
 // add archives host under the entry name (without "./" or a trailing
-// slash; "." is the root). ancestors are the directories above it, to stop
-// a cycle through followed symlinks.
+// slash; "." is the root, which is always resolved). info is what listing
+// host found; a regular file or directory is archived as what the opened
+// handle is, so one replaced since by a fifo, device or socket is left out
+// like those are. ancestors are the directories above it, to stop a cycle
+// through followed symlinks.
 func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInfo) error {
 	info, link, err := p.resolve(host, info)
 	if err != nil {
 		return err
 	}
-	if !info.IsDir() && !info.Mode().IsRegular() && link == "" {
-		return nil // sockets, fifos and devices are not transferred
+	if link != "" {
+		return p.header(name, info, link)
 	}
+	if !info.IsDir() && !info.Mode().IsRegular() {
+		return nil // sockets, fifos and devices are not transferred, nor opened
+	}
+	f, st, err := openNonblocking(host, p.follow || name == ".")
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.Mode().IsRegular():
+		defer f.Close()
+		if err := p.header(name, st, ""); err != nil {
+			return err
+		}
+		p.files++
+		_, err = io.CopyN(p.tw, f, st.Size())
+		return err
+	case st.IsDir():
+		entries, err := readDir(f)
+		if err != nil {
+			return err
+		}
+		if err := p.header(name, st, ""); err != nil {
+			return err
+		}
+		return p.addChildren(host, name, st, entries, ancestors)
+	}
+	f.Close()
+	return nil
+}
+
+// header writes the entry header of name for info (link: a symlink's
+// target as written).
+func (p *packer) header(name string, info fs.FileInfo, link string) error {
 	hdr, err := tar.FileInfoHeader(info, link)
 	if err != nil {
 		return err
 	}
 	hdr.Name = entryName(name, info.IsDir())
-	if err := p.tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	switch {
-	case link != "":
-		return nil
-	case info.Mode().IsRegular():
-		p.files++
-		return p.copyFile(host, hdr.Size)
-	}
-	return p.addChildren(host, name, info, ancestors)
+	return p.tw.WriteHeader(hdr)
+}
+
+// readDir reads the open directory f in name order and closes it.
+func readDir(f *os.File) ([]fs.DirEntry, error) {
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
 }
 
 // resolve is what host is archived as: a symlink is its target's info when
@@ -109,29 +144,14 @@ func entryName(name string, dir bool) string {
 	return "./" + name
 }
 
-// copyFile writes size bytes of host as the current entry's content.
-func (p *packer) copyFile(host string, size int64) error {
-	f, err := os.Open(host)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = io.CopyN(p.tw, f, size)
-	return err
-}
-
-// addChildren archives the entries of the directory host in name order,
-// without what exclude drops. A directory that is one of its own ancestors
-// (a cycle through followed symlinks) fails.
-func (p *packer) addChildren(host, name string, info fs.FileInfo, ancestors []fs.FileInfo) error {
+// addChildren archives entries, those of the directory host, in name
+// order, without what exclude drops. A directory that is one of its own
+// ancestors (a cycle through followed symlinks) fails.
+func (p *packer) addChildren(host, name string, info fs.FileInfo, entries []fs.DirEntry, ancestors []fs.FileInfo) error {
 	for _, a := range ancestors {
 		if os.SameFile(a, info) {
 			return &os.PathError{Op: "archive", Path: host, Err: errors.New("directory cycle through a symbolic link")}
 		}
-	}
-	entries, err := os.ReadDir(host)
-	if err != nil {
-		return err
 	}
 	ancestors = append(ancestors, info)
 	for _, e := range entries {

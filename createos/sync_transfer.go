@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,17 +29,11 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 		land func(target, scratch string, mode uint32) (string, error)
 	)
 	if m.Kind == "file" {
-		if src, err = os.Open(m.SourcePath); err != nil {
+		var info fs.FileInfo
+		if src, info, err = openSourceFile(m.SourcePath); err != nil {
 			return 0, 0, err
 		}
 		defer src.Close()
-		info, err := src.Stat()
-		if err != nil {
-			return 0, 0, err
-		}
-		if !info.Mode().IsRegular() {
-			return 0, 0, &os.PathError{Op: "open", Path: m.SourcePath, Err: errors.New("not a regular file")}
-		}
 		files, mode, land = 1, uint32(info.Mode().Perm()), placeFileScript
 	} else {
 		tmp, err := os.MkdirTemp("", hostTempPattern)
