@@ -148,8 +148,8 @@ func (h *harness) close() error {
 	reapOrphans()
 	if h.runDir != "" {
 		// Keep the server's own logs and the raw worker traces with ours.
-		_ = copyTree(filepath.Join(h.dataDir(), "instances", "default", "logs"), filepath.Join(h.logDir, "paperclip-instance-logs"))
-		_ = copyTree(h.traceDir(), filepath.Join(h.logDir, "worker-traces"))
+		_ = os.CopyFS(filepath.Join(h.logDir, "paperclip-instance-logs"), os.DirFS(filepath.Join(h.dataDir(), "instances", "default", "logs")))
+		_ = os.CopyFS(filepath.Join(h.logDir, "worker-traces"), os.DirFS(h.traceDir()))
 		if err := os.RemoveAll(h.runDir); err != nil {
 			errs = append(errs, err)
 		}
@@ -159,14 +159,18 @@ func (h *harness) close() error {
 
 func (h *harness) stagePlugin(ctx context.Context) error {
 	dst := filepath.Join(h.runDir, "plugin")
-	if err := copyTree(h.o.pkgDir, dst); err != nil {
+	if err := os.CopyFS(dst, os.DirFS(h.o.pkgDir)); err != nil {
 		return fmt.Errorf("copy %s (run make package first): %w", h.o.pkgDir, err)
 	}
 	bin := filepath.Join(dst, "bin")
 	if err := os.Rename(filepath.Join(bin, "sandbox-plugin"), filepath.Join(bin, "sandbox-plugin.real")); err != nil {
 		return err
 	}
-	if err := copyFile(h.o.recorder, filepath.Join(bin, "sandbox-plugin"), 0o755); err != nil {
+	recorder, err := os.ReadFile(h.o.recorder)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(bin, "sandbox-plugin"), recorder, 0o755); err != nil {
 		return err
 	}
 	if err := h.mkdirFor(filepath.Join(dst, "trace")); err != nil {
