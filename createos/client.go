@@ -26,6 +26,8 @@ type Client struct {
 	pacer Pacer
 	// poll is the transition polling interval (250 ms).
 	poll time.Duration
+	// maxDownload bounds the bytes one file download writes.
+	maxDownload int64
 }
 
 // errRedirect stops a redirect; it surfaces as a connection failure.
@@ -46,16 +48,20 @@ func noRedirects(hc *http.Client) *http.Client {
 // caller owns. Non-2xx answers become *APIError without reading the body;
 // transport failures never mention the URL.
 func (c *Client) request(ctx context.Context, method, path string, body []byte, contentType string) (*http.Response, error) {
-	if body == nil {
-		return c.send(ctx, method, path, nil, 0, contentType)
+	hdr := http.Header{}
+	if contentType != "" {
+		hdr.Set("Content-Type", contentType)
 	}
-	return c.send(ctx, method, path, bytes.NewReader(body), int64(len(body)), contentType)
+	if body == nil {
+		return c.send(ctx, method, path, nil, 0, hdr)
+	}
+	return c.send(ctx, method, path, bytes.NewReader(body), int64(len(body)), hdr)
 }
 
-// send paces and sends one request whose body (size bytes; nil for none)
-// is streamed, and turns a non-2xx status into an APIError without reading
-// the body.
-func (c *Client) send(ctx context.Context, method, path string, body io.Reader, size int64, contentType string) (*http.Response, error) {
+// send paces and sends one request with the headers hdr whose body (size
+// bytes; nil for none) is streamed, and turns a non-2xx status into an
+// APIError without reading the body.
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, size int64, hdr http.Header) (*http.Response, error) {
 	if err := c.pacer.Wait(ctx, c.cfg.APIURL); err != nil {
 		return nil, err
 	}
@@ -69,8 +75,8 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 			req.Body = http.NoBody
 		}
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	req.Header.Set("X-Api-Key", c.key)
 	resp, err := c.http.Do(req)

@@ -36,6 +36,7 @@ type Driver struct {
 	pollInterval   time.Duration // transition polling
 	reconnectDelay time.Duration // between output reconnects
 	maxCapture     int           // UTF-16 units of each stream kept in a result
+	maxDownload    int64         // bytes one download may write to the host
 	scopes         *scopes
 }
 
@@ -69,6 +70,7 @@ func New(opts ...Option) *Driver {
 		pollInterval:   250 * time.Millisecond,
 		reconnectDelay: 250 * time.Millisecond,
 		maxCapture:     maxCaptureUnits,
+		maxDownload:    maxDownloadBytes,
 		scopes:         newScopes(),
 	}
 	for _, o := range opts {
@@ -91,7 +93,7 @@ func (d *Driver) client(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, key: key, http: d.http, pacer: d.pacer, poll: d.pollInterval}, nil
+	return &Client{cfg: cfg, key: key, http: d.http, pacer: d.pacer, poll: d.pollInterval, maxDownload: d.maxDownload}, nil
 }
 
 // scope identifies a lease in the driver's state: company, environment,

@@ -141,6 +141,10 @@ var (
 	// Ours: host sources that are not read (hostfile.go).
 	errSourceNotFile = newError("CreateOS transfer source must be a regular file; fifos, devices and sockets are not transferred.")
 	errSourceNotDir  = newError("CreateOS transfer source must be a directory.")
+
+	// Ours: downloads are raw bytes, written under a limit (sync_transfer.go).
+	errDownloadEncoded  = newError("CreateOS file download was content-encoded; only raw bytes are accepted.")
+	errDownloadTooLarge = newError("CreateOS file download exceeds the 11 GiB transfer limit.")
 )
 
 // errDidNotReach is the transition failure for desired.

@@ -1,0 +1,97 @@
+package createos
+
+import (
+	"bytes"
+	"compress/gzip"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// A download asks for the raw bytes (Accept-Encoding: identity, so Go's
+// transport neither asks for gzip nor inflates an answer), and an answer
+// that is encoded all the same is refused before anything is written: a
+// 64 KiB gzip body must not become 64 MiB on the host.
+func TestSyncOutRequestsRawBytesAndRefusesAnEncodedDownload(t *testing.T) {
+	s := newSyncStub(t)
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	if _, err := zw.Write(make([]byte, 64<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan string, 1)
+	s.download = func(w http.ResponseWriter, r *http.Request) {
+		accepted <- r.Header.Get("Accept-Encoding")
+		w.Header().Set("Content-Encoding", "gzip")
+		_, _ = w.Write(bomb.Bytes())
+	}
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "out")
+	_, err := s.d.SyncOut(t.Context(), s.params(op("o", fileMapping("/paperclip-workspace/f", dst))))
+	if err != errDownloadEncoded {
+		t.Errorf("err %v, want %q", err, errDownloadEncoded)
+	}
+	if got := <-accepted; got != "identity" {
+		t.Errorf("Accept-Encoding %q, want identity", got)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("written on the host: %v", entries)
+	}
+}
+
+// The download limit applies while the body is written, not once it has
+// all arrived: a body that goes past it fails at once, even though the
+// provider keeps the stream open, and a declared length past it is refused
+// before anything is written. A body of exactly the limit lands.
+func TestSyncOutCapsADownloadWhileWriting(t *testing.T) {
+	const limit = 1 << 10
+	for _, tc := range []struct {
+		name     string
+		declared bool // Content-Length sent
+		size     int
+		want     error
+	}{
+		{"streamed past the limit", false, limit + 1, errDownloadTooLarge},
+		{"declared past the limit", true, limit + 1, errDownloadTooLarge},
+		{"exactly the limit", false, limit, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newSyncStub(t)
+				s.d.maxDownload = limit
+				s.download = func(w http.ResponseWriter, r *http.Request) {
+					if tc.declared {
+						w.Header().Set("Content-Length", strconv.Itoa(tc.size))
+					}
+					_, _ = w.Write(make([]byte, tc.size))
+					if !tc.declared && tc.want != nil {
+						w.(http.Flusher).Flush()
+						<-r.Context().Done() // the body never ends by itself
+						panic(http.ErrAbortHandler)
+					}
+				}
+				dir := t.TempDir()
+				dst := filepath.Join(dir, "out")
+				start := time.Now()
+				_, err := s.d.SyncOut(t.Context(), s.params(op("o", fileMapping("/paperclip-workspace/f", dst))))
+				if err != tc.want {
+					t.Fatalf("err %v, want %v", err, tc.want)
+				}
+				if took := time.Since(start); took != 0 {
+					t.Errorf("took %v: the limit waited for a deadline", took)
+				}
+				entries, _ := os.ReadDir(dir)
+				if tc.want != nil && len(entries) != 0 || tc.want == nil && len(entries) != 1 {
+					t.Errorf("on the host: %v", entries)
+				}
+			})
+		})
+	}
+}
