@@ -1,16 +1,14 @@
 package fake
 
 import (
-	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 // While a fake driver runs, the worker is a child subreaper
@@ -19,7 +17,7 @@ import (
 // its own — is reparented to the worker when its parent dies, never to
 // init, so it stays in the worker's process tree, where a teardown finds
 // it (proctree.go). Orphans that exit are then the worker's to reap, and
-// children reaps them, on every SIGCHLD.
+// children reaps them, on every SIGCHLD and after every Wait of its own.
 //
 // The worker's direct children are the commands the fake started, whose
 // exec.Cmd.Wait reaps them; the reaper never waits for one of those. So
@@ -40,6 +38,7 @@ type childRegistry struct {
 	seq       uint64
 	users     int           // drivers booted and not yet closed
 	subreaper bool          // the worker is a subreaper: orphans stay in its tree
+	kick      chan struct{} // a Wait reaped a direct child: look again
 	stop      chan struct{} // closed to end the reaper
 	done      chan struct{} // closed when the reaper has ended
 }
@@ -74,8 +73,8 @@ func (c *childRegistry) use() {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGCHLD)
-	c.stop, c.done = make(chan struct{}), make(chan struct{})
-	go c.reaper(sig, c.stop, c.done)
+	c.kick, c.stop, c.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	go c.reaper(sig, c.kick, c.stop, c.done)
 }
 
 // release ends a driver's registration: the last ends the reaper, after a
@@ -87,7 +86,7 @@ func (c *childRegistry) release() {
 	var stop, done chan struct{}
 	if c.users == 0 {
 		stop, done = c.stop, c.done
-		c.stop, c.done = nil, nil
+		c.kick, c.stop, c.done = nil, nil, nil
 	}
 	c.mu.Unlock()
 	if stop != nil {
@@ -104,12 +103,14 @@ func (c *childRegistry) tracking() bool {
 	return c.subreaper
 }
 
-func (c *childRegistry) reaper(sig chan os.Signal, stop, done chan struct{}) {
+func (c *childRegistry) reaper(sig chan os.Signal, kick, stop, done chan struct{}) {
 	defer close(done)
 	defer signal.Stop(sig)
 	for {
 		select {
 		case <-sig:
+			c.reap()
+		case <-kick:
 			c.reap()
 		case <-stop:
 			c.reap()
@@ -118,22 +119,41 @@ func (c *childRegistry) reaper(sig chan os.Signal, stop, done chan struct{}) {
 	}
 }
 
-// reap waits for every zombie child of the worker that no exec.Cmd waits
-// for: the orphans the worker adopted as a subreaper.
+// reap waits for the exited children of the worker that no exec.Cmd waits
+// for — the orphans it adopted as a subreaper — for as long as the first
+// exited child the kernel names is one of those. When it names a child an
+// exec.Cmd waits for, reap leaves it (and what exited after it) until that
+// Wait kicks the reaper again (waited).
 func (c *childRegistry) reap() {
 	c.spawn.Lock()
 	defer c.spawn.Unlock()
-	c.mu.Lock()
-	direct := maps.Clone(c.direct)
-	c.mu.Unlock()
-	procs, _ := procfs.List()
-	self := os.Getpid()
-	for _, p := range procs {
-		if _, ours := direct[p.PID]; p.PPID == self && p.Zombie() && !ours {
-			var ws unix.WaitStatus
-			_, _ = unix.Wait4(p.PID, &ws, unix.WNOHANG, nil)
+	for {
+		pid := waitablePID()
+		c.mu.Lock()
+		_, ours := c.direct[pid]
+		c.mu.Unlock()
+		if pid <= 0 || ours {
+			return
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err != nil {
+			return
 		}
 	}
+}
+
+// waitablePID is the pid of a child of the worker that exited and was not
+// waited for, without waiting for it (waitid with WNOWAIT); 0 for none.
+func waitablePID() int {
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
+		return 0
+	}
+	// si_pid opens the union after si_signo, si_errno and si_code, which
+	// is aligned for a pointer.
+	align := unsafe.Alignof(uintptr(0))
+	off := (3*unsafe.Sizeof(int32(0)) + align - 1) &^ (align - 1)
+	return int(*(*int32)(unsafe.Add(unsafe.Pointer(&info), off)))
 }
 
 // start starts cmd, a command of the lease marked marker in a process
@@ -161,6 +181,10 @@ func (c *childRegistry) waited(ch child, groupGone bool) {
 	delete(c.direct, ch.pid)
 	if g, ok := c.groups[ch.pid]; ok && groupGone && g.seq == ch.seq {
 		delete(c.groups, ch.pid)
+	}
+	select {
+	case c.kick <- struct{}{}:
+	default: // a kick is pending, or no reaper runs
 	}
 }
 
