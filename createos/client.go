@@ -243,8 +243,8 @@ func (c *Client) createSandbox(ctx context.Context) (string, error) {
 	return identifier(id)
 }
 
-// destroySandbox deletes the sandbox under a fresh deadline; 404 counts as
-// done.
+// destroySandbox deletes the sandbox under a fresh deadline (cut to what is
+// left of the call's budget); 404 counts as done.
 func (c *Client) destroySandbox(ctx context.Context, id string) error {
 	if _, err := identifier(id); err != nil {
 		return err

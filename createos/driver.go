@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"net/http"
 	"os"
 	"time"
@@ -196,9 +197,9 @@ func messageOf(err, fallback error) string {
 
 // track runs an execute or a sync on a lease of this environment: it
 // refuses closing or poisoned leases, registers the call so release and
-// shutdown can stop it, bounds it by timeoutMs (any positive number, see
-// hostTimeout; none or 0 or less: config.timeoutMs), and poisons the lease
-// on a *CleanupError.
+// shutdown can stop it, bounds its work by timeoutMs (any positive number,
+// see hostTimeout; none or 0 or less: config.timeoutMs) within the call's
+// budget (working), and poisons the lease on a *CleanupError.
 func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease *handlers.Lease, timeoutMs *float64,
 	work func(ctx context.Context, c *Client) (T, error)) (T, error) {
 	var zero T
@@ -213,7 +214,7 @@ func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease 
 		return zero, errLeaseClosing
 	}
 	defer d.scopes.leave(scope, call)
-	wctx, wcancel := withTimeout(cctx, commandTimeout(c.cfg, timeoutMs))
+	wctx, wcancel := working(cctx, commandTimeout(c.cfg, timeoutMs))
 	defer wcancel()
 	v, err := work(wctx, c)
 	if _, poisoned := err.(*CleanupError); poisoned {
@@ -264,13 +265,19 @@ func commandTimeout(cfg Config, timeoutMs *float64) time.Duration {
 }
 
 // stopActive cancels every tracked call on scope and waits until each has
-// finished its own cleanup, or ctx ends.
+// finished its own cleanup, or until cleanupReserve before the end of the
+// call that waits (ctx's budget; working), which keeps that time for what
+// it does next.
 func (d *Driver) stopActive(ctx context.Context, scope string) error {
+	ctx, cancel := working(ctx, math.MaxInt64)
+	defer cancel()
 	return stopCalls(ctx, d.scopes.calls(scope))
 }
 
 // Execute implements handlers.Driver.
 func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
+	ctx, cancel := within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
+	defer cancel()
 	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *Client) (*handlers.ExecuteResult, error) {
 		return d.runCommand(ctx, c, p.Lease.LeaseID(), executeCommand(p), out)
 	})

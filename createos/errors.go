@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Error is an operator-facing error whose text is the reference plugin's
@@ -69,17 +68,6 @@ func (timeoutError) Is(target error) bool { return target == context.DeadlineExc
 func (timeoutError) Timeout() bool        { return true }
 
 var errTimedOut error = timeoutError{}
-
-// withTimeout is ctx bounded by d, with a timeout-typed cause.
-func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, d, errTimedOut)
-}
-
-// fresh is a context for cleanup: it keeps ctx's values but not its
-// cancellation or deadline, and gets its own deadline d.
-func fresh(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return withTimeout(context.WithoutCancel(ctx), d)
-}
 
 // timedOut reports whether ctx ended because of a deadline rather than a
 // cancellation.

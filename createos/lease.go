@@ -18,13 +18,16 @@ func expired() *handlers.Lease {
 
 // AcquireLease implements handlers.Driver: create a sandbox, wait until it
 // runs, prepare the workspace and write the lease marker, all under one
-// deadline of timeoutMs. A failure after creation deletes the sandbox; if
+// deadline of timeoutMs, within the host's budget for the call. A failure
+// after creation deletes the sandbox with what is left of the budget; if
 // that delete fails too, the error names the sandbox left behind.
 func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
 	// An idle timeout or a host-local timer cannot supply a provider expiry.
 	if p.RequestedExpiresAt != nil && *p.RequestedExpiresAt != "" {
 		return nil, errExpiryUnsupported
 	}
+	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	defer cancel()
 	return d.acquire(ctx, &p.BaseParams)
 }
 
@@ -37,7 +40,7 @@ func (d *Driver) acquire(ctx context.Context, p *handlers.BaseParams) (*handlers
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := withTimeout(ctx, cfg.timeout())
+	ctx, cancel := working(ctx, cfg.timeout())
 	defer cancel()
 	id, err := c.createSandbox(ctx)
 	if err != nil {
@@ -91,9 +94,13 @@ var leaseMetadataKeys = []string{
 }
 
 // Probe implements handlers.Driver: it acquires a real sandbox, runs
-// /bin/echo in it and always deletes it. A failed delete is an error, never
-// hidden behind the probe result.
+// /bin/echo in it and always deletes it, all within the host's fixed
+// budget for a probe; the acquire and the command each leave the steps
+// after them time (leaving). A failed delete is an error, never hidden
+// behind the probe result.
 func (d *Driver) Probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.ProbeResult, error) {
+	ctx, cancel := within(ctx, hostBudget(callProbe, p.Config, nil))
+	defer cancel()
 	res, id, cfg := d.probe(ctx, p)
 	if id != "" {
 		c, err := d.client(cfg)
@@ -112,7 +119,9 @@ func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 	fail := func(err error) *handlers.ProbeResult {
 		return &handlers.ProbeResult{OK: false, Summary: messageOf(err, errProbe)}
 	}
-	lease, err := d.acquire(ctx, &p.BaseParams)
+	actx, acancel := leaving(ctx)
+	defer acancel()
+	lease, err := d.acquire(actx, &p.BaseParams)
 	if err != nil {
 		return fail(err), "", Config{}
 	}
@@ -122,8 +131,10 @@ func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 	if err != nil {
 		return fail(err), id, cfg
 	}
-	ectx, cancel := withTimeout(ctx, cfg.timeout())
+	ectx, cancel := leaving(ctx)
 	defer cancel()
+	ectx, ecancel := working(ectx, cfg.timeout())
+	defer ecancel()
 	r, err := d.runCommand(ectx, c, id, commandSpec{command: "/bin/echo", args: []string{"paperclip-createos-ready"}, cwd: workspaceDir}, nil)
 	if err != nil {
 		return fail(err), id, cfg
@@ -145,7 +156,8 @@ func sameValue(md handlers.Object, key string, want any) bool {
 	return ok && v == want
 }
 
-// ResumeLease implements handlers.LeaseResumer. Resume never deletes: a
+// ResumeLease implements handlers.LeaseResumer, under config.timeoutMs
+// within the host's budget for a resume. Resume never deletes: a
 // sandbox that is gone, replaced or built from another config is expired,
 // and so is a lease whose metadata has no origin fingerprint (ownership
 // cannot be proven); a transient error is returned, since it does not prove
@@ -183,8 +195,10 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := withTimeout(ctx, cfg.timeout())
+	ctx, cancel := within(ctx, hostBudget(callResume, p.Config, nil))
 	defer cancel()
+	ctx, wcancel := withTimeout(ctx, cfg.timeout())
+	defer wcancel()
 	lease, err := d.resume(ctx, c, id, marker, md)
 	if isStatus(err, http.StatusNotFound) {
 		return expired(), nil
@@ -225,8 +239,10 @@ func (d *Driver) resume(ctx context.Context, c *Client, id, marker string, md ha
 
 // ReleaseLease implements handlers.Driver: it stops the lease's active
 // commands (their process trees are deleted first), then pauses a reusable
-// sandbox or deletes a disposable one. A lease whose process cleanup is
-// unconfirmed is never paused for reuse.
+// sandbox or deletes a disposable one, all within the host's budget for
+// the call; the wait for the commands leaves the pause or delete its
+// share. A lease whose process cleanup is unconfirmed is never paused for
+// reuse.
 func (d *Driver) ReleaseLease(ctx context.Context, p *handlers.ReleaseLeaseParams) (*handlers.TerminationReceipt, error) {
 	return nil, d.release(ctx, p, false)
 }
@@ -258,6 +274,8 @@ func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, de
 		return err
 	}
 	defer d.scopes.endClosing(scope)
+	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	defer cancel()
 	if err := d.stopActive(ctx, scope); err != nil {
 		return err
 	}
@@ -284,8 +302,9 @@ func (d *Driver) destroy(ctx context.Context, c *Client, scope, id string) error
 	return nil
 }
 
-// pause pauses a reusable sandbox under a fresh deadline (404: nothing left
-// to pause), unless the scope's process cleanup is unconfirmed.
+// pause pauses a reusable sandbox under a fresh deadline (cut to what is
+// left of the call's budget; 404: nothing left to pause), unless the
+// scope's process cleanup is unconfirmed.
 func (d *Driver) pause(ctx context.Context, c *Client, scope, id string) error {
 	if d.scopes.poisoned(scope) {
 		return errUnconfirmedReuse

@@ -108,7 +108,8 @@ func (p *process) follow(ctx context.Context) (*exitStatus, error) {
 	return f.follow(ctx)
 }
 
-// cleanup runs under a fresh deadline, whatever happened: unless the
+// cleanup runs under a fresh deadline (config.timeoutMs, cut to what is
+// left of the call's budget), whatever happened: unless the
 // process is known to have exited, its whole tree is deleted; then the
 // staged stdin file is removed, best effort (/files has no delete verb).
 // It reports false when the tree's termination could not be confirmed.

@@ -44,8 +44,11 @@ import (
 const scratchPrefix = "/tmp/paperclip-createos-transfer-"
 
 // SyncIn implements handlers.FileSyncer: host → sandbox, tracked like an
-// execute with config.timeoutMs as the deadline.
+// execute with config.timeoutMs as the work's deadline, within the host's
+// budget for the call.
 func (d *Driver) SyncIn(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
+	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	defer cancel()
 	return track(ctx, d, &p.BaseParams, &p.Lease, nil, func(ctx context.Context, c *Client) (*handlers.SyncResult, error) {
 		return d.syncFiles(ctx, c, p, true)
 	})
@@ -53,6 +56,8 @@ func (d *Driver) SyncIn(ctx context.Context, p *handlers.SyncParams) (*handlers.
 
 // SyncOut implements handlers.FileSyncer: sandbox → host.
 func (d *Driver) SyncOut(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
+	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	defer cancel()
 	return track(ctx, d, &p.BaseParams, &p.Lease, nil, func(ctx context.Context, c *Client) (*handlers.SyncResult, error) {
 		return d.syncFiles(ctx, c, p, false)
 	})
@@ -206,7 +211,7 @@ func (t *transfer) run(ctx context.Context, command, cwd string, timeoutMs *floa
 func (t *transfer) scratch() string { return scratchPrefix + t.d.newUUID() }
 
 // removeScratch deletes the sandbox scratch file, best effort, under a
-// fresh default deadline.
+// fresh default deadline (cut to what is left of the call's budget).
 func (t *transfer) removeScratch(ctx context.Context, scratch string) {
 	rctx, cancel := fresh(ctx, t.c.cfg.timeout())
 	defer cancel()

@@ -1,0 +1,119 @@
+package createos
+
+import (
+	"context"
+	"math"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// hostBudget is the host's own arithmetic (server 2026.916.1): trunc, the
+// 30 s overhead, the fallbacks and the caps, for each kind of call.
+func TestHostBudget(t *testing.T) {
+	cfg := func(kv ...any) handlers.Object {
+		o := handlers.Object{"apiUrl": "https://createos.example.test", "shape": "s"}
+		for i := 0; i < len(kv); i += 2 {
+			o[kv[i].(string)] = kv[i+1]
+		}
+		return o
+	}
+	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+	for _, tc := range []struct {
+		name      string
+		call      hostCall
+		config    handlers.Object
+		timeoutMs *float64
+		want      time.Duration
+	}{
+		{"execute: its timeoutMs", callExecute, cfg("timeoutMs", 35000.0), ptr(500.0), ms(30500)},
+		{"execute: fraction truncated", callExecute, cfg(), ptr(1500.5), ms(31500)},
+		{"execute: below 1 ms truncates to 0", callExecute, cfg("timeoutMs", 35000.0), ptr(0.5), ms(30000)},
+		{"execute: 1e-7", callExecute, cfg(), ptr(1e-7), ms(30000)},
+		{"execute: none, the config's", callExecute, cfg("timeoutMs", 35000.0), nil, ms(65000)},
+		{"execute: 0, the config's", callExecute, cfg("timeoutMs", 35000.0), ptr(0.0), ms(65000)},
+		{"execute: negative, the config's", callExecute, cfg("timeoutMs", 35000.0), ptr(-1.0), ms(65000)},
+		{"execute: NaN, the config's", callExecute, cfg("timeoutMs", 35000.0), ptr(math.NaN()), ms(65000)},
+		{"execute: infinity, the config's", callExecute, cfg("timeoutMs", 35000.0), ptr(math.Inf(1)), ms(65000)},
+		{"execute: Node's largest timer", callExecute, cfg(), ptr(1e300), ms(2_147_483_647)},
+		{"execute: no number anywhere", callExecute, cfg("timeoutMs", "5000"), nil, ms(30000)},
+		{"execute: nothing", callExecute, cfg(), nil, ms(30000)},
+		{"lease: the config's", callLease, cfg("timeoutMs", 35000.0), nil, ms(65000)},
+		{"lease: a larger bridge timeout", callLease, cfg("timeoutMs", 35000.0, "bridgeRequestTimeoutMs", 90000.5), nil, ms(120000)},
+		{"lease: the bridge timeout alone", callLease, cfg("bridgeRequestTimeoutMs", 90000.0), nil, ms(120000)},
+		{"lease: a day", callLease, cfg("timeoutMs", 86400000.0), nil, ms(86430000)},
+		{"lease: below 1 ms", callLease, cfg("timeoutMs", 0.5), nil, ms(30000)},
+		{"lease: nothing", callLease, cfg(), nil, ms(30000)},
+		{"lease: a timeoutMs is not the call's", callLease, cfg("timeoutMs", 1000.0), ptr(5e6), ms(31000)},
+		{"resume: the lease rule", callResume, cfg("timeoutMs", 10000.0), nil, ms(40000)},
+		{"resume: at most 60 s", callResume, cfg("timeoutMs", 35000.0), nil, ms(60000)},
+		{"resume: nothing, 60 s", callResume, cfg(), nil, ms(60000)},
+		{"resume: a bridge timeout below 1 ms gives none", callResume, cfg("bridgeRequestTimeoutMs", 0.5), nil, ms(60000)},
+		{"probe: fixed", callProbe, cfg("timeoutMs", 300000.0), nil, ms(120000)},
+	} {
+		if got := hostBudget(tc.call, tc.config, tc.timeoutMs); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// within, working, leaving and fresh: a call ends replyMargin before its
+// budget; its work leaves cleanupReserve; a step with more to follow ends
+// cleanupReserve early; cleanup outlives the call's cancellation but not
+// its end. Without a budget, each is what it was.
+func TestDeadlinesFitTheCallsBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		deadline := func(ctx context.Context) time.Duration {
+			t.Helper()
+			d, ok := ctx.Deadline()
+			if !ok {
+				t.Fatal("no deadline")
+			}
+			return d.Sub(now)
+		}
+		call, cancelCall := within(t.Context(), time.Minute)
+		if got := deadline(call); got != time.Minute-replyMargin {
+			t.Errorf("call: %v", got)
+		}
+		work, cancel := working(call, time.Hour)
+		defer cancel()
+		if got := deadline(work); got != time.Minute-replyMargin-cleanupReserve {
+			t.Errorf("work cut to the budget: %v", got)
+		}
+		short, cancel := working(call, time.Second)
+		defer cancel()
+		if got := deadline(short); got != time.Second {
+			t.Errorf("work within the budget: %v", got)
+		}
+		step, cancel := leaving(call)
+		defer cancel()
+		stepWork, cancel := working(step, time.Hour)
+		defer cancel()
+		if got := deadline(stepWork); got != time.Minute-replyMargin-2*cleanupReserve {
+			t.Errorf("a step's work: %v", got)
+		}
+		cleanup, cancel := fresh(work, time.Hour)
+		defer cancel()
+		if got := deadline(cleanup); got != time.Minute-replyMargin {
+			t.Errorf("cleanup cut to the call's end: %v", got)
+		}
+		cancelCall()
+		if cleanup.Err() != nil {
+			t.Error("cleanup ended with the call's cancellation")
+		}
+		plain, cancel := fresh(t.Context(), time.Hour)
+		defer cancel()
+		if got := deadline(plain); got != time.Hour {
+			t.Errorf("cleanup without a budget: %v", got)
+		}
+		ended, cancel := within(t.Context(), replyMargin+time.Millisecond)
+		defer cancel()
+		<-ended.Done()
+		if !timedOut(ended) {
+			t.Errorf("a call's end is not timeout-typed: %v", context.Cause(ended))
+		}
+	})
+}
