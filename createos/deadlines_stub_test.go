@@ -89,6 +89,23 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				_, err := d.ResumeLease(t.Context(), resumeParams(l, over))
 				return wantIs(err, errTimedOut)
 			}},
+		{"release: config 35 s, a running command's delete and the sandbox delete hang (was 70 s)", 65 * time.Second,
+			func(t *testing.T, s *stub, d *Driver) error {
+				l := acquire(t, d, nil)
+				s.connect, s.hook = neverExits, hanging(either(processDeletion, sandboxDeletion))
+				over := handlers.Object{"timeoutMs": 35000.0}
+				executed := make(chan error, 1)
+				go func() {
+					_, err := d.Execute(t.Context(), execParams(l, over), nil)
+					executed <- err
+				}()
+				<-s.connected
+				_, err := d.ReleaseLease(t.Context(), releaseParams(l, over))
+				if err := wantIs(<-executed, errCleanupUnconfirmed); err != nil {
+					t.Errorf("the stopped command: %v", err)
+				}
+				return wantIs(err, errTimedOut)
+			}},
 		{"syncIn: config 35 s, post-upload command never exits and its delete hangs (was 70 s)", 65 * time.Second,
 			func(t *testing.T, _ *stub, _ *Driver) error {
 				s := newSyncStub(t)
