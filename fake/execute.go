@@ -59,7 +59,8 @@ func (e *execution) stopRequested() bool {
 
 // Execute implements handlers.Driver: command and args run directly (no
 // shell) in their own process group, in the cwd the host asks for (see
-// (*run).cwd), with only PATH and the explicit env.
+// (*run).cwd), with only PATH, the lease's marker (markerVar) and the
+// explicit env.
 func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	c := parseConfig(p.Config)
 	startedAt := isoMillis(d.now())

@@ -342,8 +342,9 @@ func (l *lease) endClosing(remove bool) {
 
 // endProcesses ends every process attributed to the lease (markerVar)
 // and reports whether the lease's execution is confirmed over: none of its
-// processes is left, and no stray either, which could be the lease's.
-// Strays are left running: they may be another lease's.
+// processes is left, no stray either, which could be the lease's, and the
+// worker is a subreaper, so nothing left its tree unseen. Strays are left
+// running: they may be another lease's.
 func (l *lease) endProcesses(ctx context.Context) bool {
 	ours := func(m string) bool { return m == l.root }
 	if !terminate(ctx, func() []tproc { return workerProcs(ours) }) {

@@ -9,8 +9,9 @@ import (
 	"sync"
 )
 
-// ownerFile, in every lease root, names the worker that owns the root: its
-// pid, its start time and the boot it runs in, so that a later worker can
+// ownerFile, in every lease root, names the worker that owns the root (its
+// pid, its start time and the boot it runs in) and the root's path as
+// created, its commands' marker (markerVar), so that a later worker can
 // tell a root whose worker died (sweep.go) from one in use. It is written
 // right after the root is created, before anything runs in it. A command
 // can rewrite it (the fake is not an isolation boundary); the sweep never
@@ -25,6 +26,7 @@ type rootOwner struct {
 	PID   int    `json:"pid"`
 	Start uint64 `json:"start"`
 	Boot  string `json:"boot"`
+	Root  string `json:"root,omitempty"` // the root's path as created
 }
 
 // thisWorker is this process as an owner.
@@ -48,12 +50,14 @@ func (o rootOwner) alive() bool {
 	return o.PID > 0 && o.Boot == bootID() && (tproc{pid: o.PID, start: o.Start}).alive()
 }
 
-// writeOwner records this worker as the owner of the root dir holds.
-func writeOwner(dir *os.Root) error {
+// writeOwner records this worker as the owner of the root dir holds,
+// created at path.
+func writeOwner(dir *os.Root, path string) error {
 	me, err := thisWorker()
 	if err != nil {
 		return err
 	}
+	me.Root = path
 	b, err := json.Marshal(me)
 	if err != nil {
 		return err

@@ -41,7 +41,7 @@ func createRoot(tmpDir string) (path, real string, dir *os.Root, err error) {
 		_ = os.Remove(path)
 		return "", "", nil, fmt.Errorf("open fake lease root: %w", err)
 	}
-	if err = writeOwner(dir); err == nil {
+	if err = writeOwner(dir, path); err == nil {
 		err = dir.Mkdir("workspace", 0o700)
 	}
 	if err == nil {

@@ -19,11 +19,11 @@ import (
 // sweeps its temp dir first: every root whose owner (ownerFile) is dead
 // is ended — each process marked with a root no live worker owns
 // (markerVar), with whatever it started, is terminated — and then
-// removed. What a live worker owns is never touched: neither its roots
-// nor the processes marked with them, nor anything below another live
-// worker (a live worker is a subreaper, so all its leases' processes
-// are, whatever their marker says), nor this worker and its ancestors. A
-// root
+// removed (also when a command moved the root: the owner file names where
+// it was created). What a live worker owns is never touched: neither its roots nor the
+// processes marked with them, nor anything below a live worker (a live
+// worker is a subreaper, so all its leases' processes are, whatever their
+// marker says), nor this worker and its ancestors. A root
 // without an owner file is one a worker is creating right now, or whose
 // worker died in that instant; an empty one older than ownerlessGrace is
 // removed. If the processes cannot be confirmed gone, the roots stay for
@@ -63,14 +63,25 @@ func (d *Driver) sweep(ctx context.Context) {
 	}
 }
 
-// roots is what a sweep found under a temp dir.
+// roots is what a sweep knows of the lease roots under a temp dir.
 type roots struct {
 	tmpDir    string
-	live      map[string]bool // roots whose owner runs
-	owners    []rootOwner     // those owners
-	dead      []string        // roots whose owner is dead
-	abandoned []string        // roots without an owner, older than ownerlessGrace
+	verdicts  map[string]verdict // by root path (a marker), as first read
+	owners    []rootOwner        // the live owners met so far
+	dead      []string           // roots under tmpDir whose owner is dead
+	abandoned []string           // roots without an owner, older than ownerlessGrace
 }
+
+// verdict is what a sweep makes of a lease root.
+type verdict int
+
+const (
+	rootUnknown   verdict = iota // not a root, or one whose owner cannot be read: not ours to judge
+	rootLive                     // its owner runs
+	rootDead                     // its owner is dead
+	rootMissing                  // nothing is there (a marker of a root removed)
+	rootOwnerless                // a directory without an owner file
+)
 
 // findRoots reads the lease roots under tmpDir as of now.
 func findRoots(tmpDir string, now time.Time) (*roots, error) {
@@ -78,37 +89,73 @@ func findRoots(tmpDir string, now time.Time) (*roots, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &roots{tmpDir: filepath.Clean(tmpDir), live: map[string]bool{}}
+	r := &roots{tmpDir: filepath.Clean(tmpDir), verdicts: map[string]verdict{}}
 	for _, e := range entries {
 		if ok, _ := filepath.Match(rootPattern, e.Name()); !ok {
 			continue
 		}
 		path := filepath.Join(r.tmpDir, e.Name())
-		o, fi, err := ownerOf(path)
-		switch {
-		case errors.Is(err, fs.ErrNotExist) && fi != nil && now.Sub(fi.ModTime()) > ownerlessGrace:
-			r.abandoned = append(r.abandoned, path)
-		case err != nil: // not a root, or one whose owner cannot be read: not ours to judge
-		case o.alive():
-			r.live[path] = true
-			r.owners = append(r.owners, o)
-		default:
+		switch v, fi, o := r.judge(path); {
+		case v == rootDead:
 			r.dead = append(r.dead, path)
+			r.moved(o.Root)
+		case v == rootOwnerless && now.Sub(fi.ModTime()) > ownerlessGrace:
+			r.abandoned = append(r.abandoned, path)
 		}
 	}
 	return r, nil
 }
 
+// moved records that a dead root was created at path (its owner file
+// says so), where a command may have moved it from: processes marked with
+// path are a dead worker's too, unless a live root is there now.
+func (r *roots) moved(path string) {
+	if filepath.Dir(path) != r.tmpDir {
+		return
+	}
+	if v, _, _ := r.judge(path); v == rootMissing || v == rootUnknown {
+		r.verdicts[path] = rootDead
+	}
+}
+
+// judge reads the root at path once and remembers what it is; fi is the
+// directory (for rootOwnerless), o the owner read. A live owner joins
+// r.owners.
+func (r *roots) judge(path string) (v verdict, fi fs.FileInfo, o rootOwner) {
+	if v, ok := r.verdicts[path]; ok && v != rootOwnerless {
+		return v, nil, rootOwner{}
+	}
+	o, fi, err := ownerOf(path)
+	v = rootUnknown
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && fi == nil:
+		v = rootMissing
+	case errors.Is(err, fs.ErrNotExist):
+		v = rootOwnerless
+	case err != nil:
+	case o.alive():
+		v = rootLive
+		r.owners = append(r.owners, o)
+	default:
+		v = rootDead
+	}
+	r.verdicts[path] = v
+	return v, fi, o
+}
+
 // ownerOf reads the owner of the root directory at path; fi is the
-// directory, when path is one.
+// directory, when path is one. A missing path is fs.ErrNotExist with no fi.
 func ownerOf(path string) (rootOwner, fs.FileInfo, error) {
 	fi, err := os.Lstat(path)
-	if err != nil || !fi.IsDir() {
+	if err != nil {
+		return rootOwner{}, nil, err
+	}
+	if !fi.IsDir() {
 		return rootOwner{}, nil, errors.New("not a directory")
 	}
 	dir, err := os.OpenRoot(path)
 	if err != nil {
-		return rootOwner{}, nil, err
+		return rootOwner{}, nil, errors.New("the directory cannot be opened")
 	}
 	defer dir.Close()
 	if held, err := dir.Stat("."); err != nil || !os.SameFile(held, fi) {
@@ -119,21 +166,26 @@ func ownerOf(path string) (rootOwner, fs.FileInfo, error) {
 }
 
 // leftovers is what of procs a sweep ends: each process attributed to a
-// root of this temp dir that no live worker owns (markerVar), unless it is
-// below another live owner, or is this worker or one of its ancestors.
-// (What runs below this worker is spared by its roots being live: a
-// process of a dead worker may be below it too, when this worker is the
-// subreaper it was reparented to.)
+// root of this temp dir whose owner is dead (markerVar), unless it is
+// below a live owner, or is this worker or one of its ancestors. Roots are judged when first met, so that a worker that
+// creates its first root while the sweep runs is seen live. (This worker
+// is spared by its roots being live, not by its descendants: a process of
+// a dead worker may be below it, when it is the subreaper that process
+// was reparented to.)
 func (r *roots) leftovers(procs []tproc) []tproc {
 	attr := attribute(procs, nil)
+	ended := map[string]bool{}
+	for _, m := range attr {
+		if ok, _ := filepath.Match(rootPattern, filepath.Base(m)); ok && filepath.Dir(m) == r.tmpDir {
+			v, _, _ := r.judge(m)
+			ended[m] = v == rootDead
+		}
+	}
 	spared := spared(procs, r.owners)
 	var out []tproc
 	for _, p := range procs {
-		m := attr[p.pid]
-		if m != "" && filepath.Dir(m) == r.tmpDir && !r.live[m] && !spared[p.pid] {
-			if ok, _ := filepath.Match(rootPattern, filepath.Base(m)); ok {
-				out = append(out, p)
-			}
+		if ended[attr[p.pid]] && !spared[p.pid] {
+			out = append(out, p)
 		}
 	}
 	return out

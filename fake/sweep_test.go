@@ -20,13 +20,18 @@ import (
 )
 
 // helperEnv, set to a temp dir, makes the test binary a helper worker:
-// a fake driver there with one lease running the harness's command, until
-// its stdin closes.
-const helperEnv = "FAKE_TEST_HELPER_WORKER"
+// a fake driver there with one lease running helperScript, until its
+// stdin closes. With helperMoveEnv set, the command first moves its lease
+// root to <root>.m.
+const (
+	helperEnv     = "FAKE_TEST_HELPER_WORKER"
+	helperMoveEnv = "FAKE_TEST_HELPER_MOVES_ROOT"
+)
 
 // helperScript is the harness's command; it also records the pids of its
-// two sleeps in the workspace.
-const helperScript = `sleep 1000 & echo $! > pids.tmp; echo $$ >> pids.tmp; mv pids.tmp pids; exec sleep 1001`
+// two sleeps in the workspace ($1: move the root first).
+const helperScript = `if [ -n "$1" ]; then cd / && mv "$` + markerVar + `" "$` + markerVar + `.m" && cd "$` + markerVar + `.m/workspace"; fi
+sleep 1000 & echo $! > pids.tmp; echo $$ >> pids.tmp; mv pids.tmp pids; exec sleep 1001`
 
 // helperWorker is the helper's main: it prints the lease root, then runs
 // helperScript until stdin closes.
@@ -44,7 +49,8 @@ func helperWorker(dir string) int {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = d.Execute(ctx, &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "sh", Args: []string{"-c", helperScript}}, nil)
+		args := []string{"-c", helperScript, "sh", os.Getenv(helperMoveEnv)}
+		_, _ = d.Execute(ctx, &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "sh", Args: args}, nil)
 	}()
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	err = d.Close(ctx)
@@ -66,9 +72,9 @@ type helper struct {
 }
 
 // startHelper starts a helper worker on dir and waits until its command
-// runs. It starts through children, as every child of a process with a
-// fake driver must.
-func startHelper(t *testing.T, dir string) *helper {
+// runs; with move, the command moves its root first. It starts through
+// children, as every child of a process with a fake driver must.
+func startHelper(t *testing.T, dir string, move bool) *helper {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -76,6 +82,9 @@ func startHelper(t *testing.T, dir string) *helper {
 	}
 	cmd := exec.Command(self, "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+dir)
+	if move {
+		cmd.Env = append(cmd.Env, helperMoveEnv+"=1")
+	}
 	cmd.Stderr = os.Stderr
 	h := &helper{cmd: cmd}
 	if h.stdin, err = cmd.StdinPipe(); err != nil {
@@ -93,7 +102,9 @@ func startHelper(t *testing.T, dir string) *helper {
 	if err != nil {
 		t.Fatalf("helper: %v", err)
 	}
-	h.root = strings.TrimSpace(line)
+	if h.root = strings.TrimSpace(line); move {
+		h.root += ".m"
+	}
 	pids := filepath.Join(h.root, "workspace", "pids")
 	testkit.WaitFor(t, "the helper's command to start", func() bool { _, err := os.Stat(pids); return err == nil })
 	b, err := os.ReadFile(pids)
@@ -125,13 +136,16 @@ func (h *helper) stop(t *testing.T) {
 
 // A worker that starts ends what a SIGKILLed predecessor left — the
 // processes its commands started, which Pdeathsig does not reach, and its
-// lease roots — and touches nothing of a worker that is still alive.
+// lease roots, also one a command moved — and touches nothing of a worker
+// that is still alive.
 func TestStartEndsWhatAKilledWorkerLeft(t *testing.T) {
 	dir := t.TempDir()
-	dead, live := startHelper(t, dir), startHelper(t, dir)
-	dead.kill(t)
-	if !processAlive(dead.pids[0]) {
-		t.Fatalf("sleep 1000 (%d) did not outlive the killed worker: nothing to sweep", dead.pids[0])
+	dead, moved, live := startHelper(t, dir, false), startHelper(t, dir, true), startHelper(t, dir, false)
+	for _, h := range []*helper{dead, moved} {
+		h.kill(t)
+		if !processAlive(h.pids[0]) {
+			t.Fatalf("sleep 1000 (%d) did not outlive the killed worker: nothing to sweep", h.pids[0])
+		}
 	}
 	long := time.Now().Add(-2 * ownerlessGrace)
 	abandoned := filepath.Join(dir, "paperclip-fake-sandbox-abandoned") // its creator died before the owner file
@@ -150,12 +164,12 @@ func TestStartEndsWhatAKilledWorkerLeft(t *testing.T) {
 	if err := d.call(context.Background(), "initialize", handlers.Object{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, pid := range dead.pids {
+	for _, pid := range append(dead.pids, moved.pids...) {
 		if processAlive(pid) {
-			t.Errorf("process %d (%s) of the killed worker survived the start", pid, procfs.Cmdline(pid))
+			t.Errorf("process %d (%s) of a killed worker survived the start", pid, procfs.Cmdline(pid))
 		}
 	}
-	for _, p := range []string{dead.root, abandoned} {
+	for _, p := range []string{dead.root, moved.root, abandoned} {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			t.Errorf("%s left after the start: %v", p, err)
 		}
@@ -183,7 +197,12 @@ func TestSweepLeftovers(t *testing.T) {
 	deadRoot, liveRoot := tmp+"/paperclip-fake-sandbox-1", tmp+"/paperclip-fake-sandbox-2"
 	self, parent := os.Getpid(), os.Getppid()
 	b := max(self, parent) + 1 // the made-up pids: none is this process's or its parent's
-	r := &roots{tmpDir: tmp, live: map[string]bool{liveRoot: true}, owners: []rootOwner{{PID: b + 50, Start: 5}, {PID: b + 54, Start: 9}}}
+	goneRoot := tmp + "/paperclip-fake-sandbox-3"
+	r := &roots{
+		tmpDir:   tmp,
+		verdicts: map[string]verdict{deadRoot: rootDead, liveRoot: rootLive, goneRoot: rootMissing},
+		owners:   []rootOwner{{PID: b + 50, Start: 5}, {PID: b + 54, Start: 9}},
+	}
 	procs := []tproc{
 		{pid: parent, ppid: 1, marker: deadRoot},      // this worker's parent: spared
 		{pid: self, ppid: parent, marker: deadRoot},   // this worker: spared
@@ -198,6 +217,7 @@ func TestSweepLeftovers(t *testing.T) {
 		{pid: b + 55, ppid: b + 54, marker: deadRoot},
 		{pid: b + 60, ppid: 1, marker: "/elsewhere/paperclip-fake-sandbox-1"}, // another temp dir
 		{pid: b + 61, ppid: 1, marker: tmp + "/not-a-root"},                   // not a root's name
+		{pid: b + 62, ppid: 1, marker: goneRoot},                              // a root no longer there: not known dead
 		{pid: b + 70, ppid: 1},                                                // no marker at all
 	}
 	var got []int

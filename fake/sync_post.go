@@ -13,15 +13,14 @@ import (
 
 // postUpload runs one post-upload command verbatim as `sh -c <command>`
 // in its own process group, with only PATH and the lease's marker
-// (markerVar) in its environment, stdin and
-// output on /dev/null (output may hold secrets and is never returned), in
-// a cwd inside the lease root, opened through the lease's held root at
-// use time (rootdir.go). Its timeout is its own
-// timeoutMs, else the config's (0 or less: none, a fraction of a
-// millisecond: one, any larger number as sent; see msDuration); on
-// timeout the group gets SIGTERM, then
-// SIGKILL after killGrace. Failure errors name the operation, the command
-// index and the exit code or signal, never the command or its output.
+// (markerVar) in its environment, stdin and output on /dev/null (output
+// may hold secrets and is never returned), in a cwd inside the lease root
+// opened through the lease's held root at use time (rootdir.go). Its
+// timeout is its own timeoutMs, else the config's (0 or less: none, a
+// fraction of a millisecond: one, any larger number as sent; see
+// msDuration); on timeout the group gets SIGTERM, then SIGKILL after
+// killGrace. Failure errors name the operation, the command index and the
+// exit code or signal, never the command or its output.
 func (s *syncer) postUpload(ctx context.Context, op operationPlan, i int, c commandPlan) error {
 	where := fmt.Sprintf("operation %q postUploadCommands[%d]", op.id, i)
 	rel := c.cwd
