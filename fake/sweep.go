@@ -16,18 +16,17 @@ import (
 // A worker killed outright (SIGKILL, OOM) ends nothing: its commands'
 // direct children die with it (Pdeathsig), but what they started lives
 // on, reparented elsewhere, and its lease roots stay. So a booting driver
-// sweeps its temp dir first: every root whose owner (ownerFile) is dead
-// is ended — each process marked with a root no live worker owns
-// (markerVar), with whatever it started, is terminated — and then
-// removed (also when a command moved the root: the owner file names where
-// it was created). What a live worker owns is never touched: neither its roots nor the
-// processes marked with them, nor anything below a live worker (a live
-// worker is a subreaper, so all its leases' processes are, whatever their
-// marker says), nor this worker and its ancestors. A root
-// without an owner file is one a worker is creating right now, or whose
-// worker died in that instant; an empty one older than ownerlessGrace is
-// removed. If the processes cannot be confirmed gone, the roots stay for
-// the next sweep.
+// sweeps its temp dir first: each root whose owner (ownerFile) is dead is
+// ended — every process marked with it (markerVar), or with the path the
+// owner file says it was created at (a command may have moved it), is
+// terminated with whatever it started — and then removed. What a live
+// worker owns is never touched: neither its roots nor the processes marked
+// with them, nor anything below a live worker (a live worker is a
+// subreaper, so all its leases' processes are, whatever their marker
+// says), nor this worker and its ancestors. A root without an owner file
+// is one a worker is creating right now, or whose worker died in that
+// instant; an empty one older than ownerlessGrace is removed. If the
+// processes cannot be confirmed gone, the roots stay for the next sweep.
 
 // ownerlessGrace is how old an empty root without an owner file must be
 // before a sweep removes it: its creator writes the file right after the
