@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/hostjson"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
@@ -110,13 +113,25 @@ func (s *hostileSession) answer(t *testing.T, n int, c hostileCase) hostileWant 
 		line = strings.ReplaceAll(line, "{{"+k+"}}", v)
 	}
 	s.Send(line)
+	var replies []rpctest.Msg
+	if id := requestID(line); id != nil {
+		// A request is answered concurrently with what follows it: wait
+		// for its own reply first. Anything else the reader answers (or
+		// drops) itself, in order, before it reads the next line.
+		ctx, cancel := context.WithTimeout(context.Background(), rpctest.Timeout)
+		r, _, err := s.Await(ctx, id)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		replies = append(replies, r)
+	}
 	after := fmt.Sprintf("after-%d", n)
 	s.Send(`{"jsonrpc":"2.0","id":%q,"method":"health"}`, after)
 	health, before := s.ReplyTo(after)
 	if health.Result == nil {
 		t.Fatalf("%s: the health request after it got %s", c.Name, health.Raw)
 	}
-	var replies []rpctest.Msg
 	for _, m := range before {
 		if m.IsReply() {
 			replies = append(replies, m)
@@ -134,6 +149,26 @@ func (s *hostileSession) answer(t *testing.T, n int, c hostileCase) hostileWant 
 		w.Code, w.Message = r.Error.Code, normalise(s.tmp, []byte(r.Error.Message))
 	}
 	return w
+}
+
+// requestID is the id a reply to line will carry when line is a request
+// the worker answers on its own time: UTF-8 JSON with a string or number
+// id, a method and no result or error (keys read exactly, as the host
+// reads them). nil otherwise.
+func requestID(line string) json.RawMessage {
+	var env struct {
+		ID     json.RawMessage `json:"id"`
+		Method json.RawMessage `json:"method"`
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if !utf8.ValidString(line) || hostjson.Unmarshal([]byte(line), &env) != nil || env.Method == nil || env.Result != nil || env.Error != nil {
+		return nil
+	}
+	if len(env.ID) == 0 || (env.ID[0] != '"' && env.ID[0] != '-' && (env.ID[0] < '0' || env.ID[0] > '9')) {
+		return nil
+	}
+	return env.ID
 }
 
 func TestHostileCorpus(t *testing.T) {
