@@ -21,17 +21,22 @@ const maxFrameUnits = 1_048_576
 // stream is treated as ended and reconnected, never as a protocol error.
 var errStreamBroken = errors.New("createos: process stream read failed")
 
-// frameReader splits a process stream into JSON objects.
+// frameReader splits a process stream into JSON objects of at most limit
+// UTF-16 units (maxFrameUnits; tests choose smaller ones).
 type frameReader struct {
-	r   *bufio.Reader
-	eof bool
+	r     *bufio.Reader
+	limit int
+	eof   bool
 }
 
-func newFrameReader(r io.Reader) *frameReader { return &frameReader{r: bufio.NewReaderSize(r, 64<<10)} }
+func newFrameReader(r io.Reader) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), limit: maxFrameUnits}
+}
 
 // next returns the next non-blank frame, io.EOF at the end of the stream
 // (a final unterminated line is parsed too), errStreamBroken when the read
-// failed, or a protocol error.
+// failed, or a protocol error. Any line longer than the limit is too
+// large, a blank one too (spec §1.8), however many bytes it takes.
 func (f *frameReader) next() (object, error) {
 	for !f.eof {
 		line, err := f.readLine()
@@ -41,11 +46,11 @@ func (f *frameReader) next() (object, error) {
 		if err == io.EOF {
 			f.eof = true
 		}
+		if utf16.Len(line) > f.limit {
+			return nil, errFrameTooLarge
+		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
-		}
-		if utf16.Len(line) > maxFrameUnits {
-			return nil, errFrameTooLarge
 		}
 		o, ok := asObject(line)
 		if !ok {
@@ -63,7 +68,7 @@ func (f *frameReader) readLine() ([]byte, error) {
 	for {
 		chunk, err := f.r.ReadSlice('\n')
 		line = append(line, chunk...)
-		if len(line) > 3*maxFrameUnits+1 {
+		if len(line) > 3*f.limit+1 {
 			return nil, errFrameTooLarge
 		}
 		switch {
