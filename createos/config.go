@@ -131,7 +131,8 @@ func normalizeAPIURL(s string) (string, error) {
 		return "", newError("CreateOS API URL is invalid.")
 	}
 	scheme := strings.ToLower(u.Scheme)
-	if (scheme == "http" || scheme == "https") && u.Host == "" {
+	// A port alone ("https://:443") is no host.
+	if (scheme == "http" || scheme == "https") && u.Hostname() == "" {
 		return "", newError("CreateOS API URL is invalid.")
 	}
 	host := strings.ToLower(u.Hostname())

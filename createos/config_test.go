@@ -73,7 +73,9 @@ func TestConfigRejectsUnsafeAPIURL(t *testing.T) {
 			t.Errorf("%s: error echoes the URL: %v", u, err)
 		}
 	}
-	for _, u := range []string{"not a url", "host.test", "https://", "://x"} {
+	// A port without a host is no host (the WHATWG parser refuses it); it
+	// was taken for the origin "https://".
+	for _, u := range []string{"not a url", "host.test", "https://", "://x", "https://:443", "http://:8080", "https://[]"} {
 		_, err := ParseConfig(baseConfig(handlers.Object{"apiUrl": u}))
 		if err == nil || err.Error() != "CreateOS API URL is invalid." {
 			t.Errorf("%q: err %v", u, err)
