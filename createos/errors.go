@@ -129,6 +129,7 @@ var (
 	// Ours: host sources that are not read (hostfile.go).
 	errSourceNotFile = newError("CreateOS transfer source must be a regular file; fifos, devices and sockets are not transferred.")
 	errSourceNotDir  = newError("CreateOS transfer source must be a directory.")
+	errSourceChanged = newError("CreateOS transfer source changed while it was being read; sync again once it is left alone.")
 
 	// Ours: downloads are raw bytes, written under a limit (sync_transfer.go).
 	errDownloadEncoded  = newError("CreateOS file download was content-encoded; only raw bytes are accepted.")

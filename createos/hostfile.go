@@ -1,24 +1,28 @@
 package createos
 
 import (
+	"errors"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // Host files are read for syncIn only, and never in a way that can block:
 // a fifo opened for reading waits for a writer, and no deadline can
 // interrupt an open (it would hold the sync, and the lease's release with
 // it, for good). A host name is looked at first (stat opens nothing); only
-// a regular file or a directory is opened, without blocking
-// (openNonblocking), and the opened handle is checked again (fstat), since
-// the name may have been replaced in between. The rule is the fake
-// driver's: a mapping's own source, resolved if it is a symlink, must be a
-// regular file (or directory); inside a directory, fifos, devices and
-// sockets are left out.
+// a regular file or a directory is opened, without blocking and without
+// following a link where none was seen (openNonblocking), and the opened
+// handle must then be what was looked at (openAsSeen), since the name may
+// have been replaced in between. The rule is the fake driver's
+// (fake/sync_open.go): a mapping's own source, resolved if it is a
+// symlink, must be a regular file (or a directory); inside a directory,
+// fifos, devices and sockets are left out; a name that changed between
+// the look and the open is refused.
 
 // openSourceFile opens a file mapping's host source, resolved if it is a
 // symlink, and returns it with its info. A source that is not a regular
-// file is errSourceNotFile, and is never opened if stat says so.
+// file is errSourceNotFile, and is never opened.
 func openSourceFile(name string) (*os.File, fs.FileInfo, error) {
 	info, err := os.Stat(name)
 	if err != nil {
@@ -27,30 +31,38 @@ func openSourceFile(name string) (*os.File, fs.FileInfo, error) {
 	if !info.Mode().IsRegular() {
 		return nil, nil, errSourceNotFile
 	}
-	f, st, err := openNonblocking(name, true)
+	f, err := openAsSeen(name, info, true)
+	return f, info, err
+}
+
+// openAsSeen opens name, which stat (follow) or lstat saw as seen, a
+// regular file or a directory, for reading without waiting on it. The
+// handle must be of seen's kind and the same file, else the name changed
+// in between: errSourceChanged.
+func openAsSeen(name string, seen fs.FileInfo, follow bool) (*os.File, error) {
+	f, err := openNonblocking(name, follow, seen.IsDir())
+	switch {
+	case seen.IsDir() && errors.Is(err, syscall.ENOTDIR), !follow && errors.Is(err, syscall.ELOOP):
+		return nil, errSourceChanged // no longer a directory; now a symlink
+	case err != nil:
+		return nil, err
+	}
+	got, err := f.Stat()
+	switch {
+	case err != nil:
+	case seen.IsDir() != got.IsDir(), !seen.IsDir() && !got.Mode().IsRegular(), !os.SameFile(seen, got):
+		err = errSourceChanged
+	}
 	if err != nil {
-		return nil, nil, err
-	}
-	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, errSourceNotFile
+		return nil, err
 	}
-	return f, st, nil
+	return f, nil
 }
 
 // openNonblocking opens name for reading without waiting on it (a fifo
 // with no writer opens at once), following a final symlink only when
-// follow, and returns the handle with the handle's own info, which the
-// caller checks before reading.
-func openNonblocking(name string, follow bool) (*os.File, fs.FileInfo, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|nonblockingOpen(follow), 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	return f, st, nil
+// follow, and failing on a non-directory when dir.
+func openNonblocking(name string, follow, dir bool) (*os.File, error) {
+	return os.OpenFile(name, os.O_RDONLY|nonblockingOpen(follow, dir), 0)
 }

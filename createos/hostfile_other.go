@@ -5,4 +5,4 @@ package createos
 // nonblockingOpen is the open flags of openNonblocking. Where there are no
 // unix fifos, an open for reading does not wait for a writer, and nothing
 // extra is asked for.
-func nonblockingOpen(bool) int { return 0 }
+func nonblockingOpen(_, _ bool) int { return 0 }

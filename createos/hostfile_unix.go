@@ -4,11 +4,16 @@ package createos
 
 import "syscall"
 
-// nonblockingOpen is the open flags of openNonblocking: O_NONBLOCK, and
-// O_NOFOLLOW unless a final symlink is to be followed.
-func nonblockingOpen(follow bool) int {
-	if follow {
-		return syscall.O_NONBLOCK
+// nonblockingOpen is the open flags of openNonblocking: O_NONBLOCK,
+// O_NOFOLLOW unless a final symlink is to be followed, and O_DIRECTORY for
+// a directory.
+func nonblockingOpen(follow, dir bool) int {
+	flag := syscall.O_NONBLOCK
+	if !follow {
+		flag |= syscall.O_NOFOLLOW
 	}
-	return syscall.O_NONBLOCK | syscall.O_NOFOLLOW
+	if dir {
+		flag |= syscall.O_DIRECTORY
+	}
+	return flag
 }

@@ -57,10 +57,10 @@ type packer struct {
 
 // add archives host under the entry name (without "./" or a trailing
 // slash; "." is the root, which is always resolved). info is what listing
-// host found; a regular file or directory is archived as what the opened
-// handle is, so one replaced since by a fifo, device or socket is left out
-// like those are. ancestors are the directories above it, to stop a cycle
-// through followed symlinks.
+// host found; a regular file or a directory is opened as seen
+// (openAsSeen: one replaced since, by a fifo or any other file, fails).
+// ancestors are the directories above it, to stop a cycle through
+// followed symlinks.
 func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInfo) error {
 	info, link, err := p.resolve(host, info)
 	if err != nil {
@@ -72,31 +72,27 @@ func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInf
 	if !info.IsDir() && !info.Mode().IsRegular() {
 		return nil // sockets, fifos and devices are not transferred, nor opened
 	}
-	f, st, err := openNonblocking(host, p.follow || name == ".")
+	f, err := openAsSeen(host, info, p.follow || name == ".")
 	if err != nil {
 		return err
 	}
-	switch {
-	case st.Mode().IsRegular():
-		defer f.Close()
-		if err := p.header(name, st, ""); err != nil {
-			return err
-		}
-		p.files++
-		_, err = io.CopyN(p.tw, f, st.Size())
-		return err
-	case st.IsDir():
+	if info.IsDir() {
 		entries, err := readDir(f)
 		if err != nil {
 			return err
 		}
-		if err := p.header(name, st, ""); err != nil {
+		if err := p.header(name, info, ""); err != nil {
 			return err
 		}
-		return p.addChildren(host, name, st, entries, ancestors)
+		return p.addChildren(host, name, info, entries, ancestors)
 	}
-	f.Close()
-	return nil
+	defer f.Close()
+	if err := p.header(name, info, ""); err != nil {
+		return err
+	}
+	p.files++
+	_, err = io.CopyN(p.tw, f, info.Size())
+	return err
 }
 
 // header writes the entry header of name for info (link: a symlink's

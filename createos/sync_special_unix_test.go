@@ -72,29 +72,40 @@ func TestSyncInRefusesAHostFifoOrDeviceWithoutBlocking(t *testing.T) {
 }
 
 // A directory entry that was a file or a directory when it was listed and
-// is a fifo by the time it is opened is left out, as fifos are, instead of
-// an open that blocks until a writer comes.
-func TestPackNeverBlocksOnAnEntryReplacedByAFifo(t *testing.T) {
+// is a fifo, another file or a symlink by the time it is opened is
+// refused as changed, as the fake driver refuses it, instead of an open
+// that blocks until a writer comes (or a read of what was not listed).
+func TestPackRefusesAnEntryReplacedSinceItWasListed(t *testing.T) {
 	dir := t.TempDir()
 	mustWrite(t, filepath.Join(dir, "file"), "x", 0o644)
+	mustWrite(t, filepath.Join(dir, "other"), "y", 0o644)
 	if err := os.Mkdir(filepath.Join(dir, "dir"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, listed := range []string{"file", "dir"} {
-		info, err := os.Lstat(filepath.Join(dir, listed))
+	if err := os.Symlink("file", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ listed, opened string }{
+		{"file", fifo(t, dir, "pipe-file")},
+		{"dir", fifo(t, dir, "pipe-dir")},
+		{"file", filepath.Join(dir, "other")},
+		{"file", filepath.Join(dir, "link")},
+		{"dir", filepath.Join(dir, "file")},
+	} {
+		info, err := os.Lstat(filepath.Join(dir, tc.listed))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
 		p := &packer{tw: tar.NewWriter(&buf), exclude: syncrule.NewExclude(nil)}
-		if err := p.add(fifo(t, dir, "pipe-"+listed), "entry", info, []fs.FileInfo{}); err != nil {
-			t.Errorf("listed as a %s: %v", listed, err)
+		if err := p.add(tc.opened, "entry", info, []fs.FileInfo{}); err != errSourceChanged {
+			t.Errorf("%s listed, %s opened: err %v, want %q", tc.listed, tc.opened, err, errSourceChanged)
 		}
 		if err := p.tw.Close(); err != nil {
 			t.Fatal(err)
 		}
 		if names := tarNames(t, buf.Bytes()); len(names) != 0 || p.files != 0 {
-			t.Errorf("listed as a %s: archived %q (%d files)", listed, names, p.files)
+			t.Errorf("%s listed, %s opened: archived %q (%d files)", tc.listed, tc.opened, names, p.files)
 		}
 	}
 }
