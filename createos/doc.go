@@ -20,4 +20,11 @@
 //     reach metadata here. Metadata without the fingerprint is not ours:
 //     resume reports it expired, other hooks refuse it.
 //   - The pacer is shared by every Driver in the process (one worker).
+//   - Every call answers within the host's own deadline for it
+//     (deadlines.go): the call's work leaves its cleanup time, and cleanup
+//     gets what is left of the budget, not a fresh timeoutMs as in the
+//     reference, so an unanswered cleanup is reported unconfirmed while
+//     the host still listens. A positive timeoutMs is at least 1 ms.
+//   - A process-stream line past the frame limit is too large even when
+//     it is blank (spec §1.8: any line).
 package createos

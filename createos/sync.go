@@ -32,7 +32,13 @@ import (
 //     (sync_script.go).
 //   - The sandbox scratch file is removed after syncIn too (the reference
 //     removes it after syncOut only).
-//   - A download with HTTP 204/205 has no body.
+//   - A download with HTTP 204/205 has no body. A download asks for raw
+//     bytes (Accept-Encoding: identity), refuses a content-encoded answer
+//     and writes at most 11 GiB (maxDownloadBytes), checked while writing.
+//   - Host files are never opened in a way that can block (hostfile.go,
+//     the fake's rule): a fifo, device or socket source is refused, one
+//     inside a directory left out, a name that changed since it was
+//     looked at refused.
 //   - Real-host audit (paperclipai 2026.916.1): a post-upload timeoutMs is
 //     any number (the host stamps the run timeout, which may pass a day;
 //     0 or less: only the sync call's deadline); outbound archives keep
