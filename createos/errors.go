@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 )
 
 // Error is an operator-facing error whose text is the reference plugin's
@@ -83,9 +85,9 @@ var (
 	errInvalidResponse   = newError("CreateOS returned an invalid response.")
 	errInvalidID         = newError("CreateOS returned an invalid resource ID.")
 	errSandboxIdentity   = newError("CreateOS sandbox identity or state is invalid.")
-	errNUL               = newError("Sandbox command values cannot contain NUL.")
+	errNUL               = envrule.ErrNUL // "Sandbox command values cannot contain NUL."
 	errNoCommand         = newError("A sandbox command is required.")
-	errInvalidEnv        = newError("Invalid sandbox environment variable.")
+	errInvalidEnv        = envrule.ErrName // "Invalid sandbox environment variable."
 	errFrameTooLarge     = newError("CreateOS process frame is too large.")
 	errInvalidFrame      = newError("CreateOS returned an invalid process frame.")
 	errEvicted           = newError("CreateOS process output was evicted before it could be read.")

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
-	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
 )
 
@@ -21,13 +22,11 @@ const maxReconnects = 3
 // shellQuote is v as one bash word; a NUL, which no command can receive,
 // is refused with the reference's message.
 func shellQuote(v string) (string, error) {
-	if strings.ContainsRune(v, 0) {
+	if envrule.HasNUL(v) {
 		return "", errNUL
 	}
 	return shquote.Quote(v), nil
 }
-
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // commandSpec is one command to run as a managed process: command with
 // args, in cwd when it is set, with env added, and with stdin, when it is
@@ -59,14 +58,10 @@ func commandScript(cmd commandSpec, stdinPath string) (string, error) {
 	if cmd.command == "" {
 		return "", errNoCommand
 	}
-	names := make([]string, 0, len(cmd.env))
-	for k := range cmd.env {
-		if !envNameRE.MatchString(k) {
-			return "", errInvalidEnv
-		}
-		names = append(names, k)
+	if err := envrule.Check(cmd.env); err != nil {
+		return "", err
 	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(cmd.env))
 	env := make([]string, 0, len(names))
 	for _, k := range names {
 		q, err := shellQuote(cmd.env[k])
