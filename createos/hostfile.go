@@ -4,7 +4,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"syscall"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen"
 )
 
 // Host files are read for syncIn only, and never in a way that can block:
@@ -12,9 +13,9 @@ import (
 // interrupt an open (it would hold the sync, and the lease's release with
 // it, for good). A host name is looked at first (stat opens nothing); only
 // a regular file or a directory is opened, without blocking and without
-// following a link where none was seen (openNonblocking), and the opened
-// handle must then be what was looked at (openAsSeen), since the name may
-// have been replaced in between. The rule is the fake driver's
+// following a link where none was seen, and the opened handle must then
+// be what was looked at (openAsSeen), since the name may have been
+// replaced in between. The rule is the fake driver's
 // (fake/sync_open.go): a mapping's own source, resolved if it is a
 // symlink, must be a regular file (or a directory); inside a directory,
 // fifos, devices and sockets are left out; a name that changed between
@@ -36,33 +37,13 @@ func openSourceFile(name string) (*os.File, fs.FileInfo, error) {
 }
 
 // openAsSeen opens name, which stat (follow) or lstat saw as seen, a
-// regular file or a directory, for reading without waiting on it. The
-// handle must be of seen's kind and the same file, else the name changed
-// in between: errSourceChanged.
+// regular file or a directory, for reading without waiting on it
+// (safeopen.OpenAsSeen, the rule both drivers' syncs open by). A name that
+// is no longer what was seen is errSourceChanged.
 func openAsSeen(name string, seen fs.FileInfo, follow bool) (*os.File, error) {
-	f, err := openNonblocking(name, follow, seen.IsDir())
-	switch {
-	case seen.IsDir() && errors.Is(err, syscall.ENOTDIR), !follow && errors.Is(err, syscall.ELOOP):
-		return nil, errSourceChanged // no longer a directory; now a symlink
-	case err != nil:
-		return nil, err
+	f, err := safeopen.OpenAsSeen(os.OpenFile, name, seen, follow)
+	if errors.Is(err, safeopen.ErrChanged) {
+		return nil, errSourceChanged
 	}
-	got, err := f.Stat()
-	switch {
-	case err != nil:
-	case seen.IsDir() != got.IsDir(), !seen.IsDir() && !got.Mode().IsRegular(), !os.SameFile(seen, got):
-		err = errSourceChanged
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
-}
-
-// openNonblocking opens name for reading without waiting on it (a fifo
-// with no writer opens at once), following a final symlink only when
-// follow, and failing on a non-directory when dir.
-func openNonblocking(name string, follow, dir bool) (*os.File, error) {
-	return os.OpenFile(name, os.O_RDONLY|nonblockingOpen(follow, dir), 0)
+	return f, err
 }

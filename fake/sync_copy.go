@@ -292,7 +292,7 @@ func (c *copier) file(s, t string, fi fs.FileInfo, followed bool, mode fs.FileMo
 		return errors.New("the target exists and is a directory")
 	}
 	in, err := openSource(c.src, s, fi, followed)
-	if errors.Is(err, errNotRegular) || errors.Is(err, errChanged) {
+	if errors.Is(err, errChanged) {
 		return err
 	} else if err != nil {
 		return fmt.Errorf("read source: %w", cleanErr(err))

@@ -57,7 +57,7 @@ func TestSyncNeverBlocksOnAFIFOSwappedIn(t *testing.T) {
 				_, err := e.out(op)
 				return err
 			})
-			if err == nil || !strings.Contains(err.Error(), "the source is not a regular file") {
+			if err == nil || !strings.Contains(err.Error(), errChanged.Error()) {
 				t.Fatalf("err = %v, want the FIFO refused", err)
 			}
 			id := e.lease.LeaseID()

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen"
 )
 
 // Every file and directory a sync reads is a name a command may change at
@@ -18,45 +20,21 @@ import (
 // source name.
 var syncOpenHook func(name string)
 
-var (
-	errNotRegular = errors.New("the source is not a regular file")
-	errNotSrcDir  = errors.New("the source is not a directory")
-	errChanged    = errors.New("the source changed while it was being copied")
-)
+// errChanged is the copy's refusal of a source that is no longer what its
+// look saw (safeopen.ErrChanged): a FIFO, a device or a link swapped in,
+// or another file.
+var errChanged = errors.New("the source changed while it was being copied")
 
-// openSource opens name on side f for reading. want is what the copy's
-// Lstat (or, through a followed link, Stat) saw; followed says whether name
-// may be a link. The handle must be a directory when want is one, else a
-// regular file, and the same file as want.
+// openSource opens name on side f for reading, as safeopen.OpenAsSeen
+// does for both drivers: want is what the copy's Lstat (or, through a
+// followed link, Stat) saw; followed says whether name may be a link.
 func openSource(f fsys, name string, want fs.FileInfo, followed bool) (*os.File, error) {
 	if h := syncOpenHook; h != nil {
 		h(name)
 	}
-	flag := os.O_RDONLY | nonblock
-	if want.IsDir() {
-		flag |= dirOnly
+	file, err := safeopen.OpenAsSeen(f.OpenFile, name, want, followed)
+	if errors.Is(err, safeopen.ErrChanged) {
+		return nil, errChanged
 	}
-	if !followed {
-		flag |= noFollow
-	}
-	file, err := f.OpenFile(name, flag, 0)
-	if err != nil {
-		return nil, err
-	}
-	got, err := file.Stat()
-	switch {
-	case err != nil:
-	case want.IsDir() && !got.IsDir(), !want.IsDir() && !got.Mode().IsRegular():
-		err = errNotRegular
-		if want.IsDir() {
-			err = errNotSrcDir
-		}
-	case !os.SameFile(got, want):
-		err = errChanged
-	}
-	if err != nil {
-		file.Close()
-		return nil, err
-	}
-	return file, nil
+	return file, err
 }
