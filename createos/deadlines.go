@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
 
 // Host deadlines. The host stops waiting for an environment call after a
@@ -127,11 +128,16 @@ func hostMs(v any) (float64, bool) {
 // included, has answered.
 type callEndKey struct{}
 
-// within bounds ctx by a call's host budget: the call ends replyMargin
-// before the host stops waiting, and ctx records that end for working,
-// leaving and fresh.
+// within bounds ctx by a call's host budget, counted from when the request
+// was read (rpc.Received; now outside a request): the call ends
+// replyMargin before the host stops waiting, and ctx records that end for
+// working, leaving and fresh.
 func within(ctx context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
-	return until(ctx, time.Now().Add(budget-replyMargin))
+	start := time.Now()
+	if t, ok := rpc.Received(ctx); ok && t.Before(start) {
+		start = t
+	}
+	return until(ctx, start.Add(budget-replyMargin))
 }
 
 // until bounds ctx by end, or by the end it already records if that is

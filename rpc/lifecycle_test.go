@@ -203,3 +203,21 @@ func TestRequestLoggerAndValues(t *testing.T) {
 		t.Errorf("log %s", notes[0].Raw)
 	}
 }
+
+// A request's context says when its line was read, before its handler ran
+// (budgets worked out from the host's deadline count from there).
+func TestRequestContextSaysWhenItWasReceived(t *testing.T) {
+	if _, ok := rpc.Received(context.Background()); ok {
+		t.Fatal("Received outside a request")
+	}
+	sent := time.Now()
+	d := dispatchFunc(func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		got, ok := rpc.Received(ctx)
+		return ok && !got.Before(sent) && !got.After(time.Now()), nil
+	})
+	h := newHarness(t, d, rpc.Options{})
+	h.Send(`{"jsonrpc":"2.0","id":1,"method":"m"}`)
+	if m, _ := h.Reply(); string(m.Result) != "true" {
+		t.Fatalf("reply %s, want true (received between the send and the handler)", m.Raw)
+	}
+}

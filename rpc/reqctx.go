@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -41,6 +42,8 @@ func (c *requestCtx) Value(key any) any {
 		if c.in.invocation != nil {
 			return c.in.invocation
 		}
+	case receivedKey:
+		return c.in.received
 	}
 	v := c.Context.Value(key)
 	if _, ok := v.(*zerolog.Logger); ok {
@@ -62,4 +65,16 @@ func (c *requestCtx) log() *zerolog.Logger {
 		c.logger = &l
 	})
 	return c.logger
+}
+
+type receivedKey struct{}
+
+// Received is when the request ctx serves was read from the host, which
+// started its own clock for the call about then: a budget worked out from
+// the host's deadline counts from here, not from when the handler ran
+// (a call may wait behind others of its lease first). ok is false outside
+// a request.
+func Received(ctx context.Context) (t time.Time, ok bool) {
+	t, ok = ctx.Value(receivedKey{}).(time.Time)
+	return t, ok && !t.IsZero()
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/hostjson"
@@ -29,6 +30,7 @@ type inbound struct {
 	method     string
 	params     json.RawMessage
 	invocation *Invocation
+	received   time.Time // when its line was read: the host's clock started about then
 }
 
 // lineStream is NDJSON JSON-RPC over a reader and a writer. It answers
@@ -114,6 +116,7 @@ func (s *lineStream) next() (*inbound, error) {
 			return nil, err
 		}
 		if in := s.classify(line); in != nil {
+			in.received = time.Now()
 			return in, nil
 		}
 	}
