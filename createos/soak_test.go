@@ -752,13 +752,18 @@ func (r *soakRun) inSandbox(guest, rel string) string {
 }
 
 // partialTarget records a syncIn that answered an error and left a
-// target differing from its source. The driver stages the upload in /tmp
-// and its landing command moves it with mv -f, which across the /tmp and
-// /paperclip-workspace mounts is a copy and an unlink: a command killed
-// halfway (its stdin close failed, so the driver deletes its tree) leaves
-// a truncated target. The answer was an error, so no receipt is wrong;
-// the soak reports the count rather than failing on it.
+// target differing from its source. A file mapping's landing copies the
+// upload beside its target and renames it over the target, so a file is
+// the old one or the new one, never a part (this soak found truncated
+// targets when the landing moved across the /tmp mount): a partial file
+// fails the run. A directory is extracted entry by entry, so a landing
+// killed halfway may leave part of the tree; the answer was an error, no
+// receipt is wrong, and the soak counts it.
 func (r *soakRun) partialTarget(rel string, got, want int, ce *rpc.CallError) {
+	if r.p.sync == "file" {
+		r.fail("syncIn answered %q and left a file target with %d of its %d bytes", ce.Message, got, want)
+		return
+	}
 	r.s.st.partial()
 	r.s.t.Logf("seed %d lifecycle %d: syncIn answered %q and left %q in the sandbox with %d of its %d bytes",
 		r.s.opts.seed, r.p.index, ce.Message, rel, got, want)

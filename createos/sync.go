@@ -219,7 +219,25 @@ func (t *transfer) scratch() string { return scratchPrefix + t.d.newUUID() }
 // removeScratch deletes the sandbox scratch file, best effort, under a
 // fresh default deadline (cut to what is left of the call's budget).
 func (t *transfer) removeScratch(ctx context.Context, scratch string) {
+	t.cleanUp(ctx, "/bin/rm", "-f", "--", scratch)
+}
+
+// removeStaged removes a file mapping's scratch file and the staged copy
+// beside target a killed landing may have left (placeFileScript), in the
+// one request removeScratch makes.
+func (t *transfer) removeStaged(ctx context.Context, target, scratch string) {
+	script, err := removeStagedScript(target, scratch)
+	if err != nil {
+		t.removeScratch(ctx, scratch)
+		return
+	}
+	t.cleanUp(ctx, "/bin/bash", "-c", script)
+}
+
+// cleanUp runs cmd with args in the sandbox under a fresh deadline, best
+// effort.
+func (t *transfer) cleanUp(ctx context.Context, cmd string, args ...string) {
 	rctx, cancel := fresh(ctx, t.c.cfg.timeout())
 	defer cancel()
-	_, _ = t.c.exec(rctx, t.id, "/bin/rm", "-f", "--", scratch)
+	_, _ = t.c.exec(rctx, t.id, cmd, args...)
 }

@@ -1,19 +1,25 @@
 package createos
 
 import (
+	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
 // A directory with a symlink and modes goes in, a command runs on it in
 // the sandbox, and the result comes back out, all with real commands.
 func TestE2ESyncRoundTripWithRealCommands(t *testing.T) {
-	d, bp, l := e2eLease(t)
+	_, d, bp, l := e2eLease(t)
 	ctx := t.Context()
 	host := t.TempDir()
 	src := filepath.Join(host, "src")
@@ -76,7 +82,7 @@ func TestE2ESyncRoundTripWithRealCommands(t *testing.T) {
 // With real commands: a "%s" in a target is the target (the regression of
 // a mode once put in with strings.Replace after the guard had quoted it).
 func TestE2ESyncPercentSWithRealCommands(t *testing.T) {
-	d, bp, l := e2eLease(t)
+	_, d, bp, l := e2eLease(t)
 	ctx := t.Context()
 	host := t.TempDir()
 	mustWrite(t, filepath.Join(host, "a"), "a", 0o600)
@@ -101,7 +107,7 @@ func TestE2ESyncPercentSWithRealCommands(t *testing.T) {
 // rest, and a hard link between a dropped and a kept name arrives as a
 // file.
 func TestE2ESyncRestoreWithTheHostsExcludeAndRealTar(t *testing.T) {
-	d, bp, l := e2eLease(t)
+	_, d, bp, l := e2eLease(t)
 	ctx := t.Context()
 	host := t.TempDir()
 	ex, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *l, Command: "/bin/bash", Cwd: "/paperclip-workspace", Args: []string{"-c", `mkdir -p t && cd t && mkdir -p node_modules/a x/node_modules/b node_modules_x .git sub/.git 'app/[id]' app/i build .paperclip-runtime &&
@@ -152,9 +158,9 @@ func TestE2ESyncRestoreWithTheHostsExcludeAndRealTar(t *testing.T) {
 
 // e2eLease is a lease on the in-process CreateOS, destroyed when the test
 // ends.
-func e2eLease(t *testing.T) (*Driver, handlers.BaseParams, *handlers.Lease) {
+func e2eLease(t *testing.T) (*createostest.Server, *Driver, handlers.BaseParams, *handlers.Lease) {
 	t.Helper()
-	_, d, cfg := e2e(t)
+	srv, d, cfg := e2e(t)
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
 	if err != nil {
@@ -165,5 +171,43 @@ func e2eLease(t *testing.T) (*Driver, handlers.BaseParams, *handlers.Lease) {
 			t.Error(err)
 		}
 	})
-	return d, bp, l
+	return srv, d, bp, l
+}
+
+// A syncIn whose landing is killed halfway (its stdin close fails, so the
+// driver ends the process tree) leaves the target whole: the old file or
+// the new one, never a truncated copy, and no staged copy beside it. The
+// scratch file is in /tmp, another mount, where mv is a copy; the landing
+// copies beside the target and renames (the fault soak found targets of
+// 71 to 201 MB of 256 MB when it moved across).
+func TestE2ESyncInKilledLandingLeavesTheTargetWhole(t *testing.T) {
+	srv, d, bp, l := e2eLease(t)
+	ctx := t.Context()
+	host := t.TempDir()
+	mustWrite(t, filepath.Join(host, "old"), "old", 0o644)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 8<<20) // 128 MiB
+	if err := os.WriteFile(filepath.Join(host, "new"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	syncIn := func(src string) error {
+		_, err := d.SyncIn(ctx, &handlers.SyncParams{BaseParams: bp, Lease: *l, Operations: []handlers.SyncOperation{{OperationID: "in",
+			Files: []handlers.SyncFileMapping{{SourcePath: filepath.Join(host, src), TargetPath: "/paperclip-workspace/t", Kind: "file"}}}}})
+		return err
+	}
+	if err := syncIn("old"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Faults().InjectFault(createostest.RouteStdinClose, createostest.Fault{Status: http.StatusServiceUnavailable, Delay: 40 * time.Millisecond}, 1)
+	if err := syncIn("new"); err == nil {
+		t.Fatal("syncIn succeeded although its landing's stdin close failed")
+	}
+	ex, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *l, Command: "/bin/bash",
+		Args: []string{"-c", `stat -c %s t; ls -A | grep -c "^\.paperclip-createos-transfer-" || true; ls -A >&2`}, Cwd: "/paperclip-workspace"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, staged, _ := strings.Cut(strings.TrimSpace(ex.Stdout), "\n")
+	if (size != "3" && size != strconv.Itoa(len(big))) || staged != "0" {
+		t.Fatalf("after the killed landing: target of %s bytes (want 3 or %d), %s staged copies left (want 0); workspace: %s", size, len(big), staged, ex.Stderr)
+	}
 }

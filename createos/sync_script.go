@@ -1,6 +1,7 @@
 package createos
 
 import (
+	"path"
 	"strconv"
 	"strings"
 )
@@ -47,10 +48,11 @@ func (c cat) shell() (string, error) {
 	return b.String(), nil
 }
 
-// Expansions of the guard's result.
+// Expansions of the guard's result, and of the staged copy beside it.
 const (
 	resolved       sh = `"$resolved"`
 	resolvedParent sh = `"$(dirname -- "$resolved")"`
+	staged         sh = `"$staged"`
 )
 
 // transferScript is a transfer script: simple commands joined by " && ", so the
@@ -108,16 +110,53 @@ func remoteGuard(candidate string) (string, error) {
 	return s.build()
 }
 
-// placeFileScript moves an uploaded scratch file to the mapping's target
-// with its mode.
+// placeFileScript puts an uploaded scratch file at the mapping's target
+// with its mode. The scratch file is in /tmp, another mount than the
+// workspace, where mv is a copy and an unlink: a landing killed halfway
+// (its call failed and the driver ended it) would leave a truncated
+// target. So it is copied beside the target first (stagedName) and then
+// renamed over it, in one directory: the target holds the old file or the
+// new one, never a part. removeStagedScript removes a staged copy a killed
+// landing left.
 func placeFileScript(target, scratch string, m uint32) (string, error) {
-	s, err := guarded(target)
+	s, err := stagedBeside(target, scratch)
 	if err != nil {
 		return "", err
 	}
 	return s.run(sh("mkdir"), sh("-p"), sh("--"), resolvedParent).
-		run(sh("chmod"), octalMode(m), sh("--"), value(scratch)).
-		run(sh("mv"), sh("-f"), sh("--"), value(scratch), resolved).build()
+		run(sh("cp"), sh("--"), value(scratch), staged).
+		run(sh("chmod"), octalMode(m), sh("--"), staged).
+		run(sh("mv"), sh("-f"), sh("--"), staged, resolved).build()
+}
+
+// stagedBeside is the guard of target with $staged set to the staged copy
+// of scratch beside it.
+func stagedBeside(target, scratch string) (*transferScript, error) {
+	s, err := guarded(target)
+	if err != nil {
+		return nil, err
+	}
+	return s.run(cat{sh("staged="), resolvedParent, sh("/"), value(stagedName(scratch))}), nil
+}
+
+// stagedName is the hidden name a scratch file's staged copy has beside
+// its target.
+func stagedName(scratch string) string { return "." + path.Base(scratch) }
+
+// removeStagedScript removes the scratch file and, when the target still
+// guards, the staged copy placeFileScript may have left beside it.
+func removeStagedScript(target, scratch string) (string, error) {
+	s, err := stagedBeside(target, scratch)
+	if err != nil {
+		return "", err
+	}
+	rm := cat{sh("rm -f -- "), value(scratch), sh("; ")}
+	script, err := s.run(sh("rm"), sh("-f"), sh("--"), staged).build()
+	if err != nil {
+		return "", err
+	}
+	head, err := rm.shell()
+	return head + script, err
 }
 
 // extractDirectoryScript extracts an uploaded archive into the mapping's

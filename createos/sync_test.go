@@ -46,7 +46,7 @@ func TestSyncUploadsBinaryBytesDirectlyAndAppliesTheRequestedModeBeforePromotion
 		t.Fatalf("uploads %+v", ups)
 	}
 	cmds := s.gotCommands()
-	if len(cmds) != 1 || !strings.Contains(cmds[0], "chmod 600 -- '"+ups[0].Path+"' && mv -f -- '"+ups[0].Path+`' "$resolved"`) {
+	if len(cmds) != 1 || !strings.Contains(cmds[0], "cp -- '"+ups[0].Path+`' "$staged" && chmod 600 -- "$staged" && mv -f -- "$staged" "$resolved"`) {
 		t.Fatalf("commands %q", cmds)
 	}
 }
@@ -81,12 +81,17 @@ func TestSyncInFileRequestSequence(t *testing.T) {
 	if b := calls[1].json(t); b["cwd"] != "/paperclip-workspace" {
 		t.Errorf("process body %v", b)
 	}
-	wantCmd := `root=$(realpath -- '/paperclip-workspace') && test "$root" = '/paperclip-workspace' && resolved=$(realpath -m -- '/paperclip-workspace/dir/a') && case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac` +
-		` && mkdir -p -- "$(dirname -- "$resolved")" && chmod 640 -- '/tmp/paperclip-createos-transfer-u1' && mv -f -- '/tmp/paperclip-createos-transfer-u1' "$resolved"`
+	// The upload is copied beside the target and renamed over it: /tmp is
+	// another mount, where mv is a copy a killed landing leaves truncated.
+	guard := `root=$(realpath -- '/paperclip-workspace') && test "$root" = '/paperclip-workspace' && resolved=$(realpath -m -- '/paperclip-workspace/dir/a') && case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac` +
+		` && staged="$(dirname -- "$resolved")"/'.paperclip-createos-transfer-u1'`
+	wantCmd := guard + ` && mkdir -p -- "$(dirname -- "$resolved")" && cp -- '/tmp/paperclip-createos-transfer-u1' "$staged" && chmod 640 -- "$staged" && mv -f -- "$staged" "$resolved"`
 	if cmds := s.gotCommands(); len(cmds) != 1 || cmds[0] != wantCmd {
 		t.Fatalf("command\n%q\nwant\n%q", cmds, wantCmd)
 	}
-	if b := calls[4].json(t); !reflect.DeepEqual(b["args"], []any{"-f", "--", "/tmp/paperclip-createos-transfer-u1"}) || b["cmd"] != "/bin/rm" {
+	// One cleanup request removes the scratch file and a staged copy.
+	wantCleanup := `rm -f -- '/tmp/paperclip-createos-transfer-u1'; ` + guard + ` && rm -f -- "$staged"`
+	if b := calls[4].json(t); !reflect.DeepEqual(b["args"], []any{"-c", wantCleanup}) || b["cmd"] != "/bin/bash" {
 		t.Errorf("cleanup %v", b)
 	}
 }
@@ -646,7 +651,7 @@ func TestSyncPercentSInAPathIsThePath(t *testing.T) {
 		return `root=$(realpath -- '/paperclip-workspace') && test "$root" = '/paperclip-workspace' && resolved=$(realpath -m -- '` + p + `') && case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac`
 	}
 	want := []string{
-		guard("/paperclip-workspace/x%sy") + ` && mkdir -p -- "$(dirname -- "$resolved")" && chmod 640 -- '/tmp/paperclip-createos-transfer-u1' && mv -f -- '/tmp/paperclip-createos-transfer-u1' "$resolved"`,
+		guard("/paperclip-workspace/x%sy") + ` && staged="$(dirname -- "$resolved")"/'.paperclip-createos-transfer-u1' && mkdir -p -- "$(dirname -- "$resolved")" && cp -- '/tmp/paperclip-createos-transfer-u1' "$staged" && chmod 640 -- "$staged" && mv -f -- "$staged" "$resolved"`,
 		guard("/paperclip-workspace/d%sd") + ` && mkdir -p -- "$resolved" && tar -xf '/tmp/paperclip-createos-transfer-u1' -C "$resolved" && chmod 750 -- "$resolved"`,
 	}
 	if got := s.gotCommands(); !reflect.DeepEqual(got, want) {

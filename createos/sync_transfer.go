@@ -55,7 +55,11 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 	if err != nil {
 		return 0, 0, err
 	}
-	defer t.removeScratch(ctx, scratch)
+	if m.Kind == "file" {
+		defer t.removeStaged(ctx, m.TargetPath, scratch)
+	} else {
+		defer t.removeScratch(ctx, scratch)
+	}
 	if size, err = t.c.uploadFile(ctx, t.id, scratch, src); err != nil {
 		return 0, 0, err
 	}
