@@ -1,7 +1,6 @@
 package createos
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -17,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // stub is the in-process CreateOS provider of the reference plugin tests
@@ -269,25 +269,8 @@ func (r *recordingSink) Write(stream string, p []byte) {
 }
 
 // logContext is a context whose logger writes to a buffer tests inspect.
-func logContext(t *testing.T) (context.Context, *syncBuffer) {
-	buf := &syncBuffer{}
+func logContext(t *testing.T) (context.Context, *testkit.Buffer) {
+	buf := &testkit.Buffer{}
 	l := zerolog.New(buf)
 	return l.WithContext(t.Context()), buf
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
 }
