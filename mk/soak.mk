@@ -1,4 +1,4 @@
-# The createos fault soak (createos/soak_test.go, docs/soak.md):
+# The createos fault soak (createos/soak_test.go, docs/reliability.md):
 # SOAK_LIFECYCLES lease lifecycles through the JSON-RPC surface against
 # createostest with random faults, SOAK_CONCURRENCY at a time, with the
 # race detector. SOAK_SEED replays a run's faults (the seed is printed);
