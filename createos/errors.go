@@ -87,7 +87,6 @@ var (
 	errSandboxIdentity   = newError("CreateOS sandbox identity or state is invalid.")
 	errNUL               = envrule.ErrNUL // "Sandbox command values cannot contain NUL."
 	errNoCommand         = newError("A sandbox command is required.")
-	errInvalidEnv        = envrule.ErrName // "Invalid sandbox environment variable."
 	errFrameTooLarge     = newError("CreateOS process frame is too large.")
 	errInvalidFrame      = newError("CreateOS returned an invalid process frame.")
 	errEvicted           = newError("CreateOS process output was evicted before it could be read.")
