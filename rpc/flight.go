@@ -27,15 +27,16 @@ type flight struct {
 	relieve func()        // starts a new reader
 	timer   *time.Timer
 
-	mu      sync.Mutex
-	calls   map[*call]struct{}
-	cause   error // set when stopping: later arrivals start cancelled
-	closed  bool  // the session ended: add refuses
-	waiters []waiter
-	inline  *call // the request the reader is serving, until relieved
-	started bool  // an inline request started since the last tick
-	idle    int   // ticks in a row without an inline request
-	armed   bool
+	mu       sync.Mutex
+	calls    map[*call]struct{} // every request not yet answered
+	replying int                // of those, how many are being answered
+	cause    error              // set when stopping: later arrivals start cancelled
+	closed   bool               // the session ended: add refuses
+	waiters  []waiter
+	inline   *call // the request the reader is serving, until relieved
+	started  bool  // an inline request started since the last tick
+	idle     int   // ticks in a row without an inline request
+	armed    bool
 }
 
 // call is one request in flight.
@@ -45,6 +46,7 @@ type call struct {
 	inline   bool // served on the reader's goroutine
 	ticks    int  // relief ticks seen while served inline
 	relieved bool // another goroutine took over reading meanwhile
+	replying bool // its reply is being written: no longer counted
 }
 
 type waiter struct {
@@ -85,6 +87,19 @@ func (f *flight) add(parent context.Context) (*call, bool) {
 	return c, true
 }
 
+// replied marks c as answered from now on, just before its reply is
+// written: count no longer includes it, so a request the host sends once
+// it has the reply never counts c. The stop paths still wait for it until
+// done.
+func (f *flight) replied(c *call) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !c.replying {
+		c.replying = true
+		f.replying++
+	}
+}
+
 // done retires c once its reply is written. It reports whether the calling
 // goroutine is still the reader: c was served inline and not relieved.
 func (f *flight) done(c *call) (reader bool) {
@@ -92,6 +107,9 @@ func (f *flight) done(c *call) (reader bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.calls, c)
+	if c.replying {
+		f.replying--
+	}
 	if f.inline == c {
 		f.inline = nil
 	}
@@ -107,11 +125,12 @@ func (f *flight) done(c *call) (reader bool) {
 	return c.inline && !c.relieved
 }
 
-// count is the number of requests in flight.
+// count is the number of requests in flight: read and not yet being
+// answered.
 func (f *flight) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.calls)
+	return len(f.calls) - f.replying
 }
 
 // cancelAll cancels every request in flight but except with cause, and

@@ -84,3 +84,27 @@ func TestFlightRelievesALongInlineCall(t *testing.T) {
 		t.Error("a relieved call's goroutine is still the reader")
 	}
 }
+
+// A request whose reply is being written is no longer in flight for
+// health (a request the host sends once it has the reply must not count
+// it), but the stop paths still wait for its reply.
+func TestFlightReplyingLeavesTheCountNotTheWait(t *testing.T) {
+	f := newFlight(-1, nil)
+	defer f.close()
+	a, _ := f.add(context.Background())
+	f.replied(a)
+	f.replied(a) // once only
+	if n := f.count(); n != 0 {
+		t.Fatalf("count while a's reply is written = %d, want 0", n)
+	}
+	select {
+	case <-f.until(0):
+		t.Fatal("until(0) closed before a's reply was written")
+	default:
+	}
+	f.done(a)
+	<-f.until(0)
+	if b, _ := f.add(context.Background()); f.count() != 1 || b == nil {
+		t.Fatalf("count after a new request = %d, want 1", f.count())
+	}
+}

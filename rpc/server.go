@@ -91,7 +91,8 @@ func NewServer(r io.Reader, w io.Writer, d Dispatcher, opts Options) *Server {
 // Notifier returns a notifier for messages sent outside any request.
 func (srv *Server) Notifier() Notifier { return Notifier{s: srv.s} }
 
-// InFlight reports how many requests are unanswered.
+// InFlight reports how many requests are being served: read, and not yet
+// being answered (a request whose reply is being written no longer counts).
 func (srv *Server) InFlight() int { return srv.flight.count() }
 
 // Serve reads requests until the input ends, the stop method is answered,
@@ -194,7 +195,9 @@ func (srv *Server) serve(c *call, in *inbound) (reader bool) {
 	if in.method == srv.opts.StopMethod && srv.opts.StopMethod != "" {
 		return srv.serveStop(c, in)
 	}
-	srv.answer(in, srv.run(c, in))
+	o := srv.run(c, in)
+	srv.flight.replied(c)
+	srv.answer(in, o)
 	return srv.flight.done(c)
 }
 
@@ -206,6 +209,7 @@ func (srv *Server) serveStop(c *call, in *inbound) (reader bool) {
 	srv.flight.cancelAll(ErrStopping, c)
 	o := srv.run(c, in)
 	srv.flight.wait(1, srv.opts.StopGrace)
+	srv.flight.replied(c)
 	srv.answer(in, o)
 	reader = srv.flight.done(c)
 	srv.stopOnce.Do(func() { close(srv.stopped) })
