@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"sync"
@@ -154,8 +155,15 @@ func (p *Peer) write(line, shown string) error {
 	return err
 }
 
-// CloseInput closes the worker's stdin.
-func (p *Peer) CloseInput() error { return p.w.Close() }
+// CloseInput closes the worker's stdin. An input already closed (by an
+// earlier CloseInput, or by exec.Cmd.Wait once a started worker exited)
+// is not an error.
+func (p *Peer) CloseInput() error {
+	if err := p.w.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return err
+	}
+	return nil
+}
 
 // Read returns the next line the worker printed, io.EOF once its output
 // ended, or ctx's error. A line that is not JSON is an error naming it.
