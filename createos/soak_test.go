@@ -462,56 +462,29 @@ func (tr *soakTransport) maybeLose(resp *http.Response, sc soakCall, step soakSt
 
 // ---- the host ----
 
-// soakHost is the host's side of the JSON-RPC session; it collects the
+// soakHost is the host's side of the JSON-RPC session; logs collects the
 // execute.log chunks of pending executes.
 type soakHost struct {
-	t *testing.T
-	c *rpc.Client
-
-	mu   sync.Mutex
-	live map[string]*soakLive // by invocation id
+	c    *rpc.Client
+	logs *rpctest.ExecuteLogs
 }
 
 // soakLive is one execute's streamed output.
 type soakLive struct{ stdout, stderr strings.Builder }
 
-func newSoakHost(t *testing.T, d rpc.Dispatcher) *soakHost {
-	h := &soakHost{t: t, live: map[string]*soakLive{}}
-	h.c = rpctest.Client(t, d, rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()},
-		rpc.ClientOptions{OnNotification: h.notified, CallTimeout: -1})
-	return h
-}
-
-func (h *soakHost) notified(method string, params json.RawMessage, inv string) {
-	if method != "execute.log" {
-		return
-	}
-	var chunk rpc.ExecuteLogParams
-	if err := json.Unmarshal(params, &chunk); err != nil {
-		h.t.Errorf("execute.log params: %v", err)
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	l := h.live[inv]
-	switch {
-	case l == nil:
-		h.t.Errorf("execute.log for invocation %q, which is no pending execute: %s", inv, params)
-	case chunk.Stream == "stdout":
-		l.stdout.WriteString(chunk.Chunk)
-	default:
-		l.stderr.WriteString(chunk.Chunk)
-	}
-}
-
-func (h *soakHost) watch(inv string, l *soakLive) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if l == nil {
-		delete(h.live, inv)
+func (l *soakLive) Write(stream string, p []byte) {
+	if stream == "stdout" {
+		l.stdout.Write(p)
 	} else {
-		h.live[inv] = l
+		l.stderr.Write(p)
 	}
+}
+
+func newSoakHost(t *testing.T, d rpc.Dispatcher) *soakHost {
+	h := &soakHost{logs: rpctest.NewExecuteLogs(t)}
+	h.c = rpctest.Client(t, d, rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()},
+		rpc.ClientOptions{OnNotification: h.logs.Notify, CallTimeout: -1})
+	return h
 }
 
 // soakCall is a pending call, as the transport looks it up.
@@ -594,8 +567,7 @@ func (r *soakRun) call(step soakStep, method string, params, result any, live *s
 	r.s.invs.Store(inv, soakCall{run: r, step: step})
 	defer r.s.invs.Delete(inv)
 	if live != nil {
-		r.s.host.watch(inv, live)
-		defer r.s.host.watch(inv, nil)
+		defer r.s.host.logs.Watch(inv, live)()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), soakCallBound)
 	defer cancel()

@@ -2,9 +2,7 @@ package fake
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -20,42 +18,19 @@ import (
 // Go host uses. Its methods mirror the driver's, so tests read the same
 // either way.
 type client struct {
-	t   testing.TB
-	c   *rpc.Client
-	seq atomic.Int64
-
-	mu    sync.Mutex
-	sinks map[string]handlers.OutputSink // by invocation id, while a call is pending
+	t    testing.TB
+	c    *rpc.Client
+	seq  atomic.Int64
+	logs *rpctest.ExecuteLogs
 }
 
 // through returns a client for d; the session ends with the test.
 func through(t testing.TB, d *Driver) *client {
-	c := &client{t: t, sinks: map[string]handlers.OutputSink{}}
+	c := &client{t: t, logs: rpctest.NewExecuteLogs(t)}
 	p := handlers.New(handlers.Options{ForkExtensions: true}, d)
 	c.c = rpctest.Client(t, p, rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()},
-		rpc.ClientOptions{OnNotification: c.notified, CallTimeout: -1})
+		rpc.ClientOptions{OnNotification: c.logs.Notify, CallTimeout: -1})
 	return c
-}
-
-// notified hands execute.log chunks to the pending call's sink; a chunk
-// for no pending call is a protocol mistake.
-func (c *client) notified(method string, params json.RawMessage, invocationID string) {
-	if method != "execute.log" {
-		return
-	}
-	var chunk rpc.ExecuteLogParams
-	if err := json.Unmarshal(params, &chunk); err != nil {
-		c.t.Errorf("execute.log params: %v", err)
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.sinks[invocationID]
-	if s == nil {
-		c.t.Errorf("execute.log for an unknown or finished invocation %q: %s", invocationID, params)
-		return
-	}
-	s.Write(chunk.Stream, []byte(chunk.Chunk))
 }
 
 // call sends method with params in an invocation of its own and decodes
@@ -66,14 +41,7 @@ func (c *client) call(ctx context.Context, method string, params any, out any, s
 	if sink == nil {
 		sink = discard{}
 	}
-	c.mu.Lock()
-	c.sinks[inv.ID] = sink
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.sinks, inv.ID)
-		c.mu.Unlock()
-	}()
+	defer c.logs.Watch(inv.ID, sink)()
 	err := c.c.Call(ctx, method, params, out, rpc.WithPaperclipInvocation(inv))
 	if ce, ok := err.(*rpc.CallError); ok && ce.Unwrap() == nil {
 		return &rpcError{Code: ce.Code, Message: ce.Message}

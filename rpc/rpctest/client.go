@@ -1,6 +1,8 @@
 package rpctest
 
 import (
+	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,4 +31,58 @@ func Client(t testing.TB, d rpc.Dispatcher, opts rpc.Options, copts rpc.ClientOp
 		<-c.Done()
 	})
 	return c
+}
+
+// OutputSink receives one call's streamed output (handlers.OutputSink has
+// this method set).
+type OutputSink interface {
+	Write(stream string, p []byte)
+}
+
+// ExecuteLogs hands execute.log notifications to the sink of the call they
+// belong to, by invocation id. A chunk for no watched invocation fails the
+// test: the worker streamed output outside its call. Use Notify as
+// ClientOptions.OnNotification.
+type ExecuteLogs struct {
+	t     testing.TB
+	mu    sync.Mutex
+	sinks map[string]OutputSink
+}
+
+// NewExecuteLogs returns a router with no watched invocation.
+func NewExecuteLogs(t testing.TB) *ExecuteLogs {
+	return &ExecuteLogs{t: t, sinks: map[string]OutputSink{}}
+}
+
+// Watch sends invocation's chunks to s until the returned stop is called.
+func (l *ExecuteLogs) Watch(invocation string, s OutputSink) (stop func()) {
+	l.mu.Lock()
+	l.sinks[invocation] = s
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		delete(l.sinks, invocation)
+		l.mu.Unlock()
+	}
+}
+
+// Notify routes one notification; methods other than execute.log are
+// ignored.
+func (l *ExecuteLogs) Notify(method string, params json.RawMessage, invocation string) {
+	if method != "execute.log" {
+		return
+	}
+	var chunk rpc.ExecuteLogParams
+	if err := json.Unmarshal(params, &chunk); err != nil {
+		l.t.Errorf("execute.log params: %v", err)
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.sinks[invocation]
+	if s == nil {
+		l.t.Errorf("execute.log for invocation %q, which has no pending call: %s", invocation, params)
+		return
+	}
+	s.Write(chunk.Stream, []byte(chunk.Chunk))
 }
