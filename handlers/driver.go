@@ -95,3 +95,59 @@ type TemplateConfigBinding struct {
 	Field       string   `json:"field"`
 	UnsetFields []string `json:"unsetFields,omitempty"`
 }
+
+// DuplexOpener serves the duplexChannel* family: a driver that implements
+// it is declared with sandboxCapabilities.duplexCommandStream, and the
+// worker's route table (sessions.go) does everything the host checks —
+// route ids, session ids, framing, base64, limits, close acks.
+type DuplexOpener interface {
+	// OpenDuplex starts p.Command (argv: each element one argument, never
+	// re-parsed by a shell) in the lease p.ProviderLeaseID with pipes:
+	// the channel's input is the process's stdin, out gets its stdout.
+	OpenDuplex(ctx context.Context, p *DuplexOpenParams, out ChannelSink) (Channel, error)
+}
+
+// LoginPtyOpener serves the loginPty* family: a driver that implements it
+// is declared with supportsLoginPty.
+type LoginPtyOpener interface {
+	// OpenLoginPty starts the fixed login command of p.LoginCommandKey in
+	// a pseudo-terminal of LoginPtyCols × LoginPtyRows in the lease, with
+	// HOME (and the CLI's own home variable) at p.SessionHome, which the
+	// driver revalidates (ValidSessionHome) before touching anything. out
+	// gets the terminal's output bytes; a missing CLI is exit 127.
+	OpenLoginPty(ctx context.Context, p *LoginPtyOpenParams, out ChannelSink) (Channel, error)
+}
+
+// Channel is one live process a session carries. The route table calls
+// Write and Stop from one goroutine per channel, in the order the host sent
+// them, and Close once.
+type Channel interface {
+	// Write hands p to the process's input. It may block until the process
+	// has taken it; it returns an error once the channel is over.
+	Write(p []byte) error
+	// Stop asks the process to end (SIGTERM, then harder); it does not
+	// wait. The exit still reaches the sink. Repeated calls are no-ops.
+	Stop()
+	// Close ends the process if it still runs and releases everything the
+	// channel holds. It returns nil only once nothing of the process runs
+	// any more; an error means that could not be confirmed (the host then
+	// retires the worker, which is the fail-closed end the host wants).
+	// Exit has been called by the time Close returns.
+	Close(ctx context.Context) error
+}
+
+// ChannelSink takes a channel's output. The driver calls Data and then Exit
+// from one goroutine, in order; Exit exactly once, last. Data may block:
+// nothing reaches the host before the open reply has been written (the
+// host would hold or refuse it), and a slow host slows the reader. So the
+// driver must not wait for its own Data calls inside OpenDuplex or
+// OpenLoginPty.
+type ChannelSink interface {
+	// Data is output of the process, in order (any length; the route table
+	// splits and encodes it).
+	Data(p []byte)
+	// Exit reports the end: the exit code, or nil when there is none (the
+	// process was killed by a signal, or its end is unknown); transportClosed
+	// when the transport to the process ended, not the process itself.
+	Exit(code *int, transportClosed bool)
+}
