@@ -12,7 +12,7 @@ import (
 // notifications into a writer that discards them.
 func BenchmarkExecuteLog(b *testing.B) {
 	s := newLineStream(strings.NewReader(""), io.Discard, 0)
-	el := &ExecuteLog{n: Notifier{s: s, invocationID: "inv"}, pending: map[string][]byte{}}
+	el := &ExecuteLog{n: Notifier{s: s, invocationID: "inv"}}
 	chunk := bytes.Repeat([]byte("output line with ünïcode ✓\n"), 2048)
 	b.SetBytes(int64(len(chunk)))
 	b.ResetTimer()

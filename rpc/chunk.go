@@ -10,6 +10,35 @@ import (
 // in UTF-16 code units as JavaScript counts string length.
 const MaxLogChunkUnits = 1_000_000
 
+// Text turns a byte stream into whole UTF-8 text chunks the host takes:
+// an incomplete sequence at the end of a write is held until the next one
+// completes it, and no chunk is longer than a limit in UTF-16 code units
+// (JavaScript's string length). Invalid bytes pass through; JSON encoding
+// makes each a U+FFFD, one unit. The zero value is ready.
+type Text struct {
+	held []byte
+}
+
+// Split returns the whole chunks of what was held plus p, each at most
+// maxUnits units, and holds what is incomplete.
+func (t *Text) Split(p []byte, maxUnits int) [][]byte {
+	buf := p
+	if len(t.held) > 0 {
+		buf = append(t.held, p...)
+	}
+	cut := completeUTF8(buf)
+	out := splitChunks(buf[:cut], maxUnits)
+	t.held = append(t.held[:0:0], buf[cut:]...)
+	return out
+}
+
+// Flush returns what is held, as chunks, at the stream's end.
+func (t *Text) Flush(maxUnits int) [][]byte {
+	out := splitChunks(t.held, maxUnits)
+	t.held = nil
+	return out
+}
+
 // completeUTF8 returns how many leading bytes of b end on a UTF-8 sequence
 // boundary: an incomplete sequence at the very end is held back, since the
 // next read may complete it. Invalid bytes count as complete (JSON encoding

@@ -70,7 +70,7 @@ func TestSplitChunksBoundsUTF16UnitsAndKeepsRunes(t *testing.T) {
 func TestExecuteLogKeepsUTF8AcrossWrites(t *testing.T) {
 	var out bytes.Buffer
 	s := newLineStream(strings.NewReader(""), &out, 0)
-	el := &ExecuteLog{n: Notifier{s: s, invocationID: "inv"}, pending: map[string][]byte{}}
+	el := &ExecuteLog{n: Notifier{s: s, invocationID: "inv"}}
 	text := []byte("héllo wörld 😀 €uro")
 	for _, b := range text { // one byte a write: every sequence is split
 		el.Write("stdout", []byte{b})
@@ -98,7 +98,7 @@ func TestExecuteLogKeepsUTF8AcrossWrites(t *testing.T) {
 func TestExecuteLogSplitsLargeOutput(t *testing.T) {
 	var out bytes.Buffer
 	s := newLineStream(strings.NewReader(""), &out, 0)
-	el := &ExecuteLog{n: Notifier{s: s, invocationID: "inv"}, pending: map[string][]byte{}}
+	el := &ExecuteLog{n: Notifier{s: s, invocationID: "inv"}}
 	el.Write("stderr", bytes.Repeat([]byte("😀"), MaxLogChunkUnits)) // 2M units
 	el.Close()
 	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))

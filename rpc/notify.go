@@ -36,6 +36,10 @@ func (n Notifier) Notify(method string, params any) error {
 	return n.s.writeNotification(method, n.invocationID, params)
 }
 
+// Detached is n without its request's invocation id, for notifications
+// that belong to no request: a channel's frames outlive its open request.
+func (n Notifier) Detached() Notifier { return Notifier{s: n.s} }
+
 // LogParams are the params of a "log" notification.
 type LogParams struct {
 	Level   string         `json:"level"`
@@ -61,16 +65,17 @@ type ExecuteLogParams struct {
 type ExecuteLog struct {
 	n Notifier
 
-	mu      sync.Mutex
-	closed  bool
-	units   int64
-	pending map[string][]byte
+	mu     sync.Mutex
+	closed bool
+	units  int64
+	stdout Text
+	stderr Text
 }
 
 // NewExecuteLog returns an execute.log route for the request ctx serves.
 // Without an invocation id the host cannot route chunks, so none are sent.
 func NewExecuteLog(ctx context.Context) *ExecuteLog {
-	return &ExecuteLog{n: NotifierFrom(ctx), pending: map[string][]byte{}}
+	return &ExecuteLog{n: NotifierFrom(ctx)}
 }
 
 // Write sends p as one or more chunks of stream ("stdout" or "stderr"). An
@@ -84,18 +89,25 @@ func (e *ExecuteLog) Write(stream string, p []byte) {
 	if e.closed {
 		return
 	}
-	buf := p
-	if held := e.pending[stream]; len(held) > 0 {
-		buf = append(held, p...)
+	if t := e.text(stream); t != nil {
+		e.send(stream, t.Split(p, MaxLogChunkUnits))
 	}
-	cut := completeUTF8(buf)
-	e.send(stream, buf[:cut])
-	e.pending[stream] = append(e.pending[stream][:0], buf[cut:]...)
+}
+
+// text is stream's splitter; nil for a stream the host does not take.
+func (e *ExecuteLog) text(stream string) *Text {
+	switch stream {
+	case "stdout":
+		return &e.stdout
+	case "stderr":
+		return &e.stderr
+	}
+	return nil
 }
 
 // send writes whole chunks; the caller holds mu.
-func (e *ExecuteLog) send(stream string, b []byte) {
-	for _, c := range splitChunks(b, MaxLogChunkUnits) {
+func (e *ExecuteLog) send(stream string, chunks [][]byte) {
+	for _, c := range chunks {
 		u := int64(utf16.Len(c))
 		if e.units+u > MaxExecuteLogUnits {
 			e.closed = true
@@ -121,9 +133,7 @@ func (e *ExecuteLog) Close() {
 		return
 	}
 	for _, stream := range []string{"stdout", "stderr"} {
-		if b := e.pending[stream]; len(b) > 0 {
-			e.send(stream, b)
-		}
+		e.send(stream, e.text(stream).Flush(MaxLogChunkUnits))
 	}
 	e.closed = true
 }

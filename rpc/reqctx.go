@@ -23,6 +23,39 @@ type requestCtx struct {
 
 	once   sync.Once
 	logger *zerolog.Logger
+
+	afterMu sync.Mutex
+	after   []func() // AfterReply's; nil once the reply is written
+	done    bool
+}
+
+// AfterReply runs f once the reply to the request ctx serves has been
+// written (or failed to be), on the goroutine that wrote it: what must
+// not reach the host before that reply waits for it (a channel's first
+// frame after its open reply). Outside a request, or once the reply is
+// out, f runs at once.
+func AfterReply(ctx context.Context, f func()) {
+	if c, ok := ctx.Value(requestKey{}).(*requestCtx); ok {
+		c.afterMu.Lock()
+		if !c.done {
+			c.after = append(c.after, f)
+			c.afterMu.Unlock()
+			return
+		}
+		c.afterMu.Unlock()
+	}
+	f()
+}
+
+// replied runs the AfterReply functions.
+func (c *requestCtx) replied() {
+	c.afterMu.Lock()
+	after := c.after
+	c.after, c.done = nil, true
+	c.afterMu.Unlock()
+	for _, f := range after {
+		f()
+	}
 }
 
 func (srv *Server) requestContext(ctx context.Context, in *inbound) *requestCtx {
@@ -44,6 +77,8 @@ func (c *requestCtx) Value(key any) any {
 		}
 	case receivedKey:
 		return c.in.received
+	case requestKey:
+		return c
 	}
 	v := c.Context.Value(key)
 	if _, ok := v.(*zerolog.Logger); ok {
@@ -68,6 +103,9 @@ func (c *requestCtx) log() *zerolog.Logger {
 }
 
 type receivedKey struct{}
+
+// requestKey finds the requestCtx below contexts derived from it.
+type requestKey struct{}
 
 // Received is when the request ctx serves was read from the host, which
 // started its own clock for the call about then: a budget worked out from

@@ -20,6 +20,16 @@ type Dispatcher interface {
 	Dispatch(ctx context.Context, method string, params json.RawMessage) (any, error)
 }
 
+// Admitter is a Dispatcher that takes some requests in on the reader, in
+// the order they arrive, before any later request is read: Admit must not
+// block. A non-nil result serves the request instead of Dispatch, on
+// whatever goroutine serves it. It is how requests whose order matters
+// (the writes of one channel) keep the host's order although requests are
+// served concurrently.
+type Admitter interface {
+	Admit(method string, params json.RawMessage) func(ctx context.Context) (any, error)
+}
+
 // Options tune a Server.
 type Options struct {
 	// StopMethod names the request that ends the session (Paperclip's
@@ -181,6 +191,7 @@ func (srv *Server) read() {
 		if !ok {
 			return // the session is over
 		}
+		in.serve = srv.admit(in)
 		if !c.inline {
 			go srv.serve(c, in)
 		} else if !srv.serve(c, in) {
@@ -235,15 +246,41 @@ func (srv *Server) run(c *call, in *inbound) outcome {
 	if srv.debug() {
 		start = time.Now()
 	}
-	o.result, o.err = srv.dispatch(o.ctx, in.method, params)
+	if in.serve != nil {
+		o.result, o.err = srv.guard(o.ctx, in.method, in.serve)
+	} else {
+		o.result, o.err = srv.dispatch(o.ctx, in.method, params)
+	}
 	if !start.IsZero() {
 		o.took = time.Since(start)
 	}
 	return o
 }
 
-// answer writes the reply to in.
+// admit lets the dispatcher take in in on the reader (Admitter).
+func (srv *Server) admit(in *inbound) (serve func(context.Context) (any, error)) {
+	a, ok := srv.d.(Admitter)
+	if !ok {
+		return nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			srv.opts.Logger.Error().Str("method", in.method).Str("panic", panicText(p)).Str("stack", string(debug.Stack())).
+				Msg("admitting a request panicked; Dispatch serves it")
+			serve = nil
+		}
+	}()
+	params := in.params
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage("{}")
+	}
+	return a.Admit(in.method, params)
+}
+
+// answer writes the reply to in, then runs what the handler asked to run
+// once it was (AfterReply).
 func (srv *Server) answer(in *inbound, o outcome) {
+	defer o.ctx.replied()
 	if o.err != nil {
 		code, msg, internal := codeFor(o.err)
 		if internal {
@@ -270,6 +307,11 @@ func (srv *Server) debug() bool {
 
 // dispatch calls the dispatcher and turns a panic into -32603.
 func (srv *Server) dispatch(ctx context.Context, method string, params json.RawMessage) (result any, err error) {
+	return srv.guard(ctx, method, func(ctx context.Context) (any, error) { return srv.d.Dispatch(ctx, method, params) })
+}
+
+// guard runs serve and turns a panic into -32603.
+func (srv *Server) guard(ctx context.Context, method string, serve func(context.Context) (any, error)) (result any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			zerolog.Ctx(ctx).Error().Str("panic", panicText(p)).Str("stack", string(debug.Stack())).
@@ -278,7 +320,7 @@ func (srv *Server) dispatch(ctx context.Context, method string, params json.RawM
 				"Internal error while handling %s; the worker logged the details and keeps serving.", method)
 		}
 	}()
-	return srv.d.Dispatch(ctx, method, params)
+	return serve(ctx)
 }
 
 func panicText(p any) string {

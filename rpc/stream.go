@@ -3,6 +3,7 @@ package rpc
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,8 @@ type inbound struct {
 	params     json.RawMessage
 	invocation *Invocation
 	received   time.Time // when its line was read: the host's clock started about then
+	// serve is what the dispatcher's Admit returned for it, if anything.
+	serve func(context.Context) (any, error)
 }
 
 // lineStream is NDJSON JSON-RPC over a reader and a writer. It answers
