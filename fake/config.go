@@ -1,10 +1,14 @@
 package fake
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // Config defaults, as the reference plugin has them.
@@ -15,7 +19,9 @@ const (
 )
 
 // Config is the parsed driver config. Parsing never fails: a value of the
-// wrong type falls back to its default.
+// wrong type falls back to its default, except path, whose invalid entries
+// are errors (errs): a command must not run with a search path other than
+// the one asked for.
 type Config struct {
 	Image      string
 	TimeoutMs  float64
@@ -24,6 +30,10 @@ type Config struct {
 	// keeps (our addition; 0 means the default).
 	MaxOutputBytes    int
 	maxOutputBytesSet bool
+	// Path is the directories every command is found through before the
+	// PATH it would otherwise get (commandPATH); nil when absent.
+	Path []string
+	errs []string // what is wrong with path, one sentence each
 }
 
 func parseConfig(raw handlers.Object) Config {
@@ -40,7 +50,66 @@ func parseConfig(raw handlers.Object) Config {
 	if f, ok := raw["maxOutputBytes"].(float64); ok && f >= 1 && f <= math.MaxInt32 && f == math.Trunc(f) {
 		c.MaxOutputBytes, c.maxOutputBytesSet = int(f), true
 	}
+	c.Path, c.errs = parsePath(raw["path"])
 	return c
+}
+
+// parsePath reads the path field: absent or null is none; otherwise an
+// array of absolute directories, none of which may hold ':' (it would split
+// the PATH entry) or a NUL. It returns the directories, or what is wrong.
+func parsePath(v any) ([]string, []string) {
+	if v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, []string{"path must be an array of absolute directories; got " + jsonText(v) + "."}
+	}
+	dirs := make([]string, 0, len(list))
+	var errs []string
+	for i, e := range list {
+		if why := pathEntryErr(i, e); why != "" {
+			errs = append(errs, why)
+			continue
+		}
+		dirs = append(dirs, e.(string))
+	}
+	if errs != nil {
+		return nil, errs
+	}
+	return dirs, nil
+}
+
+// pathEntryErr is what is wrong with entry i of path, "" for nothing.
+func pathEntryErr(i int, e any) string {
+	s, ok := e.(string)
+	switch {
+	case !ok || !filepath.IsAbs(s):
+		return fmt.Sprintf("path[%d] must be an absolute directory; got %s.", i, jsonText(e))
+	case strings.Contains(s, ":"):
+		return fmt.Sprintf("path[%d] must not contain ':', which separates PATH entries; got %s.", i, jsonText(e))
+	case strings.Contains(s, "\x00"):
+		return fmt.Sprintf("path[%d] must not contain a NUL character; got %s.", i, jsonText(e))
+	}
+	return ""
+}
+
+// jsonText is v as JSON, for a message that quotes what was sent.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%v", v)
+	}
+	return string(b)
+}
+
+// check refuses a config a command cannot run with: one whose path is
+// invalid.
+func (c Config) check() error {
+	if len(c.errs) == 0 {
+		return nil
+	}
+	return state.Userf("Invalid fake-plugin config: %s", strings.Join(c.errs, " "))
 }
 
 // normalized is the config as environmentValidateConfig returns it.
@@ -48,6 +117,9 @@ func (c Config) normalized() handlers.Object {
 	o := handlers.Object{"image": c.Image, "timeoutMs": c.TimeoutMs, "reuseLease": c.ReuseLease}
 	if c.maxOutputBytesSet {
 		o["maxOutputBytes"] = c.MaxOutputBytes
+	}
+	if c.Path != nil {
+		o["path"] = c.Path
 	}
 	return o
 }

@@ -12,7 +12,8 @@ import (
 
 // FuzzParseConfig parses any JSON object as a fake config. Parsing never
 // fails and keeps its rules (a non-blank image without surrounding space,
-// a finite timeout, an output limit of at least one byte), and the
+// a finite timeout, an output limit of at least one byte, a path of
+// absolute directories without ':' or NUL, or refused), and the
 // normalised config validateConfig answers parses back to the same config
 // with no warning the original did not have.
 func FuzzParseConfig(f *testing.F) {
@@ -20,6 +21,7 @@ func FuzzParseConfig(f *testing.F) {
 		`{}`, `{"image":"  ubuntu:24.04 ","timeoutMs":1e-7,"reuseLease":true}`,
 		`{"image":"","timeoutMs":"5","maxOutputBytes":0.5}`, `{"timeoutMs":-1,"maxOutputBytes":2147483647}`,
 		`{"image":7,"reuseLease":"yes","maxOutputBytes":1e300}`, `{"image":"\t\n"}`,
+		`{"path":["/opt/bin","/usr/local/bin"]}`, `{"path":[]}`, `{"path":["bin",7,"/a:b"]}`, `{"path":"/opt/bin"}`,
 	} {
 		f.Add(seed)
 	}
@@ -37,6 +39,17 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		if c.MaxOutputBytes < 1 {
 			t.Fatalf("%s: maxOutputBytes %d", data, c.MaxOutputBytes)
+		}
+		if len(c.errs) > 0 { // refused: nothing is normalised
+			if c.Path != nil || c.check() == nil {
+				t.Fatalf("%s: refused path kept as %q (check %v)", data, c.Path, c.check())
+			}
+			return
+		}
+		for _, d := range c.Path {
+			if !strings.HasPrefix(d, "/") || strings.ContainsAny(d, ":\x00") {
+				t.Fatalf("%s: path entry %q accepted", data, d)
+			}
 		}
 		b, err := json.Marshal(c.normalized())
 		if err != nil {

@@ -155,6 +155,8 @@ func (d *Driver) Declaration() handlers.DriverDeclaration {
 				"reuseLease": handlers.Object{"type": "boolean", "default": false, "description": "Keep one lease directory per environment across runs."},
 				"maxOutputBytes": handlers.Object{"type": "integer", "minimum": 1, "default": DefaultMaxOutputBytes,
 					"description": "Bytes of each output stream kept in an execute result (the tail); output is streamed in full.", "x-paperclip-advanced": true},
+				"path": handlers.Object{"type": "array", "items": handlers.Object{"type": "string"},
+					"description": "Absolute directories searched, in order, before the default PATH (or an execute's own env.PATH) for every command the fake runs: execute, post-upload commands, duplex channels and login terminals. Agent CLIs and node installed in ~/.local/bin, an nvm or a Homebrew directory are found through it."},
 			},
 		},
 		SupportsReusableLeases: &yes,
@@ -171,16 +173,24 @@ func (d *Driver) Declaration() handlers.DriverDeclaration {
 	}
 }
 
-// ValidateConfig implements handlers.Driver. It never fails: the fake
-// accepts any config and warns about values it had to replace.
+// ValidateConfig implements handlers.Driver. It refuses an invalid path
+// (ok:false with one error per entry); any other value it had to replace
+// is a warning.
 func (d *Driver) ValidateConfig(_ context.Context, p *handlers.ValidateConfigParams) (*handlers.ValidationResult, error) {
 	c := parseConfig(p.Config)
+	if len(c.errs) > 0 {
+		return &handlers.ValidationResult{OK: false, Errors: c.errs, Warnings: c.warnings(p.Config)}, nil
+	}
 	return &handlers.ValidationResult{OK: true, Warnings: c.warnings(p.Config), NormalizedConfig: c.normalized()}, nil
 }
 
-// Probe implements handlers.Driver. It has no side effects.
+// Probe implements handlers.Driver. It has no side effects; a config whose
+// commands could not run (an invalid path) probes not ok.
 func (d *Driver) Probe(_ context.Context, p *handlers.ProbeParams) (*handlers.ProbeResult, error) {
 	c := parseConfig(p.Config)
+	if err := c.check(); err != nil {
+		return &handlers.ProbeResult{OK: false, Summary: err.Error(), Metadata: handlers.Object{"provider": Key}}, nil
+	}
 	return &handlers.ProbeResult{
 		OK:      true,
 		Summary: "Fake sandbox provider is ready for image " + c.Image + ".",

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -80,6 +81,9 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 	if err := l.owned(&p.BaseParams); err != nil {
 		return nil, err
 	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
 	if err := envrule.Check(p.Env); err != nil {
 		return nil, err // the CreateOS driver's refusal, word for word
 	}
@@ -100,7 +104,7 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 	if p.TimeoutMs != nil {
 		timeout = *p.TimeoutMs
 	}
-	r := &run{l: l, e: e, p: p, out: out, maxOut: c.MaxOutputBytes, meta: meta, beforeSpawn: d.beforeSpawn}
+	r := &run{l: l, e: e, p: p, out: out, maxOut: c.MaxOutputBytes, path: c.Path, meta: meta, beforeSpawn: d.beforeSpawn}
 	return r.do(ctx, msDuration(timeout))
 }
 
@@ -116,6 +120,7 @@ type run struct {
 	p           *handlers.ExecuteParams
 	out         handlers.OutputSink
 	maxOut      int
+	path        []string // Config.Path
 	meta        handlers.Object
 	beforeSpawn func() // Driver.beforeSpawn
 }
@@ -174,7 +179,7 @@ func (r *run) prepare() (*exec.Cmd, *handlers.ExecuteResult) {
 		}
 		return nil, failed(1, fmt.Sprintf("fake-plugin: cannot use cwd %s: %s\n", cwd, why), r.meta)
 	}
-	path, err := lookPath(r.p.Command, envPATH(r.p.Env), cwd)
+	path, err := lookPath(r.p.Command, commandPATH(r.path, r.p.Env), cwd)
 	if err != nil {
 		code := 127
 		if errors.Is(err, os.ErrPermission) {
@@ -182,7 +187,7 @@ func (r *run) prepare() (*exec.Cmd, *handlers.ExecuteResult) {
 		}
 		return nil, failed(code, fmt.Sprintf("fake-plugin: cannot run %s: %s\n", shquote.Quote(r.p.Command), describeLookErr(err)), r.meta)
 	}
-	return newCommand(path, append([]string{r.p.Command}, r.p.Args...), buildEnv(r.p.Env, r.l.root), cwd), nil
+	return newCommand(path, append([]string{r.p.Command}, r.p.Args...), buildEnv(r.p.Env, r.l.root, r.path), cwd), nil
 }
 
 // spawn starts cmd with its stdin staged and its output on fresh pipes.
@@ -320,19 +325,31 @@ func (r *run) cwd() string {
 	}
 }
 
-// envPATH is the PATH a command runs with.
-func envPATH(env map[string]string) string {
-	if p, ok := env["PATH"]; ok {
-		return p
+// commandPATH is the PATH a command runs with and is found through: the
+// config's path directories first (Config.Path), then env's PATH when the
+// call sets one (an explicit env.PATH, even an empty one), else
+// defaultPATH. Every command the driver starts gets this rule: execute,
+// post-upload commands, duplex channels and login terminals.
+func commandPATH(dirs []string, env map[string]string) string {
+	base, ok := env["PATH"]
+	if !ok {
+		base = defaultPATH
 	}
-	return defaultPATH
+	if len(dirs) == 0 {
+		return base
+	}
+	if base == "" { // no trailing ':', which would search the cwd
+		return strings.Join(dirs, ":")
+	}
+	return strings.Join(dirs, ":") + ":" + base
 }
 
 // buildEnv is the whole environment of a command of the lease marked
-// marker: PATH, the marker (markerVar), then the explicit env, which
-// envrule.Check has accepted. Nothing is inherited from the worker.
-func buildEnv(env map[string]string, marker string) []string {
-	out := []string{"PATH=" + envPATH(env), markerVar + "=" + marker}
+// marker: PATH (commandPATH of dirs and env), the marker (markerVar), then
+// the explicit env, which envrule.Check has accepted. Nothing is inherited
+// from the worker.
+func buildEnv(env map[string]string, marker string, dirs []string) []string {
+	out := []string{"PATH=" + commandPATH(dirs, env), markerVar + "=" + marker}
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		if k != "PATH" {

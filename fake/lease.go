@@ -40,6 +40,7 @@ type lease struct {
 	closing   bool
 	gone      bool
 	running   map[*execution]struct{}
+	path      []string // Config.Path of the last acquire or resume: sessions' (their open has no config)
 	expiresAt time.Time
 	expiry    *time.Timer
 }
@@ -85,7 +86,7 @@ func (d *Driver) newLease(id string, p *handlers.BaseParams, c Config) (*lease, 
 		id: id, companyID: p.CompanyID, environmentID: p.EnvironmentID,
 		root: root, rootReal: real, dir: dir, workspace: filepath.Join(root, "workspace"),
 		image: c.Image, reuse: c.ReuseLease,
-		running: map[*execution]struct{}{},
+		running: map[*execution]struct{}{}, path: c.Path,
 	}, nil
 }
 
@@ -121,6 +122,9 @@ func (l *lease) leave(e *execution) {
 func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
 	d.boot(ctx)
 	c := parseConfig(p.Config)
+	if err := c.check(); err != nil {
+		return nil, err
+	}
 	expires, err := requestedExpiry(p.RequestedExpiresAt, d.now())
 	if err != nil {
 		return nil, err
@@ -149,6 +153,7 @@ func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParam
 		if err := l.owned(&p.BaseParams); err != nil {
 			return nil, err
 		}
+		l.setPath(c.Path)
 	}
 	l.op.Lock()
 	defer l.op.Unlock()
@@ -231,7 +236,26 @@ func (d *Driver) ResumeLease(_ context.Context, p *handlers.ResumeLeaseParams) (
 	if err := l.owned(&p.BaseParams); err != nil {
 		return nil, err
 	}
+	c := parseConfig(p.Config)
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	l.setPath(c.Path)
 	return l.result(true), nil
+}
+
+// setPath records the config's path for the lease's sessions.
+func (l *lease) setPath(dirs []string) {
+	l.mu.Lock()
+	l.path = dirs
+	l.mu.Unlock()
+}
+
+// sessionPATH is the PATH a session of the lease runs with.
+func (l *lease) sessionPATH() (dirs []string, path string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.path, commandPATH(l.path, nil)
 }
 
 // ReleaseLease implements handlers.Driver. With reuseLease (current

@@ -95,6 +95,10 @@ func (d *Driver) sync(ctx context.Context, p *handlers.SyncParams, in bool) (*ha
 	if err != nil {
 		return nil, err
 	}
+	c := parseConfig(p.Config)
+	if err := c.check(); err != nil {
+		return nil, err
+	}
 	plans, err := planSync(p.Operations, in, []string{l.root, l.rootReal})
 	if err != nil {
 		return nil, err
@@ -105,7 +109,7 @@ func (d *Driver) sync(ctx context.Context, p *handlers.SyncParams, in bool) (*ha
 	}
 	defer done()
 
-	s := &syncer{l: l, root: l.dir, in: in, timeoutMs: parseConfig(p.Config).TimeoutMs}
+	s := &syncer{l: l, root: l.dir, in: in, timeoutMs: c.TimeoutMs, path: c.Path}
 	res := &handlers.SyncResult{Operations: make([]handlers.SyncOperationResult, 0, len(plans))}
 	for _, op := range plans {
 		r, err := s.operation(ctx, op)
@@ -231,6 +235,7 @@ type syncer struct {
 	root      *os.Root
 	in        bool
 	timeoutMs float64
+	path      []string // Config.Path, for post-upload commands
 }
 
 // operation copies one operation's mappings in order, then runs its

@@ -12,7 +12,8 @@ import (
 )
 
 // postUpload runs one post-upload command verbatim as `sh -c <command>`
-// in its own process group, with only PATH and the lease's marker
+// in its own process group, with only PATH (commandPATH: the config's
+// path, then the default; sh itself is found through it) and the lease's marker
 // (markerVar) in its environment, stdin and output on /dev/null (output
 // may hold secrets and is never returned), in a cwd inside the lease root
 // opened through the lease's held root at use time (rootdir.go). Its
@@ -87,11 +88,11 @@ func (s *syncer) start(command, rel string) (*exec.Cmd, child, error) {
 		return nil, child{}, fmt.Errorf("cwd %s: %w", filepath.Join(s.l.root, rel), cleanErr(err))
 	}
 	defer dir.Close() // the child holds its cwd once started
-	sh, err := lookPath("sh", defaultPATH, "/")
+	sh, err := lookPath("sh", commandPATH(s.path, nil), "/")
 	if err != nil {
 		return nil, child{}, fmt.Errorf("no sh to run it: %w", err)
 	}
-	cmd := newCommand(sh, []string{"sh", "-c", command}, buildEnv(nil, s.l.root), fdPath(dir))
+	cmd := newCommand(sh, []string{"sh", "-c", command}, buildEnv(nil, s.l.root, s.path), fdPath(dir))
 	ch, err := children.start(cmd, s.l.root)
 	if err != nil {
 		return nil, child{}, fmt.Errorf("start: %w", unwrapPathErr(err))
