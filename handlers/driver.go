@@ -88,6 +88,8 @@ type DriverDeclaration struct {
 	SupportsTemplateDelete          bool                   `json:"supportsTemplateDelete,omitempty"`
 	ConfigSchema                    Object                 `json:"configSchema"`
 	SandboxCapabilities             map[string]bool        `json:"sandboxCapabilities,omitempty"`
+	// SupportsLoginPty is set by the plugin for a LoginPtyOpener.
+	SupportsLoginPty bool `json:"supportsLoginPty,omitempty"`
 }
 
 // TemplateConfigBinding names the config field a captured template binds to.

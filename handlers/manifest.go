@@ -33,7 +33,7 @@ func (p *Plugin) Manifest(version string) Manifest {
 		Entrypoints:  map[string]string{"worker": "./dist/worker.js"},
 	}
 	for _, d := range p.Drivers() {
-		m.EnvironmentDrivers = append(m.EnvironmentDrivers, d.Declaration())
+		m.EnvironmentDrivers = append(m.EnvironmentDrivers, declare(d))
 	}
 	return m
 }

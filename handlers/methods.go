@@ -28,6 +28,14 @@ type envMethod struct {
 	name     string
 	servedBy func(d Driver) bool
 	serve    func(ctx context.Context, d Driver, raw json.RawMessage) (any, error)
+	// endsSessions: the lease's live sessions are ended before it is served.
+	endsSessions bool
+}
+
+// endingSessions marks m as ending the lease's sessions first.
+func endingSessions(m envMethod) envMethod {
+	m.endsSessions = true
+	return m
 }
 
 // method routes name to m, a method expression of Driver or of one of the
@@ -63,9 +71,9 @@ var envMethods = []envMethod{
 	method("environmentValidateConfig", Driver.ValidateConfig),
 	method("environmentProbe", Driver.Probe),
 	method("environmentAcquireLease", Driver.AcquireLease),
-	method("environmentResumeLease", LeaseResumer.ResumeLease),
-	method("environmentReleaseLease", Driver.ReleaseLease),
-	method("environmentDestroyLease", destroyLease),
+	endingSessions(method("environmentResumeLease", LeaseResumer.ResumeLease)),
+	endingSessions(method("environmentReleaseLease", Driver.ReleaseLease)),
+	endingSessions(method("environmentDestroyLease", destroyLease)),
 	method("environmentRealizeWorkspace", Driver.RealizeWorkspace),
 	method("environmentExecute", execute),
 	method("environmentSyncIn", FileSyncer.SyncIn),

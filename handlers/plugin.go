@@ -37,6 +37,7 @@ type Plugin struct {
 	sortedDrivers []string
 	opts          Options
 	started       time.Time
+	sessions      *sessions
 
 	mu          sync.Mutex
 	initialized bool
@@ -50,7 +51,7 @@ func New(opts Options, drivers ...Driver) *Plugin {
 	if opts.CloseTimeout <= 0 {
 		opts.CloseTimeout = 5 * time.Second
 	}
-	p := &Plugin{drivers: map[string]Driver{}, opts: opts, started: time.Now()}
+	p := &Plugin{drivers: map[string]Driver{}, opts: opts, started: time.Now(), sessions: newSessions()}
 	for _, d := range drivers {
 		p.drivers[d.Key()] = d
 		p.order = append(p.order, d.Key())
@@ -92,6 +93,9 @@ func (p *Plugin) Dispatch(ctx context.Context, method string, params json.RawMes
 			return p.routeEnv(ctx, m, params)
 		}
 	}
+	if serve := p.sessionMethod(method); serve != nil {
+		return serve(ctx, params)
+	}
 	for _, name := range knownGeneric {
 		if name == method {
 			return nil, rpc.NotImplemented(method)
@@ -105,20 +109,38 @@ func (p *Plugin) routeEnv(ctx context.Context, m envMethod, params json.RawMessa
 		return nil, rpc.NotImplemented(m.name)
 	}
 	var head struct {
-		DriverKey *string `json:"driverKey"`
+		DriverKey       *string `json:"driverKey"`
+		CompanyID       string  `json:"companyId"`
+		ProviderLeaseID *string `json:"providerLeaseId"`
 	}
 	if err := decodeParams(params, &head); err != nil {
 		return nil, err
 	}
-	if head.DriverKey == nil || *head.DriverKey == "" {
+	d, err := p.driverFor(ctx, head.DriverKey)
+	if err != nil {
+		return nil, err
+	}
+	if m.endsSessions && head.ProviderLeaseID != nil && *head.ProviderLeaseID != "" {
+		// The lease's sessions end first: their exits reach the host
+		// before the lease's end does.
+		ectx, cancel := context.WithTimeout(ctx, closeBudget)
+		p.sessions.endLease(ectx, leaseRef{d.Key(), head.CompanyID, *head.ProviderLeaseID})
+		cancel()
+	}
+	return m.serve(ctx, d, params)
+}
+
+// driverFor is the driver key names, with the request's logger told.
+func (p *Plugin) driverFor(ctx context.Context, key *string) (Driver, error) {
+	if key == nil || *key == "" {
 		return nil, missing("driverKey")
 	}
-	d, ok := p.drivers[*head.DriverKey]
+	d, ok := p.drivers[*key]
 	if !ok {
-		return nil, rpc.InvalidParams("unknown driverKey %q; this worker serves %s.", *head.DriverKey, strings.Join(p.order, ", "))
+		return nil, rpc.InvalidParams("unknown driverKey %q; this worker serves %s.", *key, strings.Join(p.order, ", "))
 	}
 	zerolog.Ctx(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context { return c.Str("driverKey", d.Key()) })
-	return m.serve(ctx, d, params)
+	return d, nil
 }
 
 // SupportedMethods lists the optional methods the enabled drivers serve.
@@ -134,6 +156,12 @@ func (p *Plugin) SupportedMethods() []string {
 				break
 			}
 		}
+	}
+	if p.servesDuplex() {
+		out = append(out, duplexMethods...)
+	}
+	if p.servesLogin() {
+		out = append(out, loginMethods...)
 	}
 	return out
 }
@@ -208,6 +236,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 	p.closeOnce.Do(func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.CloseTimeout)
 		defer cancel()
+		p.sessions.endAll(cctx) // before the drivers: a channel's exit goes out while it can
 		var wg sync.WaitGroup
 		errs := make([]error, len(p.order))
 		for i, key := range p.order {

@@ -1,0 +1,256 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
+)
+
+// The live-session methods. Each family is served, advertised and declared
+// (supportsLoginPty, sandboxCapabilities.duplexCommandStream) exactly when
+// an enabled driver implements its opener.
+var (
+	duplexMethods = []string{"duplexChannelOpen", "duplexChannelWrite", "duplexChannelStop", "duplexChannelClose"}
+	loginMethods  = []string{"loginPtyOpen", "loginPtyInput", "loginPtyStop", "loginPtyClose"}
+)
+
+// servesDuplex reports whether an enabled driver runs duplex channels.
+func (p *Plugin) servesDuplex() bool {
+	for _, d := range p.drivers {
+		if _, ok := d.(DuplexOpener); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// servesLogin reports whether an enabled driver runs login PTYs.
+func (p *Plugin) servesLogin() bool {
+	for _, d := range p.drivers {
+		if _, ok := d.(LoginPtyOpener); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionMethod returns how to serve method when it is a live-session
+// method this worker serves, else nil.
+func (p *Plugin) sessionMethod(method string) func(context.Context, json.RawMessage) (any, error) {
+	switch method {
+	case "duplexChannelOpen", "duplexChannelClose", "duplexChannelWrite", "duplexChannelStop":
+		if !p.servesDuplex() {
+			return nil
+		}
+	case "loginPtyOpen", "loginPtyClose", "loginPtyInput", "loginPtyStop":
+		if !p.servesLogin() {
+			return nil
+		}
+	default:
+		return nil
+	}
+	switch method {
+	case "duplexChannelOpen":
+		return p.openDuplex
+	case "loginPtyOpen":
+		return p.openLogin
+	case "duplexChannelClose":
+		return p.closeFor(duplexKind)
+	case "loginPtyClose":
+		return p.closeFor(loginKind)
+	}
+	return func(ctx context.Context, raw json.RawMessage) (any, error) {
+		return p.admitInput(method, raw)(ctx)
+	}
+}
+
+// Admit implements rpc.Admitter: the writes, input and stops of channels
+// are taken in on the reader, so that they reach the channel in the order
+// the host sent them.
+func (p *Plugin) Admit(method string, raw json.RawMessage) func(context.Context) (any, error) {
+	switch method {
+	case "duplexChannelWrite", "duplexChannelStop", "loginPtyInput", "loginPtyStop":
+		if p.sessionMethod(method) != nil {
+			return p.admitInput(method, raw)
+		}
+	}
+	return nil
+}
+
+// inputParams are the params of duplexChannelWrite/Stop (hostRouteId,
+// workerSessionId, data) and loginPtyInput/Stop (workerSessionId, data).
+type inputParams struct {
+	HostRouteID     string `json:"hostRouteId"`
+	WorkerSessionID string `json:"workerSessionId"`
+	Data            string `json:"data"`
+}
+
+// admitInput queues a write or stop on its channel. A pair that names no
+// live route of the method's kind is ignored (null), as the host expects.
+func (p *Plugin) admitInput(method string, raw json.RawMessage) func(context.Context) (any, error) {
+	var in inputParams
+	if err := decodeParams(raw, &in); err != nil {
+		return fail(err)
+	}
+	k, stop, fields := duplexKind, method == "duplexChannelStop", []string{"hostRouteId", in.HostRouteID, "workerSessionId", in.WorkerSessionID}
+	if method == "loginPtyInput" || method == "loginPtyStop" {
+		k, stop, fields = loginKind, method == "loginPtyStop", []string{"workerSessionId", in.WorkerSessionID}
+		in.HostRouteID = "" // login input is keyed by the session alone
+	}
+	if err := need(fields...); err != nil {
+		return fail(err)
+	}
+	item := inputItem{stop: stop}
+	if !stop {
+		b, err := inputBytes(k, in.Data)
+		if err != nil || len(b) == 0 {
+			return fail(err) // nil for empty text: nothing to write
+		}
+		item.data, item.done = b, make(chan struct{})
+	}
+	r := p.sessions.lookup(k, in.WorkerSessionID, in.HostRouteID)
+	if r == nil {
+		return fail(nil)
+	}
+	return r.input(item)
+}
+
+// inputBytes is what a write carries: base64 bytes (duplex) or text.
+func inputBytes(k *sessionKind, data string) ([]byte, error) {
+	if k.text {
+		return []byte(data), nil
+	}
+	b, ok := decodeChannelBytes(data)
+	if !ok {
+		return nil, rpc.InvalidParams(`"data" must be standard padded base64 of at least one byte.`)
+	}
+	return b, nil
+}
+
+// fail serves a request that has its answer already: err, or null.
+func fail(err error) func(context.Context) (any, error) {
+	return func(context.Context) (any, error) { return nil, err }
+}
+
+// input queues it on r's channel; a write is answered once the channel
+// took it (or the route ended), a stop at once.
+func (r *route) input(it inputItem) func(context.Context) (any, error) {
+	q := r.in.Load()
+	if q == nil || !q.push(it) || it.done == nil {
+		return fail(nil)
+	}
+	return func(ctx context.Context) (any, error) {
+		select {
+		case <-it.done:
+		case <-ctx.Done():
+		}
+		return nil, nil
+	}
+}
+
+// openParams check what every open needs.
+func (b *SessionBase) check() error {
+	return need("hostRouteId", b.HostRouteID, "driverKey", b.DriverKey, "companyId", b.CompanyID,
+		"environmentId", b.EnvironmentID, "providerLeaseId", b.ProviderLeaseID)
+}
+
+func (o *DuplexOpenParams) check() error { return o.SessionBase.check() }
+
+func (o *LoginPtyOpenParams) check() error {
+	if err := o.SessionBase.check(); err != nil {
+		return err
+	}
+	return need("loginCommandKey", o.LoginCommandKey, "sessionHome", o.SessionHome)
+}
+
+// duplexOpened is duplexChannelOpen's result.
+type duplexOpened struct {
+	HostRouteID     string `json:"hostRouteId"`
+	WorkerSessionID string `json:"workerSessionId"`
+}
+
+// loginOpened is loginPtyOpen's result.
+type loginOpened struct {
+	WorkerSessionID string `json:"workerSessionId"`
+}
+
+func (p *Plugin) openDuplex(ctx context.Context, raw json.RawMessage) (any, error) {
+	var o DuplexOpenParams
+	if err := decodeParams(raw, &o); err != nil {
+		return nil, err
+	}
+	d, err := p.driverFor(ctx, &o.DriverKey)
+	if err != nil {
+		return nil, err
+	}
+	op, ok := d.(DuplexOpener)
+	if !ok {
+		return nil, rpc.InvalidParams("driver %s does not run duplex channels.", d.Key())
+	}
+	r, err := p.sessions.open(ctx, duplexKind, o.SessionBase, func(ctx context.Context, out ChannelSink) (Channel, error) {
+		return op.OpenDuplex(ctx, &o, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return duplexOpened{HostRouteID: r.id, WorkerSessionID: r.sid}, nil
+}
+
+func (p *Plugin) openLogin(ctx context.Context, raw json.RawMessage) (any, error) {
+	var o LoginPtyOpenParams
+	if err := decodeParams(raw, &o); err != nil {
+		return nil, err
+	}
+	d, err := p.driverFor(ctx, &o.DriverKey)
+	if err != nil {
+		return nil, err
+	}
+	op, ok := d.(LoginPtyOpener)
+	if !ok {
+		return nil, rpc.InvalidParams("driver %s does not run login pseudo-terminals.", d.Key())
+	}
+	if _, ok := LoginCommands[o.LoginCommandKey]; !ok {
+		return nil, rpc.InvalidParams(`"loginCommandKey" must be "claude", "codex" or "grok".`)
+	}
+	r, err := p.sessions.open(ctx, loginKind, o.SessionBase, func(ctx context.Context, out ChannelSink) (Channel, error) {
+		return op.OpenLoginPty(ctx, &o, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return loginOpened{WorkerSessionID: r.sid}, nil
+}
+
+// closeFor serves a close of kind k: keyed by hostRouteId alone.
+func (p *Plugin) closeFor(k *sessionKind) func(context.Context, json.RawMessage) (any, error) {
+	return func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var c struct {
+			HostRouteID string `json:"hostRouteId"`
+		}
+		if err := decodeParams(raw, &c); err != nil {
+			return nil, err
+		}
+		if err := need("hostRouteId", c.HostRouteID); err != nil {
+			return nil, err
+		}
+		return p.sessions.closeRoute(ctx, k, c.HostRouteID)
+	}
+}
+
+// declare adds what the route table serves for d to its declaration.
+func declare(d Driver) DriverDeclaration {
+	decl := d.Declaration()
+	if _, ok := d.(LoginPtyOpener); ok {
+		decl.SupportsLoginPty = true
+	}
+	if _, ok := d.(DuplexOpener); ok {
+		caps := make(map[string]bool, len(decl.SandboxCapabilities)+1)
+		for k, v := range decl.SandboxCapabilities {
+			caps[k] = v
+		}
+		caps["duplexCommandStream"] = true
+		decl.SandboxCapabilities = caps
+	}
+	return decl
+}

@@ -1,0 +1,410 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
+)
+
+// live is a driver whose channels follow a script in their command (for
+// login, in the login key's first argument):
+//
+//	emit <text>    Data(<text>) from the channel's goroutine, then wait
+//	exit <n>       Data("bye"), Exit(n) twice
+//	fail           Data("early") from a goroutine, then the open fails
+//	stuck          Close cannot confirm the end
+//	split          "€" in two Data calls, cut inside the character
+//	cat            echo every write back
+type live struct {
+	minimal
+	login    []string // the script of login channels
+	mu       sync.Mutex
+	chans    []*testChannel
+	released []int // how many channels were closed when each release came
+}
+
+func newLive() *live { return &live{minimal: minimal{key: "live"}} }
+
+func (d *live) OpenDuplex(_ context.Context, p *DuplexOpenParams, out ChannelSink) (Channel, error) {
+	return d.open(p.Command, out)
+}
+
+func (d *live) OpenLoginPty(_ context.Context, p *LoginPtyOpenParams, out ChannelSink) (Channel, error) {
+	return d.open(d.login, out)
+}
+
+func (d *live) open(script []string, out ChannelSink) (Channel, error) {
+	ch := &testChannel{out: out, cat: slices.Contains(script, "cat"), stuck: slices.Contains(script, "stuck")}
+	d.mu.Lock()
+	d.chans = append(d.chans, ch)
+	d.mu.Unlock()
+	switch {
+	case len(script) == 0:
+	case script[0] == "split": // one character over two reads
+		go func() { out.Data([]byte("€")[:1]); out.Data([]byte("€")[1:]) }()
+	case script[0] == "emit":
+		go out.Data([]byte(strings.Join(script[1:], " ")))
+	case script[0] == "exit":
+		n, _ := strconv.Atoi(script[1])
+		go func() { out.Data([]byte("bye")); ch.exit(&n); out.Exit(&n, false) }()
+	case script[0] == "fail":
+		go out.Data([]byte("early")) // waits for the open reply, which is an error
+		return nil, rpc.InvalidParams("the open failed on purpose")
+	}
+	return ch, nil
+}
+
+func (d *live) ReleaseLease(context.Context, *ReleaseLeaseParams) (*TerminationReceipt, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, c := range d.chans {
+		if c.isClosed() {
+			n++
+		}
+	}
+	d.released = append(d.released, n)
+	return nil, nil
+}
+
+// testChannel records what the route table hands it.
+type testChannel struct {
+	out        ChannelSink
+	cat, stuck bool
+
+	mu     sync.Mutex
+	got    bytes.Buffer
+	writes int
+	stops  int
+	closed bool
+	ended  bool
+}
+
+func (c *testChannel) Write(p []byte) error {
+	c.mu.Lock()
+	c.got.Write(p)
+	c.writes++
+	c.mu.Unlock()
+	if c.cat {
+		c.out.Data(p)
+	}
+	return nil
+}
+
+func (c *testChannel) Stop() {
+	c.mu.Lock()
+	c.stops++
+	c.mu.Unlock()
+	c.end(nil)
+}
+
+func (c *testChannel) Close(context.Context) error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.end(nil)
+	if c.stuck {
+		return errors.New("still running")
+	}
+	return nil
+}
+
+func (c *testChannel) exit(*int) {
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+}
+
+// end reports an exit unless one was reported.
+func (c *testChannel) end(code *int) {
+	c.mu.Lock()
+	ended := c.ended
+	c.ended = true
+	c.mu.Unlock()
+	if !ended {
+		c.out.Exit(code, false)
+	}
+}
+
+func (c *testChannel) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *testChannel) received() (string, int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.got.String(), c.writes, c.stops
+}
+
+// serveLive serves a Plugin of one live driver.
+func serveLive(t *testing.T) (*live, *rpctest.Conn) {
+	t.Helper()
+	d := newLive()
+	p := New(Options{}, d)
+	c, _ := rpctest.Serve(t, p, rpc.Options{})
+	t.Cleanup(func() { _ = p.Close(context.Background()) }) // ends the channels, as the worker's main does
+	return d, c
+}
+
+var base = map[string]any{"driverKey": "live", "companyId": "co", "environmentId": "env", "providerLeaseId": "lease-1"}
+
+func with(extra map[string]any) map[string]any {
+	m := map[string]any{}
+	for k, v := range base {
+		m[k] = v
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+// openDuplex opens route with command and returns the session id and the
+// lines printed before the reply.
+func openDuplex(t *testing.T, c *rpctest.Conn, id int, route string, command ...string) (string, []rpctest.Msg) {
+	t.Helper()
+	reply, before := c.Call(id, "duplexChannelOpen", with(map[string]any{"hostRouteId": route, "command": command}), "", "")
+	var res struct{ HostRouteID, WorkerSessionID string }
+	c.Result(reply, &res)
+	if res.HostRouteID != route || !strings.HasPrefix(res.WorkerSessionID, "duplex-") {
+		t.Fatalf("open reply %s, want route %s and a duplex- session", reply.Result, route)
+	}
+	return res.WorkerSessionID, before
+}
+
+type frame struct {
+	HostRouteID     string `json:"hostRouteId"`
+	WorkerSessionID string `json:"workerSessionId"`
+	Chunk           string `json:"chunk"`
+	ExitCode        *int   `json:"exitCode"`
+	TransportClosed *bool  `json:"transportClosed"`
+}
+
+func frameOf(t *testing.T, m rpctest.Msg) frame {
+	t.Helper()
+	var f frame
+	if err := json.Unmarshal(m.Params, &f); err != nil {
+		t.Fatalf("frame %s: %v", m.Raw, err)
+	}
+	return f
+}
+
+func TestDuplexFramesFollowTheOpenReply(t *testing.T) {
+	_, c := serveLive(t)
+	sid, before := openDuplex(t, c, 1, "duplex-route-1", "emit", "hello")
+	if len(before) != 0 {
+		t.Fatalf("%d line(s) before the open reply: %s", len(before), before[0].Raw)
+	}
+	m := c.Next()
+	f := frameOf(t, m)
+	got, _ := base64.StdEncoding.DecodeString(f.Chunk)
+	if m.Method != "duplexChannel.data" || f.HostRouteID != "duplex-route-1" || f.WorkerSessionID != sid || string(got) != "hello" {
+		t.Fatalf("got %s, want hello on the pair", m.Raw)
+	}
+	if m.InvocationID != "" {
+		t.Fatalf("a frame carries an invocation id: %s", m.Raw)
+	}
+}
+
+func TestDuplexWritesKeepTheHostsOrder(t *testing.T) {
+	d, c := serveLive(t)
+	sid, _ := openDuplex(t, c, 1, "duplex-route-1")
+	var want bytes.Buffer
+	for i := range 100 {
+		piece := []byte(strconv.Itoa(i) + ",")
+		want.Write(piece)
+		c.Send(rpctest.Request(100+i, "duplexChannelWrite", map[string]any{
+			"hostRouteId": "duplex-route-1", "workerSessionId": sid, "data": base64.StdEncoding.EncodeToString(piece)}, "", ""))
+	}
+	for range 100 {
+		if m := c.Next(); !m.IsReply() || string(m.Result) != "null" {
+			t.Fatalf("write reply %s, want null", m.Raw)
+		}
+	}
+	if got, n, _ := d.chans[0].received(); got != want.String() || n != 100 {
+		t.Fatalf("channel got %q in %d writes, want %q in 100", got, n, want.String())
+	}
+}
+
+func TestDuplexInputIsIgnoredOrRefused(t *testing.T) {
+	d, c := serveLive(t)
+	sid, _ := openDuplex(t, c, 1, "duplex-route-1")
+	data := base64.StdEncoding.EncodeToString([]byte{0, 0xff})
+	cases := []struct {
+		name   string
+		method string
+		params map[string]any
+		code   int // 0: null
+	}{
+		{"foreign route", "duplexChannelWrite", map[string]any{"hostRouteId": "duplex-route-9", "workerSessionId": sid, "data": data}, 0},
+		{"unknown session", "duplexChannelWrite", map[string]any{"hostRouteId": "duplex-route-1", "workerSessionId": "duplex-x", "data": data}, 0},
+		{"login session key", "loginPtyInput", map[string]any{"workerSessionId": sid, "data": "x"}, 0},
+		{"stop of a foreign pair", "duplexChannelStop", map[string]any{"hostRouteId": "duplex-route-2", "workerSessionId": sid}, 0},
+		{"not canonical base64", "duplexChannelWrite", map[string]any{"hostRouteId": "duplex-route-1", "workerSessionId": sid, "data": "AP/"}, rpc.CodeInvalidParams},
+		{"empty data", "duplexChannelWrite", map[string]any{"hostRouteId": "duplex-route-1", "workerSessionId": sid, "data": ""}, rpc.CodeInvalidParams},
+		{"no session", "duplexChannelWrite", map[string]any{"hostRouteId": "duplex-route-1", "data": data}, rpc.CodeInvalidParams},
+	}
+	for i, tc := range cases {
+		reply, _ := c.Call(10+i, tc.method, tc.params, "", "")
+		switch {
+		case tc.code == 0 && (reply.Error != nil || string(reply.Result) != "null"):
+			t.Errorf("%s: got %s, want null", tc.name, reply.Raw)
+		case tc.code != 0 && (reply.Error == nil || reply.Error.Code != tc.code):
+			t.Errorf("%s: got %s, want error %d", tc.name, reply.Raw, tc.code)
+		}
+	}
+	if got, n, stops := d.chans[0].received(); n != 0 || stops != 0 {
+		t.Fatalf("the channel got %q (%d writes, %d stops); every case should have been ignored", got, n, stops)
+	}
+}
+
+func TestDuplexExitOnceAndCloseAcks(t *testing.T) {
+	_, c := serveLive(t)
+	sid, _ := openDuplex(t, c, 1, "duplex-route-1", "exit", "7")
+	c.Until("data", func(m rpctest.Msg) bool { return m.Method == "duplexChannel.data" })
+	exit := frameOf(t, c.Until("exit", func(m rpctest.Msg) bool { return m.Method == "duplexChannel.exit" }))
+	if exit.ExitCode == nil || *exit.ExitCode != 7 || exit.TransportClosed != nil || exit.WorkerSessionID != sid {
+		t.Fatalf("exit %+v, want code 7 on the pair without transportClosed", exit)
+	}
+	want := `{"hostRouteId":"duplex-route-1","workerSessionId":"` + sid + `"}`
+	for i := range 2 { // a repeated close gets the same ack
+		reply, before := c.Call(2+i, "duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-1"}, "", "")
+		if string(reply.Result) != want {
+			t.Fatalf("close %d: %s, want %s", i, reply.Result, want)
+		}
+		for _, m := range before {
+			t.Fatalf("close %d: a second exit or more output: %s", i, m.Raw)
+		}
+	}
+	reply, _ := c.Call(9, "duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-404"}, "", "")
+	if string(reply.Result) != `{"hostRouteId":"duplex-route-404"}` {
+		t.Fatalf("close of a route never opened: %s", reply.Result)
+	}
+	reply, _ = c.Call(10, "duplexChannelOpen", with(map[string]any{"hostRouteId": "duplex-route-1", "command": []string{}}), "", "")
+	if reply.Error == nil {
+		t.Fatalf("reopening a closed route id: %s, want an error", reply.Raw)
+	}
+}
+
+func TestDuplexRefusesASecondOpenOnALiveRoute(t *testing.T) {
+	_, c := serveLive(t)
+	openDuplex(t, c, 1, "duplex-route-1")
+	reply, _ := c.Call(2, "duplexChannelOpen", with(map[string]any{"hostRouteId": "duplex-route-1", "command": []string{}}), "", "")
+	if reply.Error == nil || reply.Error.Code != rpc.CodeInvalidParams {
+		t.Fatalf("second open: %s", reply.Raw)
+	}
+}
+
+func TestFailedOpenSendsNoFrame(t *testing.T) {
+	_, c := serveLive(t)
+	reply, before := c.Call(1, "duplexChannelOpen", with(map[string]any{"hostRouteId": "duplex-route-1", "command": []string{"fail"}}), "", "")
+	if reply.Error == nil || len(before) != 0 {
+		t.Fatalf("failed open: %s after %d line(s)", reply.Raw, len(before))
+	}
+	// The host closes the route it reserved; nothing else may be printed.
+	reply, before = c.Call(2, "duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-1"}, "", "")
+	if len(before) != 0 || !strings.HasPrefix(string(reply.Result), `{"hostRouteId":"duplex-route-1"`) {
+		t.Fatalf("close after a failed open: %s after %d line(s)", reply.Raw, len(before))
+	}
+}
+
+func TestCloseStopsFramesAndFailsWhenUnconfirmed(t *testing.T) {
+	d, c := serveLive(t)
+	sid, _ := openDuplex(t, c, 1, "duplex-route-1", "cat")
+	reply, _ := c.Call(2, "duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-1"}, "", "")
+	if reply.Error != nil || !d.chans[0].isClosed() {
+		t.Fatalf("close: %s; channel closed: %v", reply.Raw, d.chans[0].isClosed())
+	}
+	// A write after the close reaches nothing and prints nothing.
+	reply, before := c.Call(3, "duplexChannelWrite", map[string]any{"hostRouteId": "duplex-route-1", "workerSessionId": sid, "data": "AA=="}, "", "")
+	if len(before) != 0 || string(reply.Result) != "null" {
+		t.Fatalf("write after close: %s after %d line(s)", reply.Raw, len(before))
+	}
+	openDuplex(t, c, 4, "duplex-route-2", "stuck")
+	reply, _ = c.Call(5, "duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-2"}, "", "")
+	if reply.Error == nil {
+		t.Fatalf("close of a channel whose end is unconfirmed acked: %s", reply.Raw)
+	}
+}
+
+func TestLoginOutputKeepsUTF8AcrossWrites(t *testing.T) {
+	d, c := serveLive(t)
+	d.login = []string{"split", "cat"}
+	home := SessionHomeRoot + "/0b0e2c1a-4b2f-4c3d-8e9f-0a1b2c3d4e5f"
+	reply, _ := c.Call(1, "loginPtyOpen", with(map[string]any{"hostRouteId": "b7f1", "loginCommandKey": "claude", "sessionHome": home}), "", "")
+	var res struct{ WorkerSessionID string }
+	c.Result(reply, &res)
+	if !strings.HasPrefix(res.WorkerSessionID, "pty-") {
+		t.Fatalf("login open: %s", reply.Raw)
+	}
+	out := c.Until("output", func(m rpctest.Msg) bool { return m.Method == "loginPty.output" })
+	if f := frameOf(t, out); f.Chunk != "€" || f.HostRouteID != "b7f1" || f.WorkerSessionID != res.WorkerSessionID {
+		t.Fatalf("output %s, want \"€\" whole on the pair", out.Raw)
+	}
+	// Typed input is keyed by the session alone and reaches the terminal.
+	reply, before := c.Call(2, "loginPtyInput", map[string]any{"workerSessionId": res.WorkerSessionID, "data": "y\r"}, "", "")
+	if reply.Error != nil || len(before) != 1 {
+		t.Fatalf("input: %s after %d line(s), want the echo first (a write is answered once taken)", reply.Raw, len(before))
+	}
+	if f := frameOf(t, before[0]); f.Chunk != "y\r" {
+		t.Fatalf("echo %+v, want the typed line", f)
+	}
+	reply, _ = c.Call(9, "loginPtyClose", map[string]any{"hostRouteId": "b7f1"}, "", "")
+	if string(reply.Result) != `{"hostRouteId":"b7f1"}` {
+		t.Fatalf("login close ack %s", reply.Result)
+	}
+}
+
+func TestLeaseEndClosesItsSessionsFirst(t *testing.T) {
+	d, c := serveLive(t)
+	openDuplex(t, c, 1, "duplex-route-1")
+	reply, before := c.Call(2, "environmentReleaseLease", with(map[string]any{"config": map[string]any{}}), "", "")
+	if reply.Error != nil {
+		t.Fatalf("release: %s", reply.Raw)
+	}
+	if len(d.released) != 1 || d.released[0] != 1 {
+		t.Fatalf("channels closed when release reached the driver: %v, want [1]", d.released)
+	}
+	if len(before) != 1 || before[0].Method != "duplexChannel.exit" {
+		t.Fatalf("want the channel's exit before the release reply, got %d line(s)", len(before))
+	}
+}
+
+func TestSessionsAreDeclaredByTheirDrivers(t *testing.T) {
+	p := New(Options{}, newLive(), minimal{key: "plain"})
+	m := p.Manifest("1.0.0")
+	if !m.EnvironmentDrivers[0].SupportsLoginPty || !m.EnvironmentDrivers[0].SandboxCapabilities["duplexCommandStream"] {
+		t.Fatalf("live: %+v", m.EnvironmentDrivers[0])
+	}
+	if m.EnvironmentDrivers[1].SupportsLoginPty || m.EnvironmentDrivers[1].SandboxCapabilities != nil {
+		t.Fatalf("plain: %+v", m.EnvironmentDrivers[1])
+	}
+	methods := p.SupportedMethods()
+	for _, name := range append(slices.Clone(duplexMethods), loginMethods...) {
+		if !slices.Contains(methods, name) {
+			t.Errorf("supportedMethods lacks %s", name)
+		}
+	}
+	plain := New(Options{}, minimal{key: "plain"})
+	for _, name := range plain.SupportedMethods() {
+		if strings.HasPrefix(name, "duplex") || strings.HasPrefix(name, "login") {
+			t.Errorf("a plugin without session drivers advertises %s", name)
+		}
+	}
+	_, err := plain.Dispatch(context.Background(), "duplexChannelOpen", json.RawMessage(`{}`))
+	if code(err) != rpc.CodeMethodNotImplemented {
+		t.Fatalf("duplexChannelOpen without a driver: %v", err)
+	}
+}
