@@ -99,11 +99,14 @@ func commandScript(cmd commandSpec, stdinPath string) (string, error) {
 
 // follower reads one managed process's output journal.
 type follower struct {
-	c      *Client
-	path   string // /sandboxes/{id}/processes/{pid}
-	out    *output
-	cursor int64
-	delay  time.Duration
+	c    *Client
+	path string // /sandboxes/{id}/processes/{pid}
+	// deliver gets each data frame's bytes once, in order; they are the
+	// caller's to keep.
+	deliver func(stream string, p []byte)
+	pty     bool // pty frames are valid (a session's process)
+	cursor  int64
+	delay   time.Duration
 }
 
 // follow connects (and reconnects) until the exit frame. Retryable: a

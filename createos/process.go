@@ -104,7 +104,7 @@ func (p *process) start(ctx context.Context, cmd commandSpec, script string) err
 
 // follow reads the process's output until its exit frame.
 func (p *process) follow(ctx context.Context) (*exitStatus, error) {
-	f := &follower{c: p.c, path: p.base() + "/" + p.processID, out: p.out, delay: p.delay}
+	f := &follower{c: p.c, path: p.base() + "/" + p.processID, deliver: p.out.write, delay: p.delay}
 	return f.follow(ctx)
 }
 

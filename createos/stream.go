@@ -106,6 +106,12 @@ func canonicalBase64(s string) bool {
 	return true
 }
 
+// validStream reports whether a data frame's stream is one the follower
+// reads: stdout and stderr, and pty for a session's process (v0.2+).
+func (e *follower) validStream(stream string) bool {
+	return stream == "stdout" || stream == "stderr" || stream == "pty" && e.pty
+}
+
 // exitStatus is a process's end as the exit frame reports it.
 type exitStatus struct {
 	code   *int
@@ -133,14 +139,14 @@ func (e *follower) handle(fr object) (*exitStatus, error) {
 		}
 		stream, _ := fr.str("stream")
 		data, okData := fr.str("data_base64")
-		if stream != "stdout" && stream != "stderr" || !okData || !canonicalBase64(data) {
+		if !e.validStream(stream) || !okData || !canonicalBase64(data) {
 			return nil, errInvalidOutput
 		}
 		b, err := base64.StdEncoding.DecodeString(data)
 		if err != nil {
 			return nil, errInvalidOutput
 		}
-		e.out.write(stream, b)
+		e.deliver(stream, b)
 		e.cursor = int64(seq)
 		return nil, nil
 	case "exit":
