@@ -33,6 +33,9 @@ type execution struct {
 	// stopped is set by the owner when a stop request took effect: the
 	// command never started, or its process group was terminated for it.
 	stopped bool
+	// session marks a live session's process (session.go): a release does
+	// not wait for it to finish by itself before stopping it.
+	session bool
 
 	done chan struct{} // closed when Execute is finished with the process
 }

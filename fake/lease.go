@@ -315,14 +315,14 @@ func (d *Driver) endLease(ctx context.Context, p *handlers.ReleaseLeaseParams, r
 }
 
 // teardown stops the lease's commands (after waiting up to drain for them
-// to finish), ends every process the lease started (see markerVar) and,
-// with remove, deletes its root. It reports whether the lease's execution
-// is confirmed over (endProcesses).
+// to finish; live sessions are stopped at once), ends every process the
+// lease started (see markerVar) and, with remove, deletes its root. It
+// reports whether the lease's execution is confirmed over (endProcesses).
 func (l *lease) teardown(ctx context.Context, remove bool, drain time.Duration) (bool, error) {
 	running := l.beginClosing(remove)
 	if drain > 0 {
 		dctx, cancel := context.WithTimeout(ctx, drain)
-		waitDone(dctx, running)
+		waitDone(dctx, slices.DeleteFunc(slices.Clone(running), func(e *execution) bool { return e.session }))
 		cancel()
 	}
 	for _, e := range running {
