@@ -59,6 +59,9 @@ type sessionKind struct {
 	dataMethod string
 	exitMethod string
 	text       bool // output is text (login), not base64 bytes (duplex)
+	// maxChunk and maxTotal bound one frame and a route's output: bytes
+	// (duplex) or UTF-16 units (login).
+	maxChunk, maxTotal int
 	// ackSession: the close ack carries workerSessionId (duplex) or only
 	// hostRouteId (login).
 	ackSession bool
@@ -66,9 +69,9 @@ type sessionKind struct {
 
 var (
 	duplexKind = &sessionKind{name: "duplex channel", prefix: "duplex-", dataMethod: "duplexChannel.data",
-		exitMethod: "duplexChannel.exit", ackSession: true}
+		exitMethod: "duplexChannel.exit", ackSession: true, maxChunk: maxDuplexChunk, maxTotal: maxDuplexTotal}
 	loginKind = &sessionKind{name: "login pseudo-terminal", prefix: "pty-", dataMethod: "loginPty.output",
-		exitMethod: "loginPty.exit", text: true}
+		exitMethod: "loginPty.exit", text: true, maxChunk: maxPtyChunk, maxTotal: maxPtyTotal}
 )
 
 // routeKey names a route: hostRouteIds of the two kinds are separate.
@@ -400,11 +403,11 @@ func (r *route) Data(p []byte) {
 		return
 	}
 	if r.k.text {
-		r.sendText(r.text.Split(p, maxPtyChunk))
+		r.sendText(r.text.Split(p, r.k.maxChunk))
 		return
 	}
 	for len(p) > 0 && !r.capped {
-		n := min(len(p), maxDuplexChunk)
+		n := min(len(p), r.k.maxChunk)
 		r.sendBytes(p[:n])
 		p = p[n:]
 	}
@@ -419,7 +422,7 @@ func (r *route) Exit(code *int, transportClosed bool) {
 		return
 	}
 	if r.k.text && !r.capped {
-		r.sendText(r.text.Flush(maxPtyChunk))
+		r.sendText(r.text.Flush(r.k.maxChunk))
 	}
 	r.exited = true
 	_ = r.n.Notify(r.k.exitMethod, exitFrame{
@@ -430,7 +433,7 @@ func (r *route) Exit(code *int, transportClosed bool) {
 
 // sendBytes sends one duplex chunk; the caller holds mu.
 func (r *route) sendBytes(c []byte) {
-	if r.sent+len(c) > maxDuplexTotal {
+	if r.sent+len(c) > r.k.maxTotal {
 		r.overTotal()
 		return
 	}
@@ -442,7 +445,7 @@ func (r *route) sendBytes(c []byte) {
 func (r *route) sendText(chunks [][]byte) {
 	for _, c := range chunks {
 		u := utf16.Len(c)
-		if r.sent+u > maxPtyTotal {
+		if r.sent+u > r.k.maxTotal {
 			r.overTotal()
 			return
 		}

@@ -408,3 +408,29 @@ func TestSessionsAreDeclaredByTheirDrivers(t *testing.T) {
 		t.Fatalf("duplexChannelOpen without a driver: %v", err)
 	}
 }
+
+func TestOutputIsChunkedAndCappedPerRoute(t *testing.T) {
+	saved := *duplexKind
+	defer func() { *duplexKind = saved }()
+	duplexKind.maxChunk, duplexKind.maxTotal = 4, 10
+	d, c := serveLive(t)
+	sid, _ := openDuplex(t, c, 1, "duplex-route-1", "emit", "abcdefghijklmnop")
+	var got []string
+	for _, want := range []string{"abcd", "efgh"} {
+		f := frameOf(t, c.Until("data", func(m rpctest.Msg) bool { return m.Method == "duplexChannel.data" }))
+		b, _ := base64.StdEncoding.DecodeString(f.Chunk)
+		if string(b) != want {
+			t.Fatalf("chunk %q, want %q", b, want)
+		}
+		got = append(got, string(b))
+	}
+	// 8 of 10 bytes sent: the next chunk would pass the total, so the
+	// process is stopped (its exit follows) and nothing more is sent.
+	exit := c.Until("exit", func(m rpctest.Msg) bool { return m.Method != "" })
+	if exit.Method != "duplexChannel.exit" || frameOf(t, exit).WorkerSessionID != sid {
+		t.Fatalf("after %v: %s, want the exit", got, exit.Raw)
+	}
+	if _, _, stops := d.chans[0].received(); stops != 1 {
+		t.Fatalf("stops %d, want 1", stops)
+	}
+}

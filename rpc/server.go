@@ -187,11 +187,13 @@ func (srv *Server) read() {
 			srv.opts.Logger.Debug().Str("method", in.method).Msg("ignoring host notification")
 			continue
 		}
+		// Admitted before add: once added, an inline request can be
+		// relieved, and the next reader could admit the next line first.
+		in.serve = srv.admit(in)
 		c, ok := srv.flight.add(srv.base)
 		if !ok {
 			return // the session is over
 		}
-		in.serve = srv.admit(in)
 		if !c.inline {
 			go srv.serve(c, in)
 		} else if !srv.serve(c, in) {
