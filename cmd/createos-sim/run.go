@@ -44,6 +44,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer srv.Close()
 	srv.SetTransitionReads(cfg.transitionReads)
 	srv.SetDestroyedReads(cfg.destroyedReads)
+	srv.SetReplayOverlap(cfg.replayOverlap)
 	if _, err := fmt.Fprintln(stdout, srv.URL); err != nil {
 		fmt.Fprintf(stderr, "createos-sim: %v\n", err)
 		return 1
@@ -68,9 +69,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // config is what the command line asks for.
 type config struct {
-	opts                            createostest.Options
-	transitionReads, destroyedReads int
-	stdinEOF, verbose               bool
+	opts                                           createostest.Options
+	transitionReads, destroyedReads, replayOverlap int
+	stdinEOF, verbose                              bool
 }
 
 // parseFlags reads the command line; it reports what is wrong with it on
@@ -95,6 +96,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		cfg.opts.Mounts = append(cfg.opts.Mounts, m)
 		return err
 	})
+	fs.Func("path", "GUEST: put sandbox directory GUEST first on PATH for every command, login shells included (repeatable; with --mount, how an agent CLI becomes resolvable)", func(s string) error {
+		cfg.opts.Path = append(cfg.opts.Path, s)
+		return nil
+	})
+	fs.IntVar(&cfg.replayOverlap, "replay-overlap", 0, "frames at or below a reconnect's after= that /connect resends before the new ones (the client de-duplicates)")
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

@@ -184,17 +184,19 @@ func TestParseFlags(t *testing.T) {
 			o := cfg.opts
 			if o.Addr != "127.0.0.1:0" || o.APIKey != "test-key" || o.JournalLimit != 1<<20 || o.Heartbeat != 5*time.Second ||
 				o.ControlPrefix != "" || o.WritableHost || o.Dir != "" || len(o.Mounts) != 0 || cfg.stdinEOF || cfg.verbose ||
-				cfg.transitionReads != 0 || cfg.destroyedReads != 0 {
+				cfg.transitionReads != 0 || cfg.destroyedReads != 0 || cfg.replayOverlap != 0 || len(o.Path) != 0 {
 				t.Fatalf("%+v", cfg)
 			}
 		}, ""},
 		{"every flag", []string{"--listen", "127.0.0.1:3109", "--api-key", "k", "--exit-on-stdin-eof", "--dir", "/d",
 			"--transition-reads", "2", "--destroyed-reads", "3", "--journal-limit", "4096", "--heartbeat", "500ms",
-			"--writable-host", "--control", "-v", "--mount", tools + ":/tools"}, func(t *testing.T, cfg config) {
+			"--writable-host", "--control", "-v", "--mount", tools + ":/tools", "--path", "/tools/bin", "--path", "/tools/sbin",
+			"--replay-overlap", "2"}, func(t *testing.T, cfg config) {
 			o := cfg.opts
 			if o.Addr != "127.0.0.1:3109" || o.APIKey != "k" || o.Dir != "/d" || o.JournalLimit != 4096 || o.Heartbeat != 500*time.Millisecond ||
 				!o.WritableHost || o.ControlPrefix != "/_control" || len(o.Mounts) != 1 || o.Mounts[0].Host != tools || o.Mounts[0].Guest != "/tools" ||
-				!cfg.stdinEOF || !cfg.verbose || cfg.transitionReads != 2 || cfg.destroyedReads != 3 {
+				!cfg.stdinEOF || !cfg.verbose || cfg.transitionReads != 2 || cfg.destroyedReads != 3 || cfg.replayOverlap != 2 ||
+				strings.Join(o.Path, " ") != "/tools/bin /tools/sbin" {
 				t.Fatalf("%+v", cfg)
 			}
 		}, ""},
@@ -217,5 +219,33 @@ func TestParseFlags(t *testing.T) {
 				t.Fatalf("err %v, stderr %q; want %q", err, stderr.String(), tc.err)
 			}
 		})
+	}
+}
+
+// An agent CLI an image would install: --mount shows it, --path makes a
+// login shell (every driver script runs under bash -l) resolve it, and the
+// control API serves the session knobs.
+func TestSimAgentCLIAndSessionKnobs(t *testing.T) {
+	tools := t.TempDir()
+	if err := os.WriteFile(tools+"/agent-cli", []byte("#!/bin/sh\necho stub \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	url, stop := startSim(t, "--api-key", "sim-key", "--control", "--mount", tools+":/agent", "--path", "/agent", "--replay-overlap", "1")
+	defer stop("signal")
+	defer http.DefaultClient.CloseIdleConnections()
+	_, env := call(t, "POST", url+"/v1/sandboxes", "sim-key", map[string]any{"shape": "s-1vcpu-1gb"})
+	id := env["data"].(map[string]any)["id"].(string)
+	code, env := call(t, "POST", url+"/v1/sandboxes/"+id+"/exec", "sim-key", map[string]any{"cmd": "/bin/bash", "args": []string{"-lc", "command -v agent-cli && agent-cli login"}})
+	if code != 200 || env["data"].(map[string]any)["result"].(map[string]any)["stdout"] != "/agent/agent-cli\nstub login\n" {
+		t.Fatalf("exec: %d %v", code, env)
+	}
+	for path, body := range map[string]any{
+		"/stream-faults":   map[string]any{"route": "process.connect", "kind": "cut", "after": 1, "count": 1},
+		"/tree-not-exited": map[string]any{"count": 1},
+		"/replay-overlap":  map[string]any{"frames": 2},
+	} {
+		if code, env := call(t, "POST", url+"/_control"+path, "sim-key", body); code != 200 {
+			t.Errorf("%s: %d %v", path, code, env)
+		}
 	}
 }

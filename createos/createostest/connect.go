@@ -40,7 +40,7 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) error {
 	if evicted {
 		out.final(evictedFrame)
 	} else {
-		s.follow(r, out, p, cursor)
+		s.follow(r, out, p, p.replayFrom(cursor, s.replayOverlap.Load()))
 	}
 	return out.end()
 }
@@ -66,6 +66,14 @@ func (p *process) since(cursor int64) journalView {
 		v.exit = p.exitFrame()
 	}
 	return v
+}
+
+// replayFrom is where a reader past cursor starts when overlap frames at
+// or below cursor are resent: never before the oldest retained one.
+func (p *process) replayFrom(cursor, overlap int64) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(cursor-overlap, p.first-1, 0)
 }
 
 // follow writes the journal after cursor to out as it grows, with

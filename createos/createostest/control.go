@@ -10,9 +10,13 @@ import (
 // e2e and conformance suites). Control requests need the API key, are not
 // recorded and answer JSend envelopes:
 //
-//	POST {prefix}/faults    {"route","status","count","delay_ms","body","retry_after"}
-//	POST {prefix}/reset     remove every fault
-//	GET  {prefix}/requests  the request log
+//	POST {prefix}/faults          {"route","status","count","delay_ms","body","retry_after"}
+//	POST {prefix}/stream-faults   {"route","kind","after","count"}: Faults().Stream; kind is
+//	                              end, cut, cut-eof, gap, malformed, evicted or unknown-event
+//	POST {prefix}/tree-not-exited {"count"}: Faults().TreeNotExited
+//	POST {prefix}/replay-overlap  {"frames"}: SetReplayOverlap
+//	POST {prefix}/reset           remove every fault (the replay overlap stays)
+//	GET  {prefix}/requests        the request log
 func (s *Server) controlRoutes(mux *http.ServeMux, prefix string) {
 	h := func(pattern string, fn handler) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -29,6 +33,51 @@ func (s *Server) controlRoutes(mux *http.ServeMux, prefix string) {
 		return ok(w)
 	})
 	h("GET "+prefix+"/requests", s.controlRequests)
+	h("POST "+prefix+"/stream-faults", s.controlStreamFaults)
+	h("POST "+prefix+"/tree-not-exited", func(w http.ResponseWriter, r *http.Request) error {
+		var b struct {
+			Count *int `json:"count"`
+		}
+		if decode(r, &b) != nil || b.Count == nil {
+			return failure(http.StatusBadRequest, "want {count}")
+		}
+		s.faults.TreeNotExited(*b.Count)
+		return ok(w)
+	})
+	h("POST "+prefix+"/replay-overlap", func(w http.ResponseWriter, r *http.Request) error {
+		var b struct {
+			Frames *int `json:"frames"`
+		}
+		if decode(r, &b) != nil || b.Frames == nil {
+			return failure(http.StatusBadRequest, "want {frames}")
+		}
+		s.SetReplayOverlap(*b.Frames)
+		return ok(w)
+	})
+}
+
+// streamFaultKinds are the stream fault kinds by their control names.
+var streamFaultKinds = map[string]StreamFaultKind{
+	"end": StreamEnd, "cut": StreamCutMidFrame, "cut-eof": StreamCutMidFrameEOF, "gap": StreamGap,
+	"malformed": StreamMalformed, "evicted": StreamEvicted, "unknown-event": StreamUnknownEvent,
+}
+
+func (s *Server) controlStreamFaults(w http.ResponseWriter, r *http.Request) error {
+	var b struct {
+		Route Route  `json:"route"`
+		Kind  string `json:"kind"`
+		After int    `json:"after"`
+		Count int    `json:"count"`
+	}
+	kind, known := StreamFaultKind(0), false
+	if decode(r, &b) == nil {
+		kind, known = streamFaultKinds[b.Kind]
+	}
+	if !known || b.After < 0 {
+		return failure(http.StatusBadRequest, "want {route, kind, after, count} with a known kind")
+	}
+	s.faults.Stream(b.Route, StreamFault{Kind: kind, After: b.After}, b.Count)
+	return ok(w)
 }
 
 func (s *Server) controlFaults(w http.ResponseWriter, r *http.Request) error {

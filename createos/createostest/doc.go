@@ -71,17 +71,29 @@
 // cut (the job keeps running).
 //
 // Managed process output is journaled per process in chunks with seq from
-// 1, bounded by Options.JournalLimit bytes (default 1 MiB). /connect?after=N replays seq > N, then streams live frames
-// and heartbeats and ends with {"type":"exit",...}; an evicted offset
-// answers 410 (SetEvictedAsFrame: an output_offset_expired frame).
+// 1, bounded by Options.JournalLimit bytes (default 1 MiB).
+// /connect?after=N replays seq > N (SetReplayOverlap: also up to n frames
+// at or below N, which the client must de-duplicate), then streams live
+// frames and heartbeats and ends with {"type":"exit",...}; an evicted
+// offset answers 410 (SetEvictedAsFrame: an output_offset_expired frame).
+//
+// A process created with "pty": {cols, rows} runs on a pseudo-terminal of
+// that size as its controlling terminal (stty size answers "rows cols");
+// its output is journaled as "pty" frames, /input is typed into it (the
+// terminal echoes it) and stdin/close types ^D. A pipe process's output is
+// "stdout" and "stderr" frames and /input reaches its stdin byte for byte.
+// Options.Path puts sandbox directories first on PATH, for login shells
+// too (a .bash_profile in /root): with Options.Mounts, how an agent CLI
+// becomes resolvable for a login command; without, it is missing (127).
 //
 // # Faults
 //
 // Faults().Inject / InjectFault / Delay answer or slow the next requests of
 // a Route; Faults().Stream cuts, gaps, corrupts or evicts a /connect,
 // /exec?stream=true or files GET body; Faults().TreeNotExited makes DELETE
-// report tree_exited:false. With Options.ControlPrefix the same knobs and
-// the request log are served over HTTP (control.go; createos-sim --control).
+// report tree_exited:false; Faults().Inject(RouteInput, …) fails /input.
+// With Options.ControlPrefix the same knobs and the request log are served
+// over HTTP (control.go; createos-sim --control).
 //
 // # Running the simulator
 //

@@ -47,9 +47,13 @@ func (s *Server) enterCommand(r *http.Request, body any, c *command) (hold, erro
 }
 
 // spec is the command as its supervisor runs it in h's machine, with the
-// base environment, then the sandbox's, then the command's own.
-func (c command) spec(h hold) helperSpec {
+// base environment (PATH after Options.Path), then the sandbox's, then the
+// command's own.
+func (s *Server) spec(c command, h hold) helperSpec {
 	merged := maps.Clone(baseEnv)
+	if len(s.opts.Path) > 0 {
+		merged["PATH"] = strings.Join(s.opts.Path, ":") + ":" + merged["PATH"]
+	}
 	maps.Copy(merged, h.sb.env)
 	maps.Copy(merged, c.Env)
 	list := make([]string, 0, len(merged))
@@ -137,7 +141,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) error {
 	if body.Stdin != nil {
 		stdin = strings.NewReader(*body.Stdin)
 	}
-	spec := body.spec(h)
+	spec := s.spec(body.command, h)
 	if r.URL.Query().Get("stream") == "true" {
 		return s.execStream(ctx, func() { cancel(context.Canceled) }, w, spec, stdin)
 	}

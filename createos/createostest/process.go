@@ -144,7 +144,7 @@ func (s *Server) startProcess(h hold, body procBody) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec := body.spec(h)
+	spec := s.spec(body.command, h)
 	if body.PTY != nil {
 		spec.PTY = true
 		spec.Env = append(spec.Env, "TERM=xterm-256color")

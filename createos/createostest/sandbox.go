@@ -195,7 +195,7 @@ func (s *Server) makeDirs(sb *sandbox, src *sandbox) error {
 				return err
 			}
 		}
-		return nil
+		return s.writeProfile(sb.home)
 	}
 	for _, d := range [][2]string{{src.ws, sb.ws}, {src.tmp, sb.tmp}, {src.home, sb.home}} {
 		if err := copyTree(d[0], d[1]); err != nil {

@@ -37,6 +37,10 @@ type Options struct {
 	// Mounts shows host directories read-only in every sandbox, each at a
 	// new top-level path: what a CreateOS image would have installed.
 	Mounts []Mount
+	// Path lists sandbox directories that come first on PATH for every
+	// command, login shells (bash -l) included: with a Mount, how an agent
+	// CLI an image would install becomes resolvable (see guestPath).
+	Path []string
 	// ControlPrefix, when set (e.g. "/_control"), serves the fault and
 	// request-log knobs over HTTP under that prefix (see control.go); the
 	// createos-sim --control flag uses it.
@@ -65,7 +69,8 @@ type Server struct {
 	transitionReads int // GETs that show a transitional state; 0 = synchronous
 	destroyedReads  int // GETs that still show "destroyed" before 404
 
-	evictedFrame atomic.Bool // SetEvictedAsFrame
+	evictedFrame  atomic.Bool  // SetEvictedAsFrame
+	replayOverlap atomic.Int64 // SetReplayOverlap
 
 	closeOnce sync.Once
 }
@@ -101,6 +106,9 @@ func Start(opts Options) (*Server, error) {
 		opts.Heartbeat = 5 * time.Second
 	}
 	if err := checkMounts(opts.Mounts); err != nil {
+		return nil, fmt.Errorf("createostest: %w", err)
+	}
+	if err := checkPath(opts.Path); err != nil {
 		return nil, fmt.Errorf("createostest: %w", err)
 	}
 	if err := Isolation(); err != nil {
@@ -187,6 +195,11 @@ func (s *Server) SetDestroyedReads(n int) {
 // SetEvictedAsFrame makes /connect answer an evicted offset with 200 and an
 // {"type":"error","error":"output_offset_expired"} frame instead of 410.
 func (s *Server) SetEvictedAsFrame(on bool) { s.evictedFrame.Store(on) }
+
+// SetReplayOverlap makes /connect?after=N resend up to n frames at or
+// below N that the journal still holds before the frames after N, as the
+// provider may (spec §1.8: the client de-duplicates); default 0.
+func (s *Server) SetReplayOverlap(n int) { s.replayOverlap.Store(int64(max(n, 0))) }
 
 func (s *Server) logf(format string, args ...any) {
 	if s.opts.Logf != nil {
