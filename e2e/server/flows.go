@@ -20,7 +20,10 @@ func (h *harness) envConfig(driver string) map[string]any {
 	if driver == "createos" {
 		return map[string]any{"provider": "createos", "apiUrl": h.simURL, "apiKey": h.simKey, "shape": "s-1vcpu-1gb", "timeoutMs": 120000}
 	}
-	return map[string]any{"provider": driver}
+	// path: directories the fake searches before its default PATH. The
+	// duplex bridge's gateway runs `node` in the sandbox and needs Node 24
+	// (the file bridge's server is content with the system Node).
+	return map[string]any{"provider": driver, "path": []string{filepath.Dir(h.node())}}
 }
 
 // agentCommand is the stub agent CLI's path as the sandbox sees it.
@@ -68,13 +71,23 @@ const stubOutput = "stub-agent-output.txt"
 
 var invokedRun = regexp.MustCompile(`Invoked heartbeat run (\S+)`)
 
+// The sandbox API bridge a heartbeat must have run on (see bridge.go).
+const (
+	bridgeFile   = "file"
+	bridgeDuplex = "duplex"
+)
+
 // heartbeat points the agent at the driver's environment and the stub
 // CLI, runs one heartbeat with the CLI, and checks its outcome: status
 // succeeded, the file the stub wrote in its sandbox cwd is back in the
-// agent's host workspace, and the transcript is stored.
-func (h *harness) heartbeat(ctx context.Context, driver string) error {
+// agent's host workspace, the transcript is stored, and the run's API
+// bridge was the one wanted and carried the stub's API call. The worker
+// traffic is kept as flow.
+func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) error {
 	workspace := filepath.Join(h.dataDir(), "instances", "default", "workspaces", h.agentID)
-	_ = os.Remove(filepath.Join(workspace, stubOutput))
+	for _, f := range []string{stubOutput, stubBridgeOutput} {
+		_ = os.Remove(filepath.Join(workspace, f))
+	}
 	if err := h.pointAgent(ctx, driver); err != nil {
 		return err
 	}
@@ -83,13 +96,14 @@ func (h *harness) heartbeat(ctx context.Context, driver string) error {
 	// The run is reported succeeded before the host's own cleanup (its
 	// last executes and the release) is done: wait for the lease.
 	leaseErr := h.waitLeasesReleased(ctx, driver)
-	h.traffic["heartbeat-"+driver] = h.traceSince(mark)
+	h.traffic[flow] = h.traceSince(mark)
 	m := invokedRun.FindStringSubmatch(out)
 	if m == nil {
 		return fmt.Errorf("heartbeat run printed no run id: %v", runErr)
 	}
 	runID := m[1]
-	if err := h.checkRun(ctx, runID, out); err != nil {
+	runLog, err := h.checkRun(ctx, runID, out)
+	if err != nil {
 		return err
 	}
 	if err := errors.Join(runErr, leaseErr); err != nil {
@@ -102,8 +116,55 @@ func (h *harness) heartbeat(ctx context.Context, driver string) error {
 	if want := "written by the stub agent\n"; string(got) != want {
 		return fmt.Errorf("%s in the host workspace holds %q, want %q", stubOutput, got, want)
 	}
-	fmt.Printf("   run %s succeeded; %s\n", runID, summarize(h.traffic["heartbeat-"+driver]))
+	summary, err := h.checkBridge(driver, bridge, runLog, h.traffic[flow], workspace)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", runID, err)
+	}
+	fmt.Printf("   run %s succeeded; %s\n   bridge: %s\n", runID, summarize(h.traffic[flow]), summary)
 	return nil
+}
+
+// duplexHeartbeat runs a fake-plugin heartbeat with the instance setting
+// enableSandboxDuplexBridge on, so the API bridge runs over a duplex
+// channel, and turns the setting off again.
+func (h *harness) duplexHeartbeat(ctx context.Context) (err error) {
+	if err := h.setDuplexBridge(ctx, true); err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, h.setDuplexBridge(ctx, false)) }()
+	return h.heartbeat(ctx, "fake-plugin", "heartbeat-fake-plugin-duplex", bridgeDuplex)
+}
+
+// checkBridge checks from the host's records (run log, worker traffic)
+// that the run's API bridge was want, with no fallback, and that the
+// stub's GET /api/agents/me went through it and found the agent. On a
+// file-bridge run it also checks that the duplex check fails there, so a
+// duplex pass elsewhere is not an accident of the check.
+func (h *harness) checkBridge(driver, want, runLog string, calls []traceEntry, workspace string) (string, error) {
+	ev := bridgeOf(runLog, calls, h.agentCommand(driver))
+	problems, mode := ev.fileProblems(), "queue_v1"
+	if want == bridgeDuplex {
+		problems, mode = ev.duplexProblems(), "http2_v1"
+	}
+	if len(problems) > 0 {
+		return "", fmt.Errorf("the run's API bridge is not the %s bridge: %s", want, strings.Join(problems, "; "))
+	}
+	if want == bridgeFile && len(ev.duplexProblems()) == 0 {
+		return "", errors.New("the duplex-bridge check passes on a file-bridge run: it cannot tell the two apart")
+	}
+	got, err := os.ReadFile(filepath.Join(workspace, stubBridgeOutput))
+	if err != nil {
+		return "", fmt.Errorf("the stub's bridge call left no %s in the workspace: %w", stubBridgeOutput, err)
+	}
+	if wantCall := fmt.Sprintf("%s 200 %s\n", mode, h.agentID); string(got) != wantCall {
+		return "", fmt.Errorf("the stub's GET /api/agents/me through the bridge gave %q, want %q", got, wantCall)
+	}
+	if want == bridgeFile {
+		return "file bridge (queue_v1); the agent's GET /api/agents/me answered 200", nil
+	}
+	d := ev.Opens[0]
+	return fmt.Sprintf("duplex (http2_v1) on %s: READY with the launch nonce, %d host writes, %d data frames, close acknowledged; the agent's GET /api/agents/me answered 200 over it",
+		d.HostRouteID, d.Writes, d.DataFrames), nil
 }
 
 // pointAgent sets the agent's default environment to the driver's and its
@@ -122,28 +183,30 @@ func (h *harness) pointAgent(ctx context.Context, driver string) error {
 }
 
 // checkRun asks the server for the run: status succeeded, and the stored
-// transcript holds the stub agent's stream-json.
-func (h *harness) checkRun(ctx context.Context, runID, cliOut string) error {
+// transcript holds the stub agent's stream-json. It returns the text of
+// the stored run log.
+func (h *harness) checkRun(ctx context.Context, runID, cliOut string) (string, error) {
 	var run struct {
 		Status string          `json:"status"`
 		Error  json.RawMessage `json:"error"`
 	}
 	if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+runID, nil, &run); err != nil {
-		return err
+		return "", err
 	}
 	if run.Status != "succeeded" {
-		return fmt.Errorf("run %s: status %s (error %s); the CLI said: %s", runID, run.Status, run.Error, lastLines(cliOut, 15))
+		return "", fmt.Errorf("run %s: status %s (error %s); the CLI said: %s", runID, run.Status, run.Error, lastLines(cliOut, 15))
 	}
 	var log struct {
 		Content string `json:"content"`
 	}
 	if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+runID+"/log?offset=0&limitBytes=4000000", nil, &log); err != nil {
-		return err
+		return "", err
 	}
-	if !strings.Contains(log.Content, "stub-session-1") {
-		return fmt.Errorf("run %s: the stored transcript lacks the stub agent's stream-json (%d bytes)", runID, len(log.Content))
+	text := runLogText(log.Content)
+	if !strings.Contains(text, "stub-session-1") {
+		return "", fmt.Errorf("run %s: the stored transcript lacks the stub agent's stream-json (%d bytes)", runID, len(log.Content))
 	}
-	return nil
+	return text, nil
 }
 
 // waitLeasesReleased waits until the host holds no active lease on the

@@ -118,8 +118,12 @@ func (h *harness) run(ctx context.Context) error {
 		{"start the Paperclip server (test-drive)", h.startServer},
 		{"install the plugin (plugin install/list/inspect/health)", h.installPlugin},
 		{"create and probe the fake-plugin and createos environments", h.createEnvironments},
-		{"agent heartbeat on fake-plugin", func(ctx context.Context) error { return h.heartbeat(ctx, "fake-plugin") }},
-		{"agent heartbeat on createos", func(ctx context.Context) error { return h.heartbeat(ctx, "createos") }},
+		{"agent heartbeat on fake-plugin (file bridge)", func(ctx context.Context) error {
+			return h.heartbeat(ctx, "fake-plugin", "heartbeat-fake-plugin", bridgeFile)
+		}},
+		{"agent heartbeat on createos (file bridge)", func(ctx context.Context) error {
+			return h.heartbeat(ctx, "createos", "heartbeat-createos", bridgeFile)
+		}},
 		{"custom-image setup session on fake-plugin", h.setupSession},
 		{"disable and re-enable the plugin", h.disableEnable},
 		{"stop the server and the sim; nothing left behind", h.stopAndCheck},

@@ -3,8 +3,10 @@ package main
 // stubAgent stands in for the Claude CLI that the claude_local adapter
 // runs in the sandbox: it answers the adapter's --version and --help
 // probes, writes a file in its working directory (the sandbox copy of the
-// agent's workspace, which the host syncs back) and prints a minimal
-// stream-json transcript.
+// agent's workspace, which the host syncs back), calls GET /api/agents/me
+// through the run's API bridge (PAPERCLIP_API_URL and PAPERCLIP_API_KEY, as
+// a real agent's tools do) and writes what came back to stubBridgeOutput,
+// and prints a minimal stream-json transcript.
 const stubAgent = `#!/bin/sh
 for a in "$@"; do
 	case "$a" in
@@ -14,8 +16,25 @@ for a in "$@"; do
 done
 cat >/dev/null
 echo "written by the stub agent" > stub-agent-output.txt || exit 1
+node -e '
+const fs = require("fs");
+const mode = process.env.PAPERCLIP_API_BRIDGE_MODE || "none";
+const put = (s) => fs.writeFileSync("stub-bridge.txt", mode + " " + s + "\n");
+fetch(String(process.env.PAPERCLIP_API_URL).replace(/\/+$/, "") + "/api/agents/me", {
+  headers: { authorization: "Bearer " + process.env.PAPERCLIP_API_KEY, accept: "application/json" },
+}).then(async (res) => {
+  const body = await res.text();
+  let id = "-";
+  try { id = JSON.parse(body).id || "-"; } catch {}
+  put(res.status + " " + id);
+}, (err) => put("error " + err.message));
+' || echo "node failed" > stub-bridge.txt
 sid=stub-session-1
 printf '%s\n' "{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"$sid\",\"model\":\"claude-sonnet\"}"
 printf '%s\n' "{\"type\":\"assistant\",\"session_id\":\"$sid\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"wrote stub-agent-output.txt\"}]}}"
 printf '%s\n' "{\"type\":\"result\",\"subtype\":\"success\",\"session_id\":\"$sid\",\"result\":\"done\",\"usage\":{\"input_tokens\":1,\"cache_read_input_tokens\":0,\"output_tokens\":1},\"total_cost_usd\":0}"
 `
+
+// stubBridgeOutput is the file the stub writes "<bridge mode> <HTTP
+// status> <agent id>" to after its API call through the bridge.
+const stubBridgeOutput = "stub-bridge.txt"

@@ -132,7 +132,32 @@ func summarize(es []traceEntry) string {
 	return fmt.Sprintf("host requests: %s; error replies: %d", strings.Join(parts, " "), errs)
 }
 
-var secretKey = regexp.MustCompile(`(?i)(api_?key|token|secret|password|jwt|authorization|cookie)`)
+var (
+	secretKey = regexp.MustCompile(`(?i)(api_?key|token|secret|password|jwt|authorization|cookie)`)
+	// A secret in an argv string: the duplex bridge's launch command
+	// carries the run's bridge token as PAPERCLIP_BRIDGE_TOKEN='…'.
+	secretAssign = regexp.MustCompile(`(PAPERCLIP_BRIDGE_TOKEN=)'[^']*'`)
+)
+
+// elideChannelBytes replaces the payload of a duplexChannelWrite (HTTP/2
+// frames of the bridge, bearer token included) by its length: the
+// recorded traffic is the host's call pattern, not the bytes on a channel.
+func elideChannelBytes(raw json.RawMessage) json.RawMessage {
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil || m["method"] != "duplexChannelWrite" {
+		return raw
+	}
+	if p, ok := m["params"].(map[string]any); ok {
+		if d, ok := p["data"].(string); ok {
+			p["data"] = fmt.Sprintf("[%d base64 characters]", len(d))
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return b
+}
 
 // redact replaces secret values in one recorded message: every string
 // under a key that names a secret, and the run's known secrets anywhere.
@@ -161,6 +186,7 @@ func (h *harness) redact(raw json.RawMessage) json.RawMessage {
 			for _, s := range []string{h.simKey, h.agentKey} {
 				t = strings.ReplaceAll(t, s, "[redacted]")
 			}
+			t = secretAssign.ReplaceAllString(t, "${1}'[redacted]'")
 			return strings.ReplaceAll(t, h.runDir, "{{RUN}}")
 		}
 		return x
@@ -185,7 +211,7 @@ func (h *harness) writeTraffic(ctx context.Context) error {
 			if e.Dir == "exit" || len(e.Msg) == 0 || (e.Dir == "out" && e.rpc().Method != "") {
 				continue
 			}
-			b.Write(rpctest.Entry{Dir: e.Dir, Msg: h.redact(e.Msg)}.AppendLine(nil))
+			b.Write(rpctest.Entry{Dir: e.Dir, Msg: h.redact(elideChannelBytes(e.Msg))}.AppendLine(nil))
 		}
 		for _, d := range dirs {
 			if err := os.MkdirAll(d, 0o755); err != nil {
