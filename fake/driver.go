@@ -105,8 +105,13 @@ var errClosed = state.UserText("The fake-plugin driver is shutting down; retry o
 // Close stops every command of every lease and removes every lease root,
 // reusable ones included: a restarted worker cannot resume them anyway.
 // Strays (see markerVar), which no lease's teardown may end, end here.
+// Only the first call does anything.
 func (d *Driver) Close(ctx context.Context) error {
 	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
 	d.closed = true
 	booted := d.booted
 	leases := make([]*lease, 0, len(d.leases))
