@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -283,9 +284,23 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 	})
 }
 
-// Close implements handlers.Driver: it refuses new work, then stops every
-// tracked call and waits for their cleanup, bounded by ctx. Sandboxes are
-// left to the host, which owns leases and releases or destroys them.
+// Close implements handlers.Driver: it refuses new work and forgets the
+// cached leases, closes every session channel (their errors are ignored,
+// as in the reference), then stops every tracked call and waits for their
+// cleanup, all bounded by ctx. Sandboxes are left to the host, which owns
+// leases and releases or destroys them.
 func (d *Driver) Close(ctx context.Context) error {
-	return stopCalls(ctx, d.scopes.shutdown())
+	calls, chans := d.scopes.shutdown()
+	closeChannels(ctx, chans)
+	return stopCalls(ctx, calls)
+}
+
+// closeChannels closes chans in parallel and returns once each has
+// answered; a channel whose end is unconfirmed has marked its lease.
+func closeChannels(ctx context.Context, chans []*channel) {
+	var wg sync.WaitGroup
+	for _, ch := range chans {
+		wg.Go(func() { _ = ch.Close(ctx) })
+	}
+	wg.Wait()
 }

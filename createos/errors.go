@@ -127,6 +127,20 @@ var (
 	errOutboundPostUpload = newError("Outbound CreateOS transfers cannot run post-upload commands.")
 	errArchiveDestLink    = newError("CreateOS archive destination cannot be a symlink.")
 
+	// plugin.ts and process-session.ts (v0.2+): login PTY and duplex sessions
+	errSessionLease    = newError("CreateOS session requires a lease cached for this environment.")
+	errLoginHome       = newError("CreateOS login session home is invalid.")
+	errLoginHomePrep   = newError("CreateOS login home preparation failed.")
+	errDuplexCommand   = newError("CreateOS duplex command is invalid.")
+	errTreeUnconfirmed = newError("CreateOS process tree termination was not confirmed.")
+	errManagedStopped  = newError("CreateOS managed process was stopped.")
+
+	// Ours: sessions (session.go). The host allowlists the login keys, so
+	// the reference has no message for an unknown one.
+	errLoginCommand = newError("CreateOS login command is not supported.")
+	errSessionEnded = newError("CreateOS session process has exited.")
+	errSessionOver  = newError("CreateOS session was closed.")
+
 	// Ours: host sources that are not read (hostfile.go).
 	errSourceNotFile = newError("CreateOS transfer source must be a regular file; fifos, devices and sockets are not transferred.")
 	errSourceNotDir  = newError("CreateOS transfer source must be a directory.")

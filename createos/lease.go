@@ -28,7 +28,25 @@ func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParam
 	}
 	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	return d.acquire(ctx, &p.BaseParams)
+	lease, err := d.acquire(ctx, &p.BaseParams)
+	if err == nil {
+		d.remember(&p.BaseParams, lease.LeaseID())
+	}
+	return lease, err
+}
+
+// remember caches a lease acquired or resumed here, for sessions to find
+// (the v0.2 reference's leases map); release and destroy forget it.
+func (d *Driver) remember(p *handlers.BaseParams, id string) {
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
+		return
+	}
+	scope, err := d.scope(p, id)
+	if err != nil {
+		return
+	}
+	d.scopes.cache(id, cachedLease{companyID: p.CompanyID, environmentID: p.EnvironmentID, cfg: cfg, scope: scope})
 }
 
 func (d *Driver) acquire(ctx context.Context, p *handlers.BaseParams) (*handlers.Lease, error) {
@@ -203,6 +221,9 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 	if isStatus(err, http.StatusNotFound) {
 		return expired(), nil
 	}
+	if err == nil && lease.LeaseID() != "" {
+		d.remember(&p.BaseParams, id)
+	}
 	return lease, err
 }
 
@@ -237,24 +258,25 @@ func (d *Driver) resume(ctx context.Context, c *Client, id, marker string, md ha
 	return &handlers.Lease{ProviderLeaseID: &id, Metadata: out}, nil
 }
 
-// ReleaseLease implements handlers.Driver: it stops the lease's active
-// commands (their process trees are deleted first), then pauses a reusable
-// sandbox or deletes a disposable one, all within the host's budget for
-// the call; the wait for the commands leaves the pause or delete its
-// share. A lease whose process cleanup is unconfirmed is never paused for
-// reuse.
+// ReleaseLease implements handlers.Driver: it closes the lease's session
+// channels and stops its active commands (their process trees are deleted
+// first), then pauses a reusable sandbox or deletes a disposable one, all
+// within the host's budget for the call; the waits leave the pause or
+// delete its share. A lease whose command cleanup is unconfirmed is never
+// paused for reuse; one whose session cleanup is unconfirmed is deleted
+// instead, and the receipt says so.
 func (d *Driver) ReleaseLease(ctx context.Context, p *handlers.ReleaseLeaseParams) (*handlers.TerminationReceipt, error) {
-	return nil, d.release(ctx, p, false)
+	return d.release(ctx, p, false)
 }
 
 // DestroyLease implements handlers.Driver: as release, but always deletes.
 func (d *Driver) DestroyLease(ctx context.Context, p *handlers.DestroyLeaseParams) (*handlers.TerminationReceipt, error) {
-	return nil, d.release(ctx, p, true)
+	return d.release(ctx, p, true)
 }
 
-func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, destroy bool) error {
+func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, destroy bool) (*handlers.TerminationReceipt, error) {
 	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
-		return nil
+		return nil, nil
 	}
 	id := *p.ProviderLeaseID
 	bp := p.BaseParams
@@ -262,38 +284,59 @@ func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, de
 		bp = orphanBase(bp, p.LeaseMetadata)
 	}
 	if ok, err := metadataMatches(&bp, p.LeaseMetadata); err != nil {
-		return err
+		return nil, err
 	} else if !ok {
-		return errNotThisEnv
+		return nil, errNotThisEnv
 	}
 	scope, err := d.scope(&bp, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := d.scopes.beginClosing(scope); err != nil {
-		return err
+		return nil, err
 	}
 	defer d.scopes.endClosing(scope)
+	defer d.scopes.forget(id)
 	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
+	return d.endLease(ctx, p.Config, scope, id, destroy)
+}
+
+// endLease closes the lease's sessions, stops its calls and then deletes
+// or keeps the sandbox. Session channels get what the call's budget leaves
+// after cleanupReserve (leaving); one that cannot confirm its end has
+// marked the lease leftover.
+func (d *Driver) endLease(ctx context.Context, config handlers.Object, scope, id string, destroy bool) (*handlers.TerminationReceipt, error) {
+	cctx, ccancel := leaving(ctx)
+	closeChannels(cctx, d.scopes.channelsOf(scope))
+	ccancel()
 	if err := d.stopActive(ctx, scope); err != nil {
-		return err
+		return nil, err
 	}
-	cfg, err := ParseConfig(p.Config)
+	cfg, err := ParseConfig(config)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c, err := d.client(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if destroy || !cfg.ReuseLease {
-		return d.destroy(ctx, c, scope, id)
+	switch {
+	case destroy || !cfg.ReuseLease:
+		return nil, d.destroy(ctx, c, scope, id)
+	case d.scopes.hasLeftover(scope):
+		// A session's process may still run: the sandbox is not kept.
+		if err := d.destroy(ctx, c, scope, id); err != nil {
+			return nil, err
+		}
+		zerolog.Ctx(ctx).Warn().Str("sandbox", id).Msg("CreateOS sandbox deleted instead of kept: session cleanup was unconfirmed")
+		return &handlers.TerminationReceipt{ProviderLeaseID: id, State: "destroyed"}, nil
 	}
-	return d.pause(ctx, c, scope, id)
+	return nil, d.pause(ctx, c, scope, id)
 }
 
-// destroy deletes the sandbox; with it goes the scope's poison.
+// destroy deletes the sandbox; with it go the scope's poison and leftover
+// mark.
 func (d *Driver) destroy(ctx context.Context, c *Client, scope, id string) error {
 	if err := c.destroySandbox(ctx, id); err != nil {
 		return err

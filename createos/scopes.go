@@ -6,15 +6,29 @@ import (
 )
 
 // scopes is the driver's in-memory state of its leases, by scope: the
-// tracked calls in flight, the scopes being released or destroyed, the
-// scopes whose process containment is unproven, and whether the driver is
-// shutting down. One mutex guards it all; only its verbs touch it.
+// tracked calls in flight, the session channels open, the scopes being
+// released or destroyed, the scopes whose process containment is unproven
+// (by a command, or by a session: leftover), the leases acquired or
+// resumed here (by provider lease id), and whether the driver is shutting
+// down. One mutex guards it all; only its verbs touch it.
 type scopes struct {
 	mu           sync.Mutex
 	active       map[string]map[*trackedCall]struct{}
+	channels     map[string]map[*channel]struct{}
 	closing      map[string]bool
 	unconfirmed  map[string]bool
+	leftover     map[string]bool
+	leases       map[string]cachedLease
 	shuttingDown bool
+}
+
+// cachedLease is what the driver keeps of a lease it acquired or resumed
+// (the v0.2 reference's leases map): session opens carry no config, so
+// they find the lease's owner, config and scope by its provider lease id.
+type cachedLease struct {
+	companyID, environmentID string
+	cfg                      Config
+	scope                    string
 }
 
 // trackedCall is one execute or sync in flight on a lease.
@@ -24,15 +38,19 @@ type trackedCall struct {
 }
 
 func newScopes() *scopes {
-	return &scopes{active: map[string]map[*trackedCall]struct{}{}, closing: map[string]bool{}, unconfirmed: map[string]bool{}}
+	return &scopes{
+		active: map[string]map[*trackedCall]struct{}{}, channels: map[string]map[*channel]struct{}{},
+		closing: map[string]bool{}, unconfirmed: map[string]bool{}, leftover: map[string]bool{},
+		leases: map[string]cachedLease{},
+	}
 }
 
 // needsCleanup reports whether scope is being released or destroyed, or
-// its process containment is unproven.
+// the containment of its commands or sessions is unproven.
 func (s *scopes) needsCleanup(scope string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.closing[scope] || s.unconfirmed[scope]
+	return s.closing[scope] || s.unconfirmed[scope] || s.leftover[scope]
 }
 
 // refuses reports whether new work on scope is refused: the driver is
@@ -86,11 +104,90 @@ func (s *scopes) poisoned(scope string) bool {
 	return s.unconfirmed[scope]
 }
 
-// confirm clears scope's poison: its sandbox is gone.
+// confirm clears scope's poison and leftover mark: its sandbox is gone.
 func (s *scopes) confirm(scope string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.unconfirmed, scope)
+	delete(s.leftover, scope)
+}
+
+// markLeftover records that a session's process on scope may still run
+// (its creation or its termination could not be confirmed): the sandbox
+// is not kept for reuse, and resume waits until it is destroyed (confirm).
+// Commands and syncs on the lease go on.
+func (s *scopes) markLeftover(scope string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leftover[scope] = true
+}
+
+// hasLeftover reports whether markLeftover was called for scope since its
+// sandbox was last destroyed.
+func (s *scopes) hasLeftover(scope string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leftover[scope]
+}
+
+// cache remembers a lease acquired or resumed here.
+func (s *scopes) cache(id string, l cachedLease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.shuttingDown {
+		s.leases[id] = l
+	}
+}
+
+// lease returns the cached lease id.
+func (s *scopes) lease(id string) (cachedLease, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[id]
+	return l, ok
+}
+
+// forget drops the cached lease id (release and destroy).
+func (s *scopes) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.leases, id)
+}
+
+// addChannel registers a session channel on scope, unless new work there
+// is refused.
+func (s *scopes) addChannel(scope string, ch *channel) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refusesLocked(scope) {
+		return false
+	}
+	if s.channels[scope] == nil {
+		s.channels[scope] = map[*channel]struct{}{}
+	}
+	s.channels[scope][ch] = struct{}{}
+	return true
+}
+
+// dropChannel unregisters a channel that is over.
+func (s *scopes) dropChannel(scope string, ch *channel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.channels[scope], ch)
+	if len(s.channels[scope]) == 0 {
+		delete(s.channels, scope)
+	}
+}
+
+// channelsOf returns the session channels open on scope.
+func (s *scopes) channelsOf(scope string) []*channel {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*channel, 0, len(s.channels[scope]))
+	for ch := range s.channels[scope] {
+		out = append(out, ch)
+	}
+	return out
 }
 
 // beginClosing marks scope as being released or destroyed; only one such
@@ -122,18 +219,26 @@ func (s *scopes) calls(scope string) []*trackedCall {
 	return calls
 }
 
-// shutdown refuses all new work and returns every call in flight.
-func (s *scopes) shutdown() []*trackedCall {
+// shutdown refuses all new work, forgets the cached leases and returns
+// every call in flight and every open session channel.
+func (s *scopes) shutdown() ([]*trackedCall, []*channel) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.shuttingDown = true
+	clear(s.leases)
 	var calls []*trackedCall
 	for _, set := range s.active {
 		for c := range set {
 			calls = append(calls, c)
 		}
 	}
-	return calls
+	var chans []*channel
+	for _, set := range s.channels {
+		for ch := range set {
+			chans = append(chans, ch)
+		}
+	}
+	return calls, chans
 }
 
 // errStopped is the cause given to tracked calls stopped by release,

@@ -1,0 +1,212 @@
+package createos
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// maxInputChunk is the most one E14 input carries: 262,144 decoded bytes.
+const maxInputChunk = 256 << 10
+
+// writeBudget bounds one Write, all its inputs together: the host's write
+// request times out after 30 s.
+const writeBudget = hostDefaultBudget - replyMargin
+
+var _ handlers.Channel = (*channel)(nil)
+
+// channel is one session's managed process (the v0.2 reference's
+// openManagedProcess in process-session.ts): a duplex pipe process or a
+// login PTY process, its output follower and its input.
+//
+// Goroutines: the follower (follow) ends when the exit frame is read, the
+// stream fails past its reconnects, or stop or close aborts it; it calls
+// the sink's Exit as its last act. The stopper (runStop) ends once its
+// requests are answered or life ends. close waits for both, so nothing of
+// a channel runs once Close has returned.
+type channel struct {
+	c     *Client
+	name  string // log prefix: "CreateOS login PTY", "CreateOS duplex channel"
+	pty   bool   // a login PTY: pty frames are the output and there is no stdin to close
+	sink  handlers.ChannelSink
+	log   zerolog.Logger
+	delay time.Duration // between output reconnects
+	reg   *scopes
+	scope string
+
+	// life ends every request of the channel and the follower: at the
+	// end of close, or when Close's context ends first.
+	life    context.Context
+	endLife context.CancelCauseFunc
+	// abortFollow ends the follower with a cause: errManagedStopped once
+	// the process tree is confirmed gone, else why it is not.
+	abortFollow context.CancelCauseFunc
+	ready       chan struct{} // closed once open has started the channel or given it up
+	followed    chan struct{} // closed once the follower has called Exit
+	stopped     chan struct{} // closed once stopErr is known
+	closed      chan struct{} // closed once closeErr is known
+	exited      atomic.Bool   // the exit frame was read
+
+	writeMu sync.Mutex // serialises writes; stop takes it to wait for one in flight
+
+	mu         sync.Mutex
+	path       string // /sandboxes/{id}/processes/{pid}, once created
+	procID     string
+	live       bool // the follower was started
+	orphaned   bool // creation may have succeeded without a usable process id
+	gaveUp     bool // Close stopped waiting before the process was created
+	stopping   bool // stop or close began: writes are ignored
+	stopBegan  bool
+	closeBegan bool
+	stopErr    error
+	closeErr   error
+}
+
+// newChannel returns a channel that open has yet to start. Its requests
+// and its follower live past the open request: they keep the request's
+// logger and nothing else of its context.
+func (d *Driver) newChannel(ctx context.Context, c *Client, scope, name string, pty bool, sink handlers.ChannelSink) *channel {
+	log := zerolog.Ctx(ctx).With().Logger()
+	life, end := context.WithCancelCause(log.WithContext(context.Background()))
+	return &channel{
+		c: c, name: name, pty: pty, sink: sink, log: log, delay: d.reconnectDelay, reg: d.scopes, scope: scope,
+		life: life, endLife: end, abortFollow: func(error) {},
+		ready: make(chan struct{}), followed: make(chan struct{}), stopped: make(chan struct{}), closed: make(chan struct{}),
+	}
+}
+
+// start attaches the created process pid in sandbox and starts following
+// its output. It reports false when Close gave up waiting meanwhile: the
+// caller then ends the process itself.
+func (ch *channel) start(sandbox, pid string) bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.path, ch.procID = "/sandboxes/"+sandbox+"/processes/"+pid, pid
+	if ch.gaveUp {
+		return false
+	}
+	fctx, abort := context.WithCancelCause(ch.life)
+	ch.abortFollow, ch.live = abort, true
+	stream := "stdout"
+	if ch.pty {
+		stream = "pty"
+	}
+	f := &follower{c: ch.c, path: ch.path, pty: true, delay: ch.delay, deliver: func(s string, p []byte) {
+		if s == stream && len(p) > 0 {
+			ch.sink.Data(p)
+		}
+	}}
+	go ch.follow(fctx, f)
+	close(ch.ready)
+	return true
+}
+
+// abandon gives up a channel whose process was not started: orphaned when
+// its creation may have succeeded all the same.
+func (ch *channel) abandon(orphaned bool) {
+	ch.mu.Lock()
+	ch.orphaned = orphaned
+	select {
+	case <-ch.ready:
+	default:
+		close(ch.ready)
+	}
+	ch.mu.Unlock()
+	if orphaned {
+		ch.reg.markLeftover(ch.scope)
+	}
+	ch.endLife(errSessionOver)
+	ch.reg.dropChannel(ch.scope, ch)
+}
+
+// follow reads the output until the exit frame, a failure past the
+// reconnects, or an abort, and then reports the end to the sink, once.
+func (ch *channel) follow(ctx context.Context, f *follower) {
+	defer close(ch.followed)
+	st, err := f.follow(ctx)
+	if st != nil {
+		ch.exited.Store(true)
+		ch.log.Info().Str("process", ch.pid()).Msg(ch.name + " exited (code=" + exitText(st) + ").")
+		ch.sink.Exit(st.code, false)
+		return
+	}
+	if errors.Is(context.Cause(ctx), errManagedStopped) {
+		// Stopped, and the tree is confirmed gone: the process ended
+		// without an exit status of its own.
+		ch.log.Info().Str("process", ch.pid()).Msg(ch.name + " was stopped.")
+		ch.sink.Exit(nil, false)
+		return
+	}
+	ch.log.Warn().Str("process", ch.pid()).Str("error", err.Error()).Msg(ch.name + " stream failed.")
+	ch.sink.Exit(nil, true)
+}
+
+// exitText is an exit status as the login log lines give it: the code, or
+// the signal.
+func exitText(st *exitStatus) string {
+	if st.code != nil {
+		return strconv.Itoa(*st.code)
+	}
+	return *st.signal
+}
+
+// pid is the process id the channel carries, for log lines.
+func (ch *channel) pid() string {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.procID
+}
+
+// Write implements handlers.Channel: it sends p to the process's input in
+// E14 inputs of at most maxInputChunk bytes, in order, one write at a
+// time. An empty p, or a write once stop or close began, is ignored (as
+// the reference does); after the exit frame it is refused without a
+// request.
+func (ch *channel) Write(p []byte) error {
+	if len(p) == 0 || ch.isStopping() {
+		return nil
+	}
+	ch.writeMu.Lock()
+	defer ch.writeMu.Unlock()
+	switch {
+	case ch.isStopping():
+		return nil
+	case ch.exited.Load():
+		return errSessionEnded
+	}
+	path := ch.processPath()
+	ctx, cancel := withTimeout(ch.life, min(ch.c.cfg.timeout(), writeBudget))
+	defer cancel()
+	for len(p) > 0 {
+		n := min(len(p), maxInputChunk)
+		body := map[string]string{"data_base64": base64.StdEncoding.EncodeToString(p[:n])}
+		if _, err := ch.c.json(ctx, http.MethodPost, path+"/input", body); err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// isStopping reports whether stop or close began.
+func (ch *channel) isStopping() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.stopping
+}
+
+// processPath is the process's path, once created.
+func (ch *channel) processPath() string {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.path
+}

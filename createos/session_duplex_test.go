@@ -1,0 +1,287 @@
+package createos
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// Duplex channels against createostest, which runs the commands for real.
+
+type R = createostest.Route
+
+const (
+	rCreate = createostest.RouteProcCreate
+	rInput  = createostest.RouteInput
+	rStdin  = createostest.RouteStdinClose
+	rSignal = createostest.RouteSignal
+	rDelete = createostest.RouteProcDelete
+)
+
+// A pipe carries any byte both ways: cat gives back NUL and 0xFF as sent,
+// and the process's stdout arrives raw.
+func TestDuplexRoundTripsEveryByte(t *testing.T) {
+	srv, d, bp := sessionServer(t, createostest.Options{})
+	l := leaseOn(t, d, bp)
+	sink := newRecSink(t)
+	from := len(srv.Requests())
+	ch := openDuplex(t, d, bp, l, sink, "cat")
+	if got, want := lastBody(t, srv, rCreate), map[string]any{"cmd": "cat", "args": []any{}, "cwd": "/paperclip-workspace"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("E10 body %v, want %v", got, want)
+	}
+	in := []byte{0x00, 0xff, 0x01, '\n', 0x80, 0xfe}
+	if err := ch.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	sink.waitBytes(in)
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if _, ok := sink.exit(); !ok {
+		t.Fatal("Close returned before Exit")
+	}
+	want := []R{rCreate, rInput, rStdin, rSignal, rDelete}
+	if got := routesSince(srv, from); !slices.Equal(got, want) && !slices.Equal(got, want[:3]) {
+		// cat ends at end of input: when its exit was read before the
+		// stop began, nothing is left to terminate.
+		t.Errorf("requests %v, want %v (or its first three)", got, want)
+	}
+}
+
+// 600 KiB go out in three inputs of at most 256 KiB that put it back
+// together, and cat returns all of it.
+func TestDuplexSplitsLargeWrites(t *testing.T) {
+	srv, d, bp := sessionServer(t, createostest.Options{})
+	l := leaseOn(t, d, bp)
+	sink := newRecSink(t)
+	ch := openDuplex(t, d, bp, l, sink, "cat")
+	from := len(srv.Requests())
+	in := make([]byte, 600<<10)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range in {
+		in[i] = byte(r.Uint32())
+	}
+	if err := ch.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	got := inputs(t, srv, from)
+	if len(got) != 3 {
+		t.Fatalf("%d inputs, want 3", len(got))
+	}
+	for i, b := range got {
+		if len(b) > maxInputChunk {
+			t.Errorf("input %d: %d bytes", i, len(b))
+		}
+	}
+	if !bytes.Equal(bytes.Join(got, nil), in) {
+		t.Error("the inputs do not put the write back together")
+	}
+	sink.waitBytes(in)
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Each argv element is one argument: shell syntax arrives literally in the
+// E10 body and in the program's argv, and nothing runs it.
+func TestDuplexArgvIsLiteral(t *testing.T) {
+	srv, d, bp := sessionServer(t, createostest.Options{})
+	l := leaseOn(t, d, bp)
+	argv := []string{"printf", `%s\n`, "a b", "$(touch /tmp/pwned)", "'q'", "*", "; echo x", "`id`", `\"`}
+	sink := newRecSink(t)
+	ch := openDuplex(t, d, bp, l, sink, argv...)
+	body := lastBody(t, srv, rCreate)
+	if body["cmd"] != "printf" || !reflect.DeepEqual(body["args"], anySlice(argv[1:])) {
+		t.Fatalf("E10 body %v", body)
+	}
+	want := strings.Join(argv[2:], "\n") + "\n"
+	sink.waitBytes([]byte(want))
+	if e := sink.waitExit(); e.code == nil || *e.code != 0 || e.transportClosed {
+		t.Fatalf("exit %+v", e)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := d.client(mustConfig(t, bp.Config))
+	if r, err := c.exec(t.Context(), l.LeaseID(), "/bin/test", "-e", "/tmp/pwned"); err != nil || r.ok() {
+		t.Fatalf("the argument ran as shell: %+v %v", r, err)
+	}
+}
+
+func anySlice(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+func mustConfig(t *testing.T, o handlers.Object) Config {
+	t.Helper()
+	cfg, err := ParseConfig(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// A process that ends by itself reports its code once; closing it then
+// sends nothing (its end was read).
+func TestDuplexExitCodeOnce(t *testing.T) {
+	srv, d, bp := sessionServer(t, createostest.Options{})
+	l := leaseOn(t, d, bp)
+	cases := []struct {
+		argv []string
+		code int
+	}{
+		{[]string{"true"}, 0},
+		{[]string{"sh", "-c", "exit 3"}, 3},
+		{[]string{"no-such-program-here"}, 127},
+	}
+	for _, tc := range cases {
+		t.Run(tc.argv[0], func(t *testing.T) {
+			sink := newRecSink(t)
+			ch := openDuplex(t, d, bp, l, sink, tc.argv...)
+			if e := sink.waitExit(); e.code == nil || *e.code != tc.code || e.transportClosed {
+				t.Fatalf("exit %+v, want code %d", e, tc.code)
+			}
+			from := len(srv.Requests())
+			if err := ch.Close(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := ch.Write([]byte("late")); err != nil {
+				t.Errorf("a write after close: %v, want it ignored", err)
+			}
+			ch.Stop()
+			if got := srv.Requests()[from:]; len(got) != 0 {
+				t.Errorf("close after the exit sent %d requests", len(got))
+			}
+		})
+	}
+}
+
+// Stop sends SIGTERM and deletes the tree, and the end reaches the sink;
+// Close then answers from the same stop, closing no stdin.
+func TestDuplexStop(t *testing.T) {
+	srv, d, bp := sessionServer(t, createostest.Options{})
+	l := leaseOn(t, d, bp)
+	sink := newRecSink(t)
+	from := len(srv.Requests())
+	ch := openDuplex(t, d, bp, l, sink, "sleep", "30")
+	ch.Stop()
+	ch.Stop()
+	if e := sink.waitExit(); e.code != nil || e.transportClosed {
+		t.Fatalf("exit %+v, want a signal (no code)", e)
+	}
+	if err := ch.Write([]byte("x")); err != nil {
+		t.Errorf("write after stop: %v, want it ignored", err)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := routesSince(srv, from), []R{rCreate, rSignal, rDelete}; !slices.Equal(got, want) {
+		t.Errorf("requests %v, want %v", got, want)
+	}
+	if q := deleteQuery(srv); q != "grace_ms=1000" {
+		t.Errorf("DELETE query %q", q)
+	}
+	if got := lastBody(t, srv, rSignal); got["signal"] != "SIGTERM" {
+		t.Errorf("signal body %v", got)
+	}
+}
+
+func deleteQuery(srv *createostest.Server) string {
+	q := ""
+	for _, r := range srv.Requests() {
+		if r.Route == rDelete {
+			q = r.Query
+		}
+	}
+	return q
+}
+
+// Close of a running pipe process: stdin close, SIGTERM, tree DELETE, in
+// that order, and Exit before Close returns.
+func TestDuplexCloseSequence(t *testing.T) {
+	srv, d, bp := sessionServer(t, createostest.Options{})
+	l := leaseOn(t, d, bp)
+	sink := newRecSink(t)
+	from := len(srv.Requests())
+	ch := openDuplex(t, d, bp, l, sink, "sh", "-c", "cat >/dev/null; echo eof; exec sleep 30")
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sink.exit(); !ok {
+		t.Fatal("Close returned before Exit")
+	}
+	if got, want := routesSince(srv, from), []R{rCreate, rStdin, rSignal, rDelete}; !slices.Equal(got, want) {
+		t.Errorf("requests %v, want %v", got, want)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Errorf("second close: %v", err)
+	}
+}
+
+// A failed input is the write's error; the channel goes on.
+func TestDuplexWriteFailure(t *testing.T) {
+	srv, d, bp := sessionServer(t, createostest.Options{})
+	l := leaseOn(t, d, bp)
+	sink := newRecSink(t)
+	ch := openDuplex(t, d, bp, l, sink, "cat")
+	srv.Faults().Inject(rInput, 503, 1)
+	err := ch.Write([]byte("lost"))
+	wantErr(t, err, "CreateOS request failed (HTTP 503) during process cleanup.")
+	if err := ch.Write([]byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	sink.waitBytes([]byte("kept"))
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A stream cut mid-frame is replayed from the last sequence; frames the
+// server resends are dropped.
+func TestDuplexCutStreamReplaysWithoutDuplicates(t *testing.T) {
+	srv, d, bp := sessionServer(t, createostest.Options{})
+	l := leaseOn(t, d, bp)
+	srv.SetReplayOverlap(2)
+	srv.Faults().Stream(createostest.RouteConnect, createostest.StreamFault{Kind: createostest.StreamCutMidFrame, After: 1}, 1)
+	srv.Faults().Stream(createostest.RouteConnect, createostest.StreamFault{Kind: createostest.StreamEnd, After: 1}, 1)
+	sink := newRecSink(t)
+	from := len(srv.Requests())
+	ch := openDuplex(t, d, bp, l, sink, "sh", "-c", "echo one; sleep 0.2; echo two; sleep 0.2; echo three; sleep 0.2; echo four")
+	if e := sink.waitExit(); e.code == nil || *e.code != 0 {
+		t.Fatalf("exit %+v", e)
+	}
+	if got := string(sink.bytes()); got != "one\ntwo\nthree\nfour\n" {
+		t.Fatalf("output %q", got)
+	}
+	if n := countRoute(srv, from, createostest.RouteConnect); n < 3 {
+		t.Errorf("%d connects: the cut streams were not reconnected", n)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Stderr is not the channel's: only stdout reaches the sink.
+func TestDuplexDropsStderr(t *testing.T) {
+	_, d, bp := sessionServer(t, createostest.Options{})
+	l := leaseOn(t, d, bp)
+	sink := newRecSink(t)
+	ch := openDuplex(t, d, bp, l, sink, "sh", "-c", "echo err >&2; echo out; echo err2 >&2")
+	sink.waitExit()
+	if got := string(sink.bytes()); got != "out\n" {
+		t.Fatalf("output %q", got)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

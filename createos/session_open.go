@@ -1,0 +1,227 @@
+package createos
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
+)
+
+var (
+	_ handlers.DuplexOpener   = (*Driver)(nil)
+	_ handlers.LoginPtyOpener = (*Driver)(nil)
+)
+
+// Log prefixes of the two session kinds.
+const (
+	loginName  = "CreateOS login PTY"
+	duplexName = "CreateOS duplex channel"
+)
+
+// OpenDuplex implements handlers.DuplexOpener: p.Command runs as a pipe
+// process in the workspace of a lease acquired or resumed by this worker,
+// each element one argument (E10 {cmd, args, cwd}; no shell). Its stdout
+// is the channel's output; stderr is dropped, as in the reference.
+func (d *Driver) OpenDuplex(ctx context.Context, p *handlers.DuplexOpenParams, out handlers.ChannelSink) (handlers.Channel, error) {
+	if !validArgv(p.Command) {
+		return nil, errDuplexCommand
+	}
+	l, err := d.sessionLease(&p.SessionBase)
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.client(l.cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := within(ctx, hostDefaultBudget)
+	defer cancel()
+	body := map[string]any{"cmd": p.Command[0], "args": append([]string{}, p.Command[1:]...), "cwd": workspaceDir}
+	ch, err := d.openSession(ctx, c, l, p.ProviderLeaseID, body, duplexName, false, out)
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// validArgv reports whether argv is a command a duplex channel runs: not
+// empty, and no element empty or holding a NUL.
+func validArgv(argv []string) bool {
+	if len(argv) == 0 {
+		return false
+	}
+	for _, a := range argv {
+		if a == "" || envrule.HasNUL(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// OpenLoginPty implements handlers.LoginPtyOpener: the session home is
+// revalidated and created (E8 mkdir -p), then the key's login command runs
+// in a LoginPtyCols × LoginPtyRows pseudo-terminal through /bin/bash -lc
+// (loginScript), in the workspace of a lease acquired or resumed by this
+// worker.
+func (d *Driver) OpenLoginPty(ctx context.Context, p *handlers.LoginPtyOpenParams, out handlers.ChannelSink) (handlers.Channel, error) {
+	log := zerolog.Ctx(ctx)
+	log.Info().Str("loginCommandKey", p.LoginCommandKey).Msg(loginName + " open requested.")
+	if !handlers.ValidSessionHome(p.SessionHome) {
+		return nil, errLoginHome
+	}
+	cmd, ok := handlers.LoginCommands[p.LoginCommandKey]
+	if !ok {
+		return nil, errLoginCommand
+	}
+	l, err := d.sessionLease(&p.SessionBase)
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.client(l.cfg)
+	if err != nil {
+		return nil, err
+	}
+	script, err := loginScript(cmd, p.SessionHome)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := within(ctx, hostDefaultBudget)
+	defer cancel()
+	if err := prepareLoginHome(ctx, c, p.ProviderLeaseID, p.SessionHome); err != nil {
+		return nil, err
+	}
+	log.Info().Str("sandbox", p.ProviderLeaseID).Msg(loginName + " home prepared.")
+	body := map[string]any{
+		"cmd": "/bin/bash", "args": []string{"-lc", script}, "cwd": workspaceDir,
+		"pty": map[string]int{"cols": handlers.LoginPtyCols, "rows": handlers.LoginPtyRows},
+	}
+	ch, err := d.openSession(ctx, c, l, p.ProviderLeaseID, body, loginName, true, out)
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// prepareLoginHome creates the session home (E8 /bin/mkdir -p -- home).
+func prepareLoginHome(ctx context.Context, c *Client, sandbox, home string) error {
+	ctx, cancel := working(ctx, c.cfg.timeout())
+	defer cancel()
+	r, err := c.exec(ctx, sandbox, "/bin/mkdir", "-p", "--", home)
+	if err != nil {
+		return err
+	}
+	if !r.ok() {
+		return errLoginHomePrep
+	}
+	return nil
+}
+
+// loginScript is the bash script a login PTY runs, its statements joined
+// by "; " as in the reference: the CLI must resolve (command -v, else exit
+// 127); an asdf shim is replaced by what asdf resolves it to (else exit
+// 127), whose directory goes first on PATH; the result must be executable
+// (else exit 126); then exec env with the login environment (in name
+// order), PATH, the CLI and its arguments. Every value is quoted once.
+func loginScript(cmd handlers.LoginCommand, home string) (string, error) {
+	words := make([]string, 0, len(cmd.Argv))
+	for _, a := range cmd.Argv {
+		q, err := shellQuote(a)
+		if err != nil {
+			return "", err
+		}
+		words = append(words, q)
+	}
+	env := cmd.LoginEnv(home)
+	assigns := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		q, err := shellQuote(env[k])
+		if err != nil {
+			return "", err
+		}
+		assigns = append(assigns, k+"="+q)
+	}
+	exe, args := words[0], words[1:]
+	return strings.Join([]string{
+		"login_command=$(command -v " + exe + ") || exit 127",
+		`login_path="$PATH"`,
+		`case "$login_command" in */.asdf/shims/*) login_command=$(asdf which ` + exe + `) || exit 127; login_path="${login_command%/*}:$PATH";; esac`,
+		`[ -x "$login_command" ] || exit 126`,
+		"exec env " + strings.Join(assigns, " ") + ` PATH="$login_path" "$login_command"` + prefixEach(" ", args),
+	}, "; "), nil
+}
+
+// prefixEach is the words, each after sep.
+func prefixEach(sep string, words []string) string {
+	var b strings.Builder
+	for _, w := range words {
+		b.WriteString(sep + w)
+	}
+	return b.String()
+}
+
+// sessionLease is the cached lease a session opens on: acquired or
+// resumed by this worker, for the same company and environment.
+func (d *Driver) sessionLease(p *handlers.SessionBase) (cachedLease, error) {
+	l, ok := d.scopes.lease(p.ProviderLeaseID)
+	if !ok || l.companyID != p.CompanyID || l.environmentID != p.EnvironmentID {
+		return cachedLease{}, errSessionLease
+	}
+	return l, nil
+}
+
+// openSession registers a channel on the lease, creates its process (E10
+// with body, never retried) and starts following it. The channel is
+// registered first, so a release that begins meanwhile closes it too. A
+// creation that may have succeeded without a usable process id marks the
+// lease leftover (refused as creation only below HTTP 500).
+func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sandbox string, body map[string]any,
+	name string, pty bool, sink handlers.ChannelSink) (*channel, error) {
+	ch := d.newChannel(ctx, c, l.scope, name, pty, sink)
+	if !d.scopes.addChannel(l.scope, ch) {
+		ch.endLife(errSessionOver)
+		return nil, errLeaseClosing
+	}
+	wctx, cancel := working(ctx, c.cfg.timeout())
+	pid, err := createProcess(wctx, c, sandbox, body)
+	cancel()
+	if err != nil {
+		var ae *APIError
+		refused := errors.As(err, &ae) && ae.Status < 500
+		ch.abandon(!refused)
+		if ae != nil {
+			ch.log.Warn().Str("sandbox", sandbox).Msg(name + " process creation failed (HTTP " + strconv.Itoa(ae.Status) + ").")
+		} else {
+			ch.log.Warn().Str("sandbox", sandbox).Str("error", err.Error()).Msg(name + " process creation failed before binding.")
+		}
+		return nil, err
+	}
+	if !ch.start(sandbox, pid) {
+		// A release closed the lease's sessions while this one was created.
+		tctx, tcancel := fresh(ctx, c.cfg.timeout())
+		terr := ch.terminate(tctx)
+		tcancel()
+		ch.abandon(terr != nil)
+		ch.log.Warn().Str("sandbox", sandbox).Str("process", pid).Msg(name + " process creation failed before binding.")
+		return nil, errLeaseClosing
+	}
+	ch.log.Info().Str("sandbox", sandbox).Str("process", pid).Msg(name + " process opened.")
+	return ch, nil
+}
+
+// createProcess creates a managed process and returns its id.
+func createProcess(ctx context.Context, c *Client, sandbox string, body map[string]any) (string, error) {
+	data, err := c.json(ctx, http.MethodPost, "/sandboxes/"+sandbox+"/processes", body)
+	if err != nil {
+		return "", err
+	}
+	pid, _ := data.str("process_id")
+	return identifier(pid)
+}

@@ -1,0 +1,149 @@
+package createos
+
+import (
+	"context"
+	"net/http"
+)
+
+// Stop implements handlers.Channel: the first call starts the stopper and
+// returns; the exit reaches the sink when the follower ends.
+func (ch *channel) Stop() {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.stopBegan || !ch.live {
+		return
+	}
+	ch.stopBegan, ch.stopping = true, true
+	go ch.runStop()
+}
+
+// runStop waits for a write in flight, ends the process tree and then the
+// follower. A tree whose end is unconfirmed marks the lease leftover, so
+// its sandbox is not kept.
+func (ch *channel) runStop() {
+	defer close(ch.stopped)
+	ch.writeMu.Lock() // a write in flight ends first; later ones are ignored
+	ctx, cancel := withTimeout(ch.life, ch.c.cfg.timeout())
+	err := ch.terminate(ctx)
+	cancel()
+	ch.writeMu.Unlock()
+	ch.mu.Lock()
+	ch.stopErr = err
+	ch.mu.Unlock()
+	if err != nil {
+		ch.reg.markLeftover(ch.scope)
+		ch.log.Warn().Str("process", ch.pid()).Str("error", err.Error()).Msg(ch.name + " termination is unconfirmed.")
+		ch.abortFollow(err)
+		return
+	}
+	ch.abortFollow(errManagedStopped)
+}
+
+// terminate ends the process tree unless its exit was read: SIGTERM (its
+// answer does not matter), then DELETE ?grace_ms=1000, which must answer
+// tree_exited: true (404: already gone). Any other answer, and running out
+// of time, is unconfirmed.
+func (ch *channel) terminate(ctx context.Context) error {
+	if ch.exited.Load() {
+		return nil
+	}
+	path := ch.processPath()
+	_, _ = ch.c.json(ctx, http.MethodPost, path+"/signal", map[string]string{"signal": "SIGTERM"})
+	data, err := ch.c.json(ctx, http.MethodDelete, path+"?grace_ms=1000", nil)
+	switch {
+	case isStatus(err, http.StatusNotFound):
+		return nil
+	case err == nil && data.isTrue("tree_exited"):
+		return nil
+	case err == nil || ctx.Err() != nil:
+		return errTreeUnconfirmed
+	}
+	return err
+}
+
+// Close implements handlers.Channel. The first call closes the channel;
+// later calls wait for its answer within their own ctx.
+func (ch *channel) Close(ctx context.Context) error {
+	ch.mu.Lock()
+	first := !ch.closeBegan
+	ch.closeBegan = true
+	ch.mu.Unlock()
+	if first {
+		err := ch.close(ctx)
+		ch.mu.Lock()
+		ch.closeErr = err
+		ch.mu.Unlock()
+		close(ch.closed)
+		return err
+	}
+	select {
+	case <-ch.closed:
+		ch.mu.Lock()
+		defer ch.mu.Unlock()
+		return ch.closeErr
+	case <-ctx.Done():
+		return errTreeUnconfirmed
+	}
+}
+
+// close ends the channel: in pipe mode, unless the exit was read or stop
+// already began, it closes stdin (E11; its answer does not matter, 404 and
+// 409 are what the reference tolerates and the stop decides); then it
+// stops the process (or waits for the stop in progress), ends the
+// follower, whose Exit is then delivered, and releases the channel. It
+// answers nil only when the tree's end is confirmed. ctx bounds it all:
+// when ctx ends first, every request of the channel is cut, and the end
+// is unconfirmed.
+func (ch *channel) close(ctx context.Context) error {
+	cut := context.AfterFunc(ctx, func() { ch.endLife(errSessionOver) })
+	defer cut()
+	if !ch.awaitStart(ctx) {
+		ch.reg.markLeftover(ch.scope)
+		return errTreeUnconfirmed
+	}
+	ch.mu.Lock()
+	live, orphaned := ch.live, ch.orphaned
+	pipeStdin := !ch.pty && !ch.stopBegan && !ch.exited.Load()
+	ch.stopping = true
+	ch.mu.Unlock()
+	switch {
+	case !live && orphaned:
+		return errTreeUnconfirmed
+	case !live:
+		return nil
+	}
+	if pipeStdin {
+		sctx, cancel := withTimeout(ch.life, ch.c.cfg.timeout())
+		_, _ = ch.c.json(sctx, http.MethodPost, ch.processPath()+"/stdin/close", nil)
+		cancel()
+	}
+	ch.Stop()
+	<-ch.stopped
+	ch.abortFollow(errSessionOver)
+	<-ch.followed
+	ch.endLife(errSessionOver)
+	ch.reg.dropChannel(ch.scope, ch)
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.stopErr
+}
+
+// awaitStart waits until open has started the channel or given it up. It
+// reports false when ctx ended first; open then ends the process itself
+// once it is created.
+func (ch *channel) awaitStart(ctx context.Context) bool {
+	select {
+	case <-ch.ready:
+		return true
+	case <-ctx.Done():
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	select {
+	case <-ch.ready:
+		return true
+	default:
+		ch.gaveUp = true
+		return false
+	}
+}
