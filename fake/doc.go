@@ -21,5 +21,12 @@
 // A command's env is held to internal/envrule, the rule the CreateOS
 // driver has: a name that is not a shell identifier, or a value with a
 // NUL, refuses the call with the same message before anything runs. A
-// positive timeoutMs is at least one millisecond (msDuration).
+// positive timeoutMs is at least one millisecond (msDuration). Every
+// command is found through, and runs with, one PATH: the config's path
+// directories, then an execute's env.PATH or the default (commandPATH).
+//
+// Live sessions — duplex channels and login terminals — are lease
+// processes too (session.go, duplex.go, loginpty.go): a duplex process's
+// stderr stays in the lease root, a login's HOME is a session home the
+// lease holds and removes with itself (sessionhome.go).
 package fake

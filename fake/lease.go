@@ -2,6 +2,7 @@ package fake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -40,7 +41,8 @@ type lease struct {
 	closing   bool
 	gone      bool
 	running   map[*execution]struct{}
-	path      []string // Config.Path of the last acquire or resume: sessions' (their open has no config)
+	path      []string            // Config.Path of the last acquire or resume: sessions' (their open has no config)
+	homes     map[string]struct{} // the session homes the lease holds (sessionhome.go)
 	expiresAt time.Time
 	expiry    *time.Timer
 }
@@ -316,8 +318,9 @@ func (d *Driver) endLease(ctx context.Context, p *handlers.ReleaseLeaseParams, r
 
 // teardown stops the lease's commands (after waiting up to drain for them
 // to finish; live sessions are stopped at once), ends every process the
-// lease started (see markerVar) and, with remove, deletes its root. It
-// reports whether the lease's execution is confirmed over (endProcesses).
+// lease started (see markerVar) and, with remove, deletes its root and the
+// session homes it used (sessionhome.go). It reports whether the lease's execution
+// is confirmed over (endProcesses).
 func (l *lease) teardown(ctx context.Context, remove bool, drain time.Duration) (bool, error) {
 	running := l.beginClosing(remove)
 	if drain > 0 {
@@ -334,7 +337,7 @@ func (l *lease) teardown(ctx context.Context, remove bool, drain time.Duration) 
 	if !remove {
 		return confirmed, nil
 	}
-	if err := removeRoot(l.root, l.dir); err != nil {
+	if err := errors.Join(removeRoot(l.root, l.dir), l.removeHomes()); err != nil {
 		return false, err
 	}
 	return confirmed, nil

@@ -352,3 +352,32 @@ func TestDuplexRefusals(t *testing.T) {
 	})
 	e.noProcs(t)
 }
+
+// Sessions run with the path of the lease's last acquire or resume: their
+// open carries no config.
+func TestSessionsUseThePathOfTheLastAcquireOrResume(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	e := newSessionEnv(t, handlers.Object{"path": []any{first}, "reuseLease": true})
+	printPATH := []string{"sh", "-c", `printf %s "$PATH"`}
+	_, s := e.duplex(t, printPATH...)
+	wantCode(t, s.exit(t), code(0))
+	if got := string(s.output()); got != first+":"+defaultPATH {
+		t.Errorf("after acquire: PATH = %q", got)
+	}
+	e.b.Config = handlers.Object{"path": []any{second}, "reuseLease": true}
+	if _, err := e.d.ResumeLease(context.Background(), &handlers.ResumeLeaseParams{BaseParams: e.b, ProviderLeaseID: *e.lease.ProviderLeaseID}); err != nil {
+		t.Fatal(err)
+	}
+	_, s = e.duplex(t, printPATH...)
+	wantCode(t, s.exit(t), code(0))
+	if got := string(s.output()); got != second+":"+defaultPATH {
+		t.Errorf("after resume: PATH = %q", got)
+	}
+	e.b.Config = handlers.Object{"reuseLease": true}
+	acquire(t, e.d, e.b, "run-2")
+	_, s = e.duplex(t, printPATH...)
+	wantCode(t, s.exit(t), code(0))
+	if got := string(s.output()); got != defaultPATH {
+		t.Errorf("after a second acquire without path: PATH = %q", got)
+	}
+}

@@ -1,0 +1,140 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/state"
+)
+
+var _ handlers.LoginPtyOpener = (*Driver)(nil)
+
+// OpenLoginPty implements handlers.LoginPtyOpener: the fixed command of
+// the loginCommandKey (handlers.LoginCommands) runs in a pseudo-terminal
+// of handlers.LoginPtyCols × LoginPtyRows that is its stdin, stdout,
+// stderr and controlling terminal, in a session of its own, in the lease
+// workspace, with PATH (the lease's, see OpenDuplex), the lease's marker,
+// HOME (and CODEX_HOME or GROK_HOME) at the session home and TERM. The
+// home is checked (handlers.ValidSessionHome) before anything is touched,
+// then prepared (sessionhome.go). The channel's output is what the
+// terminal shows, raw bytes; a CLI that is not installed prints why and
+// exits 127 (126 when it cannot be run).
+func (d *Driver) OpenLoginPty(_ context.Context, p *handlers.LoginPtyOpenParams, out handlers.ChannelSink) (handlers.Channel, error) {
+	l, err := d.sessionLease(&p.SessionBase)
+	if err != nil {
+		return nil, err
+	}
+	if !handlers.ValidSessionHome(p.SessionHome) {
+		return nil, state.Userf("sessionHome %q is not a login home the host gives (%s/<uuid>); start the login again from Paperclip.", p.SessionHome, handlers.SessionHomeRoot)
+	}
+	lc, ok := handlers.LoginCommands[p.LoginCommandKey]
+	if !ok {
+		return nil, state.Userf("loginCommandKey %q is not one of %s.", p.LoginCommandKey, loginKeys())
+	}
+	s, err := l.newSession(out)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.claimHome(l, p.SessionHome); err != nil {
+		s.abandon()
+		return nil, err
+	}
+	if err := s.startLogin(lc, p.SessionHome); err != nil {
+		s.abandon()
+		return nil, err
+	}
+	return s, nil
+}
+
+// loginKeys lists the loginCommandKeys, for a message.
+func loginKeys() string {
+	keys := make([]string, 0, len(handlers.LoginCommands))
+	for k := range handlers.LoginCommands {
+		keys = append(keys, fmt.Sprintf("%q", k))
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
+}
+
+// startLogin starts lc in a new terminal, or makes the session one that
+// says why the CLI cannot run and exits 127 or 126.
+func (s *session) startLogin(lc handlers.LoginCommand, home string) error {
+	dir, err := s.l.sessionCwd()
+	if err != nil {
+		return err
+	}
+	defer dir.Close() // the child holds its cwd once started
+	dirs, pathEnv := s.l.sessionPATH()
+	name := lc.Argv[0]
+	prog, err := lookPath(name, pathEnv, s.l.workspace)
+	if err != nil {
+		s.notStarted(exitCodeOf(err), fmt.Sprintf("fake-plugin: %s: %s\r\n", name, describeLookErr(err)))
+		return nil
+	}
+	master, tty, err := openTerminal()
+	if err != nil {
+		return err
+	}
+	cmd := &exec.Cmd{
+		Path: prog, Args: slices.Clone(lc.Argv), Env: buildEnv(lc.LoginEnv(home), s.l.root, dirs), Dir: fdPath(dir),
+		Stdin: tty, Stdout: tty, Stderr: tty,
+		// A session of its own (its id is its process group's, which
+		// supervise and Close terminate) whose controlling terminal is
+		// its stdin; it dies with the worker.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL},
+	}
+	ch, startErr := children.start(cmd, s.l.root)
+	tty.Close() // the child holds it: the master reads EIO once no process does
+	if startErr != nil {
+		master.Close()
+		s.notStarted(exitCodeOf(startErr), fmt.Sprintf("fake-plugin: %s: %v\r\n", name, unwrapPathErr(startErr)))
+		return nil
+	}
+	s.started(cmd, ch, master, master, nil)
+	return nil
+}
+
+// openTerminal opens a pseudo-terminal of the login size: its master, as
+// a file the runtime poller serves, and its tty.
+func openTerminal() (master, tty *os.File, err error) {
+	m, tty, err := pty.Open()
+	if err != nil {
+		return nil, nil, fmt.Errorf("open a pseudo-terminal: %w", err)
+	}
+	if err := pty.Setsize(m, &pty.Winsize{Rows: handlers.LoginPtyRows, Cols: handlers.LoginPtyCols}); err != nil {
+		m.Close()
+		tty.Close()
+		return nil, nil, fmt.Errorf("size the pseudo-terminal: %w", err)
+	}
+	if master, err = pollable(m); err != nil {
+		tty.Close()
+		return nil, nil, err
+	}
+	return master, tty, nil
+}
+
+// pollable returns a copy of f that the runtime poller serves and closes
+// f. pty reaches the master through File.Fd, which leaves a file blocking
+// for good: its reads would take no deadline and Close would not end them.
+func pollable(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("duplicate the pseudo-terminal master: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("make the pseudo-terminal master non-blocking: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "/dev/ptmx"), nil
+}

@@ -1,0 +1,159 @@
+package fake
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/state"
+)
+
+// A login's HOME is its session home, handlers.SessionHomeRoot/<uuid>, on
+// this machine: the fake's sandbox is the worker's machine. The root is
+// created 0700 when missing and must be a real directory of this user
+// that no other user can change; the home is created 0700, or, when it is
+// there already, must be a directory of this user (its mode is set to
+// 0700). Nothing is followed: a symbolic link at either is refused. The
+// lease that opened a login on a home holds it — no other lease of the
+// driver may use it — and deletes it when the lease is removed (teardown
+// with remove), through a handle of the root: the credentials the CLI
+// wrote do not outlive the lease.
+
+// claimHome prepares home for a login of l and records it as l's, unless
+// another lease holds it. It runs under d.mu, so that two leases cannot
+// claim one home at once.
+func (d *Driver) claimHome(l *lease, home string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, o := range d.leases {
+		if o != l && o.hasHome(home) {
+			return state.Userf("sessionHome %s is in use by another fake-plugin lease; start the login again from Paperclip.", home)
+		}
+	}
+	if err := prepareHome(home); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if l.homes == nil {
+		l.homes = map[string]struct{}{}
+	}
+	l.homes[home] = struct{}{}
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *lease) hasHome(home string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.homes[home]
+	return ok
+}
+
+// prepareHome makes home, a valid session home, ready for a login.
+func prepareHome(home string) error {
+	root, err := openHomeRoot(true)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	leaf := filepath.Base(home)
+	if err := root.Mkdir(leaf, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create session home %s: %w", home, cleanErr(err))
+	}
+	fi, err := root.Lstat(leaf)
+	if err != nil {
+		return fmt.Errorf("look at session home %s: %w", home, cleanErr(err))
+	}
+	if why := notOwnDir(fi); why != "" {
+		return state.Userf("sessionHome %s %s; remove it or start the login again from Paperclip.", home, why)
+	}
+	f, err := root.OpenFile(leaf, os.O_RDONLY|dirOnly|nonblock, 0)
+	if err != nil {
+		return fmt.Errorf("open session home %s: %w", home, cleanErr(err))
+	}
+	defer f.Close()
+	if held, err := f.Stat(); err != nil || !os.SameFile(fi, held) {
+		return state.Userf("sessionHome %s changed while the fake-plugin driver opened it; start the login again from Paperclip.", home)
+	}
+	if err := f.Chmod(0o700); err != nil {
+		return fmt.Errorf("set the mode of session home %s: %w", home, cleanErr(err))
+	}
+	return nil
+}
+
+// openHomeRoot opens handlers.SessionHomeRoot, first creating it (0700)
+// when create and it is missing; without create a missing root is nil.
+func openHomeRoot(create bool) (*os.Root, error) {
+	const name = handlers.SessionHomeRoot
+	fi, err := os.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		if !create {
+			return nil, nil
+		}
+		if err = os.Mkdir(name, 0o700); err == nil || errors.Is(err, fs.ErrExist) {
+			fi, err = os.Lstat(name)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("prepare %s: %w", name, cleanErr(err))
+	}
+	why := notOwnDir(fi)
+	if why == "" && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+		why = "can be changed by other users (it is group- or world-writable and not sticky)"
+	}
+	if why != "" {
+		return nil, state.Userf("The login home directory %s %s; fix or remove it so that logins can use it.", name, why)
+	}
+	root, err := os.OpenRoot(name)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", name, cleanErr(err))
+	}
+	if held, err := root.Stat("."); err != nil || !os.SameFile(fi, held) {
+		root.Close()
+		return nil, state.Userf("The login home directory %s changed while the fake-plugin driver opened it; retry the login.", name)
+	}
+	return root, nil
+}
+
+// notOwnDir says why fi is not a directory of this user, "" when it is.
+func notOwnDir(fi fs.FileInfo) string {
+	switch st, ok := fi.Sys().(*syscall.Stat_t); {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return "is a symbolic link"
+	case !fi.IsDir():
+		return "is not a directory"
+	case !ok || int(st.Uid) != os.Getuid():
+		return "belongs to another user"
+	}
+	return ""
+}
+
+// removeHomes deletes the session homes l holds through a handle of their
+// root: a symbolic link at a home is removed, never followed.
+func (l *lease) removeHomes() error {
+	l.mu.Lock()
+	homes := slices.Collect(maps.Keys(l.homes))
+	l.homes = nil
+	l.mu.Unlock()
+	if len(homes) == 0 {
+		return nil
+	}
+	root, err := openHomeRoot(false)
+	if err != nil || root == nil {
+		return err
+	}
+	defer root.Close()
+	for _, h := range homes {
+		err = errors.Join(err, root.RemoveAll(filepath.Base(h)))
+	}
+	if err != nil {
+		return fmt.Errorf("remove session homes: %w", err)
+	}
+	return nil
+}
