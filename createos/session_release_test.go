@@ -33,7 +33,9 @@ func TestUnconfirmedSessionCleanupDestroysInsteadOfKeeping(t *testing.T) {
 			srv, d, bp := sessionServer(t, createostest.Options{})
 			l := leaseOn(t, d, bp)
 			sink := newRecSink(t)
-			ch := openDuplex(t, d, bp, l, sink, "sleep", "30")
+			// SIGTERM alone does not end it: only the tree DELETE can.
+			ch := openDuplex(t, d, bp, l, sink, "sh", "-c", `trap "" TERM; echo up; sleep 30`)
+			sink.waitBytes([]byte("up\n"))
 			tc.inject(srv)
 			err := ch.Close(t.Context())
 			wantErr(t, err, tc.err)

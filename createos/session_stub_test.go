@@ -1,0 +1,309 @@
+package createos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// Session tests against the reference fixture's stub provider (spec
+// §7.0), where the frames and the answers are exactly what a test says.
+
+const stubHome = "/tmp/paperclip-adapter-login/7c9e6679-7425-40de-944b-e07fc1f90ae7"
+
+func loginParams(key, home string) *handlers.LoginPtyOpenParams {
+	return &handlers.LoginPtyOpenParams{SessionBase: handlers.SessionBase{HostRouteID: "0e9c1c57-0f5e-4c55-9c1b-7b3e0e1d2f00",
+		DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", ProviderLeaseID: "sb_test"}, LoginCommandKey: key, SessionHome: home}
+}
+
+func duplexParams(argv ...string) *handlers.DuplexOpenParams {
+	return &handlers.DuplexOpenParams{SessionBase: handlers.SessionBase{HostRouteID: "duplex-route-1", DriverKey: Key,
+		CompanyID: "company-a", EnvironmentID: "env-a", ProviderLeaseID: "sb_test"}, Command: argv}
+}
+
+// PTY output is delivered as raw bytes in order, a UTF-8 sequence split
+// across frames included (the route table decodes it); stdout frames are
+// not a PTY's.
+func TestLoginPTYDeliversRawBytesAcrossFrames(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	acquire(t, d, reuse)
+	s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
+		ndjson(w, dataFrameBytes(1, "pty", []byte{0xe2, 0x82}), dataFrame(2, "stdout", "not the terminal"),
+			dataFrameBytes(3, "pty", []byte{0xac, '\n'}), `{"type":"exit","exit_code":0}`)
+	}
+	sink := newRecSink(t)
+	ch, err := d.OpenLoginPty(t.Context(), loginParams("codex", stubHome), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := sink.waitExit(); e.code == nil || *e.code != 0 || e.transportClosed {
+		t.Fatalf("exit %+v", e)
+	}
+	if got, want := sink.chunks(), [][]byte{{0xe2, 0x82}, {0xac, '\n'}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("Data calls %q, want %q", got, want)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The home is made by E8 and the CLI runs through bash -lc in a 120×30
+// PTY in the workspace, with HOME, its own home variable and TERM, and
+// neither env nor timeout_ms in the body (spec §6.10, §7.2).
+func TestLoginBodyPerKey(t *testing.T) {
+	const script = `login_command=$(command -v '%[1]s') || exit 127; login_path="$PATH"; ` +
+		`case "$login_command" in */.asdf/shims/*) login_command=$(asdf which '%[1]s') || exit 127; login_path="${login_command%%/*}:$PATH";; esac; ` +
+		`[ -x "$login_command" ] || exit 126; exec env %[2]s PATH="$login_path" "$login_command" %[3]s`
+	h := "'" + stubHome + "'"
+	cases := []struct {
+		key, env, args string
+	}{
+		{"claude", "HOME=" + h + " TERM='xterm-256color'", "'setup-token'"},
+		{"codex", "CODEX_HOME=" + h + " HOME=" + h + " TERM='xterm-256color'", "'login' '--device-auth'"},
+		{"grok", "GROK_HOME=" + h + " HOME=" + h + " TERM='xterm-256color'", "'login' '--device-auth'"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.key, func(t *testing.T) {
+			s := newStub(t)
+			d := s.driver()
+			acquire(t, d, reuse)
+			s.reset()
+			ch, err := d.OpenLoginPty(t.Context(), loginParams(tc.key, stubHome), newRecSink(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ch.Close(t.Context())
+			calls := s.snapshot()
+			if len(calls) < 2 || calls[0].String() != "POST /v1/sandboxes/sb_test/exec" || calls[1].String() != "POST /v1/sandboxes/sb_test/processes" {
+				t.Fatalf("calls %v", calls)
+			}
+			if got, want := calls[0].json(t), map[string]any{"cmd": "/bin/mkdir", "args": []any{"-p", "--", stubHome}}; !reflect.DeepEqual(got, want) {
+				t.Errorf("E8 body %v, want %v", got, want)
+			}
+			body := calls[1].json(t)
+			wantScript := fmt.Sprintf(script, tc.key, tc.env, tc.args)
+			want := map[string]any{"cmd": "/bin/bash", "args": []any{"-lc", wantScript}, "cwd": "/paperclip-workspace",
+				"pty": map[string]any{"cols": float64(120), "rows": float64(30)}}
+			if !reflect.DeepEqual(body, want) {
+				t.Errorf("E10 body\n%v\nwant\n%v", body, want)
+			}
+			raw := string(calls[1].Body)
+			for _, frag := range []string{"command -v '" + tc.key + "'", "*/.asdf/shims/*", "asdf which '" + tc.key + "'", `PATH="$login_path"`} {
+				if !strings.Contains(wantScript, frag) || !strings.Contains(raw, jsonFragment(frag)) {
+					t.Errorf("the script lacks %q", frag)
+				}
+			}
+		})
+	}
+}
+
+// jsonFragment is frag as it reads inside a JSON string.
+func jsonFragment(frag string) string {
+	return strings.ReplaceAll(frag, `"`, `\"`)
+}
+
+// Refusals come before any request, with the reference's messages.
+func TestSessionOpenRefusals(t *testing.T) {
+	other := duplexParams("cat")
+	other.EnvironmentID = "env-b"
+	otherLogin := loginParams("codex", stubHome)
+	otherLogin.CompanyID = "company-b"
+	unknownLease := duplexParams("cat")
+	unknownLease.ProviderLeaseID = "sb_other"
+	cases := []struct {
+		name string
+		open func(d *Driver) error
+		want error
+	}{
+		{"empty home", loginOpen(loginParams("codex", "")), errLoginHome},
+		{"home outside the root", loginOpen(loginParams("codex", "/tmp/elsewhere/7c9e6679-7425-40de-944b-e07fc1f90ae7")), errLoginHome},
+		{"home not a uuid", loginOpen(loginParams("codex", "/tmp/paperclip-adapter-login/not-a-uuid")), errLoginHome},
+		{"home with more", loginOpen(loginParams("codex", stubHome+"/../x")), errLoginHome},
+		{"home with a quote", loginOpen(loginParams("codex", stubHome+"'")), errLoginHome},
+		{"unknown key", loginOpen(loginParams("bash", stubHome)), errLoginCommand},
+		{"login of another company", loginOpen(otherLogin), errSessionLease},
+		{"no command", duplexOpen(duplexParams()), errDuplexCommand},
+		{"empty program", duplexOpen(duplexParams("")), errDuplexCommand},
+		{"empty argument", duplexOpen(duplexParams("cat", "")), errDuplexCommand},
+		{"NUL", duplexOpen(duplexParams("cat", "a\x00b")), errDuplexCommand},
+		{"duplex of another environment", duplexOpen(other), errSessionLease},
+		{"lease not acquired here", duplexOpen(unknownLease), errSessionLease},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStub(t)
+			d := s.driver()
+			acquire(t, d, reuse)
+			s.reset()
+			if err := tc.open(d); err != tc.want {
+				t.Fatalf("err %v, want %v", err, tc.want)
+			}
+			if calls := s.snapshot(); len(calls) != 0 {
+				t.Errorf("calls %v", calls)
+			}
+		})
+	}
+}
+
+func loginOpen(p *handlers.LoginPtyOpenParams) func(d *Driver) error {
+	return func(d *Driver) error {
+		ch, err := d.OpenLoginPty(context.Background(), p, nil)
+		if ch != nil {
+			_ = ch.Close(context.Background())
+		}
+		return err
+	}
+}
+
+func duplexOpen(p *handlers.DuplexOpenParams) func(d *Driver) error {
+	return func(d *Driver) error {
+		ch, err := d.OpenDuplex(context.Background(), p, nil)
+		if ch != nil {
+			_ = ch.Close(context.Background())
+		}
+		return err
+	}
+}
+
+// A home mkdir that fails is the reference's message, before any process.
+func TestLoginHomePreparationFailure(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	acquire(t, d, reuse)
+	s.reset()
+	s.hook = func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if strings.HasSuffix(r.URL.Path, "/exec") {
+			success(w, map[string]any{"result": map[string]any{"exit_code": 1, "stdout": "", "stderr": "mkdir: denied"}})
+			return true
+		}
+		return false
+	}
+	_, err := d.OpenLoginPty(t.Context(), loginParams("claude", stubHome), newRecSink(t))
+	if err != errLoginHomePrep {
+		t.Fatalf("err %v", err)
+	}
+	if n := s.count("POST /v1/sandboxes/sb_test/processes"); n != 0 {
+		t.Errorf("%d process creations", n)
+	}
+}
+
+// A creation the provider refused (below 500) made nothing: the sandbox
+// is still kept. One that may have succeeded (5xx) leaves the lease unfit
+// to keep: the release deletes it and says so.
+func TestSessionCreationFailure(t *testing.T) {
+	cases := []struct {
+		status  int
+		destroy bool
+		log     string
+	}{
+		{400, false, loginName + " process creation failed (HTTP 400)."},
+		{502, true, loginName + " process creation failed (HTTP 502)."},
+	}
+	for _, tc := range cases {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			s := newStub(t)
+			d := s.driver()
+			l := acquire(t, d, reuse)
+			s.hook = failing(tc.status, processCreation)
+			ctx, logs := logContext(t)
+			_, err := d.OpenLoginPty(ctx, loginParams("codex", stubHome), newRecSink(t))
+			wantErr(t, err, fmt.Sprintf("CreateOS request failed (HTTP %d) during process creation.", tc.status))
+			wantLogs(t, logs.String(), tc.log)
+			if strings.Contains(logs.String(), "test-secret") {
+				t.Errorf("the log carries the provider's body: %s", logs.String())
+			}
+			s.hook, s.calls = nil, nil
+			rc, err := d.ReleaseLease(t.Context(), releaseParams(l, reuse))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if destroyed := rc != nil && rc.State == "destroyed"; destroyed != tc.destroy || s.find("POST /v1/sandboxes/sb_test/pause") >= 0 == tc.destroy {
+				t.Errorf("receipt %+v, calls %v", rc, s.snapshot())
+			}
+		})
+	}
+}
+
+// Close is bounded by its context: a DELETE that never answers leaves the
+// end unconfirmed, the channel's requests are cut, and Exit says the
+// transport closed.
+func TestSessionCloseRespectsItsContext(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	acquire(t, d, reuse)
+	s.connect = neverExits
+	arrived := make(chan struct{})
+	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if !processDeletion(r) {
+			return false
+		}
+		close(arrived)
+		<-r.Context().Done()
+		return true
+	}
+	sink := newRecSink(t)
+	ch, err := d.OpenDuplex(t.Context(), duplexParams("sleep", "30"), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	wantErr(t, ch.Close(ctx), "CreateOS process tree termination was not confirmed.")
+	if e, ok := sink.exit(); !ok || !e.transportClosed || e.code != nil {
+		t.Fatalf("exit %+v %v", e, ok)
+	}
+	if err := ch.Close(t.Context()); err == nil {
+		t.Error("a second close confirmed what the first could not")
+	}
+	var got []string
+	for _, c := range s.snapshot() {
+		if !strings.Contains(c.Path, "/connect?") {
+			got = append(got, c.String())
+		}
+	}
+	want := []string{"POST /v1/sandboxes/sb_test/processes/proc_test/stdin/close", "POST /v1/sandboxes/sb_test/processes/proc_test/signal",
+		"DELETE /v1/sandboxes/sb_test/processes/proc_test?grace_ms=1000"}
+	if len(got) < 3 || !reflect.DeepEqual(got[len(got)-3:], want) {
+		t.Errorf("calls %v, want them to end with %v", got, want)
+	}
+}
+
+// Writes after the exit frame are refused without a request; empty writes
+// are nothing.
+func TestSessionWritesAfterExit(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	acquire(t, d, reuse)
+	sink := newRecSink(t)
+	ch, err := d.OpenDuplex(t.Context(), duplexParams("true"), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.waitExit()
+	if !bytes.Equal(sink.bytes(), []byte("paperclip-createos-ready\n")) {
+		t.Errorf("output %q", sink.bytes())
+	}
+	n := len(s.snapshot())
+	if err := ch.Write(nil); err != nil {
+		t.Errorf("empty write: %v", err)
+	}
+	if err := ch.Write([]byte("x")); err != errSessionEnded {
+		t.Errorf("write after exit: %v", err)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.snapshot()[n:]; len(got) != 0 {
+		t.Errorf("calls %v", got)
+	}
+}
