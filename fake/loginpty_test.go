@@ -273,3 +273,38 @@ func TestSessionHomeRemovalFollowsNoSymlink(t *testing.T) {
 	}
 	syncCheckFile(t, filepath.Join(target, "keep"), "x")
 }
+
+// openFDs counts the worker's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+// Every kind of session gives back every descriptor it took once closed.
+func TestSessionsLeaveNoDescriptor(t *testing.T) {
+	e := loginEnv(t, map[string]string{"claude": "read x\n"})
+	missing := "grok" // not installed: the session that never starts
+	if _, err := lookPath(missing, defaultPATH, "/"); err == nil {
+		t.Skipf("%s is installed", missing)
+	}
+	before := openFDs(t)
+	for _, open := range []func() (handlers.Channel, *chanSink){
+		func() (handlers.Channel, *chanSink) { return e.duplex(t, "cat") },
+		func() (handlers.Channel, *chanSink) { return e.duplex(t, "no-such-program") },
+		func() (handlers.Channel, *chanSink) { return e.login(t, "claude", newHome(t)) },
+		func() (handlers.Channel, *chanSink) { return e.login(t, missing, newHome(t)) },
+	} {
+		ch, s := open()
+		if err := ch.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s.exit(t)
+	}
+	if after := openFDs(t); after != before {
+		t.Errorf("%d descriptors open before the sessions, %d after", before, after)
+	}
+}
