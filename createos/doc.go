@@ -1,6 +1,7 @@
 // Package createos is the CreateOS sandbox-provider driver (driver key
 // "createos", baseline v0.1): a paced HTTP client for the CreateOS control
-// plane, config parsing, and the lease and managed-process execute hooks.
+// plane, config parsing, the lease and managed-process execute hooks, and
+// the v0.2 live sessions (duplex pipe channels and login PTYs, session*.go).
 //
 // Port decisions (spec/createos.md asks for them to be recorded):
 //   - Output tails (4,194,304) and the frame limit (1,048,576) count UTF-16
@@ -27,4 +28,17 @@
 //     the host still listens. A positive timeoutMs is at least 1 ms.
 //   - A process-stream line past the frame limit is too large even when
 //     it is blank (spec §1.8: any line).
+//   - Sessions (v0.2 on the v0.1 lease rules): a lease acquired or resumed
+//     here is cached for session opens, which carry no config; release,
+//     destroy and shutdown forget it. A session's process whose creation
+//     may have succeeded (5xx, no answer) or whose tree's end is
+//     unconfirmed marks its lease leftover: commands go on, resume waits,
+//     and a release that would pause the sandbox deletes it instead and
+//     answers a destroyed receipt (the reference refuses the release and
+//     leaves the sandbox running). Every other release and destroy still
+//     answers null. A session's process already seen to exit is ended with
+//     no request; a write after stop or close began is ignored and one
+//     after the exit refused without a request; close goes on to stop
+//     whatever stdin close answers. PTY bytes are delivered raw (the route
+//     table decodes them).
 package createos

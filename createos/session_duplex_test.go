@@ -2,10 +2,12 @@ package createos
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
@@ -283,5 +285,36 @@ func TestDuplexDropsStderr(t *testing.T) {
 	}
 	if err := ch.Close(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Every request a session sends waits for the pacer first, output
+// connections included, and a session spends only what its job needs:
+// one creation, one input per 256 KiB, and stdin close, SIGTERM and tree
+// DELETE to end it.
+func TestDuplexRequestsArePaced(t *testing.T) {
+	srv, d, bp := sessionServer(t, createostest.Options{})
+	l := leaseOn(t, d, bp)
+	var waits atomic.Int64
+	d.pacer = PacerFunc(func(ctx context.Context, origin string) error {
+		waits.Add(1)
+		return NoPacing.Wait(ctx, origin)
+	})
+	sink := newRecSink(t)
+	from := len(srv.Requests())
+	ch := openDuplex(t, d, bp, l, sink, "sh", "-c", "cat; exec sleep 30")
+	in := bytes.Repeat([]byte("p"), 2*maxInputChunk+1)
+	if err := ch.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	sink.waitBytes(in)
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := routesSince(srv, from), []R{rCreate, rInput, rInput, rInput, rStdin, rSignal, rDelete}; !slices.Equal(got, want) {
+		t.Errorf("requests %v, want %v", got, want)
+	}
+	if n := int64(len(srv.Requests()) - from); waits.Load() != n {
+		t.Errorf("%d pacer waits for %d requests", waits.Load(), n)
 	}
 }

@@ -1,0 +1,143 @@
+package createos
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// A release or a shutdown that meets a session still being opened: the
+// channel is registered before its process is created, so it is closed
+// too, and a close that stops waiting leaves the open to end the process
+// itself.
+
+// blockCreation holds the next process creation until proceed is closed;
+// creating is closed when it arrives.
+func blockCreation(s *stub) (creating, proceed chan struct{}) {
+	creating, proceed = make(chan struct{}), make(chan struct{})
+	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if processCreation(r) {
+			close(creating)
+			<-proceed
+		}
+		return false
+	}
+	return creating, proceed
+}
+
+// waitCloseBegan waits until something began closing the lease's one
+// channel.
+func waitCloseBegan(t *testing.T, d *Driver) {
+	t.Helper()
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(time.Millisecond) {
+		for _, ch := range allChannels(d) {
+			ch.mu.Lock()
+			began := ch.closeBegan
+			ch.mu.Unlock()
+			if began {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing began closing the channel")
+		}
+	}
+}
+
+type openResult struct {
+	ch  handlers.Channel
+	err error
+}
+
+func openAsync(d *Driver, sink handlers.ChannelSink) chan openResult {
+	done := make(chan openResult, 1)
+	go func() {
+		ch, err := d.OpenDuplex(context.Background(), duplexParams("sleep", "30"), sink)
+		done <- openResult{ch, err}
+	}()
+	return done
+}
+
+func TestReleaseDuringOpenClosesTheNewSession(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, reuse)
+	s.connect = neverExits
+	creating, proceed := blockCreation(s)
+	sink := newRecSink(t)
+	opened := openAsync(d, sink)
+	<-creating
+	released := make(chan error, 1)
+	go func() {
+		_, err := d.ReleaseLease(context.Background(), releaseParams(l, reuse))
+		released <- err
+	}()
+	waitCloseBegan(t, d)
+	close(proceed)
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	res := <-opened
+	if res.err != nil {
+		t.Fatalf("open: %v", res.err)
+	}
+	if _, ok := sink.exit(); !ok {
+		t.Error("the release returned before the session's Exit")
+	}
+	del, pause := s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test"), s.find("POST /v1/sandboxes/sb_test/pause")
+	if del < 0 || pause < del {
+		t.Errorf("process DELETE at %d, pause at %d: %v", del, pause, s.snapshot())
+	}
+	if err := res.ch.Close(t.Context()); err != nil {
+		t.Errorf("the route table's close: %v", err)
+	}
+}
+
+func TestShutdownThatStopsWaitingLeavesTheOpenToEndItsProcess(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	acquire(t, d, reuse)
+	s.connect = neverExits
+	creating, proceed := blockCreation(s)
+	sink := newRecSink(t)
+	opened := openAsync(d, sink)
+	<-creating
+	ctx, cancel := context.WithCancel(context.Background())
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close(ctx) }()
+	waitCloseBegan(t, d)
+	cancel()
+	<-closed
+	close(proceed)
+	res := <-opened
+	if res.err != errLeaseClosing || res.ch != nil {
+		t.Fatalf("open: %v %v", res.ch, res.err)
+	}
+	if _, ok := sink.exit(); ok {
+		t.Error("Exit for a session that never opened")
+	}
+	for _, want := range []string{"POST /v1/sandboxes/sb_test/processes/proc_test/signal", "DELETE /v1/sandboxes/sb_test/processes/proc_test?grace_ms=1000"} {
+		if s.find(want) < 0 {
+			t.Errorf("no %s: %v", want, s.snapshot())
+		}
+	}
+	if n := len(allChannels(d)); n != 0 {
+		t.Errorf("%d channels still registered", n)
+	}
+}
+
+// allChannels is every registered channel of d.
+func allChannels(d *Driver) []*channel {
+	d.scopes.mu.Lock()
+	defer d.scopes.mu.Unlock()
+	var out []*channel
+	for _, set := range d.scopes.channels {
+		for ch := range set {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
