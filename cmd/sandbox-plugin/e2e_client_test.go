@@ -210,7 +210,7 @@ func TestClientSeesProtocolErrors(t *testing.T) {
 	}{
 		{"environmentProbe", map[string]any{"driverKey": "no-such-driver", "companyId": "c", "environmentId": "e", "config": map[string]any{}}, rpc.CodeInvalidParams},
 		{"noSuchMethod", map[string]any{}, rpc.CodeMethodNotFound},
-		{"loginPtyOpen", map[string]any{}, rpc.CodeMethodNotImplemented},
+		{"environmentRunnerIngressEndpoint", map[string]any{}, rpc.CodeMethodNotImplemented},
 	}
 	for _, tc := range cases {
 		err := c.Call(ctx, tc.method, tc.params, nil)

@@ -263,7 +263,7 @@ describe("worker under createPluginWorkerHandle", () => {
   test("errors surface as JsonRpcCallError with the worker's codes", async () => {
     await rejectsWithCode(handle.call("environmentProbe", { ...base(), driverKey: "no-such-driver" }), JSONRPC_ERROR_CODES.INVALID_PARAMS);
     await rejectsWithCode(handle.call("noSuchMethod", {}), JSONRPC_ERROR_CODES.METHOD_NOT_FOUND);
-    await rejectsWithCode(handle.call("loginPtyOpen", {}), PLUGIN_RPC_ERROR_CODES.METHOD_NOT_IMPLEMENTED);
+    await rejectsWithCode(handle.call("environmentRunnerIngressEndpoint", {}), PLUGIN_RPC_ERROR_CODES.METHOD_NOT_IMPLEMENTED);
   });
 
   test("a call past its host timeout fails with TIMEOUT and the worker keeps serving", async () => {
