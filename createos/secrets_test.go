@@ -168,3 +168,47 @@ func TestConfiguredURLReachesNoResultErrorOrLog(t *testing.T) {
 	}
 	assertNoSecrets(t, string(raw), logs.String())
 }
+
+// Sessions too: no key, provider body or configured URL in their errors,
+// their log lines or what their sinks receive, failures included.
+func TestNoSecretsInSessions(t *testing.T) {
+	over := handlers.Object{"apiUrl": "https://" + urlCanary + ".example.test:8443/v1/", "reuseLease": true}
+	ctx, logs := logContext(t)
+	s := newStub(t)
+	d := s.driver()
+	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: base(over), RunID: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	collect := func(err error) {
+		if err != nil {
+			texts = append(texts, err.Error())
+		}
+	}
+	// A creation the provider fails, an output stream it fails, an input
+	// and a tree DELETE it fails: each answer echoes the key.
+	s.hook = failing(http.StatusBadGateway, processCreation)
+	_, err = d.OpenLoginPty(ctx, loginParams("codex", stubHome), newRecSink(t))
+	collect(err)
+	s.hook = failing(http.StatusServiceUnavailable, func(r *http.Request) bool {
+		return strings.Contains(r.URL.Path, "/connect") || strings.HasSuffix(r.URL.Path, "/input") || processDeletion(r)
+	})
+	sink := newRecSink(t)
+	ch, err := d.OpenDuplex(ctx, duplexParams("cat"), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(ch.Write([]byte("x")))
+	if e := sink.waitExit(); !e.transportClosed {
+		t.Errorf("exit %+v after the stream failed", e)
+	}
+	collect(ch.Close(ctx))
+	s.hook = nil
+	_, err = d.ReleaseLease(ctx, releaseParams(l, over))
+	collect(err)
+	if len(texts) != 3 || !strings.Contains(logs.String(), "stream failed") || !strings.Contains(logs.String(), "creation failed (HTTP 502)") {
+		t.Fatalf("errors %q; log %s", texts, logs.String())
+	}
+	assertNoSecrets(t, append(texts, logs.String(), string(sink.bytes()))...)
+}
