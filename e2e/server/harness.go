@@ -124,6 +124,7 @@ func (h *harness) run(ctx context.Context) error {
 		{"agent heartbeat on createos (file bridge)", func(ctx context.Context) error {
 			return h.heartbeat(ctx, "createos", "heartbeat-createos", bridgeFile)
 		}},
+		{"agent heartbeat on fake-plugin over the duplex bridge (enableSandboxDuplexBridge on)", h.duplexHeartbeat},
 		{"custom-image setup session on fake-plugin", h.setupSession},
 		{"disable and re-enable the plugin", h.disableEnable},
 		{"stop the server and the sim; nothing left behind", h.stopAndCheck},
@@ -198,7 +199,8 @@ func (h *harness) startSim(ctx context.Context) error {
 		return err
 	}
 	cmd := exec.Command(h.o.sim, "--listen", "127.0.0.1:0", "--api-key", h.simKey, "--dir", simDir,
-		"--mount", filepath.Join(h.runDir, "tools")+":"+simToolsDir, "-v")
+		"--mount", filepath.Join(h.runDir, "tools")+":"+simToolsDir,
+		"--mount", filepath.Dir(h.node())+":"+simNodeDir, "--path", simNodeDir, "-v")
 	p, err := startProc("createos-sim", h.logDir, cmd)
 	if err != nil {
 		return err
