@@ -58,13 +58,16 @@ type channel struct {
 
 	writeMu sync.Mutex // serialises writes; stop takes it to wait for one in flight
 
-	mu         sync.Mutex
-	path       string // /sandboxes/{id}/processes/{pid}, once created
-	procID     string
-	live       bool // the follower was started
-	orphaned   bool // creation may have succeeded without a usable process id
-	gaveUp     bool // Close stopped waiting before the process was created
-	stopping   bool // stop or close began: writes are ignored
+	mu       sync.Mutex
+	path     string // /sandboxes/{id}/processes/{pid}, once created
+	procID   string
+	live     bool // the follower was started
+	orphaned bool // creation may have succeeded without a usable process id
+	gaveUp   bool // Close stopped waiting before the process was created
+	stopping bool // stop or close began: writes are ignored
+	// endWrite cuts the write in flight, if any: a stop does not wait for
+	// input the process may never read.
+	endWrite   context.CancelCauseFunc
 	stopBegan  bool
 	closeBegan bool
 	stopErr    error
@@ -170,22 +173,23 @@ func (ch *channel) pid() string {
 // E14 inputs of at most maxInputChunk bytes, in order, one write at a
 // time. An empty p, or a write once stop or close began, is ignored (as
 // the reference does); after the exit frame it is refused without a
-// request.
+// request. A stop or close that begins while a write is in flight cuts it
+// (the route table stops from a second goroutine, and a process that does
+// not read its input would otherwise hold the stop).
 func (ch *channel) Write(p []byte) error {
 	if len(p) == 0 || ch.isStopping() {
 		return nil
 	}
 	ch.writeMu.Lock()
 	defer ch.writeMu.Unlock()
-	switch {
-	case ch.isStopping():
-		return nil
-	case ch.exited.Load():
+	if ch.exited.Load() && !ch.isStopping() {
 		return errSessionEnded
 	}
-	path := ch.processPath()
-	ctx, cancel := withTimeout(ch.life, min(ch.c.cfg.timeout(), writeBudget))
-	defer cancel()
+	ctx, path, done := ch.beginWrite()
+	if ctx == nil {
+		return nil
+	}
+	defer done()
 	for len(p) > 0 {
 		n := min(len(p), maxInputChunk)
 		body := map[string]string{"data_base64": base64.StdEncoding.EncodeToString(p[:n])}
@@ -195,6 +199,36 @@ func (ch *channel) Write(p []byte) error {
 		p = p[n:]
 	}
 	return nil
+}
+
+// beginWrite is the context of one write and the process's path, or a nil
+// context once stop or close began. The write runs until done; a stop
+// that begins meanwhile cuts it (beginStopping).
+func (ch *channel) beginWrite() (ctx context.Context, path string, done func()) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.stopping {
+		return nil, "", nil
+	}
+	wctx, cut := context.WithCancelCause(ch.life)
+	ctx, cancel := withTimeout(wctx, min(ch.c.cfg.timeout(), writeBudget))
+	ch.endWrite = cut
+	return ctx, ch.path, func() {
+		cancel()
+		cut(nil)
+		ch.mu.Lock()
+		ch.endWrite = nil
+		ch.mu.Unlock()
+	}
+}
+
+// beginStopping marks the channel stopping and cuts the write in flight;
+// ch.mu is held.
+func (ch *channel) beginStopping() {
+	ch.stopping = true
+	if ch.endWrite != nil {
+		ch.endWrite(errManagedStopped)
+	}
 }
 
 // isStopping reports whether stop or close began.

@@ -13,16 +13,17 @@ func (ch *channel) Stop() {
 	if ch.stopBegan || !ch.live {
 		return
 	}
-	ch.stopBegan, ch.stopping = true, true
+	ch.stopBegan = true
+	ch.beginStopping()
 	go ch.runStop()
 }
 
-// runStop waits for a write in flight, ends the process tree and then the
-// follower. A tree whose end is unconfirmed marks the lease leftover, so
+// runStop waits for the write in flight to end (beginStopping cut it),
+// ends the process tree and then the follower. A tree whose end is unconfirmed marks the lease leftover, so
 // its sandbox is not kept.
 func (ch *channel) runStop() {
 	defer close(ch.stopped)
-	ch.writeMu.Lock() // a write in flight ends first; later ones are ignored
+	ch.writeMu.Lock() // the write in flight ends first; later ones are ignored
 	ctx, cancel := withTimeout(ch.life, ch.c.cfg.timeout())
 	err := ch.terminate(ctx)
 	cancel()
@@ -104,7 +105,7 @@ func (ch *channel) close(ctx context.Context) error {
 	ch.mu.Lock()
 	live, orphaned := ch.live, ch.orphaned
 	pipeStdin := !ch.pty && !ch.stopBegan && !ch.exited.Load()
-	ch.stopping = true
+	ch.beginStopping()
 	ch.mu.Unlock()
 	switch {
 	case !live && orphaned:

@@ -307,3 +307,47 @@ func TestSessionWritesAfterExit(t *testing.T) {
 		t.Errorf("calls %v", got)
 	}
 }
+
+// A write the process never takes does not hold a stop: the stop cuts it,
+// then sends SIGTERM and the tree DELETE, and Close confirms the end.
+func TestStopCutsAWriteInFlight(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	acquire(t, d, reuse)
+	s.connect = neverExits
+	arrived := make(chan struct{})
+	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if !strings.HasSuffix(r.URL.Path, "/input") {
+			return false
+		}
+		close(arrived)
+		<-r.Context().Done()
+		return true
+	}
+	sink := newRecSink(t)
+	ch, err := d.OpenDuplex(t.Context(), duplexParams("sleep", "30"), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() { wrote <- ch.Write([]byte("never read")) }()
+	<-arrived
+	ch.Stop()
+	if err := <-wrote; err != errManagedStopped {
+		t.Errorf("the cut write: %v", err)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := sink.exit(); !ok || e.transportClosed || e.code != nil {
+		t.Errorf("exit %+v %v", e, ok)
+	}
+	for _, want := range []string{"POST /v1/sandboxes/sb_test/processes/proc_test/signal", "DELETE /v1/sandboxes/sb_test/processes/proc_test?grace_ms=1000"} {
+		if s.find(want) < 0 {
+			t.Errorf("no %s: %v", want, s.snapshot())
+		}
+	}
+	if s.count("POST /v1/sandboxes/sb_test/processes/proc_test/stdin/close") != 0 {
+		t.Error("stdin closed after a stop")
+	}
+}
