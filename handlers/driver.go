@@ -121,20 +121,21 @@ type LoginPtyOpener interface {
 }
 
 // Channel is one live process a session carries. The route table calls
-// Write and Stop from one goroutine per channel, in the order the host sent
-// them, and Close once.
+// Write from one goroutine per channel, in the order the host sent the
+// writes; Stop from another, possibly while a Write blocks (a process that
+// does not read must still be stoppable); Close once.
 type Channel interface {
 	// Write hands p to the process's input. It may block until the process
 	// has taken it; it returns an error once the channel is over.
 	Write(p []byte) error
-	// Stop asks the process to end (SIGTERM, then harder); it does not
-	// wait. The exit still reaches the sink. Repeated calls are no-ops.
+	// Stop asks the process to end (SIGTERM, then harder) and returns
+	// without waiting for it. The exit still reaches the sink.
 	Stop()
 	// Close ends the process if it still runs and releases everything the
 	// channel holds. It returns nil only once nothing of the process runs
 	// any more; an error means that could not be confirmed (the host then
 	// retires the worker, which is the fail-closed end the host wants).
-	// Exit has been called by the time Close returns.
+	// Exit has been called by the time Close returns nil.
 	Close(ctx context.Context) error
 }
 

@@ -310,9 +310,7 @@ func (r *route) bind(ch Channel, err error) error {
 	if ch == nil {
 		return errors.New("driver opened no channel")
 	}
-	in := newInputQueue()
-	r.in.Store(in)
-	go in.run(ch)
+	r.in.Store(startInput(ch))
 	return nil
 }
 
@@ -460,7 +458,7 @@ func (r *route) overTotal() {
 	r.capped = true
 	r.log.Warn().Str("hostRouteId", r.id).Int("sent", r.sent).Msgf("%s output reached the host's limit per route; the process is stopped", r.k.name)
 	if in := r.in.Load(); in != nil {
-		in.push(inputItem{stop: true})
+		in.requestStop()
 	}
 }
 

@@ -2,77 +2,106 @@ package handlers
 
 import "sync"
 
-// inputQueue carries the host's writes and stops to one channel in the
-// order the host sent them: Admit pushes on the reader, one goroutine
-// (run) hands them to the channel. Its owner is the route, which closes
-// it before closing the channel and waits for done.
+// inputQueue carries the host's writes to one channel in the order the
+// host sent them: Admit pushes on the reader, one goroutine (write) hands
+// them to the channel. A stop does not queue behind them — a process that
+// does not read its input would hold it there — but goes to the channel at
+// once from a second goroutine (stopper), and the writes still queued are
+// dropped. Its owner is the route, which closes it before closing the
+// channel and waits for done.
 type inputQueue struct {
 	mu      sync.Mutex
 	items   []inputItem
 	backlog int  // bytes queued
 	closed  bool // take nothing more; drop what is queued
+	stopped bool
 	wake    chan struct{}
-	done    chan struct{} // closed when run returned
+	stop    chan struct{} // closed by requestStop
+	quit    chan struct{} // closed by close
+	done    chan struct{} // closed when both goroutines returned
 }
 
-// inputItem is one write (data) or a stop. done, if any, is closed once
-// the channel took the item or it was dropped.
+// inputItem is one write. done is closed once the channel took it or it
+// was dropped.
 type inputItem struct {
 	data []byte
-	stop bool
 	done chan struct{}
 }
 
-func newInputQueue() *inputQueue {
-	return &inputQueue{wake: make(chan struct{}, 1), done: make(chan struct{})}
+// startInput starts the queue's goroutines for ch.
+func startInput(ch Channel) *inputQueue {
+	q := &inputQueue{wake: make(chan struct{}, 1), stop: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Go(func() { q.write(ch) })
+	wg.Go(func() { q.stopper(ch) })
+	go func() { wg.Wait(); close(q.done) }()
+	return q
 }
 
-// push queues it. It reports false when the queue is closed, or when the
-// backlog would pass maxInputBacklog: the process is not reading, and it
-// is stopped instead (the stop still goes through).
+// push queues it. It reports false when the queue is closed or stopped, or
+// when the backlog would pass maxInputBacklog: then the process is not
+// reading, and it is stopped instead.
 func (q *inputQueue) push(it inputItem) bool {
 	q.mu.Lock()
-	ok := !q.closed && q.backlog+len(it.data) <= maxInputBacklog
+	ok := !q.closed && !q.stopped && q.backlog+len(it.data) <= maxInputBacklog
 	if ok {
 		q.items = append(q.items, it)
 		q.backlog += len(it.data)
-	} else if !q.closed {
-		q.items = append(q.items, inputItem{stop: true})
 	}
+	over := !ok && !q.closed && !q.stopped
 	q.mu.Unlock()
-	if !ok && it.done != nil {
+	if !ok {
 		close(it.done)
 	}
+	if over {
+		q.requestStop()
+	}
+	q.poke()
+	return ok
+}
+
+func (q *inputQueue) poke() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
-	return ok
+}
+
+// requestStop stops the channel once and drops the writes not yet taken.
+func (q *inputQueue) requestStop() {
+	q.mu.Lock()
+	first := !q.stopped && !q.closed
+	q.stopped = true
+	q.mu.Unlock()
+	if first {
+		close(q.stop)
+		q.poke()
+	}
 }
 
 // close makes the queue drop what it holds and take nothing more.
 func (q *inputQueue) close() {
 	q.mu.Lock()
+	first := !q.closed
 	q.closed = true
 	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
+	if first {
+		close(q.quit)
+		q.poke()
 	}
 }
 
-// next takes the oldest item; ok is false once the queue is closed.
+// next takes the oldest item; ok is false once the queue is closed or
+// stopped, when what it held is dropped.
 func (q *inputQueue) next() (it inputItem, ok bool) {
 	for {
 		q.mu.Lock()
-		if q.closed {
+		if q.closed || q.stopped {
 			items := q.items
-			q.items = nil
+			q.items, q.backlog = nil, 0
 			q.mu.Unlock()
 			for _, it := range items {
-				if it.done != nil {
-					close(it.done)
-				}
+				close(it.done)
 			}
 			return inputItem{}, false
 		}
@@ -88,24 +117,27 @@ func (q *inputQueue) next() (it inputItem, ok bool) {
 	}
 }
 
-// run hands the items to ch until the queue is closed. After a failed
-// write the channel is over: later writes are dropped.
-func (q *inputQueue) run(ch Channel) {
-	defer close(q.done)
+// write hands the items to ch until the queue is closed or stopped. After
+// a failed write the channel is over: later writes are dropped.
+func (q *inputQueue) write(ch Channel) {
 	broken := false
 	for {
 		it, ok := q.next()
 		if !ok {
 			return
 		}
-		switch {
-		case it.stop:
-			ch.Stop()
-		case !broken:
+		if !broken {
 			broken = ch.Write(it.data) != nil
 		}
-		if it.done != nil {
-			close(it.done)
-		}
+		close(it.done)
+	}
+}
+
+// stopper calls ch.Stop when a stop is requested before the queue closes.
+func (q *inputQueue) stopper(ch Channel) {
+	select {
+	case <-q.stop:
+		ch.Stop()
+	case <-q.quit:
 	}
 }

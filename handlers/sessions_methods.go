@@ -101,19 +101,25 @@ func (p *Plugin) admitInput(method string, raw json.RawMessage) func(context.Con
 	if err := need(fields...); err != nil {
 		return fail(err)
 	}
-	item := inputItem{stop: stop}
+	var data []byte
 	if !stop {
 		b, err := inputBytes(k, in.Data)
 		if err != nil || len(b) == 0 {
 			return fail(err) // nil for empty text: nothing to write
 		}
-		item.data, item.done = b, make(chan struct{})
+		data = b
 	}
 	r := p.sessions.lookup(k, in.WorkerSessionID, in.HostRouteID)
 	if r == nil {
 		return fail(nil)
 	}
-	return r.input(item)
+	if stop {
+		if q := r.in.Load(); q != nil {
+			q.requestStop()
+		}
+		return fail(nil)
+	}
+	return r.write(data)
 }
 
 // inputBytes is what a write carries: base64 bytes (duplex) or text.
@@ -133,11 +139,12 @@ func fail(err error) func(context.Context) (any, error) {
 	return func(context.Context) (any, error) { return nil, err }
 }
 
-// input queues it on r's channel; a write is answered once the channel
-// took it (or the route ended), a stop at once.
-func (r *route) input(it inputItem) func(context.Context) (any, error) {
+// write queues data on r's channel; it is answered once the channel took
+// it (or it was dropped).
+func (r *route) write(data []byte) func(context.Context) (any, error) {
 	q := r.in.Load()
-	if q == nil || !q.push(it) || it.done == nil {
+	it := inputItem{data: data, done: make(chan struct{})}
+	if q == nil || !q.push(it) {
 		return fail(nil)
 	}
 	return func(ctx context.Context) (any, error) {

@@ -44,7 +44,10 @@ func (d *live) OpenLoginPty(_ context.Context, p *LoginPtyOpenParams, out Channe
 }
 
 func (d *live) open(script []string, out ChannelSink) (Channel, error) {
-	ch := &testChannel{out: out, cat: slices.Contains(script, "cat"), stuck: slices.Contains(script, "stuck")}
+	ch := &testChannel{out: out, cat: slices.Contains(script, "cat"), stuck: slices.Contains(script, "stuck"), stopped: make(chan struct{})}
+	if slices.Contains(script, "block") {
+		ch.block = ch.stopped
+	}
 	d.mu.Lock()
 	d.chans = append(d.chans, ch)
 	d.mu.Unlock()
@@ -81,6 +84,8 @@ func (d *live) ReleaseLease(context.Context, *ReleaseLeaseParams) (*TerminationR
 type testChannel struct {
 	out        ChannelSink
 	cat, stuck bool
+	block      chan struct{} // Write waits for it: a process that does not read
+	stopped    chan struct{} // closed by the first Stop
 
 	mu     sync.Mutex
 	got    bytes.Buffer
@@ -91,6 +96,10 @@ type testChannel struct {
 }
 
 func (c *testChannel) Write(p []byte) error {
+	if c.block != nil {
+		<-c.block
+		return errors.New("stopped")
+	}
 	c.mu.Lock()
 	c.got.Write(p)
 	c.writes++
@@ -104,6 +113,9 @@ func (c *testChannel) Write(p []byte) error {
 func (c *testChannel) Stop() {
 	c.mu.Lock()
 	c.stops++
+	if c.stops == 1 {
+		close(c.stopped)
+	}
 	c.mu.Unlock()
 	c.end(nil)
 }
@@ -433,4 +445,41 @@ func TestOutputIsChunkedAndCappedPerRoute(t *testing.T) {
 	if _, _, stops := d.chans[0].received(); stops != 1 {
 		t.Fatalf("stops %d, want 1", stops)
 	}
+}
+
+func TestStopReachesAChannelWhoseWriteBlocks(t *testing.T) {
+	_, c := serveLive(t)
+	sid, _ := openDuplex(t, c, 1, "duplex-route-1", "block")
+	pair := map[string]any{"hostRouteId": "duplex-route-1", "workerSessionId": sid}
+	c.Send(rpctest.Request(2, "duplexChannelWrite", with2(pair, "data", "AAAA"), "", ""))
+	c.Send(rpctest.Request(3, "duplexChannelWrite", with2(pair, "data", "AQID"), "", ""))
+	reply, before := c.Call(4, "duplexChannelStop", pair, "", "")
+	if reply.Error != nil {
+		t.Fatalf("stop: %s", reply.Raw)
+	}
+	// The stop ended the blocked write; the queued one is dropped; both
+	// are answered, and the exit follows.
+	seen := map[string]bool{}
+	for len(seen) < 3 {
+		var m rpctest.Msg
+		if len(before) > 0 {
+			m, before = before[0], before[1:]
+		} else {
+			m = c.Next()
+		}
+		switch {
+		case m.Method == "duplexChannel.exit":
+			seen["exit"] = true
+		case m.IsReply():
+			seen[string(m.ID)] = true
+		}
+	}
+}
+
+func with2(m map[string]any, k string, v any) map[string]any {
+	out := map[string]any{k: v}
+	for key, val := range m {
+		out[key] = val
+	}
+	return out
 }
