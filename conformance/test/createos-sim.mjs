@@ -13,12 +13,15 @@ import { conformanceRoot } from "./host.mjs";
  * this process by --exit-on-stdin-eof. Resolves to the running sim, or to
  * { unavailable } when the sim reports that it cannot isolate sandboxes here
  * (no mount or PID namespaces: not root). Any other failure rejects.
+ * mounts are the sim's --mount HOST:GUEST values (a host directory shown
+ * read-only in every sandbox), paths its --path GUEST values (sandbox
+ * directories put first on PATH, login shells included).
  */
-export async function startSim({ bin, key, startTimeoutMs = 20_000 }) {
+export async function startSim({ bin, key, startTimeoutMs = 20_000, mounts = [], paths = [] }) {
   const dir = mkdtempSync(path.join(tmpdir(), "conformance-createos-sim-"));
   const child = spawn(bin, [
     "--listen", "127.0.0.1:0", "--api-key", key, "--exit-on-stdin-eof", "--control",
-    "--dir", dir, "--heartbeat", "500ms",
+    "--dir", dir, "--heartbeat", "500ms", ...mounts.flatMap((m) => ["--mount", m]), ...paths.flatMap((p) => ["--path", p]),
   ], { stdio: ["pipe", "pipe", "pipe"], env: { TMPDIR: dir } });
   let stderr = "";
   child.stderr.setEncoding("utf8");

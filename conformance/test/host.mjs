@@ -95,13 +95,14 @@ export function isAlive(pid) {
   }
 }
 
+/** Waits for cond(); what (a string, or a function giving one) names it when it does not come. */
 export async function waitFor(cond, timeoutMs, what) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await cond()) return;
     await new Promise((r) => setTimeout(r, 20));
   }
-  throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
+  throw new Error(`timed out after ${timeoutMs}ms waiting for ${typeof what === "function" ? what() : what}`);
 }
 
 export function tarList(tgz) {
