@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 )
 
 var (
@@ -31,7 +30,7 @@ const (
 // each element one argument (E10 {cmd, args, cwd}; no shell). Its stdout
 // is the channel's output; stderr is dropped, as in the reference.
 func (d *Driver) OpenDuplex(ctx context.Context, p *handlers.DuplexOpenParams, out handlers.ChannelSink) (handlers.Channel, error) {
-	if !validArgv(p.Command) {
+	if handlers.ArgvProblem(p.Command) != "" {
 		return nil, errDuplexCommand
 	}
 	l, err := d.sessionLease(&p.SessionBase)
@@ -50,20 +49,6 @@ func (d *Driver) OpenDuplex(ctx context.Context, p *handlers.DuplexOpenParams, o
 		return nil, err
 	}
 	return ch, nil
-}
-
-// validArgv reports whether argv is a command a duplex channel runs: not
-// empty, and no element empty or holding a NUL.
-func validArgv(argv []string) bool {
-	if len(argv) == 0 {
-		return false
-	}
-	for _, a := range argv {
-		if a == "" || envrule.HasNUL(a) {
-			return false
-		}
-	}
-	return true
 }
 
 // OpenLoginPty implements handlers.LoginPtyOpener: the session home is

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path"
-	"strings"
 	"syscall"
 
 	"github.com/google/uuid"
@@ -50,18 +49,10 @@ func (d *Driver) OpenDuplex(_ context.Context, p *handlers.DuplexOpenParams, out
 	return s, nil
 }
 
-// checkArgv refuses a command that cannot be an argv.
+// checkArgv refuses a command that cannot be an argv (handlers.ArgvProblem).
 func checkArgv(argv []string) error {
-	if len(argv) == 0 {
-		return state.UserText("The duplex command is empty: give the program and its arguments as an array of strings.")
-	}
-	for i, a := range argv {
-		switch {
-		case a == "":
-			return state.Userf("The duplex command's element %d is empty; every element must be a non-empty string.", i)
-		case strings.ContainsRune(a, 0):
-			return state.Userf("The duplex command's element %d contains a NUL character, which no argument can hold.", i)
-		}
+	if why := handlers.ArgvProblem(argv); why != "" {
+		return state.Userf("The duplex command cannot run: %s; give the program and its arguments as non-empty strings without NUL characters.", why)
 	}
 	return nil
 }

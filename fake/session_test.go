@@ -322,7 +322,7 @@ func TestDuplexRefusals(t *testing.T) {
 		argv []string
 		want string
 	}{
-		{"no command", e.session(), nil, "The duplex command is empty"},
+		{"no command", e.session(), nil, "cannot run: it is empty"},
 		{"an empty element", e.session(), []string{"echo", ""}, "element 1 is empty"},
 		{"an empty program", e.session(), []string{""}, "element 0 is empty"},
 		{"a NUL", e.session(), []string{"echo", "a\x00b"}, "element 1 contains a NUL"},

@@ -126,7 +126,7 @@ type LoginPtyOpener interface {
 // does not read must still be stoppable); Close once.
 type Channel interface {
 	// Write hands p to the process's input. It may block until the process
-	// has taken it; it returns an error once the channel is over.
+	// has taken it; once the channel is over it drops p (an error or nil).
 	Write(p []byte) error
 	// Stop asks the process to end (SIGTERM, then harder) and returns
 	// without waiting for it. The exit still reaches the sink.
@@ -144,7 +144,8 @@ type Channel interface {
 // nothing reaches the host before the open reply has been written (the
 // host would hold or refuse it), and a slow host slows the reader. So the
 // driver must not wait for its own Data calls inside OpenDuplex or
-// OpenLoginPty.
+// OpenLoginPty. Once the route table calls Close, or the open failed,
+// Data and Exit return at once.
 type ChannelSink interface {
 	// Data is output of the process, in order (any length; the route table
 	// splits and encodes it).

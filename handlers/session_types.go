@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"regexp"
+	"strconv"
+	"strings"
 )
 
 // Wire types of the live-session methods, as in
@@ -76,3 +78,21 @@ const SessionHomeRoot = "/tmp/paperclip-adapter-login"
 // ValidSessionHome reports whether home has the exact shape the host
 // gives: /tmp/paperclip-adapter-login/<uuid>.
 func ValidSessionHome(home string) bool { return sessionHomePattern.MatchString(home) }
+
+// ArgvProblem says what makes argv unusable as a duplex command — no
+// program, an empty element, or an element with a NUL (no argument can
+// hold one) — and "" when nothing does. Element i is named as i.
+func ArgvProblem(argv []string) string {
+	if len(argv) == 0 {
+		return "it is empty"
+	}
+	for i, a := range argv {
+		switch {
+		case a == "":
+			return "element " + strconv.Itoa(i) + " is empty"
+		case strings.IndexByte(a, 0) >= 0:
+			return "element " + strconv.Itoa(i) + " contains a NUL character"
+		}
+	}
+	return ""
+}
