@@ -15,8 +15,12 @@ import (
 //	                              end, cut, cut-eof, gap, malformed, evicted or unknown-event
 //	POST {prefix}/tree-not-exited {"count"}: Faults().TreeNotExited
 //	POST {prefix}/replay-overlap  {"frames"}: SetReplayOverlap
+//	POST {prefix}/fork-window     {"conflicts"}: SetForkWindow
+//	POST {prefix}/auto-pause      {"id"}: AutoPause, the provider's idle pause
 //	POST {prefix}/reset           remove every fault (the replay overlap stays)
 //	GET  {prefix}/requests        the request log
+//	GET  {prefix}/counts          requests per route: {"total", "routes": {route: n}}
+//	GET  {prefix}/sandboxes       the sandboxes not yet destroyed (not a request)
 func (s *Server) controlRoutes(mux *http.ServeMux, prefix string) {
 	h := func(pattern string, fn handler) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -33,6 +37,29 @@ func (s *Server) controlRoutes(mux *http.ServeMux, prefix string) {
 		return ok(w)
 	})
 	h("GET "+prefix+"/requests", s.controlRequests)
+	h("GET "+prefix+"/counts", func(w http.ResponseWriter, r *http.Request) error {
+		return success(w, http.StatusOK, map[string]any{"total": s.Count(RouteAny), "routes": s.Counts()})
+	})
+	h("GET "+prefix+"/sandboxes", s.controlSandboxes)
+	h("POST "+prefix+"/fork-window", func(w http.ResponseWriter, r *http.Request) error {
+		var b struct {
+			Conflicts *int `json:"conflicts"`
+		}
+		if decode(r, &b) != nil || b.Conflicts == nil {
+			return failure(http.StatusBadRequest, "want {conflicts}")
+		}
+		s.SetForkWindow(*b.Conflicts)
+		return ok(w)
+	})
+	h("POST "+prefix+"/auto-pause", func(w http.ResponseWriter, r *http.Request) error {
+		var b struct {
+			ID string `json:"id"`
+		}
+		if decode(r, &b) != nil || !s.AutoPause(b.ID) {
+			return failure(http.StatusBadRequest, "want {id} of a running sandbox")
+		}
+		return ok(w)
+	})
 	h("POST "+prefix+"/stream-faults", s.controlStreamFaults)
 	h("POST "+prefix+"/tree-not-exited", func(w http.ResponseWriter, r *http.Request) error {
 		var b struct {
@@ -106,4 +133,15 @@ func (s *Server) controlRequests(w http.ResponseWriter, r *http.Request) error {
 		})
 	}
 	return success(w, http.StatusOK, map[string]any{"requests": list})
+}
+
+func (s *Server) controlSandboxes(w http.ResponseWriter, r *http.Request) error {
+	list := []map[string]any{}
+	for _, sb := range s.Sandboxes() {
+		list = append(list, map[string]any{
+			"id": sb.ID, "status": sb.Status, "name": sb.Name, "rootfs": sb.Rootfs,
+			"egress": nonNil(sb.Egress), "auto_pause_after_seconds": sb.AutoPauseAfterSeconds,
+		})
+	}
+	return success(w, http.StatusOK, map[string]any{"sandboxes": list})
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
+	"time"
 )
 
 // The sandbox lifecycle routes (spec §1.3 E1–E5, E17–E20).
@@ -16,6 +18,7 @@ type createBody struct {
 	AutoPause *json.Number      `json:"auto_pause_after_seconds"`
 	Ingress   *bool             `json:"ingress_enabled"`
 	Env       map[string]string `json:"env"`
+	Name      *string           `json:"name"`
 }
 
 var errAutoPause = failure(http.StatusBadRequest, map[string]any{"auto_pause_after_seconds": "must be an integer between 60 and 86400"})
@@ -53,6 +56,12 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	if body.Ingress != nil {
 		sb.ingress = *body.Ingress
+	}
+	if body.Name != nil {
+		if err := s.claimName(*body.Name); err != nil {
+			return err
+		}
+		sb.name = *body.Name
 	}
 	v, err := s.open(sb, nil, StateCreating, StateRunning)
 	if err != nil {
@@ -99,6 +108,7 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) error {
 			return conflict(sb.state)
 		}
 		s.transition(sb, StatePausing, StatePaused)
+		sb.pausedAt, sb.forkWindow = time.Now(), s.forkWindow
 		v = sb.json()
 		return nil
 	})
@@ -215,6 +225,10 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) error {
 		if src.state != StatePaused || src.released {
 			return failure(http.StatusBadRequest, "source sandbox must be paused")
 		}
+		if src.forkWindow > 0 {
+			src.forkWindow--
+			return failure(http.StatusConflict, "source sandbox is not forkable yet")
+		}
 		child = newSandbox(src.shape)
 		child.rootfs, child.region, child.ingress, child.env = src.rootfs, src.region, src.ingress, src.env
 		child.egress = body.Egress
@@ -246,4 +260,59 @@ func (s *Server) handleRootfs(w http.ResponseWriter, r *http.Request) error {
 		"default": "devbox:1",
 		"entries": []map[string]any{{"name": "devbox:1", "description": "host root filesystem (createostest)"}},
 	})
+}
+
+// claimName refuses a name another live sandbox has (names are unique per
+// account). Server.mu is not held.
+func (s *Server) claimName(name string) error {
+	if strings.TrimSpace(name) == "" || len(name) > 63 {
+		return failure(http.StatusBadRequest, map[string]any{"name": "must be 1-63 characters"})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sb := range s.sandboxes {
+		if sb.name == name && sb.state != StateDestroyed {
+			return failure(http.StatusConflict, map[string]any{"name": "already in use"})
+		}
+	}
+	return nil
+}
+
+// handleList answers GET /sandboxes?limit=&offset= (SDK listSandboxes):
+// the rows in creation order, destroyed ones left out, a page at a time.
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit", 100)
+	if err != nil {
+		return err
+	}
+	offset, err := queryInt(r, "offset", 0)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	rows := s.rows()
+	s.mu.Unlock()
+	total := len(rows)
+	rows = rows[min(offset, total):]
+	rows = rows[:min(limit, len(rows))]
+	return success(w, http.StatusOK, map[string]any{
+		"data":       rows,
+		"pagination": map[string]any{"total": total, "limit": limit, "offset": offset, "count": len(rows)},
+	})
+}
+
+// rows are the live sandbox rows in creation order. Server.mu is held.
+func (s *Server) rows() []map[string]any {
+	boxes := make([]*sandbox, 0, len(s.sandboxes))
+	for _, sb := range s.sandboxes {
+		if sb.state != StateDestroyed {
+			boxes = append(boxes, sb)
+		}
+	}
+	slices.SortFunc(boxes, func(a, b *sandbox) int { return a.created.Compare(b.created) })
+	out := make([]map[string]any, len(boxes))
+	for i, sb := range boxes {
+		out[i] = sb.json()
+	}
+	return out
 }

@@ -91,3 +91,14 @@ func (s *Server) Count(route Route) int {
 	}
 	return n
 }
+
+// Counts returns how many requests each route has received.
+func (s *Server) Counts() map[Route]int {
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
+	out := map[Route]int{}
+	for _, r := range s.rec.reqs {
+		out[r.Route]++
+	}
+	return out
+}

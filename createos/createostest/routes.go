@@ -32,6 +32,7 @@ const (
 	RoutePatch      Route = "sandbox.patch"   // E18 PATCH /sandboxes/{id}
 	RouteFork       Route = "sandbox.fork"    // E19 POST /sandboxes/{id}/fork
 	RouteRootfs     Route = "catalog.rootfs"  // E20 GET /rootfs
+	RouteList       Route = "sandbox.list"    // GET /sandboxes (SDK listSandboxes)
 	RouteUnknown    Route = "unknown"         // anything else (404)
 	RouteAny        Route = "*"               // fault wildcard: every route
 )
@@ -48,6 +49,7 @@ func (s *Server) routes() http.Handler {
 	const sb = "/v1/sandboxes/{id}"
 	const pr = sb + "/processes/{pid}"
 	h("POST /v1/sandboxes", RouteCreate, s.handleCreate)
+	h("GET /v1/sandboxes", RouteList, s.handleList)
 	h("GET "+sb, RouteGet, s.handleGet)
 	h("DELETE "+sb, RouteDelete, s.handleDelete)
 	h("PATCH "+sb, RoutePatch, s.handlePatch)

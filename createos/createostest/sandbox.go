@@ -40,7 +40,12 @@ type sandbox struct {
 	autoPause *int
 	ingress   bool
 	env       map[string]string
+	name      string
 	created   time.Time
+	pausedAt  time.Time
+	// forkWindow is how many more forks of this paused sandbox answer 409
+	// (SetForkWindow), as a source just paused is not forkable yet.
+	forkWindow int
 
 	dir, root, ws, tmp, home string
 	procs                    map[string]*process
@@ -84,6 +89,12 @@ func (sb *sandbox) json() map[string]any {
 	}
 	if sb.autoPause != nil {
 		v["auto_pause_after_seconds"] = *sb.autoPause
+	}
+	if sb.name != "" {
+		v["name"] = sb.name
+	}
+	if !sb.pausedAt.IsZero() {
+		v["paused_at"] = sb.pausedAt.UTC().Format(time.RFC3339)
 	}
 	return v
 }
@@ -295,6 +306,7 @@ type Sandbox struct {
 	ID                    string
 	Status                string
 	Shape, Rootfs, Region string
+	Name                  string
 	Egress                []string
 	AutoPauseAfterSeconds *int
 	IngressEnabled        bool
@@ -317,7 +329,7 @@ func (s *Server) Sandbox(id string) (Sandbox, bool) {
 		return Sandbox{}, false
 	}
 	out := Sandbox{
-		ID: sb.id, Status: sb.state, Shape: sb.shape, Rootfs: sb.rootfs, Region: sb.region,
+		ID: sb.id, Status: sb.state, Shape: sb.shape, Rootfs: sb.rootfs, Region: sb.region, Name: sb.name,
 		Egress: slices.Clone(sb.egress), IngressEnabled: sb.ingress,
 	}
 	if sb.autoPause != nil {
@@ -358,10 +370,29 @@ func (s *Server) AutoPause(id string) bool {
 	running := sb != nil && sb.state == StateRunning
 	if running {
 		sb.state, sb.next, sb.pending = StatePaused, "", 0
+		sb.pausedAt, sb.forkWindow = time.Now(), s.forkWindow
 	}
 	s.mu.Unlock()
 	if running {
 		s.stop(sb)
 	}
 	return running
+}
+
+// Sandboxes returns a snapshot of every sandbox row not yet destroyed, in
+// creation order. It does not count as a request.
+func (s *Server) Sandboxes() []Sandbox {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.sandboxes))
+	for _, r := range s.rows() {
+		ids = append(ids, r["id"].(string))
+	}
+	s.mu.Unlock()
+	out := make([]Sandbox, 0, len(ids))
+	for _, id := range ids {
+		if sb, ok := s.Sandbox(id); ok {
+			out = append(out, sb)
+		}
+	}
+	return out
 }

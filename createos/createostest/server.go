@@ -68,6 +68,7 @@ type Server struct {
 	sandboxes       map[string]*sandbox
 	transitionReads int // GETs that show a transitional state; 0 = synchronous
 	destroyedReads  int // GETs that still show "destroyed" before 404
+	forkWindow      int // forks of a sandbox just paused that answer 409
 
 	evictedFrame  atomic.Bool  // SetEvictedAsFrame
 	replayOverlap atomic.Int64 // SetReplayOverlap
@@ -190,6 +191,15 @@ func (s *Server) SetDestroyedReads(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.destroyedReads = max(n, 0)
+}
+
+// SetForkWindow makes the first n forks of a sandbox after each pause
+// answer 409, as CreateOS does while a source it just paused is not yet
+// forkable (the client retries); default 0.
+func (s *Server) SetForkWindow(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forkWindow = max(n, 0)
 }
 
 // SetEvictedAsFrame makes /connect answer an evicted offset with 200 and an
