@@ -93,11 +93,16 @@ func destroyLease(d Driver, ctx context.Context, p *orphanDestroyParams) (*Termi
 }
 
 // execute streams the command's output as execute.log notifications while
-// the call is pending.
-func execute(d Driver, ctx context.Context, p *ExecuteParams) (*ExecuteResult, error) {
+// the call is pending; a large result is written as it is encoded
+// (ExecuteResult.reply).
+func execute(d Driver, ctx context.Context, p *ExecuteParams) (any, error) {
 	out := rpc.NewExecuteLog(ctx)
 	defer out.Close() // before the reply: chunks only while the call is pending
-	return d.Execute(ctx, p, out)
+	res, err := d.Execute(ctx, p, out)
+	if err != nil || res == nil {
+		return res, err
+	}
+	return res.reply()
 }
 
 // forkOnly names the methods advertised only with fork extensions enabled.

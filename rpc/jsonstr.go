@@ -1,6 +1,9 @@
 package rpc
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+	"unsafe"
+)
 
 // needsEscape marks the ASCII bytes a JSON string cannot hold raw.
 var needsEscape = func() (t [utf8.RuneSelf]bool) {
@@ -16,8 +19,16 @@ var needsEscape = func() (t [utf8.RuneSelf]bool) {
 // escaped, and each invalid byte becomes U+FFFD, as encoding/json does. It
 // is the hot path of execute.log, so runs of plain bytes are copied whole.
 func appendJSONString(dst, s []byte) []byte {
-	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
+	dst = appendJSONChars(dst, s)
+	return append(dst, '"')
+}
+
+// appendJSONChars appends s escaped as the inside of a JSON string. s may
+// be a piece of a longer string cut at a rune start (see textPieces): the
+// escaping of the whole is the escaping of its pieces.
+func appendJSONChars(dst, s []byte) []byte {
+	const hex = "0123456789abcdef"
 	start := 0
 	valid := utf8.Valid(s)
 	for i := 0; i < len(s); {
@@ -62,6 +73,24 @@ func appendJSONString(dst, s []byte) []byte {
 		}
 		i += size
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(dst, s[start:]...)
+}
+
+// bytesOf is s's bytes, without a copy; they must not be written to.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// textPiece is how much of s (at most max bytes, at least one rune) to
+// escape next: the cut is at a rune start, so no valid sequence is split.
+func textPiece(s []byte, max int) int {
+	if len(s) <= max {
+		return len(s)
+	}
+	i := max
+	for j := 0; j < utf8.UTFMax-1 && i > 0 && !utf8.RuneStart(s[i]); j++ {
+		i--
+	}
+	if i == 0 {
+		return max
+	}
+	return i
 }

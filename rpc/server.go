@@ -121,6 +121,7 @@ func (srv *Server) Serve(ctx context.Context) error {
 	srv.stop(cause)
 	srv.flight.close()
 	srv.s.closeInput()
+	srv.s.stopRelease()
 	return err
 }
 

@@ -49,6 +49,10 @@ type lineStream struct {
 	w      *bufio.Writer
 	wErr   error
 	failed chan struct{} // closed on the first write error
+
+	relMu   sync.Mutex
+	release *time.Timer // gives a large reply's memory back (releaseMemory)
+	closed  bool        // the session is over: no more releases
 }
 
 func newLineStream(r io.Reader, w io.Writer, maxLine int) *lineStream {
@@ -280,6 +284,9 @@ var nullID = json.RawMessage("null")
 
 // writeResult writes a success response; a nil result is sent as null.
 func (s *lineStream) writeResult(id json.RawMessage, result any) error {
+	if ps, ok := result.(JSONParts); ok {
+		return s.writeParts(id, ps)
+	}
 	b := getBuffer()
 	defer putBuffer(b)
 	b.WriteString(`{"jsonrpc":"2.0","id":`)
@@ -373,7 +380,13 @@ func putBuffer(b *lineBuffer) {
 // writeExecuteLog writes one execute.log notification, encoding the chunk
 // straight from bytes (the hot path of streamed output).
 func (s *lineStream) writeExecuteLog(invocationID, stream string, chunk []byte) error {
-	b := make([]byte, 0, len(chunk)+len(invocationID)+128)
+	bp := chunkLines.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledChunkLine {
+			chunkLines.Put(bp)
+		}
+	}()
+	b := (*bp)[:0]
 	b = append(b, `{"jsonrpc":"2.0","method":"execute.log","params":{"stream":`...)
 	b = appendJSONString(b, []byte(stream))
 	b = append(b, `,"chunk":`...)
@@ -381,8 +394,16 @@ func (s *lineStream) writeExecuteLog(invocationID, stream string, chunk []byte) 
 	b = append(b, `},"paperclipInvocationId":`...)
 	b = appendJSONString(b, []byte(invocationID))
 	b = append(b, '}')
+	*bp = b
 	return s.writeLine(b)
 }
+
+// chunkLines are reused execute.log lines: a stream of output is a line
+// per read, and a fresh buffer for each made a 64 MiB stream 64 MiB of
+// garbage. One grown past maxPooledChunkLine is left to the collector.
+var chunkLines = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+const maxPooledChunkLine = 1 << 20
 
 // syntaxDetail says why b is not JSON.
 func syntaxDetail(b []byte) string {
