@@ -6,17 +6,16 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// While a fake driver runs, the worker is a child subreaper
-// (PR_SET_CHILD_SUBREAPER): whatever a lease's command leaves behind — a
-// daemon that forked away, left its process group or started a session of
-// its own — is reparented to the worker when its parent dies, never to
-// init, so it stays in the worker's process tree, where a teardown finds
-// it (proctree.go). Orphans that exit are then the worker's to reap, and
+// While a fake driver runs on Linux, the worker is a child subreaper
+// (PR_SET_CHILD_SUBREAPER; children_other.go says what holds elsewhere):
+// whatever a lease's command leaves behind — a daemon that forked away,
+// left its process group or started a session of its own — is reparented
+// to the worker when its parent dies, never to init, so it stays in the
+// worker's process tree, where a teardown finds it (proctree.go). Orphans that exit are then the worker's to reap, and
 // children reaps them, on every SIGCHLD and after every Wait of its own.
 //
 // The worker's direct children are the commands the fake started, whose
@@ -69,7 +68,7 @@ func (c *childRegistry) use() {
 		return
 	}
 	if !c.subreaper {
-		c.subreaper = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == nil
+		c.subreaper = becomeSubreaper()
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGCHLD)
@@ -140,20 +139,6 @@ func (c *childRegistry) reap() {
 			return
 		}
 	}
-}
-
-// waitablePID is the pid of a child of the worker that exited and was not
-// waited for, without waiting for it (waitid with WNOWAIT); 0 for none.
-func waitablePID() int {
-	var info unix.Siginfo
-	if err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
-		return 0
-	}
-	// si_pid opens the union after si_signo, si_errno and si_code, which
-	// is aligned for a pointer.
-	align := unsafe.Alignof(uintptr(0))
-	off := (3*unsafe.Sizeof(int32(0)) + align - 1) &^ (align - 1)
-	return int(*(*int32)(unsafe.Add(unsafe.Pointer(&info), off)))
 }
 
 // start starts cmd, a command of the lease marked marker in a process

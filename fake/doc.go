@@ -18,6 +18,13 @@
 // its temp dir — their processes and roots — and nothing of a live one
 // (sweep.go).
 //
+// The driver builds for Linux and macOS; what differs lives in _linux.go
+// files and their _darwin.go/_other.go counterparts. macOS has no child
+// subreaper, no Pdeathsig, no pidfd and no /proc: its process table comes
+// from sysctl (proc_darwin.go), a teardown ends what carries the lease's
+// marker wherever it went, and since an orphan that cleared its marker
+// cannot be found there, releases on macOS answer no receipt.
+//
 // A command's env is held to internal/envrule, the rule the CreateOS
 // driver has: a name that is not a shell identifier, or a value with a
 // NUL, refuses the call with the same message before anything runs. A

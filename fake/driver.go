@@ -16,9 +16,6 @@ import (
 // Key is the driverKey of this driver.
 const Key = "fake-plugin"
 
-// defaultPATH is the PATH a command gets when the call gives none.
-const defaultPATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
-
 // Driver is the fake-plugin driver. The zero value is not usable; use New.
 type Driver struct {
 	tmpDir string

@@ -403,15 +403,3 @@ func unwrapPathErr(err error) error {
 	}
 	return err
 }
-
-// pipeSize is the capacity asked for on output pipes: a command writing
-// fast should not stall every 64 KiB waiting for the reader to wake.
-const pipeSize = 1 << 20
-
-// growPipe raises a pipe's capacity; failure (a lower system limit) only
-// costs speed.
-func growPipe(f *os.File) {
-	if rc, err := f.SyscallConn(); err == nil {
-		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize) })
-	}
-}

@@ -374,7 +374,7 @@ func (l *lease) endClosing(remove bool) {
 // running: they may be another lease's.
 func (l *lease) endProcesses(ctx context.Context) bool {
 	ours := func(m string) bool { return m == l.root }
-	if !terminate(ctx, func() []tproc { return workerProcs(ours) }) {
+	if !terminate(ctx, func() []tproc { return leaseProcs(ours) }) {
 		zerolog.Ctx(ctx).Warn().Str("leaseId", l.id).Msg("fake lease processes survived SIGKILL; termination unconfirmed")
 		return false
 	}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -90,8 +89,8 @@ func (s *session) startLogin(lc handlers.LoginCommand, home string) error {
 		Stdin: tty, Stdout: tty, Stderr: tty,
 		// A session of its own (its id is its process group's, which
 		// supervise and Close terminate) whose controlling terminal is
-		// its stdin; it dies with the worker.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL},
+		// its stdin; on Linux it dies with the worker (sessionAttr).
+		SysProcAttr: sessionAttr(),
 	}
 	ch, startErr := children.start(cmd, s.l.root)
 	tty.Close() // the child holds it: the master reads EIO once no process does

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 )
 
@@ -37,12 +36,6 @@ var thisWorker = sync.OnceValues(func() (rootOwner, error) {
 	}
 	return rootOwner{PID: os.Getpid(), Start: start, Boot: bootID()}, nil
 })
-
-// bootID names the running boot of the machine; "" when it cannot be read.
-func bootID() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return strings.TrimSpace(string(b))
-}
 
 // alive reports whether o is a process running now: the same boot, and a
 // live process with o's pid and start time.

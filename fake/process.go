@@ -10,8 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 // killGrace is the time between SIGTERM and SIGKILL, as the reference has it.
@@ -46,7 +44,7 @@ func groupAlive(pgid int) bool {
 		return false
 	}
 	// kill(2) also reaches zombies, which no signal can end; look closer.
-	procs, err := procfs.List()
+	procs, err := listProcs()
 	if err != nil {
 		return true
 	}
@@ -135,13 +133,11 @@ const (
 	endCancelled                 // the call's context ended
 )
 
-// newCommand is a command in its own process group that dies with the
-// worker's thread that started it. Start it with children.start.
+// newCommand is a command in its own process group that, on Linux, dies
+// with the worker's thread that started it (groupAttr). Start it with
+// children.start.
 func newCommand(path string, args, env []string, dir string) *exec.Cmd {
-	return &exec.Cmd{
-		Path: path, Args: args, Env: env, Dir: dir,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	}
+	return &exec.Cmd{Path: path, Args: args, Env: env, Dir: dir, SysProcAttr: groupAttr()}
 }
 
 // supervise owns cmd, a started command (ch, children.start): it waits

@@ -3,10 +3,7 @@ package fake
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,11 +13,13 @@ import (
 
 // markerVar is set in the environment of every command of a lease, to the
 // lease root's path: the lease's marker. A process keeps it across fork
-// and exec unless it clears its environment on purpose, and
-// /proc/<pid>/environ shows it for as long as the process lives. With the
-// worker a subreaper (children.go) it is how a teardown finds a lease's
-// processes wherever they went (other groups, other sessions), and how the
-// next worker finds what a killed one left (sweep.go).
+// and exec unless it clears its environment on purpose, and the process
+// table shows it for as long as the process lives (/proc/<pid>/environ on
+// Linux, kern.procargs2 on macOS). With the worker a subreaper
+// (children.go) it is how a teardown finds a lease's processes wherever
+// they went (other groups, other sessions), and how the next worker finds
+// what a killed one left (sweep.go). macOS has no subreaper: there a
+// teardown looks for the marker in every process (proc_darwin.go).
 //
 // A process is attributed to a lease by its own marker; without one, by
 // its parent's attribution; an orphan without one (the worker adopted it)
@@ -36,7 +35,7 @@ const killWait = 2 * time.Second
 // tproc is one live process as a teardown or a sweep sees it.
 type tproc struct {
 	pid, ppid, pgid int
-	start           uint64 // its start time (clock ticks after boot): with pid, its identity
+	start           uint64 // its start time (procStat): with pid, its identity
 	marker          string // its markerVar, "" for none or unreadable
 }
 
@@ -59,8 +58,13 @@ func snapshot(procs []procfs.Proc) []tproc {
 // workerProcs is every live process below the worker whose attribution
 // keep accepts.
 func workerProcs(keep func(marker string) bool) []tproc {
-	tree := snapshot(procfs.Descendants(os.Getpid()))
-	attr := attribute(tree, children.groupMarker)
+	return attributed(snapshot(descendants(os.Getpid())), children.groupMarker, keep)
+}
+
+// attributed is every process of tree whose attribution (attribute, with
+// groupMarker) keep accepts.
+func attributed(tree []tproc, groupMarker func(pgid int) string, keep func(marker string) bool) []tproc {
+	attr := attribute(tree, groupMarker)
 	var out []tproc
 	for _, p := range tree {
 		if keep(attr[p.pid]) {
@@ -99,28 +103,10 @@ func attribute(procs []tproc, groupMarker func(pgid int) string) map[int]string 
 	return out
 }
 
-// startTime is field 22 of /proc/<pid>/stat: when the process started.
+// startTime is when process pid started (procStat).
 func startTime(pid int) (uint64, error) {
 	start, _, err := procStat(pid)
 	return start, err
-}
-
-// procStat reads pid's start time (field 22 of /proc/<pid>/stat) and
-// whether it is a zombie.
-func procStat(pid int) (start uint64, zombie bool, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false, err
-	}
-	// The command name, in parentheses, may hold anything but ends at
-	// the last ")"; the state is the first field after it, starttime the
-	// 20th.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 20 {
-		return 0, false, errors.New("short stat line")
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	return start, f[0] == "Z", err
 }
 
 // alive reports whether p is still the live process the snapshot saw.
@@ -132,36 +118,22 @@ func (p tproc) alive() bool {
 // markerOf is pid's markerVar, "" when it has none or its environment
 // cannot be read (another user's process, or one that just exited).
 func markerOf(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	b, err := processEnv(pid)
 	if err != nil {
 		return ""
 	}
-	for kv := range bytes.SplitSeq(b, []byte{0}) {
+	return markerIn(b)
+}
+
+// markerIn is the markerVar of env, NUL-separated NAME=value entries; ""
+// for none. The first entry wins.
+func markerIn(env []byte) string {
+	for kv := range bytes.SplitSeq(env, []byte{0}) {
 		if v, ok := bytes.CutPrefix(kv, []byte(markerVar+"=")); ok {
 			return string(v)
 		}
 	}
 	return ""
-}
-
-// signalProc sends sig to p if p is still the process the snapshot saw: a
-// pidfd pins the process, and its start time must be p's, so a pid reused
-// meanwhile is never signalled.
-func signalProc(p tproc, sig unix.Signal) {
-	fd, err := unix.PidfdOpen(p.pid, 0)
-	if errors.Is(err, unix.ENOSYS) { // a kernel before 5.3: check, then kill
-		if start, err := startTime(p.pid); err == nil && start == p.start {
-			_ = unix.Kill(p.pid, sig)
-		}
-		return
-	}
-	if err != nil {
-		return // gone
-	}
-	defer unix.Close(fd)
-	if start, err := startTime(p.pid); err == nil && start == p.start {
-		_ = unix.PidfdSendSignal(fd, sig, nil, 0)
-	}
 }
 
 // terminate ends the processes pick returns, and each it returned once

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 )
 
@@ -84,7 +83,7 @@ func removeRoot(path string, dir *os.Root) error {
 // currentName is the name open directory f has now, if the kernel still
 // knows one and it still names f.
 func currentName(f *os.File) (string, bool) {
-	name, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	name, err := heldName(f)
 	if err != nil || !filepath.IsAbs(name) {
 		return "", false
 	}
@@ -109,8 +108,3 @@ func openDirIn(dir *os.Root, rel string) (*os.File, error) {
 	}
 	return f, nil
 }
-
-// fdPath names open file f for a child process: the child inherits the
-// worker's descriptors until it execs, so a cwd given this way is the
-// directory f holds, whatever its name is now.
-func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }

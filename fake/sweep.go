@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 // A worker killed outright (SIGKILL, OOM) ends nothing: its commands'
@@ -45,7 +43,7 @@ func (d *Driver) sweep(ctx context.Context) {
 		_ = os.Remove(p) // only while still empty
 	}
 	left := func() []tproc {
-		all, _ := procfs.List()
+		all, _ := listProcs()
 		return found.leftovers(snapshot(all))
 	}
 	if !terminate(ctx, left) {

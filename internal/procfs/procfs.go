@@ -73,14 +73,28 @@ func List() ([]Proc, error) {
 // Descendants lists the live (non-zombie) processes below pid.
 func Descendants(pid int) []Proc {
 	all, _ := List()
+	return DescendantsIn(all, pid)
+}
+
+// DescendantsIn lists the live (non-zombie) processes of the table all
+// that are below pid, by pid; a zombie's live children are listed. The
+// table may come from anywhere (the fake driver reads it through sysctl
+// on macOS). Each process is visited once: a table read while pids were
+// reused can hold a cycle, and macOS lists its kernel as its own parent.
+func DescendantsIn(all []Proc, pid int) []Proc {
 	children := map[int][]Proc{}
 	for _, p := range all {
 		children[p.PPID] = append(children[p.PPID], p)
 	}
 	var out []Proc
+	seen := map[int]bool{pid: true}
 	var walk func(int)
 	walk = func(parent int) {
 		for _, c := range children[parent] {
+			if seen[c.PID] {
+				continue
+			}
+			seen[c.PID] = true
 			if !c.Zombie() {
 				out = append(out, c)
 			}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -70,6 +71,31 @@ func TestDescendantsAndCmdline(t *testing.T) {
 	for _, p := range Descendants(os.Getpid()) {
 		if p.PID == cmd.Process.Pid {
 			t.Fatalf("a reaped child is still listed: %+v", p)
+		}
+	}
+}
+
+func TestDescendantsIn(t *testing.T) {
+	p := func(pid, ppid int, state string) Proc { return Proc{PID: pid, PPID: ppid, PGID: pid, State: state} }
+	cases := []struct {
+		name string
+		all  []Proc
+		pid  int
+		want []int
+	}{
+		{"none", []Proc{p(1, 0, "S"), p(2, 1, "S")}, 2, nil},
+		{"children and grandchildren, by pid", []Proc{p(9, 5, "S"), p(5, 1, "S"), p(7, 5, "R"), p(8, 7, "S"), p(3, 1, "S")}, 5, []int{7, 8, 9}},
+		{"a zombie is left out, its live child is not", []Proc{p(6, 2, "Z"), p(11, 6, "S")}, 2, []int{11}},
+		{"a cycle ends", []Proc{p(3, 4, "S"), p(4, 3, "S"), p(5, 4, "S")}, 3, []int{4, 5}},
+		{"a kernel that is its own parent", []Proc{p(0, 0, "R"), p(1, 0, "S"), p(40, 1, "S")}, 0, []int{1, 40}},
+	}
+	for _, tc := range cases {
+		var got []int
+		for _, d := range DescendantsIn(tc.all, tc.pid) {
+			got = append(got, d.PID)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: DescendantsIn(%d) = %v, want %v", tc.name, tc.pid, got, tc.want)
 		}
 	}
 }

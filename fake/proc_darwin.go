@@ -1,0 +1,140 @@
+package fake
+
+import (
+	"errors"
+	"os"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+)
+
+// The process table on macOS comes from sysctl through golang.org/x/sys:
+// kern.proc.all and kern.proc.pid (struct kinfo_proc: pid, parent, group,
+// state and start time) and kern.procargs2 (the exec-time arguments and
+// environment, readable for this user's processes). Not from a ps child:
+// a teardown polls the table every few milliseconds, a child would be a
+// process of the worker's own tree that carries no marker (a stray, while
+// it runs), ps gives start times to the second only, and its environment
+// column cannot be split back into entries. A process's identity is its
+// pid and its start time in microseconds since the epoch.
+
+// kinfo_proc's p_stat values (<sys/proc.h>).
+const (
+	statRun    = 2 // SRUN
+	statStop   = 4 // SSTOP
+	statZombie = 5 // SZOMB: exited, waiting to be reaped
+)
+
+// listProcs is every process of the machine but the kernel (pid 0, its
+// own parent), in the records /proc gives on Linux.
+func listProcs() ([]procfs.Proc, error) {
+	kps, err := unix.SysctlKinfoProcSlice("kern.proc.all")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]procfs.Proc, 0, len(kps))
+	for i := range kps {
+		k := &kps[i]
+		if k.Proc.P_pid == 0 {
+			continue
+		}
+		out = append(out, procfs.Proc{PID: int(k.Proc.P_pid), PPID: int(k.Eproc.Ppid), PGID: int(k.Eproc.Pgid), State: stateOf(k.Proc.P_stat)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	return out, nil
+}
+
+// stateOf names a p_stat the way /proc does; only "Z" matters here.
+func stateOf(stat int8) string {
+	switch stat {
+	case statZombie:
+		return "Z"
+	case statStop:
+		return "T"
+	case statRun:
+		return "R"
+	}
+	return "S"
+}
+
+// descendants is every live process below pid.
+func descendants(pid int) []procfs.Proc {
+	all, _ := listProcs()
+	return procfs.DescendantsIn(all, pid)
+}
+
+// leaseProcs is every live process a lease teardown looks at whose
+// attribution keep accepts. The worker is no subreaper here
+// (children_other.go): what a lease's command leaves behind is reparented
+// to launchd and leaves the worker's tree. So a teardown looks below the
+// worker, attributing as on Linux, and at every other process, by its
+// marker or an ancestor's only: the process group of a command long gone
+// may have been reused by anything of this user's, so it names no lease
+// outside the worker's tree.
+func leaseProcs(keep func(marker string) bool) []tproc {
+	all, _ := listProcs()
+	self := os.Getpid()
+	below := map[int]bool{}
+	for _, p := range procfs.DescendantsIn(all, self) {
+		below[p.PID] = true
+	}
+	var tree, outside []procfs.Proc
+	for _, p := range all {
+		switch {
+		case below[p.PID]:
+			tree = append(tree, p)
+		case p.PID != self && p.PID != 1:
+			outside = append(outside, p)
+		}
+	}
+	return append(attributed(snapshot(tree), children.groupMarker, keep), attributed(snapshot(outside), nil, keep)...)
+}
+
+// procStat reads pid's start time (microseconds since the epoch) and
+// whether it is a zombie.
+func procStat(pid int) (start uint64, zombie bool, err error) {
+	k, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
+	if err != nil {
+		return 0, false, err // no such process: the record is empty (EIO)
+	}
+	if int(k.Proc.P_pid) != pid {
+		return 0, false, errors.New("kern.proc.pid answered for another process")
+	}
+	t := k.Proc.P_starttime
+	return uint64(t.Sec)*1_000_000 + uint64(t.Usec), k.Proc.P_stat == statZombie, nil
+}
+
+// processEnv is pid's environment as it was exec'ed: NUL-separated
+// NAME=value entries (and the kernel's apple strings after them).
+func processEnv(pid int) ([]byte, error) {
+	b, err := unix.SysctlRaw("kern.procargs2", pid)
+	if err != nil {
+		return nil, err
+	}
+	env, ok := procArgsEnv(b)
+	if !ok {
+		return nil, errors.New("short kern.procargs2 record")
+	}
+	return env, nil
+}
+
+// bootID names the running boot of the machine (kern.bootsessionuuid);
+// "" when it cannot be read.
+func bootID() string {
+	id, _ := unix.Sysctl("kern.bootsessionuuid")
+	return strings.TrimSpace(id)
+}
+
+// signalProc sends sig to p if p is still the process the snapshot saw:
+// its start time must be p's. macOS has no pidfd, so a pid freed and
+// reused between the check and the kill would be signalled; macOS hands
+// out pids in increasing order, so that takes the whole pid space
+// wrapping around within that instant.
+func signalProc(p tproc, sig unix.Signal) {
+	if start, err := startTime(p.pid); err == nil && start == p.start {
+		_ = unix.Kill(p.pid, sig)
+	}
+}

@@ -1,0 +1,137 @@
+package fake
+
+// What the fake relies on from macOS, checked where it runs: CI compiles
+// these (go test -c for darwin) but has no Mac to run them on.
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
+)
+
+func TestProcessTableShowsThisProcess(t *testing.T) {
+	all, err := listProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range all {
+		if p.PID == os.Getpid() {
+			found = true
+			if p.PPID != os.Getppid() || p.PGID != syscall.Getpgrp() || p.Zombie() {
+				t.Errorf("this process is listed as %+v; want parent %d, group %d, alive", p, os.Getppid(), syscall.Getpgrp())
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("kern.proc.all lists %d processes, not this one (%d)", len(all), os.Getpid())
+	}
+	start, zombie, err := procStat(os.Getpid())
+	if now := uint64(time.Now().UnixMicro()); err != nil || zombie || start == 0 || start > now {
+		t.Errorf("procStat(self) = %d, %v, %v; want a start before %d", start, zombie, err, now)
+	}
+	if bootID() == "" {
+		t.Error("kern.bootsessionuuid gave no boot id")
+	}
+}
+
+func TestAReapedChildIsNoProcess(t *testing.T) {
+	cmd := exec.Command("/usr/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if start, _, err := procStat(cmd.Process.Pid); err == nil {
+		t.Errorf("procStat of reaped process %d = start %d, no error", cmd.Process.Pid, start)
+	}
+	if (tproc{pid: cmd.Process.Pid, start: 1}).alive() {
+		t.Errorf("reaped process %d is alive", cmd.Process.Pid)
+	}
+}
+
+func TestMarkerIsReadFromProcArgs(t *testing.T) {
+	const root = "/tmp/paperclip-fake-sandbox-marker-test"
+	cmd := exec.Command("/bin/sleep", "30", markerVar+"=/not/the/marker")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", markerVar + "=" + root}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// Until it execs, the child shows this process's strings.
+	testkit.WaitFor(t, "the child's marker", func() bool { return markerOf(cmd.Process.Pid) == root })
+	if m := markerOf(os.Getpid()); m != "" {
+		t.Errorf("this process has marker %q", m)
+	}
+}
+
+func TestHeldNameFollowsARename(t *testing.T) {
+	dir := t.TempDir()
+	from, to := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	if err := os.Mkdir(from, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Rename(from, to); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.EvalSymlinks(to)
+	if got := fdPath(f); got != want {
+		t.Errorf("fdPath after the rename = %q, want %q", got, want)
+	}
+	if got, ok := currentName(f); !ok || got != want {
+		t.Errorf("currentName = %q, %v; want %q", got, ok, want)
+	}
+}
+
+func TestDefaultPATHHasHomebrew(t *testing.T) {
+	for _, dir := range []string{"/opt/homebrew/bin", "/usr/local/bin", "/usr/bin", "/bin"} {
+		if !strings.Contains(":"+defaultPATH+":", ":"+dir+":") {
+			t.Errorf("default PATH %q lacks %s", defaultPATH, dir)
+		}
+	}
+}
+
+// Without a subreaper, what a command leaves behind leaves the worker's
+// tree: the release still ends it, by its marker, but cannot show that
+// nothing else is left, so it answers no receipt.
+func TestReleaseEndsAnOrphanButAnswersNoReceipt(t *testing.T) {
+	d := newDriver(t)
+	b := base("env-1", nil)
+	l := acquire(t, d, b, "run-1")
+	r := execute(t, d, b, l, nil, "sh", "-c", `sleep 999 </dev/null >/dev/null 2>&1 & echo $!`)
+	pid := pidsFrom(t, r.Stdout)[0]
+	testkit.WaitFor(t, "the orphan to be launchd's", func() bool { return parentOf(t, pid) == 1 })
+	rc, err := d.ReleaseLease(context.Background(), &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID})
+	if err != nil || rc != nil {
+		t.Fatalf("release = %+v, %v; want no receipt", rc, err)
+	}
+	if _, zombie, err := procStat(pid); err == nil && !zombie {
+		t.Errorf("the orphan %d survived the release", pid)
+	}
+}
+
+// parentOf is the parent of pid, -1 when pid is not listed.
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	all, err := listProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range all {
+		if p.PID == pid {
+			return p.PPID
+		}
+	}
+	return -1
+}

@@ -1,0 +1,78 @@
+package fake
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+)
+
+// The process table on Linux is /proc (internal/procfs). A process's
+// identity is its pid and its start time in clock ticks after boot; its
+// marker is read from /proc/<pid>/environ; signals go through a pidfd.
+
+// listProcs is every process of the machine.
+func listProcs() ([]procfs.Proc, error) { return procfs.List() }
+
+// descendants is every live process below pid.
+func descendants(pid int) []procfs.Proc { return procfs.Descendants(pid) }
+
+// leaseProcs is every live process a lease teardown looks at whose
+// attribution keep accepts. The worker is a subreaper (children.go), so
+// whatever a lease's command left behind is below it.
+func leaseProcs(keep func(marker string) bool) []tproc { return workerProcs(keep) }
+
+// procStat reads pid's start time (field 22 of /proc/<pid>/stat) and
+// whether it is a zombie.
+func procStat(pid int) (start uint64, zombie bool, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false, err
+	}
+	// The command name, in parentheses, may hold anything but ends at
+	// the last ")"; the state is the first field after it, starttime the
+	// 20th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 20 {
+		return 0, false, errors.New("short stat line")
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	return start, f[0] == "Z", err
+}
+
+// processEnv is pid's environment as it was exec'ed: NUL-separated
+// NAME=value entries.
+func processEnv(pid int) ([]byte, error) {
+	return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+}
+
+// bootID names the running boot of the machine; "" when it cannot be read.
+func bootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
+}
+
+// signalProc sends sig to p if p is still the process the snapshot saw: a
+// pidfd pins the process, and its start time must be p's, so a pid reused
+// meanwhile is never signalled.
+func signalProc(p tproc, sig unix.Signal) {
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	if errors.Is(err, unix.ENOSYS) { // a kernel before 5.3: check, then kill
+		if start, err := startTime(p.pid); err == nil && start == p.start {
+			_ = unix.Kill(p.pid, sig)
+		}
+		return
+	}
+	if err != nil {
+		return // gone
+	}
+	defer unix.Close(fd)
+	if start, err := startTime(p.pid); err == nil && start == p.start {
+		_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+	}
+}
