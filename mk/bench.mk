@@ -1,24 +1,40 @@
-# Transport benchmark through the real host (issue 9): health round trips
-# via @paperclipai/server's createPluginWorkerHandle for the packaged worker
-# (ours), a minimal Go worker answering inline (bench/floor), our transport
-# alone (bench/transport: rpc.Server with a fixed health answer) and the
-# Node SDK peer; median of BENCH_RUNS runs of BENCH_N calls each, and the
-# ratios to the floor. BENCH_ARGS adds options (e.g. --gap-ms 2).
+# Performance through the real host (issues 9 and 13): bench/host.mjs drives
+# the packaged worker (ours) through @paperclipai/server's
+# createPluginWorkerHandle next to a Go floor worker that does the same real
+# work with nothing else (bench/floor), our transport alone (bench/transport,
+# health only) and the Node SDK peer, and prints every figure with its ratio
+# to the floor and its budget; the JSON goes to BENCH_JSON. docs/performance.md
+# has the latest table and what bounds each figure.
+#   BENCH_ONLY=stream,sync     a few figures: health start true sleep stream sync createos
+#   BENCH_SYNC_MB=64           a smaller sync tree for quick runs (default 1 GiB)
+#   BENCH_ARGS='--gap-ms 2'    any other bench/host.mjs option
 # The pipe-client round trip is `go test -run '^$' -bench Pipe ./rpc`.
 
 BENCH_FLOOR     := bin/bench-floor
 BENCH_TRANSPORT := bin/bench-transport
 BENCH_N         ?= 2000
 BENCH_RUNS      ?= 5
+BENCH_SYNC_MB   ?= 1024
+BENCH_ONLY      ?=
+BENCH_JSON      ?= out/bench-host.json
 BENCH_ARGS      ?=
+BENCH_PROF      := out/prof
 
-.PHONY: bench-host bench-workers
+.PHONY: bench-host bench-workers bench-profile
 
 bench-workers: ## build the benchmark workers into bin/bench-floor and bin/bench-transport
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BENCH_FLOOR) ./bench/floor
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BENCH_TRANSPORT) ./bench/transport
 
-bench-host: build bench-workers package conformance-install ## health round trips through the real host: ours/floor ratio, median of 5 runs
+bench-host: build bench-workers package conformance-install createos-sim ## figures through the real host against a floor worker, median of 5 rounds (BENCH_ONLY=stream for one)
 	$(NODE) bench/host.mjs --package $(abspath $(PACKAGE_DIR)) --modules $(abspath conformance/node_modules) \
-		--floor $(abspath $(BENCH_FLOOR)) --transport $(abspath $(BENCH_TRANSPORT)) \
-		--n $(BENCH_N) --runs $(BENCH_RUNS) $(BENCH_ARGS)
+		--floor $(abspath $(BENCH_FLOOR)) --transport $(abspath $(BENCH_TRANSPORT)) --sim $(abspath $(CREATEOS_SIM)) \
+		--n $(BENCH_N) --runs $(BENCH_RUNS) --sync-mb $(BENCH_SYNC_MB) --json $(abspath $(BENCH_JSON)) \
+		$(if $(BENCH_ONLY),--figures $(BENCH_ONLY)) $(BENCH_ARGS)
+
+bench-profile: ## CPU and heap profiles of a 64 MiB execute through rpc and the fake driver (bench/stream_test.go) into out/prof, with their tops
+	@mkdir -p $(BENCH_PROF)
+	$(GO) test -run '^$$' -bench Stream64MiB -benchmem -benchtime 10x -count 1 -o $(BENCH_PROF)/bench.test \
+		-cpuprofile $(BENCH_PROF)/stream.cpu.pprof -memprofile $(BENCH_PROF)/stream.mem.pprof ./bench
+	$(GO) tool pprof -top -nodecount 25 $(BENCH_PROF)/bench.test $(BENCH_PROF)/stream.cpu.pprof
+	$(GO) tool pprof -top -nodecount 15 -sample_index=alloc_space $(BENCH_PROF)/bench.test $(BENCH_PROF)/stream.mem.pprof

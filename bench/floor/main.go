@@ -39,7 +39,7 @@ func main() {
 		if len(line) > 0 && json.Unmarshal(line, &req) == nil && len(req.ID) > 0 {
 			switch req.Method {
 			case "environmentAcquireLease", "environmentReleaseLease", "environmentExecute":
-				go reply(req.ID, serve(req))
+				go func() { reply(req.ID, serve(req)) }()
 			default:
 				reply(req.ID, result(req.Method))
 				if req.Method == "shutdown" {
