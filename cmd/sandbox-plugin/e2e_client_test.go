@@ -24,6 +24,9 @@ import (
 var clientTestBin string
 
 func TestMain(m *testing.M) {
+	if bin := os.Getenv(parentHelperEnv); bin != "" {
+		os.Exit(runParentHelper(bin)) // a parent of the worker (parent_test.go), not tests
+	}
 	dir, err := os.MkdirTemp("", "sandbox-plugin-client-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
