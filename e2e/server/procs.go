@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
@@ -128,13 +126,6 @@ func (p *proc) stop(grace time.Duration) (clean bool) {
 	// Whatever else stayed in the group is a leftover too; the caller
 	// finds it through the subreaper.
 	return clean
-}
-
-// becomeSubreaper makes every orphaned descendant of the harness its
-// child, so nothing the server, the worker or a sandbox command starts can
-// escape the leftover check by daemonizing.
-func becomeSubreaper() error {
-	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
 // reapOrphans collects exited processes that were reparented to the
