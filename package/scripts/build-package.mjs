@@ -1,19 +1,27 @@
 #!/usr/bin/env node
-// Assembles the installable Paperclip plugin package from the template in
-// package/ and a Go worker binary already built into <out>/bin/.
+// Assembles the npm packages of the plugin from the template in package/.
 //
-//   node package/scripts/build-package.mjs --out out/package \
-//     --manifest-bin bin/sandbox-plugin --goos linux --goarch amd64 \
-//     --version 0.1.0 [--drivers fake-plugin,createos]
+//   single (make package): the plugin with its worker in bin/, for one
+//     platform, which package.json's os/cpu name:
+//       build-package.mjs --kind single --out out/package --manifest-bin bin/sandbox-plugin \
+//         --goos linux --goarch amd64 --version 0.1.0 [--drivers fake-plugin,createos]
+//   main (make release): the plugin without a worker, with one optional
+//     dependency per platform package, at the same version:
+//       build-package.mjs --kind main --out DIR --manifest-bin bin/sandbox-plugin \
+//         --version 0.1.0 --platforms linux/amd64,darwin/arm64 [--drivers ...]
+//   platform (make release): one platform's worker only, in bin/:
+//       build-package.mjs --kind platform --out DIR --goos darwin --goarch arm64 --version 0.1.0 [--drivers ...]
 //
+// single and platform expect the Go binary already built into <out>/bin/.
 // The manifest comes from `<manifest-bin> [--drivers ...] manifest`: the Go
 // code stays the single source of truth, this script only wraps its JSON in
 // an ES module. --manifest-bin is a binary for the build machine; the
-// packaged binary may be built for another platform.
+// packaged binaries may be built for other platforms.
 import { execFileSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { platformPackageName } from "../dist/locate.js";
 
 const templateDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -21,73 +29,131 @@ const templateDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 const PLATFORMS = { linux: "linux", darwin: "darwin", windows: "win32", freebsd: "freebsd", openbsd: "openbsd" };
 const ARCHES = { amd64: "x64", arm64: "arm64", "386": "ia32", arm: "arm", ppc64le: "ppc64", s390x: "s390x", riscv64: "riscv64", loong64: "loong64" };
 
+const REQUIRED = {
+  single: ["out", "manifest-bin", "goos", "goarch", "version"],
+  main: ["out", "manifest-bin", "version", "platforms"],
+  platform: ["out", "goos", "goarch", "version"],
+};
+
 function die(message) {
   process.stderr.write(`build-package: ${message}\n`);
   process.exit(1);
 }
 
 function parseArgs(argv) {
-  const opts = {};
-  for (let i = 0; i < argv.length; i += 1) {
+  const opts = { kind: "single" };
+  for (let i = 0; i < argv.length; i += 2) {
     const key = argv[i];
     if (!key.startsWith("--")) die(`unexpected argument ${key}`);
-    const value = argv[i + 1];
-    if (value === undefined) die(`${key} needs a value`);
-    opts[key.slice(2)] = value;
-    i += 1;
+    if (argv[i + 1] === undefined) die(`${key} needs a value`);
+    opts[key.slice(2)] = argv[i + 1];
   }
-  for (const required of ["out", "manifest-bin", "goos", "goarch", "version"]) {
-    if (!opts[required]) die(`--${required} is required`);
+  const required = REQUIRED[opts.kind];
+  if (!required) die(`--kind must be one of ${Object.keys(REQUIRED).join(", ")}`);
+  for (const r of required) {
+    if (!opts[r]) die(`--${r} is required for --kind ${opts.kind}`);
   }
   return opts;
 }
 
+// nodeTarget is Node's platform and arch for a GOOS and GOARCH.
+function nodeTarget(goos, goarch) {
+  const platform = PLATFORMS[goos];
+  const arch = ARCHES[goarch];
+  if (!platform) die(`GOOS ${goos} has no Node platform mapping`);
+  if (!arch) die(`GOARCH ${goarch} has no Node arch mapping`);
+  return { goos, goarch, platform, arch, binary: goos === "windows" ? "sandbox-plugin.exe" : "sandbox-plugin" };
+}
+
+function readManifest(opts) {
+  let manifest;
+  try {
+    manifest = JSON.parse(execFileSync(path.resolve(opts["manifest-bin"]), [...driverArgs(opts), "manifest"], { encoding: "utf8" }));
+  } catch (err) {
+    die(`cannot read the manifest from ${opts["manifest-bin"]}: ${err.message}`);
+  }
+  if (manifest.version !== opts.version) {
+    die(`manifest version ${manifest.version} differs from --version ${opts.version}; rebuild ${opts["manifest-bin"]}`);
+  }
+  if (manifest.entrypoints?.worker !== "./dist/worker.js") {
+    die(`manifest entrypoints.worker is ${manifest.entrypoints?.worker}; the shim lives at ./dist/worker.js`);
+  }
+  return manifest;
+}
+
+const driverArgs = (opts) => (opts.drivers ? [`--drivers=${opts.drivers}`] : []);
+const writeJSON = (file, value) => writeFileSync(file, `${JSON.stringify(value, null, 2)}\n`);
+
+// writePlugin writes the plugin package around its manifest: package.json
+// (the template's, with extra fields), the manifest module, the shim.
+function writePlugin(out, opts, extra) {
+  const manifest = readManifest(opts);
+  mkdirSync(path.join(out, "dist"), { recursive: true });
+  const pkg = { ...JSON.parse(readFileSync(path.join(templateDir, "package.json"), "utf8")), version: opts.version, ...extra };
+  writeJSON(path.join(out, "package.json"), pkg);
+  writeFileSync(
+    path.join(out, "dist", "manifest.js"),
+    "// Generated by package/scripts/build-package.mjs from `sandbox-plugin manifest`; do not edit.\n" +
+      `const manifest = ${JSON.stringify(manifest, null, 2)};\n\nexport default manifest;\n`,
+  );
+  for (const file of ["dist/worker.js", "dist/locate.js", "README.md"]) {
+    copyFileSync(path.join(templateDir, file), path.join(out, file));
+  }
+  return pkg;
+}
+
+// writeWorkerInfo writes bin/worker.json beside a built binary: what the
+// shim checks before it starts it, and the flags that make the served
+// drivers match the manifest.
+function writeWorkerInfo(out, t, opts) {
+  if (!existsSync(path.join(out, "bin", t.binary))) {
+    die(`${path.join(out, "bin", t.binary)} is missing; build the Go worker into it first`);
+  }
+  const info = { binary: t.binary, platform: t.platform, arch: t.arch, goos: t.goos, goarch: t.goarch, version: opts.version, args: driverArgs(opts) };
+  writeJSON(path.join(out, "bin", "worker.json"), info);
+}
+
+function buildSingle(out, opts) {
+  const t = nodeTarget(opts.goos, opts.goarch);
+  writeWorkerInfo(out, t, opts);
+  const template = JSON.parse(readFileSync(path.join(templateDir, "package.json"), "utf8"));
+  const pkg = writePlugin(out, opts, {
+    os: [t.platform], cpu: [t.arch], files: [...template.files, "bin/"],
+    description: `${template.description} Built for ${t.platform}/${t.arch}.`,
+  });
+  return `${pkg.name}@${pkg.version} for ${t.platform}/${t.arch}`;
+}
+
+function buildMain(out, opts) {
+  const targets = opts.platforms.split(/[\s,]+/).filter(Boolean).map((p) => {
+    const [goos, goarch, rest] = p.split("/");
+    if (!goos || !goarch || rest !== undefined) die(`--platforms entry ${p} is not GOOS/GOARCH`);
+    return nodeTarget(goos, goarch);
+  });
+  const optionalDependencies = Object.fromEntries(targets.map((t) => [platformPackageName(t.platform, t.arch), opts.version]));
+  const pkg = writePlugin(out, opts, { optionalDependencies });
+  return `${pkg.name}@${pkg.version} with ${Object.keys(optionalDependencies).join(", ")}`;
+}
+
+function buildPlatform(out, opts) {
+  const t = nodeTarget(opts.goos, opts.goarch);
+  writeWorkerInfo(out, t, opts);
+  const template = JSON.parse(readFileSync(path.join(templateDir, "package.json"), "utf8"));
+  const pkg = {
+    name: platformPackageName(t.platform, t.arch),
+    version: opts.version,
+    description: `The Go worker of ${template.name} for ${t.platform}/${t.arch}; ${template.name} installs it as an optional dependency.`,
+    license: template.license,
+    os: [t.platform],
+    cpu: [t.arch],
+    files: ["bin/"],
+  };
+  writeJSON(path.join(out, "package.json"), pkg);
+  return `${pkg.name}@${pkg.version}`;
+}
+
 const opts = parseArgs(process.argv.slice(2));
 const out = path.resolve(opts.out);
-const platform = PLATFORMS[opts.goos];
-const arch = ARCHES[opts.goarch];
-if (!platform) die(`GOOS ${opts.goos} has no Node platform mapping`);
-if (!arch) die(`GOARCH ${opts.goarch} has no Node arch mapping`);
-const binaryName = opts.goos === "windows" ? "sandbox-plugin.exe" : "sandbox-plugin";
-if (!existsSync(path.join(out, "bin", binaryName))) {
-  die(`${path.join(out, "bin", binaryName)} is missing; build the Go worker into it first`);
-}
-
-const driverArgs = opts.drivers ? [`--drivers=${opts.drivers}`] : [];
-let manifest;
-try {
-  manifest = JSON.parse(execFileSync(path.resolve(opts["manifest-bin"]), [...driverArgs, "manifest"], { encoding: "utf8" }));
-} catch (err) {
-  die(`cannot read the manifest from ${opts["manifest-bin"]}: ${err.message}`);
-}
-if (manifest.version !== opts.version) {
-  die(`manifest version ${manifest.version} differs from --version ${opts.version}; rebuild ${opts["manifest-bin"]}`);
-}
-if (manifest.entrypoints?.worker !== "./dist/worker.js") {
-  die(`manifest entrypoints.worker is ${manifest.entrypoints?.worker}; the shim lives at ./dist/worker.js`);
-}
-
-mkdirSync(path.join(out, "dist"), { recursive: true });
-
-const pkg = JSON.parse(readFileSync(path.join(templateDir, "package.json"), "utf8"));
-pkg.version = opts.version;
-pkg.os = [platform];
-pkg.cpu = [arch];
-pkg.description = `${pkg.description} Built for ${platform}/${arch}.`;
-writeFileSync(path.join(out, "package.json"), `${JSON.stringify(pkg, null, 2)}\n`);
-
-writeFileSync(
-  path.join(out, "dist", "manifest.js"),
-  "// Generated by package/scripts/build-package.mjs from `sandbox-plugin manifest`; do not edit.\n" +
-    `const manifest = ${JSON.stringify(manifest, null, 2)};\n\nexport default manifest;\n`,
-);
-
-copyFileSync(path.join(templateDir, "dist", "worker.js"), path.join(out, "dist", "worker.js"));
-copyFileSync(path.join(templateDir, "README.md"), path.join(out, "README.md"));
-
-// What the shim checks before it starts the binary, and the flags that make
-// the served drivers match the manifest.
-const workerInfo = { binary: binaryName, platform, arch, goos: opts.goos, goarch: opts.goarch, version: opts.version, args: driverArgs };
-writeFileSync(path.join(out, "bin", "worker.json"), `${JSON.stringify(workerInfo, null, 2)}\n`);
-
-process.stdout.write(`assembled ${pkg.name}@${pkg.version} for ${platform}/${arch} in ${path.relative(process.cwd(), out) || "."}\n`);
+const build = { single: buildSingle, main: buildMain, platform: buildPlatform }[opts.kind];
+const what = build(out, opts);
+process.stdout.write(`assembled ${what} in ${path.relative(process.cwd(), out) || "."}\n`);
