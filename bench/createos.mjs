@@ -1,8 +1,9 @@
 // createos against createos-sim (the fake CreateOS control plane on
 // loopback): per round one lease's acquire, realize, execute without and
 // with stdin, sync in and out of a tree of mixed file sizes (tree.mjs) and
-// release, each with its wall time and the API requests it made, counted
-// from the sim's request log (GET /_control/requests) by route. There is
+// release, each with its wall time and the API requests it made by route,
+// from the sim's per-route counts (GET /_control/counts; an older sim's
+// request log, GET /_control/requests, where it has none). There is
 // no floor: the figures are absolute, and the request counts say what a
 // step costs on a real network, where every request pays a round trip.
 import { spawn } from "node:child_process";
@@ -48,12 +49,12 @@ export async function createosFigures(host, { rounds, mb, scratch, sim: bin, log
         ["release", () => call("environmentReleaseLease", { providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata })],
       ];
       for (const [name, fn] of plan) {
-        const seen = (await sim.requests()).length;
+        const before = await sim.counts();
         const t0 = nowMs();
         await fn();
         const ms = nowMs() - t0;
         const routes = {};
-        for (const q of (await sim.requests()).slice(seen)) routes[q.route] = (routes[q.route] ?? 0) + 1;
+        for (const [route, n] of Object.entries(await sim.counts())) if (n > (before[route] ?? 0)) routes[route] = n - (before[route] ?? 0);
         (steps[name] ??= []).push({ ms, requests: Object.values(routes).reduce((a, b) => a + b, 0), routes });
       }
       drop(back);
@@ -104,9 +105,14 @@ async function startSim(bin, dir) {
   child.stdout.resume();
   return {
     url,
-    async requests() {
-      const res = await fetch(`${url}/_control/requests`, { headers: { "X-Api-Key": KEY } });
-      return (await res.json()).data.requests;
+    /** Requests so far by route. */
+    async counts() {
+      const get = (p) => fetch(`${url}/_control/${p}`, { headers: { "X-Api-Key": KEY } });
+      const res = await get("counts");
+      if (res.ok) return (await res.json()).data.routes;
+      const routes = {};
+      for (const q of (await (await get("requests")).json()).data.requests) routes[q.route] = (routes[q.route] ?? 0) + 1;
+      return routes;
     },
     async stop() {
       child.stdin.end();

@@ -10,13 +10,14 @@
 //     [--transport bin/bench-transport] [--modules conformance/node_modules]
 //     [--sim bin/createos-sim] [--figures health,start,true,sleep,stream,sync,createos]
 //     [--runs 5] [--n 2000] [--warmup 300] [--batch 100] [--gap-ms 0]
-//     [--exec-n 200] [--stream-mb 64] [--sync-mb 1024] [--createos-sync-mb 64]
+//     [--exec-n 200] [--stream-mb 64] [--sync-mb 1024] [--sync-dir DIR] [--createos-sync-mb 64]
 //     [--json out/bench-host.json]
 //
 // Figures (--figures, default all): health round trips (health.mjs);
 // start → ready, RSS at start and, as asked, execute `true`, 64 concurrent
 // sleeps and the stdout stream with its RSS (fake.mjs); fake sync of a tree
-// against tar (sync.mjs); createos against createos-sim (createos.mjs).
+// against tar, on the file system of --sync-dir (default the temp dir;
+// sync.mjs); createos against createos-sim (createos.mjs).
 // BENCH_WORKER_ENV='{"GOMAXPROCS":"1"}' adds variables to every worker's
 // environment. The script fails when a figure cannot be measured; it never
 // fails on a budget.
@@ -42,6 +43,7 @@ const figures = opt("figures", "health,start,true,sleep,stream,sync,createos").s
 const wants = (f) => figures.includes(f);
 const runs = num("runs", 5);
 const log = (line) => process.stderr.write(`${line}\n`);
+const loadStart = os.loadavg(); // the machine may be shared: the JSON records its load
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), "bench-host-"));
 process.on("exit", () => rmSync(scratch, { recursive: true, force: true }));
@@ -60,7 +62,7 @@ if (["start", "true", "sleep", "stream"].some(wants)) {
   rows.push(...await fakeFigures(host, { rounds: runs, execN: num("exec-n", 200), streamMB: num("stream-mb", 64), scratch, wants, log }));
 }
 if (wants("sync")) {
-  rows.push(...await syncFigures(host, { rounds: runs, mb: num("sync-mb", 1024), scratch, log }));
+  rows.push(...await syncFigures(host, { rounds: runs, mb: num("sync-mb", 1024), dir: path.resolve(opt("sync-dir", scratch)), log }));
 }
 if (wants("createos")) {
   rows.push(...await createosFigures(host, { rounds: runs, mb: num("createos-sync-mb", 64), scratch, log, sim: path.resolve(opt("sim", path.join(root, "bin", "createos-sim"))) }));
@@ -79,7 +81,7 @@ function describeRun() {
   } catch { /* not a checkout */ }
   return {
     date: new Date().toISOString(), commit, node: process.version, cpus: os.cpus().length, cpu: os.cpus()[0]?.model,
-    runs, figures, args,
+    loadavg: { start: loadStart, end: os.loadavg() }, runs, figures, args,
   };
 }
 
@@ -96,5 +98,6 @@ function table(rows) {
   }
   const widths = lines[0].map((_, i) => Math.max(...lines.map((l) => [...l[i]].length)));
   const pad = (s, i) => (i >= 2 && i <= 4 ? s.padStart(widths[i]) : s.padEnd(widths[i]));
-  return [`median of ${runs} rounds (MB = 10^6 bytes):`, ...lines.map((l) => `  ${l.map(pad).join("  ").trimEnd()}`)].join("\n");
+  const load = `load average ${loadStart[0].toFixed(1)} at the start, ${os.loadavg()[0].toFixed(1)} at the end`;
+  return [`median of ${runs} rounds (MB = 10^6 bytes; ${os.cpus().length} CPUs, ${load}):`, ...lines.map((l) => `  ${l.map(pad).join("  ").trimEnd()}`)].join("\n");
 }

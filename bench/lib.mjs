@@ -49,11 +49,11 @@ export async function loadHost({ packageDir, modules, scratch, binaries, sdkEntr
   let started = 0;
   return {
     has: (name) => Boolean(entrypoints[name]),
-    /** A worker handle as the host's worker manager creates it, not yet started. */
-    handle(name) {
+    /** A worker handle as the host's worker manager creates it, not yet started; extraEnv adds to its environment. */
+    handle(name, extraEnv = {}) {
       return workerManager.createPluginWorkerHandle(`bench-${name}-${++started}`, {
         entrypointPath: entrypoints[name], manifest, config: {}, instanceInfo, apiVersion: manifest.apiVersion,
-        databaseNamespace: null, hostHandlers: {}, autoRestart: false, env,
+        databaseNamespace: null, hostHandlers: {}, autoRestart: false, env: { ...env, ...extraEnv },
       });
     },
   };

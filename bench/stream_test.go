@@ -169,7 +169,14 @@ func writeText(b *testing.B, file string, size int) {
 	for i := 0; len(block) < 1<<20; i++ {
 		block = fmt.Appendf(block, "2026-09-16T12:00:%02d.%03dZ INFO worker[%d] step %d: compiled module %d in %d ms\n", i%60, i%1000, i%97, i, i*7919%10007, i%300)
 	}
-	if err := os.WriteFile(file, bytes.Repeat(block[:1<<20], size>>20), 0o600); err != nil {
+	f, err := os.Create(file)
+	if err != nil {
 		b.Fatal(err)
+	}
+	defer f.Close()
+	for range size >> 20 {
+		if _, err := f.Write(block[:1<<20]); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

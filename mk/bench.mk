@@ -7,6 +7,7 @@
 # has the latest table and what bounds each figure.
 #   BENCH_ONLY=stream,sync     a few figures: health start true sleep stream sync createos
 #   BENCH_SYNC_MB=64           a smaller sync tree for quick runs (default 1 GiB)
+#   BENCH_SYNC_DIR=/dev/shm    where the sync trees and the lease roots go (default the temp dir)
 #   BENCH_ARGS='--gap-ms 2'    any other bench/host.mjs option
 # The pipe-client round trip is `go test -run '^$' -bench Pipe ./rpc`.
 
@@ -15,6 +16,7 @@ BENCH_TRANSPORT := bin/bench-transport
 BENCH_N         ?= 2000
 BENCH_RUNS      ?= 5
 BENCH_SYNC_MB   ?= 1024
+BENCH_SYNC_DIR  ?=
 BENCH_ONLY      ?=
 BENCH_JSON      ?= out/bench-host.json
 BENCH_ARGS      ?=
@@ -30,11 +32,11 @@ bench-host: build bench-workers package conformance-install createos-sim ## figu
 	$(NODE) bench/host.mjs --package $(abspath $(PACKAGE_DIR)) --modules $(abspath conformance/node_modules) \
 		--floor $(abspath $(BENCH_FLOOR)) --transport $(abspath $(BENCH_TRANSPORT)) --sim $(abspath $(CREATEOS_SIM)) \
 		--n $(BENCH_N) --runs $(BENCH_RUNS) --sync-mb $(BENCH_SYNC_MB) --json $(abspath $(BENCH_JSON)) \
-		$(if $(BENCH_ONLY),--figures $(BENCH_ONLY)) $(BENCH_ARGS)
+		$(if $(BENCH_SYNC_DIR),--sync-dir $(abspath $(BENCH_SYNC_DIR))) $(if $(BENCH_ONLY),--figures $(BENCH_ONLY)) $(BENCH_ARGS)
 
-bench-profile: ## CPU and heap profiles of a 64 MiB execute through rpc and the fake driver (bench/stream_test.go) into out/prof, with their tops
+bench-profile: ## CPU and heap profiles of a 64 MiB execute through rpc and the fake driver (bench/stream_test.go) into out/prof, with their tops (the harness's own samples left out)
 	@mkdir -p $(BENCH_PROF)
 	$(GO) test -run '^$$' -bench Stream64MiB -benchmem -benchtime 10x -count 1 -o $(BENCH_PROF)/bench.test \
 		-cpuprofile $(BENCH_PROF)/stream.cpu.pprof -memprofile $(BENCH_PROF)/stream.mem.pprof ./bench
-	$(GO) tool pprof -top -nodecount 25 $(BENCH_PROF)/bench.test $(BENCH_PROF)/stream.cpu.pprof
-	$(GO) tool pprof -top -nodecount 15 -sample_index=alloc_space $(BENCH_PROF)/bench.test $(BENCH_PROF)/stream.mem.pprof
+	$(GO) tool pprof -top -nodecount 25 -ignore 'bench_test\.' $(BENCH_PROF)/bench.test $(BENCH_PROF)/stream.cpu.pprof
+	$(GO) tool pprof -top -nodecount 15 -ignore 'bench_test\.' -sample_index=alloc_space $(BENCH_PROF)/bench.test $(BENCH_PROF)/stream.mem.pprof
