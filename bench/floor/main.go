@@ -162,13 +162,11 @@ func execute(invocation, command string, args []string, cwd string, env map[stri
 }
 
 // stream sends each read of r to the host and into t. The pipe gets the
-// fake driver's size (1 MiB) and the reads its buffer (256 KiB), so both
+// fake driver's size (growPipe) and the reads its buffer (256 KiB), so both
 // workers hand the host the same number of notifications. A read is at
 // most 256 KiB, below the host's 1,000,000-unit chunk limit.
 func stream(invocation, name string, r *os.File, t *tail) {
-	if rc, err := r.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20) })
-	}
+	growPipe(r)
 	buf := make([]byte, 256<<10)
 	for {
 		n, err := r.Read(buf)
