@@ -1,6 +1,6 @@
 // Shared parts of make bench-host: the real host's worker manager, worker
 // packages behind our shim, the Go process's memory, and statistics.
-import { copyFileSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -30,13 +30,12 @@ export async function loadHost({ packageDir, modules, scratch, binaries, sdkEntr
 
   function shimPackage(name, binary) {
     const dir = path.join(scratch, name);
-    mkdirSync(path.join(dir, "dist"), { recursive: true });
+    cpSync(path.dirname(ourEntry), path.join(dir, "dist"), { recursive: true }); // the shim and its modules
     mkdirSync(path.join(dir, "bin"), { recursive: true });
-    copyFileSync(ourEntry, path.join(dir, "dist", "worker.js"));
-    writeFileSync(path.join(dir, "package.json"), JSON.stringify({ type: "module" }));
+    writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name: packageJson.name, version: packageJson.version, type: "module" }));
     copyFileSync(binary, path.join(dir, "bin", name));
     writeFileSync(path.join(dir, "bin", "worker.json"), JSON.stringify({ ...info, binary: name, args: [] }));
-    return path.join(dir, "dist", "worker.js");
+    return path.join(dir, "dist", path.basename(ourEntry));
   }
   const entrypoints = { ours: ourEntry, sdk: sdkEntrypoint };
   for (const [name, binary] of Object.entries(binaries)) if (binary) entrypoints[name] = shimPackage(name, binary);
