@@ -34,9 +34,11 @@ bench-host: build bench-workers package conformance-install createos-sim ## figu
 		--n $(BENCH_N) --runs $(BENCH_RUNS) --sync-mb $(BENCH_SYNC_MB) --json $(abspath $(BENCH_JSON)) \
 		$(if $(BENCH_SYNC_DIR),--sync-dir $(abspath $(BENCH_SYNC_DIR))) $(if $(BENCH_ONLY),--figures $(BENCH_ONLY)) $(BENCH_ARGS)
 
-bench-profile: ## CPU and heap profiles of a 64 MiB execute through rpc and the fake driver (bench/stream_test.go) into out/prof, with their tops (the harness's own samples left out)
+BENCH_PROFILE ?= Stream64MiB
+
+bench-profile: ## CPU and heap profiles of a 64 MiB execute (BENCH_PROFILE=Sleep64: 64 concurrent sleeps) through rpc and the fake driver (bench/execute_test.go) into out/prof, with their tops (the harness's own samples left out)
 	@mkdir -p $(BENCH_PROF)
-	$(GO) test -run '^$$' -bench Stream64MiB -benchmem -benchtime 10x -count 1 -o $(BENCH_PROF)/bench.test \
-		-cpuprofile $(BENCH_PROF)/stream.cpu.pprof -memprofile $(BENCH_PROF)/stream.mem.pprof ./bench
-	$(GO) tool pprof -top -nodecount 25 -ignore 'bench_test\.' $(BENCH_PROF)/bench.test $(BENCH_PROF)/stream.cpu.pprof
-	$(GO) tool pprof -top -nodecount 15 -ignore 'bench_test\.' -sample_index=alloc_space $(BENCH_PROF)/bench.test $(BENCH_PROF)/stream.mem.pprof
+	$(GO) test -run '^$$' -bench '^Benchmark$(BENCH_PROFILE)$$' -benchmem -benchtime 10x -count 1 -o $(BENCH_PROF)/bench.test \
+		-cpuprofile $(BENCH_PROF)/$(BENCH_PROFILE).cpu.pprof -memprofile $(BENCH_PROF)/$(BENCH_PROFILE).mem.pprof ./bench
+	$(GO) tool pprof -top -nodecount 25 -ignore 'bench_test\.' $(BENCH_PROF)/bench.test $(BENCH_PROF)/$(BENCH_PROFILE).cpu.pprof
+	$(GO) tool pprof -top -nodecount 15 -ignore 'bench_test\.' -sample_index=alloc_space $(BENCH_PROF)/bench.test $(BENCH_PROF)/$(BENCH_PROFILE).mem.pprof

@@ -1,8 +1,9 @@
-// Package bench_test profiles the worker's stream path in-process: the
-// fake driver's Execute of `cat` of a 64 MiB text file (the file make
-// bench-host streams) through handlers.Plugin and rpc.Server, as the host
-// drives it, into a host end that only splits lines. Run it with
-// make bench-profile (CPU and heap profiles, their tops).
+// Package bench_test profiles the worker's execute paths in-process, the
+// fake driver through handlers.Plugin and rpc.Server as the host drives it,
+// into a host end that only splits lines: BenchmarkStream64MiB is one
+// execute of `cat` of a 64 MiB text file (the file make bench-host
+// streams), BenchmarkSleep64 64 concurrent executes of `sleep 0.2`. Run
+// them with make bench-profile (CPU and heap profiles, their tops).
 package bench_test
 
 import (
@@ -50,6 +51,29 @@ func BenchmarkStream64MiB(b *testing.B) {
 	}
 }
 
+func BenchmarkSleep64(b *testing.B) {
+	w := startWorker(b)
+	var acquired struct {
+		ProviderLeaseID string         `json:"providerLeaseId"`
+		Metadata        map[string]any `json:"metadata"`
+	}
+	w.call(b, "environmentAcquireLease", params{"runId": "bench"}, &acquired)
+	lease := params{"providerLeaseId": acquired.ProviderLeaseID, "metadata": acquired.Metadata}
+	w.call(b, "environmentRealizeWorkspace", params{"lease": lease, "workspace": params{}}, nil)
+	exec := params{"lease": lease, "command": "sleep", "args": []string{"0.2"}}
+
+	for b.Loop() {
+		for range 64 {
+			w.write(b, "environmentExecute", exec)
+		}
+		for range 64 {
+			if reply := <-w.host.replies; !bytes.Contains(reply, []byte(`"exitCode":0`)) {
+				b.Fatalf("%s", reply)
+			}
+		}
+	}
+}
+
 // worker is handlers.Plugin with the fake driver behind rpc.Server, fed
 // through a pipe.
 type worker struct {
@@ -62,7 +86,7 @@ func startWorker(b *testing.B) *worker {
 	d := fake.New(fake.WithTempDir(b.TempDir()))
 	plugin := handlers.New(handlers.Options{}, d)
 	r, in := io.Pipe()
-	host := &hostEnd{line: make([]byte, 0, 32<<20), replies: make(chan []byte, 1)}
+	host := &hostEnd{line: make([]byte, 0, 32<<20), replies: make(chan []byte, 64)}
 	srv := rpc.NewServer(r, host, plugin, rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(context.Background()) }()
@@ -94,9 +118,14 @@ func (w *worker) call(b *testing.B, method string, p params, out any) {
 	}
 }
 
-// send sends one request with an invocation, as the host does, and
-// returns its reply line.
+// send sends one request and returns its reply line.
 func (w *worker) send(b *testing.B, method string, p params) []byte {
+	w.write(b, method, p)
+	return <-w.host.replies
+}
+
+// write sends one request with an invocation, as the host does.
+func (w *worker) write(b *testing.B, method string, p params) {
 	if method != "initialize" {
 		p = withBase(p)
 	}
@@ -111,13 +140,11 @@ func (w *worker) send(b *testing.B, method string, p params) []byte {
 	if _, err := w.in.Write(append(line, '\n')); err != nil {
 		b.Fatal(err)
 	}
-	return <-w.host.replies
 }
 
 // hostEnd is the worker's stdout: it counts the bytes of notification
 // lines and hands over whole reply lines, and does nothing else, so the
-// profile is the worker's. Reply lines are collected in one buffer that
-// the next line reuses: a reply is read before the next request is sent.
+// profile is the worker's.
 type hostEnd struct {
 	line    []byte // the current line while it may be a reply
 	reply   bool
@@ -146,7 +173,7 @@ func (h *hostEnd) Write(p []byte) (int, error) {
 			break
 		}
 		if h.reply {
-			h.replies <- h.line
+			h.replies <- bytes.Clone(h.line)
 		}
 		h.line, h.reply, p = h.line[:0], false, p[end+1:]
 	}
