@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,7 +29,12 @@ type Client struct {
 	poll time.Duration
 	// maxDownload bounds the bytes one file download writes.
 	maxDownload int64
+	// forkRetry spaces fork attempts that met a 409 (250 ms).
+	forkRetry time.Duration
 }
+
+// jsonUnmarshal decodes raw into v.
+func jsonUnmarshal(raw json.RawMessage, v any) error { return json.Unmarshal(raw, v) }
 
 // errRedirect stops a redirect; it surfaces as a connection failure.
 var errRedirect = errors.New("redirect refused")
@@ -108,7 +114,7 @@ func operationLabel(path string) string {
 		return "process creation"
 	case strings.Contains(path, "/processes/"):
 		return "process cleanup"
-	case strings.HasSuffix(path, "/exec"):
+	case strings.Contains(path, "/exec"):
 		return "workspace command"
 	}
 	return "sandbox lifecycle"
@@ -158,6 +164,9 @@ func (o object) num(key string) (float64, bool) {
 func (o object) isTrue(key string) bool {
 	return string(bytes.TrimSpace(o[key])) == "true"
 }
+
+// jsonBytes is body as JSON.
+func jsonBytes(body any) ([]byte, error) { return json.Marshal(body) }
 
 // json sends body (if not nil) as JSON and returns the data of a JSend
 // success envelope.
@@ -225,24 +234,6 @@ func (c *Client) getSandbox(ctx context.Context, id string) (string, error) {
 	return status, nil
 }
 
-// createSandbox creates a sandbox from the config. No idle pause is asked
-// for: it is neither a command timeout nor a guaranteed expiry.
-func (c *Client) createSandbox(ctx context.Context) (string, error) {
-	body := map[string]any{"shape": c.cfg.Shape, "ingress_enabled": false}
-	if c.cfg.Rootfs != nil {
-		body["rootfs"] = *c.cfg.Rootfs
-	}
-	if c.cfg.Region != nil {
-		body["region"] = *c.cfg.Region
-	}
-	data, err := c.json(ctx, http.MethodPost, "/sandboxes", body)
-	if err != nil {
-		return "", err
-	}
-	id, _ := data.str("id")
-	return identifier(id)
-}
-
 // destroySandbox deletes the sandbox under a fresh deadline (cut to what is
 // left of the call's budget); 404 counts as done.
 func (c *Client) destroySandbox(ctx context.Context, id string) error {
@@ -261,45 +252,68 @@ func (c *Client) destroySandbox(ctx context.Context, id string) error {
 // submitting the action at most once and polling until the state is
 // reached, under ctx's deadline.
 func (c *Client) transition(ctx context.Context, id, desired string) error {
+	return c.reach(ctx, id, desired, "")
+}
+
+// reach is transition from a state already known (known; "" for none): a
+// row just read, created or forked needs no second read, and an action
+// whose answer shows the desired state needs no poll.
+func (c *Client) reach(ctx context.Context, id, desired, known string) error {
 	submitted := false
 	for {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		status, err := c.getSandbox(ctx, id)
-		if err != nil {
-			return err
+		status := known
+		if known = ""; status == "" {
+			var err error
+			if status, err = c.getSandbox(ctx, id); err != nil {
+				return err
+			}
 		}
 		if status == desired {
 			return nil
 		}
-		var canSubmit bool
-		if desired == "running" {
-			canSubmit = status == "paused" || status == "error"
-		} else {
-			canSubmit = status == "running"
-		}
+		canSubmit := desired == "running" && (status == "paused" || status == "error") || desired == "paused" && status == "running"
 		switch {
 		case canSubmit && !submitted:
-			action := "pause"
-			if desired == "running" {
-				action = "resume"
+			answered, err := c.submit(ctx, id, desired)
+			if err != nil {
+				return err
 			}
-			if _, err := c.json(ctx, http.MethodPost, "/sandboxes/"+id+"/"+action, nil); err != nil {
-				// A concurrent transition is reconciled by the next read.
-				if !isStatus(err, http.StatusConflict) {
-					return err
-				}
-			} else {
-				submitted = true
+			submitted = true
+			if answered == desired {
+				return nil
 			}
-		case !canSubmit && status != "creating" && status != "pausing" && status != "resuming":
-			return errDidNotReach(desired)
+		case !canSubmit && !slices.Contains(waitingStates, status):
+			return errDidNotReach(desired, status)
 		}
 		if err := sleep(ctx, c.poll); err != nil {
 			return err
 		}
 	}
+}
+
+// waitingStates are the transitional states a transition waits through.
+var waitingStates = []string{"creating", "pausing", "resuming", "forking"}
+
+// submit posts the pause or resume that leads to desired and returns the
+// state its answer shows ("" when none). A 409 (a concurrent transition)
+// is reconciled by the next read and counts as not submitted.
+func (c *Client) submit(ctx context.Context, id, desired string) (string, error) {
+	action := "pause"
+	if desired == "running" {
+		action = "resume"
+	}
+	data, err := c.json(ctx, http.MethodPost, "/sandboxes/"+id+"/"+action, nil)
+	if isStatus(err, http.StatusConflict) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	status, _ := data.str("status")
+	return status, nil
 }
 
 // sleep waits d or until ctx ends.

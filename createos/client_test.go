@@ -54,7 +54,7 @@ func TestClientSendsKeyAndContentTypeOnlyWithABody(t *testing.T) {
 	defer srv.Close()
 	c := testClient(t, srv.URL)
 	ctx := context.Background()
-	if _, err := c.createSandbox(ctx); err != nil {
+	if _, err := c.create(ctx, createBody{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.getSandbox(ctx, "sb_test"); err != nil {
@@ -152,7 +152,7 @@ func TestClientEnvelopeChecks(t *testing.T) {
 		`{"status":"success","data":{"id":"../x"}}`: "CreateOS returned an invalid resource ID.",
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, body) }))
-		_, err := testClient(t, srv.URL).createSandbox(context.Background())
+		_, err := testClient(t, srv.URL).create(context.Background(), createBody{})
 		srv.Close()
 		if err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %q", body, err, want)
@@ -242,7 +242,7 @@ func TestTransitionConflictIsReconciledAndTerminalStatesFail(t *testing.T) {
 	for _, s := range []string{"destroyed", "destroying", "failed"} {
 		srv, _ := stateServer(t, []string{s}, 0)
 		err := testClient(t, srv.URL).transition(context.Background(), "sb_test", "running")
-		if err == nil || err.Error() != "CreateOS sandbox did not reach running." {
+		if err == nil || err.Error() != "CreateOS sandbox did not reach running; provider state is "+s+"." {
 			t.Errorf("%s: %v", s, err)
 		}
 	}

@@ -31,7 +31,17 @@ type Config struct {
 	Region     *string
 	TimeoutMs  int64
 	ReuseLease bool
+	// v0.2: the idle window a reusable lease asks the provider for, the
+	// root filesystem per adapter type and the base egress allowlist.
+	AutoPauseAfterSeconds int64
+	RootfsByAdapter       map[string]string
+	EgressAllowlist       []string
+	// v0.3: a paused sandbox that leases are forked from.
+	Snapshot *string
 }
+
+// DefaultAutoPauseAfterSeconds is the v0.2 idle window of a warm lease.
+const DefaultAutoPauseAfterSeconds = 600
 
 // ParseConfig validates raw with the reference plugin's rules and messages.
 func ParseConfig(raw handlers.Object) (Config, error) {
@@ -82,10 +92,173 @@ func ParseConfig(raw handlers.Object) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	return Config{
+	c = Config{
 		APIURL: origin, APIKey: key, Shape: *shape, Rootfs: rootfs, Region: region,
 		TimeoutMs: timeout, ReuseLease: reuse,
-	}, nil
+	}
+	return c, parseV02(raw, &c)
+}
+
+// parseV02 reads the v0.2 and v0.3 fields into c.
+func parseV02(raw handlers.Object, c *Config) error {
+	var err error
+	if c.AutoPauseAfterSeconds, err = autoPause(raw["autoPauseAfterSeconds"]); err != nil {
+		return err
+	}
+	if c.RootfsByAdapter, err = rootfsByAdapter(raw["rootfsByAdapter"]); err != nil {
+		return err
+	}
+	if c.EgressAllowlist, err = allowlist(raw["egressAllowlist"], errEgressList, true); err != nil {
+		return err
+	}
+	c.Snapshot, err = text(raw, "snapshot")
+	return err
+}
+
+var (
+	errAutoPauseRange = newError("autoPauseAfterSeconds must be an integer between 60 and 86400.")
+	errRootfsMap      = newError("rootfsByAdapter must be an object of adapter names to root filesystems.")
+	errRootfsEntries  = newError("rootfsByAdapter must contain non-empty adapter and root filesystem strings.")
+	errEgressList     = newError("egressAllowlist must be an array of non-empty host or CIDR strings.")
+	errNetworkEgress  = newError("networkEgress must be an object.")
+	errGrantList      = newError("networkEgress allowlists must contain non-empty strings.")
+)
+
+func autoPause(v any) (int64, error) {
+	if v == nil {
+		return DefaultAutoPauseAfterSeconds, nil
+	}
+	f, ok := number(v)
+	if !ok || math.IsNaN(f) || f != math.Trunc(f) || f < 60 || f > 86400 {
+		return 0, errAutoPauseRange
+	}
+	return int64(f), nil
+}
+
+// cleanLine is s trimmed when it is non-blank and holds no NUL, CR or LF.
+func cleanLine(v any) (string, bool) {
+	s, ok := v.(string)
+	if !ok || strings.TrimSpace(s) == "" || strings.ContainsAny(s, "\x00\r\n") {
+		return "", false
+	}
+	return strings.TrimSpace(s), true
+}
+
+func rootfsByAdapter(v any) (map[string]string, error) {
+	out := map[string]string{}
+	var m map[string]any
+	switch t := v.(type) {
+	case nil:
+		return out, nil
+	case map[string]any:
+		m = t
+	case map[string]string:
+		m = make(map[string]any, len(t))
+		for k, s := range t {
+			m[k] = s
+		}
+	default:
+		return nil, errRootfsMap
+	}
+	for k, val := range m {
+		key, okKey := cleanLine(k)
+		rootfs, okVal := cleanLine(val)
+		if !okKey || !okVal {
+			return nil, errRootfsEntries
+		}
+		out[key] = rootfs
+	}
+	return out, nil
+}
+
+// allowlist reads an array of clean strings (trimmed), refusing anything
+// else with bad; dedupe keeps each entry's first occurrence.
+func allowlist(v any, bad error, dedupe bool) ([]string, error) {
+	var items []any
+	switch t := v.(type) {
+	case nil:
+		return []string{}, nil
+	case []any:
+		items = t
+	case []string:
+		for _, s := range t {
+			items = append(items, s)
+		}
+	default:
+		return nil, bad
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		s, ok := cleanLine(it)
+		if !ok {
+			return nil, bad
+		}
+		if !dedupe || !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// effectiveRootfs is the v0.2 resolveRootfs: the adapter's root filesystem
+// when adapterType is mapped, else config.rootfs (nil when unset).
+func (c Config) effectiveRootfs(adapterType string) *string {
+	if r, ok := c.RootfsByAdapter[adapterType]; ok && adapterType != "" {
+		return &r
+	}
+	return c.Rootfs
+}
+
+// effectiveAutoPause is the idle window a lease asks for: the config's when
+// the lease is reusable and tied to an issue or execution workspace (login
+// leases carry neither and stay disposable), else none.
+func (c Config) effectiveAutoPause(p *handlers.AcquireLeaseParams) *int64 {
+	hasIssue := p.IssueID != nil && *p.IssueID != ""
+	hasWorkspace := p.ExecutionWorkspaceID != nil && *p.ExecutionWorkspaceID != ""
+	if !c.ReuseLease || !hasIssue && !hasWorkspace {
+		return nil
+	}
+	v := c.AutoPauseAfterSeconds
+	return &v
+}
+
+// effectiveEgress is resolveEgressAllowlist: the config's list, then the
+// run's networkEgress grants (allowFqdns, allowCidrs), each entry once in
+// first-occurrence order; with more than one entry every "*" is dropped.
+func effectiveEgress(base []string, settings handlers.Object) ([]string, error) {
+	out := slices.Clone(base)
+	if raw, ok := settings["networkEgress"]; ok && raw != nil {
+		ne, isObj := asJSONObject(raw)
+		if !isObj {
+			return nil, errNetworkEgress
+		}
+		for _, key := range []string{"allowFqdns", "allowCidrs"} {
+			grants, err := allowlist(ne[key], errGrantList, false)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, grants...)
+		}
+	}
+	uniq := make([]string, 0, len(out))
+	for _, s := range out {
+		if !slices.Contains(uniq, s) {
+			uniq = append(uniq, s)
+		}
+	}
+	if len(uniq) > 1 {
+		uniq = slices.DeleteFunc(uniq, func(s string) bool { return s == "*" })
+	}
+	return uniq, nil
+}
+
+// asJSONObject is v as a decoded JSON object.
+func asJSONObject(v any) (map[string]any, bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		return t, true
+	}
+	return nil, false
 }
 
 // text is the reference text(key) rule: absent or null is nil; anything
@@ -156,6 +329,8 @@ func (c Config) Normalized() handlers.Object {
 		"apiUrl": c.APIURL, "apiKey": strOrNil(c.APIKey), "shape": c.Shape,
 		"rootfs": strOrNil(c.Rootfs), "region": strOrNil(c.Region),
 		"timeoutMs": c.TimeoutMs, "reuseLease": c.ReuseLease,
+		"autoPauseAfterSeconds": c.AutoPauseAfterSeconds, "rootfsByAdapter": c.RootfsByAdapter,
+		"egressAllowlist": c.EgressAllowlist, "snapshot": strOrNil(c.Snapshot),
 	}
 }
 

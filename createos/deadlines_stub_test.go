@@ -32,6 +32,14 @@ func either(a, b func(*http.Request) bool) func(*http.Request) bool {
 // neverExits is a connect that shows a command that never exits.
 func neverExits(w http.ResponseWriter, r *http.Request, _ int) { <-r.Context().Done() }
 
+// neverEnds is a streaming exec of a command that never exits.
+func neverEnds(w http.ResponseWriter, r *http.Request, _ []byte, _ int) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
+}
+
 // Every call answers before the host stops waiting for it, even when the
 // provider never answers a cleanup request: cleanup gets what is left of
 // the call's budget, not a fresh config.timeoutMs. The budgets are the
@@ -44,14 +52,17 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 		budget time.Duration // the host's
 		call   func(t *testing.T, s *stub, d *Driver) error
 	}{
-		{"execute: timeoutMs 500, config 35 s, process delete hangs (was 35.5 s)", 30500 * time.Millisecond,
+		{"execute: timeoutMs 500, config 35 s, the command never exits", 30500 * time.Millisecond,
 			func(t *testing.T, s *stub, d *Driver) error {
 				l := acquire(t, d, nil)
-				s.connect, s.hook = neverExits, hanging(processDeletion)
+				s.stream = neverEnds
 				p := execParams(l, handlers.Object{"timeoutMs": 35000.0})
 				p.TimeoutMs = ptr(500.0)
-				_, err := d.Execute(t.Context(), p, nil)
-				return wantIs(err, errCleanupUnconfirmed)
+				res, err := d.Execute(t.Context(), p, nil)
+				if err == nil && !res.TimedOut {
+					t.Errorf("result %+v, want timed out", res)
+				}
+				return err
 			}},
 		{"acquire: config 32 s, workspace command and sandbox delete hang (was 64 s)", 62 * time.Second,
 			func(t *testing.T, s *stub, d *Driver) error {
@@ -68,9 +79,9 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				}
 				return wantText(errorText(res.OK, res.Summary), errSetupUnconfirmed("sb_test").Error())
 			}},
-		{"probe: default timeout, echo never exits and its delete hangs (was 600 s)", 120 * time.Second,
+		{"probe: default timeout, echo never exits (was 600 s)", 120 * time.Second,
 			func(t *testing.T, s *stub, d *Driver) error {
-				s.connect, s.hook = neverExits, hanging(processDeletion)
+				s.stream = neverEnds
 				res, err := d.Probe(t.Context(), &handlers.ProbeParams{BaseParams: base(handlers.Object{"timeoutMs": nil})})
 				if err != nil {
 					return err
@@ -78,7 +89,7 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				if last := s.last(); last.String() != "DELETE /v1/sandboxes/sb_test" || last.Aborted {
 					t.Errorf("the sandbox was not deleted in time: last call %s (aborted %v)", last, last.Aborted)
 				}
-				return wantText(errorText(res.OK, res.Summary), errCleanupUnconfirmed.Error())
+				return wantText(errorText(res.OK, res.Summary), errProbeCommand.Error())
 			}},
 		{"resume: config 100 s, marker read hangs (was 100 s)", 60 * time.Second,
 			func(t *testing.T, s *stub, d *Driver) error {
@@ -89,24 +100,29 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				_, err := d.ResumeLease(t.Context(), resumeParams(l, over))
 				return wantIs(err, errTimedOut)
 			}},
-		{"release: config 35 s, a running command's delete and the sandbox delete hang (was 70 s)", 65 * time.Second,
+		{"release: config 35 s, a running command and the sandbox delete hang (was 70 s)", 65 * time.Second,
 			func(t *testing.T, s *stub, d *Driver) error {
 				l := acquire(t, d, nil)
-				s.connect, s.hook = neverExits, hanging(either(processDeletion, sandboxDeletion))
+				started := make(chan struct{})
+				s.stream = func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
+					close(started)
+					neverEnds(w, r, body, n)
+				}
+				s.hook = hanging(sandboxDeletion)
 				over := handlers.Object{"timeoutMs": 35000.0}
 				executed := make(chan error, 1)
 				go func() {
 					_, err := d.Execute(t.Context(), execParams(l, over), nil)
 					executed <- err
 				}()
-				<-s.connected
+				<-started
 				_, err := d.ReleaseLease(t.Context(), releaseParams(l, over))
-				if err := wantIs(<-executed, errCleanupUnconfirmed); err != nil {
+				if err := wantIs(<-executed, errCommandCancelled); err != nil {
 					t.Errorf("the stopped command: %v", err)
 				}
 				return wantIs(err, errTimedOut)
 			}},
-		{"syncIn: config 35 s, post-upload command never exits and its delete hangs (was 70 s)", 65 * time.Second,
+		{"syncIn: config 35 s, post-upload command never exits (was 70 s)", 65 * time.Second,
 			func(t *testing.T, _ *stub, _ *Driver) error {
 				s := newSyncStub(t)
 				s.running = func(r *http.Request, c string) {
@@ -115,16 +131,12 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 						panic(http.ErrAbortHandler)
 					}
 				}
-				sync := s.stub.hook
-				s.stub.hook = func(w http.ResponseWriter, r *http.Request, body []byte) bool {
-					return hanging(processDeletion)(w, r, body) || sync(w, r, body)
-				}
 				o := op("o")
 				o.PostUploadCommands = []handlers.PostUploadCommand{{Command: "block"}}
 				p := s.params(o)
 				p.Config = baseConfig(handlers.Object{"timeoutMs": 35000.0})
 				_, err := s.d.SyncIn(t.Context(), p)
-				return wantIs(err, errCleanupUnconfirmed)
+				return wantIs(err, errTransferCommand)
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

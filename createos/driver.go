@@ -39,7 +39,10 @@ type Driver struct {
 	reconnectDelay time.Duration // between output reconnects
 	maxCapture     int           // UTF-16 units of each stream kept in a result
 	maxDownload    int64         // bytes one download may write to the host
+	forkRetry      time.Duration // between fork attempts that met a 409
 	scopes         *scopes
+	rootfs         *rootfsCache
+	noStream       sync.Map // origins that do not serve /exec?stream=true
 }
 
 var (
@@ -73,7 +76,9 @@ func New(opts ...Option) *Driver {
 		reconnectDelay: 250 * time.Millisecond,
 		maxCapture:     maxCaptureUnits,
 		maxDownload:    maxDownloadBytes,
+		forkRetry:      forkRetry,
 		scopes:         newScopes(),
+		rootfs:         newRootfsCache(),
 	}
 	for _, o := range opts {
 		o(d)
@@ -95,7 +100,7 @@ func (d *Driver) client(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, key: key, http: d.http, pacer: d.pacer, poll: d.pollInterval, maxDownload: d.maxDownload}, nil
+	return &Client{cfg: cfg, key: key, http: d.http, pacer: d.pacer, poll: d.pollInterval, maxDownload: d.maxDownload, forkRetry: d.forkRetry}, nil
 }
 
 // scope identifies a lease in the driver's state: company, environment,
@@ -144,16 +149,26 @@ func hasFingerprint(md handlers.Object) bool {
 	return ok
 }
 
-// Declaration implements handlers.Driver: the v0.1.0 manifest entry.
+// Declaration implements handlers.Driver: the v0.3.0 manifest entry.
 func (d *Driver) Declaration() handlers.DriverDeclaration {
 	reusable := true
 	return handlers.DriverDeclaration{
 		DriverKey:              Key,
 		Kind:                   "sandbox_provider",
 		DisplayName:            "CreateOS Sandbox",
-		Description:            "CreateOS sandboxes with live command output and optional pause/resume reuse.",
+		Description:            "CreateOS sandboxes with live command output and warm-window lease reuse.",
 		SupportsReusableLeases: &reusable,
-		SandboxCapabilities:    map[string]bool{"incrementalSessionOutput": true, "nativeSyncIn": true, "nativeSyncOut": true},
+		SandboxCapabilities: map[string]bool{
+			"incrementalSessionOutput": true, "nativeSyncIn": true, "nativeSyncOut": true,
+			"concurrentSyncOperations": true, "duplexCommandStream": true,
+		},
+		SupportsInteractiveSetup:        true,
+		InteractiveSetupConnectionTypes: []string{connectionType},
+		SupportsTemplateCapture:         true,
+		TemplateRefKind:                 "snapshot",
+		TemplateConfigBinding:           &handlers.TemplateConfigBinding{Field: "snapshot", UnsetFields: []string{"rootfs", "rootfsByAdapter"}},
+		TemplateIdentityPaths:           []string{"apiUrl"},
+		SupportsTemplateDelete:          true,
 		ConfigSchema: handlers.Object{
 			"type":     "object",
 			"required": []string{"apiUrl", "shape"},
@@ -173,7 +188,15 @@ func (d *Driver) Declaration() handlers.DriverDeclaration {
 				"timeoutMs": handlers.Object{"type": "integer", "minimum": 1, "maximum": maxTimeoutMs, "default": DefaultTimeoutMs,
 					"description": "Operation and default command timeout in milliseconds. This is not a sandbox lifetime."},
 				"reuseLease": handlers.Object{"type": "boolean", "default": false,
-					"description": "Pause the sandbox after a run and resume it for subsequent runs instead of deleting it."},
+					"description": "Keep the sandbox after a run (CreateOS pauses it when idle) and resume it for subsequent runs instead of deleting it."},
+				"autoPauseAfterSeconds": handlers.Object{"type": "integer", "minimum": 60, "maximum": 86400, "default": DefaultAutoPauseAfterSeconds,
+					"description": "Idle seconds after which CreateOS pauses a reusable sandbox."},
+				"rootfsByAdapter": handlers.Object{"type": "object", "additionalProperties": handlers.Object{"type": "string"},
+					"description": "Root filesystem per agent adapter type; overrides rootfs for that adapter."},
+				"egressAllowlist": handlers.Object{"type": "array", "items": handlers.Object{"type": "string"}, "default": []string{},
+					"description": "Hosts or CIDRs the sandbox may reach; empty allows all. A run's network grants are added."},
+				"snapshot": handlers.Object{"type": "string", "examples": []string{"sb-..."},
+					"description": "A paused sandbox (a captured template) that leases are forked from."},
 			},
 		},
 	}
@@ -280,7 +303,7 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 	ctx, cancel := within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
 	defer cancel()
 	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *Client) (*handlers.ExecuteResult, error) {
-		return d.runCommand(ctx, c, p.Lease.LeaseID(), executeCommand(p), out)
+		return d.command(ctx, c, p.Lease.LeaseID(), executeCommand(p), out)
 	})
 }
 

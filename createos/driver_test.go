@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +17,20 @@ func ptr[T any](v T) *T { return &v }
 
 func acquire(t *testing.T, d *Driver, over handlers.Object) *handlers.Lease {
 	t.Helper()
-	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: base(over), RunID: "run-1"})
+	l, err := d.AcquireLease(t.Context(), acquireParams(over))
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
 	return l
+}
+
+// acquireParams are a heartbeat's acquire params (v0.2+: an issue, and an
+// execution workspace and agent, without which the host never resumes a
+// lease).
+func acquireParams(over handlers.Object) *handlers.AcquireLeaseParams {
+	bp := base(over)
+	bp.IssueID = ptr("issue-a")
+	return &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run-1", ExecutionWorkspaceID: ptr("ws-a"), AgentID: "agent-a"}
 }
 
 func execParams(l *handlers.Lease, over handlers.Object) *handlers.ExecuteParams {
@@ -48,9 +58,11 @@ func isExpired(l *handlers.Lease) bool {
 
 var reuse = handlers.Object{"reuseLease": true, "rootfs": "tpl_ready", "region": "us"}
 
-// 1. "acquires, executes, realizes, pauses, resumes, and destroys using
-// public API envelopes"
-func TestLifecycleAcquiresExecutesRealizesPausesResumesAndDestroys(t *testing.T) {
+// 1. v0.2 "acquires, executes, leaves a reusable sandbox warm, resumes
+// after provider pause, and destroys": acquire is create + one workspace
+// command, execute one streaming exec, release nothing, resume (paused)
+// GET + egress + resume + marker read.
+func TestLifecycleAcquiresExecutesLeavesWarmResumesAndDestroys(t *testing.T) {
 	s := newStub(t)
 	d := s.driver()
 	ctx := t.Context()
@@ -58,13 +70,16 @@ func TestLifecycleAcquiresExecutesRealizesPausesResumesAndDestroys(t *testing.T)
 	if l.LeaseID() != "sb_test" {
 		t.Fatalf("lease %v", l.LeaseID())
 	}
-	create := s.snapshot()[0]
-	if create.String() != "POST /v1/sandboxes" {
-		t.Fatalf("first call %s", create)
+	calls := s.snapshot()
+	if got := callNames(calls); !slices.Equal(got, []string{"POST /v1/sandboxes", "GET /v1/sandboxes/sb_test", "POST /v1/sandboxes/sb_test/exec", "GET /v1/sandboxes?limit=100&offset=0"}) {
+		t.Errorf("acquire calls %v", got)
 	}
-	wantBody := map[string]any{"shape": "test-shape", "rootfs": "tpl_ready", "region": "us", "ingress_enabled": false}
-	if got := create.json(t); !reflect.DeepEqual(got, wantBody) {
-		t.Errorf("create body %v, want %v", got, wantBody)
+	body := calls[0].json(t)
+	name, _ := body["name"].(string)
+	delete(body, "name")
+	wantBody := map[string]any{"shape": "test-shape", "rootfs": "tpl_ready", "region": "us", "auto_pause_after_seconds": float64(600), "ingress_enabled": false}
+	if !reflect.DeepEqual(body, wantBody) || !strings.HasPrefix(name, "paperclip-") || l.Metadata["reuseScope"] == nil || !strings.HasPrefix(name, l.Metadata["reuseScope"].(string)+"-") {
+		t.Errorf("create body %v (name %q), want %v", body, name, wantBody)
 	}
 	raw, _ := json.Marshal(l)
 	if strings.Contains(string(raw), "test-secret") {
@@ -76,7 +91,8 @@ func TestLifecycleAcquiresExecutesRealizesPausesResumesAndDestroys(t *testing.T)
 	for k, v := range map[string]any{"provider": "createos",
 		"apiOriginSha256": "b4e06868dc0235509b642b6c298f628e37c93a8f5b9db6943a8e2c4c7e3f5a19", "companyId": "company-a",
 		"environmentId": "env-a", "remoteCwd": "/paperclip-workspace", "shellCommand": "bash", "shape": "test-shape",
-		"rootfs": "tpl_ready", "region": "us", "reuseLease": true} {
+		"rootfs": "tpl_ready", "requestedRootfs": "tpl_ready", "region": "us", "reuseLease": true,
+		"autoPauseAfterSeconds": int64(600), "adapterType": nil, "snapshot": nil} {
 		if md[k] != v {
 			t.Errorf("metadata %s = %v, want %v", k, md[k], v)
 		}
@@ -85,30 +101,28 @@ func TestLifecycleAcquiresExecutesRealizesPausesResumesAndDestroys(t *testing.T)
 		t.Errorf("metadata records apiUrl: %v", md)
 	}
 	if m, _ := md["marker"].(string); !markerRE.MatchString(m) || m != s.marker {
-		t.Errorf("marker %q, uploaded %q", m, s.marker)
+		t.Errorf("marker %q, written %q", m, s.marker)
 	}
-	if i := s.find("POST /v1/sandboxes/sb_test/exec"); i < 0 || !strings.Contains(string(s.snapshot()[i].Body), "mkdir -p -- '/paperclip-workspace'") {
-		t.Error("workspace was not prepared")
-	}
-
 	rw, err := d.RealizeWorkspace(ctx, &handlers.RealizeWorkspaceParams{BaseParams: base(reuse), Lease: *l})
 	if err != nil || rw.Cwd != "/paperclip-workspace" {
 		t.Fatalf("realize %v %v", rw, err)
 	}
+	s.reset()
 	res, err := d.Execute(ctx, execParams(l, reuse), nil)
 	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 || res.TimedOut || res.Stdout != "paperclip-createos-ready\n" {
 		t.Fatalf("execute %+v %v", res, err)
 	}
-	if res.Metadata["processId"] != "proc_test" || res.Metadata["outputTruncated"] != false {
-		t.Errorf("execute metadata %v", res.Metadata)
+	if got := callNames(s.snapshot()); !slices.Equal(got, []string{"POST /v1/sandboxes/sb_test/exec?stream=true"}) || res.Metadata["outputTruncated"] != false {
+		t.Errorf("execute calls %v, metadata %v", got, res.Metadata)
 	}
-
+	s.reset()
 	if _, err := d.ReleaseLease(ctx, releaseParams(l, reuse)); err != nil {
 		t.Fatal(err)
 	}
-	if s.find("POST /v1/sandboxes/sb_test/pause") < 0 || s.count("DELETE /v1/sandboxes/sb_test") != 0 {
-		t.Errorf("release did not pause: %v", s.snapshot())
+	if got := s.snapshot(); len(got) != 0 {
+		t.Errorf("a warm release made requests: %v", got)
 	}
+	s.setState("paused") // the provider's idle pause
 	// The host passes back its persisted metadata: the worker's keys merged
 	// with the host's own and non-secret config values.
 	rp := resumeParams(l, reuse)
@@ -129,8 +143,9 @@ func TestLifecycleAcquiresExecutesRealizesPausesResumesAndDestroys(t *testing.T)
 	if resumed.Metadata["marker"] != l.Metadata["marker"] || resumed.Metadata[originKey] != l.Metadata[originKey] {
 		t.Errorf("resume lost the driver's own metadata: %v", resumed.Metadata)
 	}
-	if s.find("POST /v1/sandboxes/sb_test/resume") < 0 {
-		t.Error("resume was not submitted")
+	if got, want := callNames(s.snapshot()), []string{"GET /v1/sandboxes/sb_test", "PUT /v1/sandboxes/sb_test/egress",
+		"POST /v1/sandboxes/sb_test/resume", "GET /v1/sandboxes/sb_test", "POST /v1/sandboxes/sb_test/exec"}; !slices.Equal(got, want) {
+		t.Errorf("resume calls %v, want %v (egress before resume)", got, want)
 	}
 	if _, err := d.DestroyLease(ctx, releaseParams(resumed, reuse)); err != nil {
 		t.Fatal(err)
@@ -138,6 +153,15 @@ func TestLifecycleAcquiresExecutesRealizesPausesResumesAndDestroys(t *testing.T)
 	if got := s.last().String(); got != "DELETE /v1/sandboxes/sb_test" {
 		t.Errorf("last call %s", got)
 	}
+}
+
+// callNames are the calls as "METHOD path?query".
+func callNames(calls []stubCall) []string {
+	out := make([]string, len(calls))
+	for i, c := range calls {
+		out[i] = c.String()
+	}
+	return out
 }
 
 // 2. "cleans up failed acquisition and never hides delete failure"
@@ -358,14 +382,14 @@ func TestLifecycleProbesProcessExecutionAndAlwaysDeletes(t *testing.T) {
 	if got := s.last().String(); got != "DELETE /v1/sandboxes/sb_test" {
 		t.Errorf("last call %s", got)
 	}
-	i := s.find("POST /v1/sandboxes/sb_test/processes")
+	i := s.find("POST /v1/sandboxes/sb_test/exec?stream=true")
 	if i < 0 || !strings.Contains(string(s.snapshot()[i].Body), `'/bin/echo' 'paperclip-createos-ready'`) {
 		t.Errorf("probe command: %v", s.snapshot())
 	}
 
 	// A failing command is a failed probe, and the sandbox is still deleted.
 	s.reset()
-	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"exit","exit_code":1}`) }
+	s.stream = func(w http.ResponseWriter, r *http.Request, _ []byte, n int) { ndjson(w, `{"exit_code":1}`) }
 	res, err = d.Probe(t.Context(), &handlers.ProbeParams{BaseParams: base(nil)})
 	if err != nil || res.OK || res.Summary != "CreateOS command probe failed." {
 		t.Errorf("failing probe %+v %v", res, err)
@@ -389,15 +413,17 @@ func TestLifecycleProbesProcessExecutionAndAlwaysDeletes(t *testing.T) {
 	}
 }
 
-// 9. "aborts an active command and waits for tree cleanup before pausing"
-func TestLifecycleAbortsActiveCommandAndWaitsForTreeCleanupBeforePausing(t *testing.T) {
+// 9. v0.3 "aborts an active streaming command before releasing its
+// lease": the stream request is aborted, and the warm release pauses
+// nothing.
+func TestLifecycleAbortsActiveStreamingCommandBeforeReleasing(t *testing.T) {
 	s := newStub(t)
 	d := s.driver()
 	l := acquire(t, d, reuse)
-	s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
+	started := make(chan struct{})
+	s.stream = func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
+		close(started)
+		neverEnds(w, r, body, n)
 	}
 	type outcome struct {
 		res *handlers.ExecuteResult
@@ -408,66 +434,47 @@ func TestLifecycleAbortsActiveCommandAndWaitsForTreeCleanupBeforePausing(t *test
 		res, err := d.Execute(t.Context(), execParams(l, reuse), nil)
 		done <- outcome{res, err}
 	}()
-	<-s.connected
+	<-started
 	if _, err := d.ReleaseLease(t.Context(), releaseParams(l, reuse)); err != nil {
 		t.Fatal(err)
 	}
 	o := <-done
-	wantErr(t, o.err, "cancelled")
-	if o.err.Error() != "CreateOS command was cancelled." {
-		t.Errorf("message %q", o.err)
+	if o.err == nil || o.err.Error() != "CreateOS command was cancelled." {
+		t.Errorf("execute %v", o.err)
 	}
-	del := s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test?grace_ms=1000")
-	pause := s.find("POST /v1/sandboxes/sb_test/pause")
-	if del < 0 || pause < 0 || del > pause {
-		t.Errorf("process DELETE at %d, pause at %d: %v", del, pause, s.snapshot())
+	if s.find("POST /v1/sandboxes/sb_test/pause") >= 0 || s.count("DELETE") != 0 {
+		t.Errorf("release touched the sandbox: %v", s.snapshot())
 	}
 }
 
-// 10. "blocks reuse after ambiguous process creation until the sandbox is
-// destroyed"
-func TestLifecycleBlocksReuseAfterAmbiguousProcessCreation(t *testing.T) {
-	s := newStub(t)
-	d := s.driver()
-	l := acquire(t, d, reuse)
-	s.hook = failing(http.StatusBadGateway, processCreation)
-	_, err := d.Execute(t.Context(), execParams(l, reuse), nil)
-	wantErr(t, err, "creation could not be confirmed")
-	if _, ok := err.(*CleanupError); !ok {
-		t.Errorf("%T is not a CleanupError", err)
-	}
-	_, err = d.Execute(t.Context(), execParams(l, reuse), nil)
-	wantErr(t, err, "closing or requires cleanup")
-	_, err = d.ResumeLease(t.Context(), resumeParams(l, reuse))
-	wantErr(t, err, "must finish before resume")
-	_, err = d.ReleaseLease(t.Context(), releaseParams(l, reuse))
-	wantErr(t, err, "cleanup is unconfirmed")
-	if s.find("POST /v1/sandboxes/sb_test/pause") >= 0 {
-		t.Error("a poisoned lease was paused")
-	}
-	if _, err := d.DestroyLease(t.Context(), releaseParams(l, reuse)); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.last().String(); got != "DELETE /v1/sandboxes/sb_test" {
-		t.Errorf("last call %s", got)
-	}
-	// Destroy cleared the poison.
-	s.hook = nil
-	if _, err := d.Execute(t.Context(), execParams(l, reuse), nil); err != nil {
-		t.Errorf("after destroy: %v", err)
-	}
-}
-
-// A 4xx on process creation proves nothing was created: no poison.
-func TestExecuteRefusedCreationDoesNotPoison(t *testing.T) {
-	s := newStub(t)
-	d := s.driver()
-	l := acquire(t, d, reuse)
-	s.hook = failing(http.StatusBadRequest, processCreation)
-	_, err := d.Execute(t.Context(), execParams(l, reuse), nil)
-	wantErr(t, err, "HTTP 400) during process creation")
-	if _, err := d.ReleaseLease(t.Context(), releaseParams(l, reuse)); err != nil {
-		t.Errorf("release: %v", err)
+// 10. v0.3 "does not poison a lease when streaming command startup fails":
+// a 502 or a 400 is the request's error, and release and destroy still
+// work.
+func TestLifecycleStreamingStartupFailureDoesNotPoison(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		want   string
+	}{
+		{http.StatusBadGateway, "CreateOS request failed (HTTP 502) during workspace command."},
+		{http.StatusBadRequest, "CreateOS request failed (HTTP 400) during workspace command."},
+	} {
+		s := newStub(t)
+		d := s.driver()
+		l := acquire(t, d, reuse)
+		s.hook = failing(tc.status, func(r *http.Request) bool { return r.URL.Query().Get("stream") == "true" })
+		_, err := d.Execute(t.Context(), execParams(l, reuse), nil)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("HTTP %d: %v", tc.status, err)
+		}
+		if _, ok := err.(*CleanupError); ok {
+			t.Errorf("HTTP %d poisoned the lease", tc.status)
+		}
+		if _, err := d.ReleaseLease(t.Context(), releaseParams(l, reuse)); err != nil {
+			t.Errorf("release: %v", err)
+		}
+		if _, err := d.DestroyLease(t.Context(), releaseParams(l, reuse)); err != nil || s.last().String() != "DELETE /v1/sandboxes/sb_test" {
+			t.Errorf("destroy: %v, last call %s", err, s.last())
+		}
 	}
 }
 
@@ -592,29 +599,24 @@ func TestReleaseWithoutLeaseIsNoOpAndConcurrentCleanupIsRefused(t *testing.T) {
 	}
 }
 
-// Shutdown stops active commands (their trees are deleted) and refuses new
-// work.
+// Shutdown stops active commands (their streams are ended) and refuses
+// new work.
 func TestCloseStopsActiveCommandsAndRefusesNewWork(t *testing.T) {
 	s := newStub(t)
 	d := s.driver()
 	l := acquire(t, d, nil)
-	s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
+	started := make(chan struct{})
+	s.stream = func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
+		close(started)
+		neverEnds(w, r, body, n)
 	}
 	done := make(chan error, 1)
 	go func() { _, err := d.Execute(t.Context(), execParams(l, nil), nil); done <- err }()
-	<-s.connected
+	<-started
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if err := d.Close(ctx); err != nil {
 		t.Fatal(err)
-	}
-	// Close waited for the command's tracked work (its tree DELETE came
-	// first); Execute itself returns just after that.
-	if s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test") < 0 {
-		t.Error("Close returned before the command's process tree was deleted")
 	}
 	wantErr(t, <-done, "cancelled")
 	_, err := d.Execute(t.Context(), execParams(l, nil), nil)

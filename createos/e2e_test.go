@@ -30,7 +30,8 @@ func TestE2ELeaseRoundTripWithRealCommands(t *testing.T) {
 	srv, d, cfg := e2e(t)
 	ctx := t.Context()
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
-	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
+	bp.IssueID = ptr("issue-a")
+	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run", ExecutionWorkspaceID: ptr("ws-a"), AgentID: "agent-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestE2ELeaseRoundTripWithRealCommands(t *testing.T) {
 	tctx, expire := context.WithCancelCause(ctx)
 	defer expire(nil)
 	var seen strings.Builder // the sink is called from one goroutine
-	res, err = d.Execute(tctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *r, Command: "/bin/bash",
+	res, err = d.executeManaged(tctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *r, Command: "/bin/bash",
 		Args: []string{"-c", "echo started; sleep 30"}}, sinkFunc(func(_ string, p []byte) {
 		if seen.Write(p); seen.String() == "started\n" {
 			expire(errTimedOut)
@@ -89,7 +90,7 @@ func TestE2ELeaseRoundTripWithRealCommands(t *testing.T) {
 	before := len(srv.Requests())
 	srv.Faults().Stream(createostest.RouteConnect, createostest.StreamFault{Kind: createostest.StreamCutMidFrame, After: 1}, 1)
 	sink = &recordingSink{}
-	res, err = d.Execute(ctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *r, Command: "/bin/bash",
+	res, err = d.executeManaged(ctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *r, Command: "/bin/bash",
 		Args: []string{"-c", "echo one; sleep 0.2; echo two; sleep 0.2; echo three"}}, sink)
 	if err != nil || res.Stdout != "one\ntwo\nthree\n" {
 		t.Fatalf("reconnect %+v %v", res, err)

@@ -151,9 +151,39 @@ var (
 	errDownloadTooLarge = newError("CreateOS file download exceeds the 11 GiB transfer limit.")
 )
 
-// errDidNotReach is the transition failure for desired.
-func errDidNotReach(desired string) error {
-	return newError("CreateOS sandbox did not reach " + desired + ".")
+// errDidNotReach is the transition failure for desired (v0.3: with the
+// state the provider reports).
+func errDidNotReach(desired, status string) error {
+	return newError("CreateOS sandbox did not reach " + desired + "; provider state is " + status + ".")
+}
+
+// v0.3 messages (spec §10).
+var (
+	errRootfsDefault     = newError("CreateOS rootfs catalog did not provide a valid default.")
+	errTemplateNotPaused = newError("CreateOS template sandbox must be paused before it can be forked.")
+	errSetupIdentity     = newError("CreateOS setup sandbox identity could not be verified.")
+	errSetupNotOurs      = newError("CreateOS setup sandbox does not belong to this environment.")
+	errCaptureLease      = newError("Cannot capture a CreateOS template without a setup sandbox lease.")
+	errCaptureTimeout    = newError("Invalid CreateOS template capture timeout.")
+)
+
+// errForkUnconfirmed is a fork whose setup failed and whose delete did too.
+func errForkUnconfirmed(id string) error {
+	return newError("CreateOS fork setup failed and cleanup is unconfirmed for sandbox " + id + ".")
+}
+
+// errSetupCleanup is a setup start whose sandbox could not be deleted.
+func errSetupCleanup(id string) error {
+	return newError("CreateOS interactive setup failed and cleanup is unconfirmed for sandbox " + id + ".")
+}
+
+// errStartKind and errDeleteKind refuse template kinds other than snapshot.
+func errStartKind(kind string) error {
+	return newError("CreateOS can start from snapshot templates only, not " + kind + ".")
+}
+
+func errDeleteKind(kind string) error {
+	return newError("CreateOS can delete snapshot templates only, not " + kind + ".")
 }
 
 // errSetupUnconfirmed is acquire's failure when the sandbox it created could

@@ -1,6 +1,7 @@
 package createos
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
 )
 
@@ -43,7 +45,7 @@ func TestCommandQuotesHostileArgsEnvCwdAndStagesStdin(t *testing.T) {
 	p.Env = map[string]string{"MESSAGE": "$(touch /bad)", "A_FIRST": "x"}
 	p.Cwd = "/work dir"
 	p.Stdin = ptr("secret input\n")
-	if _, err := d.Execute(t.Context(), p, nil); err != nil {
+	if _, err := d.executeManaged(t.Context(), p, nil); err != nil {
 		t.Fatal(err)
 	}
 	body := s.processBody(t)
@@ -122,7 +124,7 @@ func TestCommandReplaysSameProcessAfterDisconnect(t *testing.T) {
 			`{"type":"heartbeat"}`, "", dataFrame(3, "stderr", "warning"), `{"type":"exit","exit_code":7}`)
 	}
 	sink := &recordingSink{}
-	res, err := d.Execute(t.Context(), execParams(l, nil), sink)
+	res, err := d.executeManaged(t.Context(), execParams(l, nil), sink)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,7 @@ func TestCommandTerminatesProcessTreeOnBadOutput(t *testing.T) {
 			d := s.driver()
 			l := acquire(t, d, nil)
 			s.connect = tc.connect
-			_, err := d.Execute(t.Context(), execParams(l, nil), nil)
+			_, err := d.executeManaged(t.Context(), execParams(l, nil), nil)
 			wantErr(t, err, tc.want)
 			if s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test?grace_ms=1000") < 0 {
 				t.Errorf("no tree DELETE: %v", s.snapshot())
@@ -199,7 +201,7 @@ func TestCommandSignalExit(t *testing.T) {
 	d := s.driver()
 	l := acquire(t, d, nil)
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"exit","signal":"SIGKILL"}`) }
-	res, err := d.Execute(t.Context(), execParams(l, nil), nil)
+	res, err := d.executeManaged(t.Context(), execParams(l, nil), nil)
 	if err != nil || res.ExitCode != nil || res.Signal == nil || *res.Signal != "SIGKILL" {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -223,7 +225,7 @@ func TestCommandTimeoutPreservesPartialOutputAndCleansUpWithFreshDeadline(t *tes
 		p := execParams(l, nil)
 		p.TimeoutMs = ptr(50.0)
 		start := time.Now()
-		res, err := d.Execute(t.Context(), p, nil)
+		res, err := d.executeManaged(t.Context(), p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +260,7 @@ func TestCommandReportsUnconfirmedTermination(t *testing.T) {
 				}
 				return false
 			}
-			_, err := d.Execute(t.Context(), execParams(l, reuse), nil)
+			_, err := d.executeManaged(t.Context(), execParams(l, reuse), nil)
 			wantErr(t, err, "termination is unconfirmed")
 			_, err = d.ReleaseLease(t.Context(), releaseParams(l, reuse))
 			wantErr(t, err, "cleanup is unconfirmed; destroy this lease")
@@ -270,7 +272,7 @@ func TestCommandReportsUnconfirmedTermination(t *testing.T) {
 	l := acquire(t, d, nil)
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"error","error":"boom"}`) }
 	s.hook = failing(http.StatusNotFound, processDeletion)
-	_, err := d.Execute(t.Context(), execParams(l, nil), nil)
+	_, err := d.executeManaged(t.Context(), execParams(l, nil), nil)
 	wantErr(t, err, "stream reported an error")
 }
 
@@ -283,7 +285,7 @@ func TestCommandRejectsInvalidEnvNamesBeforeSending(t *testing.T) {
 	for _, name := range []string{"BAD;KEY", "1A", "", "A-B"} {
 		p := execParams(l, nil)
 		p.Env = map[string]string{name: "v"}
-		_, err := d.Execute(t.Context(), p, nil)
+		_, err := d.executeManaged(t.Context(), p, nil)
 		wantErr(t, err, "Invalid sandbox environment")
 	}
 	if n := len(s.snapshot()); n != 0 {
@@ -344,7 +346,7 @@ func TestCommandReportsOutputTruncated(t *testing.T) {
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
 		ndjson(w, dataFrame(1, "stdout", strings.Repeat("z", 10)), dataFrame(2, "stdout", strings.Repeat("y", 10)), `{"type":"exit","exit_code":0}`)
 	}
-	res, err := d.Execute(t.Context(), execParams(l, nil), sink)
+	res, err := d.executeManaged(t.Context(), execParams(l, nil), sink)
 	if len(sink.chunks) != 2 || len(sink.chunks[0][1])+len(sink.chunks[1][1]) != 20 {
 		t.Errorf("live output is not capped: %q", sink.chunks)
 	}
@@ -379,11 +381,22 @@ func TestCommandRetriesRateLimitedConnect(t *testing.T) {
 			ndjson(w, dataFrame(1, "stdout", "ok"), `{"type":"exit","exit_code":0}`)
 		}
 	}
-	res, err := d.Execute(t.Context(), execParams(l, nil), nil)
+	res, err := d.executeManaged(t.Context(), execParams(l, nil), nil)
 	if err != nil || res.Stdout != "ok" {
 		t.Fatalf("%+v %v", res, err)
 	}
 	if n := s.count("POST /v1/sandboxes/sb_test/processes"); n != 2 { // creation + stdin/close, never re-created
 		t.Errorf("%d process posts", n)
 	}
+}
+
+// executeManaged is Execute on the managed-process path (the fallback for
+// origins without streaming exec): the command protocol tests below are
+// the reference's, which v0.3 keeps for managed processes.
+func (d *Driver) executeManaged(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
+	ctx, cancel := within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
+	defer cancel()
+	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *Client) (*handlers.ExecuteResult, error) {
+		return d.runCommand(ctx, c, p.Lease.LeaseID(), executeCommand(p), out)
+	})
 }

@@ -178,7 +178,7 @@ func TestOrphanDestroyWithAnEmptyEnvironmentID(t *testing.T) {
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { <-r.Context().Done() }
 	errc := make(chan error, 1)
 	go func() {
-		_, err := d.Execute(t.Context(), execParams(l, nil), nil)
+		_, err := d.executeManaged(t.Context(), execParams(l, nil), nil)
 		errc <- err
 	}()
 	<-s.connected
@@ -239,18 +239,18 @@ func TestTinyPositiveTimeoutIsOneMillisecond(t *testing.T) {
 		s := newStub(t)
 		d := s.driver()
 		l := acquire(t, d, nil)
-		s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
+		s.stream = func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
 			if n == 1 {
-				<-r.Context().Done() // the first command never exits
+				neverEnds(w, r, body, n) // the first command never exits
 				return
 			}
-			ndjson(w, `{"type":"exit","exit_code":0}`)
+			ndjson(w, `{"exit_code":0}`)
 		}
 		p := execParams(l, nil)
 		p.TimeoutMs = ptr(1e-7)
 		start := time.Now()
 		res, err := d.Execute(t.Context(), p, nil)
-		if err != nil || !res.TimedOut || res.Metadata["processId"] != "proc_test" {
+		if err != nil || !res.TimedOut {
 			t.Fatalf("timeoutMs 1e-7: %+v %v, want a timed-out result of the created process", res, err)
 		}
 		if took := time.Since(start); took != time.Millisecond {

@@ -2,7 +2,9 @@ package createos
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"path"
 	"regexp"
 	"strings"
 
@@ -28,7 +30,7 @@ func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParam
 	}
 	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	lease, err := d.acquire(ctx, &p.BaseParams)
+	lease, err := d.acquire(ctx, p)
 	if err == nil {
 		d.remember(&p.BaseParams, lease.LeaseID())
 	}
@@ -49,7 +51,7 @@ func (d *Driver) remember(p *handlers.BaseParams, id string) {
 	d.scopes.cache(id, cachedLease{companyID: p.CompanyID, environmentID: p.EnvironmentID, cfg: cfg, scope: scope})
 }
 
-func (d *Driver) acquire(ctx context.Context, p *handlers.BaseParams) (*handlers.Lease, error) {
+func (d *Driver) acquire(ctx context.Context, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
 	cfg, err := ParseConfig(p.Config)
 	if err != nil {
 		return nil, err
@@ -60,55 +62,96 @@ func (d *Driver) acquire(ctx context.Context, p *handlers.BaseParams) (*handlers
 	}
 	ctx, cancel := working(ctx, cfg.timeout())
 	defer cancel()
-	id, err := c.createSandbox(ctx)
+	lp, err := d.plan(ctx, c, p)
+	if err != nil {
+		return nil, err
+	}
+	v, err := d.provision(ctx, c, lp)
 	if err != nil {
 		return nil, err
 	}
 	log := zerolog.Ctx(ctx)
-	log.Info().Str("sandbox", id).Msg("CreateOS sandbox created")
-	lease, err := d.prepare(ctx, c, p, id)
-	if err == nil {
-		return lease, nil
+	log.Info().Str("sandbox", v.id).Msg("CreateOS sandbox created")
+	marker := d.newUUID()
+	err = prepareWorkspace(ctx, c, v, marker)
+	if err != nil {
+		if derr := c.destroySandbox(ctx, v.id); derr != nil {
+			log.Warn().Str("sandbox", v.id).Str("error", derr.Error()).Msg("CreateOS sandbox cleanup after a failed acquire failed")
+			return nil, errSetupUnconfirmed(v.id)
+		}
+		return nil, err
 	}
-	if derr := c.destroySandbox(ctx, id); derr != nil {
-		log.Warn().Str("sandbox", id).Str("error", derr.Error()).Msg("CreateOS sandbox cleanup after a failed acquire failed")
-		return nil, errSetupUnconfirmed(id)
+	if lp.scope != "" {
+		d.reap(ctx, c, lp.scope, v.id)
 	}
-	return nil, err
+	return &handlers.Lease{ProviderLeaseID: &v.id, Metadata: leaseMetadata(&p.BaseParams, cfg, lp, p.AdapterType, marker)}, nil
 }
 
-// prepare brings a new sandbox to running, creates the workspace and writes
-// a fresh marker.
-func (d *Driver) prepare(ctx context.Context, c *Client, p *handlers.BaseParams, id string) (*handlers.Lease, error) {
-	if err := c.transition(ctx, id, "running"); err != nil {
-		return nil, err
+// provision creates the lease's sandbox, or forks it from the configured
+// snapshot (v0.3).
+func (d *Driver) provision(ctx context.Context, c *Client, lp leasePlan) (sandboxView, error) {
+	if c.cfg.Snapshot != nil {
+		return d.forkLease(ctx, c, *c.cfg.Snapshot, lp.egress, lp.autoPause)
 	}
-	mkdir, _ := shellQuote(workspaceDir)
-	r, err := c.exec(ctx, id, "/bin/bash", "-lc", "mkdir -p -- "+mkdir)
+	b := createBody{rootfs: lp.rootfs, region: c.cfg.Region, egress: lp.egress, autoPause: lp.autoPause}
+	if lp.scope != "" {
+		b.name = sandboxName(lp.scope)
+	}
+	return c.create(ctx, b)
+}
+
+// prepareWorkspace brings a new sandbox to running (no read when its row
+// already says so), then creates the workspace and writes a fresh marker
+// in one command: bash proves the image has it, and the marker file is
+// written where the reference uploads it.
+func prepareWorkspace(ctx context.Context, c *Client, v sandboxView, marker string) error {
+	if err := c.reach(ctx, v.id, "running", v.status); err != nil {
+		return err
+	}
+	script, err := (&transferScript{}).
+		run(sh("mkdir"), sh("-p"), sh("--"), value(workspaceDir), value(path.Dir(markerPath))).
+		run(sh("printf"), sh("%s"), value(marker), sh(">"), value(markerPath)).build()
 	if err != nil {
-		return nil, err
+		return err
+	}
+	r, err := c.exec(ctx, v.id, "/bin/bash", "-lc", script)
+	if err != nil {
+		return err
 	}
 	if !r.ok() {
-		return nil, errNoBash
+		return errNoBash
 	}
-	marker := d.newUUID()
-	if err := c.upload(ctx, id, markerPath, []byte(marker)); err != nil {
-		return nil, err
-	}
-	cfg := c.cfg
-	return &handlers.Lease{ProviderLeaseID: &id, Metadata: handlers.Object{
+	return nil
+}
+
+// leaseMetadata is what acquire records (spec §6.1, v0.3 keys), with the
+// origin's fingerprint for apiUrl, and reuseScope: the host reuse scope's
+// tag when the host can resume the lease, else null.
+func leaseMetadata(p *handlers.BaseParams, cfg Config, lp leasePlan, adapterType string, marker string) handlers.Object {
+	return handlers.Object{
 		"provider": Key, originKey: originFingerprint(cfg.APIURL),
 		"companyId": p.CompanyID, "environmentId": p.EnvironmentID,
 		"remoteCwd": workspaceDir, "shellCommand": "bash", "marker": marker,
-		"shape": cfg.Shape, "rootfs": strOrNil(cfg.Rootfs), "region": strOrNil(cfg.Region),
-		"reuseLease": cfg.ReuseLease,
-	}}, nil
+		"shape": cfg.Shape, "requestedRootfs": strOrNil(lp.requestedRootfs), "rootfs": strOrNil(lp.rootfs),
+		"region": strOrNil(cfg.Region), "reuseLease": cfg.ReuseLease, "adapterType": strOrNil(nonEmpty(adapterType)),
+		"baseEgressAllowlist": cfg.EgressAllowlist, "effectiveEgressAllowlist": lp.egress,
+		"autoPauseAfterSeconds": int64OrNil(lp.autoPause), "snapshot": strOrNil(cfg.Snapshot),
+		"reuseScope": strOrNil(nonEmpty(lp.scope)),
+	}
+}
+
+func int64OrNil(n *int64) any {
+	if n == nil {
+		return nil
+	}
+	return *n
 }
 
 // leaseMetadataKeys are the metadata keys acquire writes.
 var leaseMetadataKeys = []string{
 	"provider", originKey, "companyId", "environmentId", "remoteCwd", "shellCommand",
-	"marker", "shape", "rootfs", "region", "reuseLease",
+	"marker", "shape", "requestedRootfs", "rootfs", "region", "reuseLease", "adapterType",
+	"baseEgressAllowlist", "effectiveEgressAllowlist", "autoPauseAfterSeconds", "snapshot", "reuseScope",
 }
 
 // Probe implements handlers.Driver: it acquires a real sandbox, runs
@@ -139,7 +182,7 @@ func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 	}
 	actx, acancel := leaving(ctx)
 	defer acancel()
-	lease, err := d.acquire(actx, &p.BaseParams)
+	lease, err := d.acquire(actx, &handlers.AcquireLeaseParams{BaseParams: p.BaseParams, RunID: "probe"})
 	if err != nil {
 		return fail(err), "", Config{}
 	}
@@ -153,7 +196,7 @@ func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 	defer cancel()
 	ectx, ecancel := working(ectx, cfg.timeout())
 	defer ecancel()
-	r, err := d.runCommand(ectx, c, id, commandSpec{command: "/bin/echo", args: []string{"paperclip-createos-ready"}, cwd: workspaceDir}, nil)
+	r, err := d.command(ectx, c, id, commandSpec{command: "/bin/echo", args: []string{"paperclip-createos-ready"}, cwd: workspaceDir}, nil)
 	if err != nil {
 		return fail(err), id, cfg
 	}
@@ -206,7 +249,7 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 		return nil, err
 	}
 	md := p.LeaseMetadata
-	if !sameValue(md, "shape", cfg.Shape) || !sameValue(md, "rootfs", strOrNil(cfg.Rootfs)) || !sameValue(md, "region", strOrNil(cfg.Region)) {
+	if drifted(md, cfg) {
 		return expired(), nil
 	}
 	c, err := d.client(cfg)
@@ -217,6 +260,8 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 	defer cancel()
 	ctx, wcancel := withTimeout(ctx, cfg.timeout())
 	defer wcancel()
+	d.scopes.beginResume(id)
+	defer d.scopes.endResume(id)
 	lease, err := d.resume(ctx, c, id, marker, md)
 	if isStatus(err, http.StatusNotFound) {
 		return expired(), nil
@@ -227,15 +272,59 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 	return lease, err
 }
 
+// drifted reports whether the config no longer builds the lease's sandbox
+// (spec §6.5 step 4, v0.3): shape, snapshot, the requested rootfs for the
+// lease's adapter, region, the idle window and the base egress list.
+func drifted(md handlers.Object, cfg Config) bool {
+	adapter, _ := md["adapterType"].(string)
+	var autoPause any
+	if cfg.ReuseLease {
+		autoPause = cfg.AutoPauseAfterSeconds
+	}
+	base, _ := json.Marshal(md["baseEgressAllowlist"])
+	if md["baseEgressAllowlist"] == nil {
+		base = []byte("[]")
+	}
+	want, _ := json.Marshal(cfg.EgressAllowlist)
+	return !sameValue(md, "shape", cfg.Shape) || !sameValue(md, "snapshot", strOrNil(cfg.Snapshot)) ||
+		!sameValue(md, "requestedRootfs", strOrNil(cfg.effectiveRootfs(adapter))) ||
+		!sameValue(md, "region", strOrNil(cfg.Region)) || !sameNumber(md["autoPauseAfterSeconds"], autoPause) ||
+		string(base) != string(want)
+}
+
+// sameNumber compares two JSON numbers however they were decoded (nil for
+// null).
+func sameNumber(a, b any) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	x, okA := number(a)
+	y, okB := number(b)
+	return okA && okB && x == y
+}
+
+// resume reads the row, puts the lease's egress back when the row shows
+// another list (v0.2+: before the sandbox runs again), brings it to
+// running (no action when it already runs: a warm lease) and checks the
+// marker.
 func (d *Driver) resume(ctx context.Context, c *Client, id, marker string, md handlers.Object) (*handlers.Lease, error) {
-	status, err := c.getSandbox(ctx, id)
+	v, err := c.getView(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if status == "destroyed" || status == "failed" {
+	if v.status == "destroyed" || v.status == "failed" {
 		return expired(), nil
 	}
-	if err := c.transition(ctx, id, "running"); err != nil {
+	egress, ok := stringList(md["effectiveEgressAllowlist"])
+	if !ok {
+		return expired(), nil
+	}
+	if v.egress == nil || !sameEgress(v.egress, egress) {
+		if err := c.putEgress(ctx, id, egress); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.reach(ctx, id, "running", v.status); err != nil {
 		return nil, err
 	}
 	r, err := c.exec(ctx, id, "/bin/cat", markerPath)
@@ -256,6 +345,25 @@ func (d *Driver) resume(ctx context.Context, c *Client, id, marker string, md ha
 	}
 	out["resumedLease"] = true
 	return &handlers.Lease{ProviderLeaseID: &id, Metadata: out}, nil
+}
+
+// stringList reads a JSON array of strings.
+func stringList(v any) ([]string, bool) {
+	switch t := v.(type) {
+	case []string:
+		return t, true
+	case []any:
+		out := make([]string, 0, len(t))
+		for _, it := range t {
+			s, ok := it.(string)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, s)
+		}
+		return out, true
+	}
+	return nil, false
 }
 
 // ReleaseLease implements handlers.Driver: it closes the lease's session
@@ -299,14 +407,14 @@ func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, de
 	defer d.scopes.forget(id)
 	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	return d.endLease(ctx, p.Config, scope, id, destroy)
+	return d.endLease(ctx, p.Config, p.LeaseMetadata, scope, id, destroy)
 }
 
 // endLease closes the lease's sessions, stops its calls and then deletes
 // or keeps the sandbox. Session channels get what the call's budget leaves
 // after cleanupReserve (leaving); one that cannot confirm its end has
 // marked the lease leftover.
-func (d *Driver) endLease(ctx context.Context, config handlers.Object, scope, id string, destroy bool) (*handlers.TerminationReceipt, error) {
+func (d *Driver) endLease(ctx context.Context, config, md handlers.Object, scope, id string, destroy bool) (*handlers.TerminationReceipt, error) {
 	cctx, ccancel := leaving(ctx)
 	closeChannels(cctx, d.scopes.channelsOf(scope))
 	ccancel()
@@ -322,7 +430,7 @@ func (d *Driver) endLease(ctx context.Context, config handlers.Object, scope, id
 		return nil, err
 	}
 	switch {
-	case destroy || !cfg.ReuseLease:
+	case destroy || !keepsWarm(cfg, md):
 		return nil, d.destroy(ctx, c, scope, id)
 	case d.scopes.hasLeftover(scope):
 		// A session's process may still run: the sandbox is not kept.
@@ -331,8 +439,21 @@ func (d *Driver) endLease(ctx context.Context, config handlers.Object, scope, id
 		}
 		zerolog.Ctx(ctx).Warn().Str("sandbox", id).Msg("CreateOS sandbox deleted instead of kept: session cleanup was unconfirmed")
 		return &handlers.TerminationReceipt{ProviderLeaseID: id, State: "destroyed"}, nil
+	case d.scopes.poisoned(scope):
+		return nil, errUnconfirmedReuse
 	}
-	return nil, d.pause(ctx, c, scope, id)
+	// Warm: the provider pauses it after the idle window; no request.
+	return nil, nil
+}
+
+// keepsWarm is the v0.2 release guard (the lease is reusable and asked
+// for the idle window the config still has) with one more condition: the
+// host can resume it, which it does only for a lease with a reuse scope
+// (an execution workspace and an agent at acquire). Any other lease is
+// deleted, as a paused sandbox the host never resumes is left behind.
+func keepsWarm(cfg Config, md handlers.Object) bool {
+	_, scoped := md["reuseScope"].(string)
+	return cfg.ReuseLease && scoped && sameNumber(md["autoPauseAfterSeconds"], cfg.AutoPauseAfterSeconds)
 }
 
 // destroy deletes the sandbox; with it go the scope's poison and leftover
@@ -342,21 +463,6 @@ func (d *Driver) destroy(ctx context.Context, c *Client, scope, id string) error
 		return err
 	}
 	d.scopes.confirm(scope)
-	return nil
-}
-
-// pause pauses a reusable sandbox under a fresh deadline (cut to what is
-// left of the call's budget; 404: nothing left to pause), unless the
-// scope's process cleanup is unconfirmed.
-func (d *Driver) pause(ctx context.Context, c *Client, scope, id string) error {
-	if d.scopes.poisoned(scope) {
-		return errUnconfirmedReuse
-	}
-	pctx, cancel := fresh(ctx, c.cfg.timeout())
-	defer cancel()
-	if err := c.transition(pctx, id, "paused"); err != nil && !isStatus(err, http.StatusNotFound) {
-		return err
-	}
 	return nil
 }
 

@@ -19,6 +19,7 @@ type scopes struct {
 	unconfirmed  map[string]bool
 	leftover     map[string]bool
 	leases       map[string]cachedLease
+	resuming     map[string]int // resumes in flight, by sandbox id
 	shuttingDown bool
 }
 
@@ -41,8 +42,33 @@ func newScopes() *scopes {
 	return &scopes{
 		active: map[string]map[*trackedCall]struct{}{}, channels: map[string]map[*channel]struct{}{},
 		closing: map[string]bool{}, unconfirmed: map[string]bool{}, leftover: map[string]bool{},
-		leases: map[string]cachedLease{},
+		leases: map[string]cachedLease{}, resuming: map[string]int{},
 	}
+}
+
+// beginResume marks a resume of id in flight until endResume: the reaper
+// leaves the sandbox alone.
+func (s *scopes) beginResume(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resuming[id]++
+}
+
+func (s *scopes) endResume(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resuming[id]--; s.resuming[id] <= 0 {
+		delete(s.resuming, id)
+	}
+}
+
+// holds reports whether this worker holds sandbox id: a lease acquired or
+// resumed here and not released, or a resume in flight.
+func (s *scopes) holds(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, cached := s.leases[id]
+	return cached || s.resuming[id] > 0
 }
 
 // needsCleanup reports whether scope is being released or destroyed, or

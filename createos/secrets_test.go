@@ -39,7 +39,7 @@ func TestNoSecretsInErrorsLogsOrMetadata(t *testing.T) {
 	texts = append(texts, string(raw))
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"error","error":"x"}`) }
 	s.hook = failing(http.StatusServiceUnavailable, processDeletion)
-	_, err = d.Execute(ctx, execParams(l, reuse), nil)
+	_, err = d.executeManaged(ctx, execParams(l, reuse), nil)
 	wantErr(t, err, "termination is unconfirmed")
 	collect(err)
 	_, err = d.ReleaseLease(ctx, releaseParams(l, reuse))
@@ -110,7 +110,7 @@ func TestConfiguredURLReachesNoResultErrorOrLog(t *testing.T) {
 		t.Fatalf("probe %+v %v", probe, err)
 	}
 	keep(probe, err)
-	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: base(over), RunID: "r"})
+	l, err := d.AcquireLease(ctx, acquireParams(over))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,7 +140,9 @@ func sessionServer(t *testing.T, opts createostest.Options) (*createostest.Serve
 // leaseOn acquires a lease, which the driver then caches for sessions.
 func leaseOn(t *testing.T, d *Driver, bp handlers.BaseParams) *handlers.Lease {
 	t.Helper()
-	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
+	issue, ws := "issue-a", "ws-a"
+	bp.IssueID = &issue
+	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run", ExecutionWorkspaceID: &ws, AgentID: "agent-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

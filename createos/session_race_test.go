@@ -88,8 +88,8 @@ func TestReleaseDuringOpenClosesTheNewSession(t *testing.T) {
 		t.Error("the release returned before the session's Exit")
 	}
 	del, pause := s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test"), s.find("POST /v1/sandboxes/sb_test/pause")
-	if del < 0 || pause < del {
-		t.Errorf("process DELETE at %d, pause at %d: %v", del, pause, s.snapshot())
+	if del < 0 || pause >= 0 {
+		t.Errorf("process DELETE at %d, pause at %d (a warm release pauses nothing): %v", del, pause, s.snapshot())
 	}
 	if err := res.ch.Close(t.Context()); err != nil {
 		t.Errorf("the route table's close: %v", err)

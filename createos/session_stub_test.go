@@ -224,7 +224,7 @@ func TestSessionCreationFailure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if destroyed := rc != nil && rc.State == "destroyed"; destroyed != tc.destroy || s.find("POST /v1/sandboxes/sb_test/pause") >= 0 == tc.destroy {
+			if destroyed := rc != nil && rc.State == "destroyed"; destroyed != tc.destroy || (s.count("DELETE /v1/sandboxes/sb_test") > 0) != tc.destroy {
 				t.Errorf("receipt %+v, calls %v", rc, s.snapshot())
 			}
 		})

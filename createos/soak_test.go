@@ -618,7 +618,7 @@ func (s *soak) lifecycle(p soakPlan) {
 func (r *soakRun) acquire() *handlers.Lease {
 	r.inject(stepAcquire)
 	var lease handlers.Lease
-	ce := r.call(stepAcquire, "environmentAcquireLease", &handlers.AcquireLeaseParams{BaseParams: r.base(), RunID: "soak"}, &lease, nil)
+	ce := r.call(stepAcquire, "environmentAcquireLease", r.acquireParams(), &lease, nil)
 	if ce != nil {
 		if m := setupUnconfirmedRE.FindStringSubmatch(ce.Message); m != nil {
 			r.s.led.unconfirmed(m[1])
@@ -822,6 +822,15 @@ func (r *soakRun) end(lease *handlers.Lease) {
 	r.s.led.hold(r.id, lease, r.cfg)
 }
 
+// acquireParams are a heartbeat's: an issue, an execution workspace and
+// an agent, so that a reusable lease is one the host resumes.
+func (r *soakRun) acquireParams() *handlers.AcquireLeaseParams {
+	bp := r.base()
+	issue, ws := "issue-soak", "ws-soak"
+	bp.IssueID = &issue
+	return &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "soak", ExecutionWorkspaceID: &ws, AgentID: "agent-soak"}
+}
+
 func (r *soakRun) releaseParams(lease *handlers.Lease) *handlers.ReleaseLeaseParams {
 	return &handlers.ReleaseLeaseParams{BaseParams: r.base(), ProviderLeaseID: lease.ProviderLeaseID, LeaseMetadata: lease.Metadata}
 }
@@ -832,13 +841,16 @@ func (r *soakRun) checkGone(how string) {
 	}
 }
 
+// checkPaused checks that a reusable release kept the sandbox warm, then
+// pauses it as the provider's idle timer would.
 func (r *soakRun) checkPaused() {
 	if r.unconfirmed {
-		r.fail("release paused a lease whose process cleanup was answered unconfirmed")
+		r.fail("release kept a lease whose process cleanup was answered unconfirmed")
 	}
-	if sb, ok := r.s.srv.Sandbox(r.id); !ok || sb.Status != createostest.StatePaused {
-		r.fail("release of a reusable lease answered a result, but sandbox %s is %q (exists %v)", r.id, sb.Status, ok)
+	if sb, ok := r.s.srv.Sandbox(r.id); !ok || sb.Status != createostest.StateRunning {
+		r.fail("release of a reusable lease answered a result, but sandbox %s is %q (exists %v), not kept warm", r.id, sb.Status, ok)
 	}
+	r.s.srv.AutoPause(r.id)
 }
 
 func (r *soakRun) resume(lease *handlers.Lease) *handlers.Lease {

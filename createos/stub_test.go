@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -40,6 +41,10 @@ type stub struct {
 	connect func(w http.ResponseWriter, r *http.Request, n int)
 	// connected receives once per connect request.
 	connected chan struct{}
+	// stream serves the n-th /exec?stream=true (1-based) instead of the
+	// default (the v0.3 fixture: the ready line, then exit 0).
+	stream  func(w http.ResponseWriter, r *http.Request, body []byte, n int)
+	streams int
 }
 
 type stubCall struct {
@@ -121,11 +126,36 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 			s.mu.Unlock()
 		}
 		success(w, map[string]any{})
+	case p == "/v1/sandboxes/sb_test/exec" && r.URL.Query().Get("stream") == "true":
+		s.mu.Lock()
+		s.streams++
+		n, stream := s.streams, s.stream
+		s.mu.Unlock()
+		if stream != nil {
+			stream(w, r, body, n)
+			return
+		}
+		ndjson(w, `{"stdout":"paperclip-createos-ready\n"}`, `{"exit_code":0}`)
+	case r.Method == http.MethodGet && p == "/v1/sandboxes":
+		success(w, map[string]any{"data": []any{}, "pagination": map[string]any{"total": 0}})
+	case r.Method == http.MethodGet && p == "/v1/rootfs":
+		success(w, map[string]any{"rootfs": []string{"devbox:1"}, "default": "devbox:1"})
+	case r.Method == http.MethodPut && p == "/v1/sandboxes/sb_test/egress":
+		success(w, map[string]any{"id": "sb_test", "egress": []string{}})
 	case p == "/v1/sandboxes/sb_test/exec":
 		var req struct {
 			Cmd string `json:"cmd"`
 		}
 		_ = json.Unmarshal(body, &req)
+		var args struct {
+			Args []string `json:"args"`
+		}
+		_ = json.Unmarshal(body, &args)
+		if m := markerWrite.FindStringSubmatch(strings.Join(args.Args, " ")); m != nil {
+			s.mu.Lock()
+			s.marker = m[1]
+			s.mu.Unlock()
+		}
 		out := ""
 		if req.Cmd == "/bin/cat" {
 			s.mu.Lock()
@@ -160,6 +190,9 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 		failWith(w, http.StatusNotFound)
 	}
 }
+
+// markerWrite finds the marker acquire's workspace command writes.
+var markerWrite = regexp.MustCompile(`printf %s '([0-9a-f-]{36})' > '/paperclip-workspace/.paperclip-runtime/.paperclip-createos-lease'`)
 
 // failing is a hook that answers the requests match selects with status
 // (and a body that echoes the key); the others reach the stub's routes.

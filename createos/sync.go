@@ -203,7 +203,7 @@ func (t *transfer) run(ctx context.Context, command, cwd string, timeoutMs *floa
 			defer cancel()
 		}
 	}
-	r, err := t.d.runCommand(ctx, t.c, t.id, commandSpec{command: "/bin/bash", args: []string{"-c", command}, cwd: cwd}, nil)
+	r, err := t.d.command(ctx, t.c, t.id, commandSpec{command: "/bin/bash", args: []string{"-c", command}, cwd: cwd}, nil)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // syncStub is the stub provider of file-sync.test.ts (spec §7.4): uploads
-// are collected, GET /files serves downloads, and every managed process
+// are collected, GET /files serves downloads, and every streamed command
 // (a transfer command) exits with exitFor(its command), 0 by default.
 type syncStub struct {
 	*stub
@@ -21,8 +21,7 @@ type syncStub struct {
 
 	mu       sync.Mutex
 	uploads  []upload
-	commands []string          // /bin/bash -c commands, in creation order
-	pids     map[string]string // process id → command
+	commands []string // /bin/bash -c commands, in creation order
 	// download answers GET /files; nil serves downloads[path].
 	download  func(w http.ResponseWriter, r *http.Request)
 	downloads map[string][]byte
@@ -39,11 +38,10 @@ type upload struct {
 }
 
 func newSyncStub(t *testing.T) *syncStub {
-	s := &syncStub{stub: newStub(t), pids: map[string]string{}, downloads: map[string][]byte{}}
+	s := &syncStub{stub: newStub(t), downloads: map[string][]byte{}}
 	s.d = s.stub.driver()
 	s.lease = acquire(t, s.d, nil)
 	s.stub.hook = s.serveSync
-	s.stub.connect = s.serveConnect
 	s.stub.reset()
 	return s
 }
@@ -75,39 +73,31 @@ func (s *syncStub) serveSync(w http.ResponseWriter, r *http.Request, body []byte
 			failWith(w, http.StatusNotFound)
 		}
 		return true
-	case p == "/v1/sandboxes/sb_test/processes" && r.Method == http.MethodPost:
+	case p == "/v1/sandboxes/sb_test/exec" && r.URL.Query().Get("stream") == "true":
 		var req struct {
-			Cmd  string   `json:"cmd"`
-			Args []string `json:"args"`
+			Cmd    string   `json:"cmd"`
+			Args   []string `json:"args"`
+			Stream bool     `json:"stream"`
 		}
-		if err := json.Unmarshal(body, &req); err != nil || req.Cmd != "/bin/bash" || len(req.Args) != 2 || req.Args[0] != "-lc" {
-			s.t.Errorf("process body %s", body)
+		if err := json.Unmarshal(body, &req); err != nil || req.Cmd != "/bin/bash" || len(req.Args) != 2 || req.Args[0] != "-lc" || !req.Stream {
+			s.t.Errorf("stream body %s", body)
 		}
 		command := commandOf(s.t, req.Args[1])
 		s.mu.Lock()
 		s.commands = append(s.commands, command)
-		pid := "proc_" + strconv.Itoa(len(s.commands))
-		s.pids[pid] = command
+		exitFor, running := s.exitFor, s.running
 		s.mu.Unlock()
-		success(w, map[string]any{"process_id": pid})
+		if running != nil {
+			running(r, command)
+		}
+		code := 0
+		if exitFor != nil {
+			code = exitFor(command)
+		}
+		ndjson(w, `{"exit_code":`+strconv.Itoa(code)+`}`)
 		return true
 	}
 	return false
-}
-
-func (s *syncStub) serveConnect(w http.ResponseWriter, r *http.Request, _ int) {
-	pid := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/sandboxes/sb_test/processes/"), "/connect")
-	s.mu.Lock()
-	command, exitFor, running := s.pids[pid], s.exitFor, s.running
-	s.mu.Unlock()
-	if running != nil {
-		running(r, command)
-	}
-	code := 0
-	if exitFor != nil {
-		code = exitFor(command)
-	}
-	ndjson(w, `{"type":"exit","exit_code":`+strconv.Itoa(code)+`}`)
 }
 
 // commandOf recovers the verbatim command from a transfer script

@@ -52,7 +52,7 @@ func TestSyncUploadsBinaryBytesDirectlyAndAppliesTheRequestedModeBeforePromotion
 }
 
 // The exact request sequence of a file upload: the upload, the guarded
-// move as a managed process, then the best-effort scratch removal.
+// move as one streaming exec, then the best-effort scratch removal.
 func TestSyncInFileRequestSequence(t *testing.T) {
 	s := newSyncStub(t)
 	s.d.newUUID = func() string { return "u1" }
@@ -69,17 +69,15 @@ func TestSyncInFileRequestSequence(t *testing.T) {
 	}
 	want := []string{
 		"PUT /v1/sandboxes/sb_test/files?path=%2Ftmp%2Fpaperclip-createos-transfer-u1",
-		"POST /v1/sandboxes/sb_test/processes",
-		"POST /v1/sandboxes/sb_test/processes/proc_1/stdin/close",
-		"GET /v1/sandboxes/sb_test/processes/proc_1/connect?after=0",
+		"POST /v1/sandboxes/sb_test/exec?stream=true",
 		"POST /v1/sandboxes/sb_test/exec",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("calls\n%q\nwant\n%q", got, want)
 	}
 	calls := s.snapshot()
-	if b := calls[1].json(t); b["cwd"] != "/paperclip-workspace" {
-		t.Errorf("process body %v", b)
+	if b := calls[1].json(t); b["cwd"] != nil || !strings.HasPrefix(b["args"].([]any)[1].(string), "cd -- '/paperclip-workspace' || exit\n") {
+		t.Errorf("stream body %v", b)
 	}
 	// The upload is copied beside the target and renamed over it: /tmp is
 	// another mount, where mv is a copy a killed landing leaves truncated.
@@ -91,7 +89,7 @@ func TestSyncInFileRequestSequence(t *testing.T) {
 	}
 	// One cleanup request removes the scratch file and a staged copy.
 	wantCleanup := `rm -f -- '/tmp/paperclip-createos-transfer-u1'; ` + guard + ` && rm -f -- "$staged"`
-	if b := calls[4].json(t); !reflect.DeepEqual(b["args"], []any{"-c", wantCleanup}) || b["cmd"] != "/bin/bash" {
+	if b := calls[2].json(t); !reflect.DeepEqual(b["args"], []any{"-c", wantCleanup}) || b["cmd"] != "/bin/bash" {
 		t.Errorf("cleanup %v", b)
 	}
 }
@@ -366,11 +364,13 @@ func TestSyncRunsPostUploadCommandsVerbatimAndStopsAfterTheFirstFailure(t *testi
 	}
 	var cwds []any
 	for _, c := range s.snapshot() {
-		if c.String() == "POST /v1/sandboxes/sb_test/processes" {
-			cwds = append(cwds, c.json(t)["cwd"])
+		if c.String() == "POST /v1/sandboxes/sb_test/exec?stream=true" {
+			script := c.json(t)["args"].([]any)[1].(string)
+			cwds = append(cwds, strings.SplitN(script, "\n", 2)[0])
 		}
 	}
-	if want := []any{"/paperclip-workspace", "/paperclip-workspace", "/paperclip-workspace/sub", "/paperclip-workspace", "/paperclip-workspace"}; !reflect.DeepEqual(cwds, want) {
+	cd := func(dir string) any { return "cd -- '" + dir + "' || exit" }
+	if want := []any{cd("/paperclip-workspace"), cd("/paperclip-workspace"), cd("/paperclip-workspace/sub"), cd("/paperclip-workspace"), cd("/paperclip-workspace")}; !reflect.DeepEqual(cwds, want) {
 		t.Errorf("cwds %v", cwds)
 	}
 	for _, c := range cmds {
@@ -524,7 +524,7 @@ func TestSyncRequiresALeaseFromThisEnvironment(t *testing.T) {
 
 // Release stops a sync in flight: its transfer process is deleted before
 // the sandbox is paused, and the sync fails as a cancelled command.
-func TestSyncIsStoppedByReleaseBeforeThePause(t *testing.T) {
+func TestSyncIsStoppedByReleaseBeforeItIsKept(t *testing.T) {
 	s := newSyncStub(t)
 	s.lease = acquire(t, s.d, reuse)
 	s.reset()
@@ -551,9 +551,8 @@ func TestSyncIsStoppedByReleaseBeforeThePause(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantErr(t, <-errc, "CreateOS command was cancelled.")
-	del, pause := s.find("DELETE /v1/sandboxes/sb_test/processes/proc_2"), s.find("POST /v1/sandboxes/sb_test/pause")
-	if del < 0 || pause < 0 || del > pause {
-		t.Errorf("process DELETE at %d, pause at %d: %v", del, pause, s.snapshot())
+	if s.find("POST /v1/sandboxes/sb_test/pause") >= 0 || s.count("DELETE") != 0 {
+		t.Errorf("the warm release touched the sandbox: %v", s.snapshot())
 	}
 }
 
@@ -563,7 +562,7 @@ func TestSyncErrorsCarryNoSecrets(t *testing.T) {
 	host := filepath.Join(t.TempDir(), "f")
 	mustWrite(t, host, "x", 0o600)
 	var texts []string
-	for _, route := range []string{"/files", "/stdin/close"} {
+	for _, route := range []string{"/files", "/exec"} {
 		s.stub.hook = failing(http.StatusBadGateway, func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, route) })
 		_, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(host, "/paperclip-workspace/f"))))
 		wantErr(t, err, "HTTP 502")

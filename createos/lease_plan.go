@@ -1,0 +1,131 @@
+package createos
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// leasePlan is what an acquire asks the provider for, worked out before
+// any request but the catalog's (spec §5.3, §6.4).
+type leasePlan struct {
+	requestedRootfs *string  // the adapter's or the config's rootfs; nil for the default
+	rootfs          *string  // effective: requested, or the catalog's default; nil with a snapshot
+	egress          []string // effective: config list plus the run's grants
+	autoPause       *int64   // the idle window of a reusable lease, else nil
+	// scope tags a sandbox the host can resume (reuseScopeTag); "" for
+	// one it never will, which release deletes.
+	scope string
+}
+
+// plan works out p's lease. With no rootfs and no snapshot configured the
+// provider's default is resolved (once per origin and rootfsTTL).
+func (d *Driver) plan(ctx context.Context, c *Client, p *handlers.AcquireLeaseParams) (leasePlan, error) {
+	cfg := c.cfg
+	egress, err := effectiveEgress(cfg.EgressAllowlist, p.ExecutionWorkspaceSettings)
+	if err != nil {
+		return leasePlan{}, err
+	}
+	lp := leasePlan{requestedRootfs: cfg.effectiveRootfs(p.AdapterType), egress: egress, autoPause: cfg.effectiveAutoPause(p)}
+	lp.rootfs = lp.requestedRootfs
+	if cfg.Snapshot == nil && lp.rootfs == nil {
+		def, err := d.rootfs.get(ctx, c)
+		if err != nil {
+			return leasePlan{}, err
+		}
+		lp.rootfs = &def
+	}
+	if lp.autoPause != nil && p.ExecutionWorkspaceID != nil && *p.ExecutionWorkspaceID != "" && p.AgentID != "" {
+		lp.scope = reuseScopeTag(p)
+	}
+	return lp, nil
+}
+
+// reuseScopeTag names the host's reuse scope of a lease (paperclipai
+// 2026.916.1, environment-runtime.js: a reusable lease is resumed only for
+// the same company, environment, execution workspace, agent and adapter):
+// "paperclip-" and 24 hex digits of its SHA-256. Only the host's resume
+// reaches a reusable sandbox again, and it only looks in that scope.
+func reuseScopeTag(p *handlers.AcquireLeaseParams) string {
+	b, _ := json.Marshal([]string{p.CompanyID, p.EnvironmentID, *p.ExecutionWorkspaceID, p.AgentID, p.AdapterType})
+	sum := sha256.Sum256(b)
+	return "paperclip-" + hex.EncodeToString(sum[:12])
+}
+
+// sandboxName is a reusable sandbox's provider name: its scope tag and a
+// random suffix (names are unique per account).
+func sandboxName(scope string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return scope + "-" + hex.EncodeToString(b[:])
+}
+
+// reap deletes the paused sandboxes of scope that no lease can reach. The
+// host resumes a reusable lease of a scope before it acquires a new one
+// there, so when it acquires, every paused sandbox left in the scope
+// belongs to a lease it will never resume (a failed run's: the host marks
+// it failed and neither resumes nor destroys it). A sandbox this worker
+// holds (acquired, resumed or resuming, not yet released) is never
+// touched, nor is keep. Failures are logged, never returned: the new lease
+// is good.
+func (d *Driver) reap(ctx context.Context, c *Client, scope, keep string) {
+	log := zerolog.Ctx(ctx)
+	rows, err := c.list(ctx)
+	if err != nil {
+		log.Warn().Str("error", err.Error()).Msg("CreateOS could not list sandboxes to reap unreachable ones")
+		return
+	}
+	for _, v := range rows {
+		if v.id == keep || v.status != "paused" || !strings.HasPrefix(v.name, scope+"-") || d.scopes.holds(v.id) {
+			continue
+		}
+		if err := c.destroySandbox(ctx, v.id); err != nil {
+			log.Warn().Str("sandbox", v.id).Str("error", err.Error()).Msg("CreateOS could not delete an unreachable paused sandbox")
+			continue
+		}
+		log.Info().Str("sandbox", v.id).Msg("CreateOS deleted a paused sandbox no lease can reach")
+	}
+}
+
+// rootfsTTL is how long the catalog's default is trusted.
+const rootfsTTL = 10 * time.Minute
+
+// rootfsCache keeps the catalog's default per origin: it changes rarely,
+// and every acquire without a rootfs would otherwise ask.
+type rootfsCache struct {
+	mu   sync.Mutex
+	byOf map[string]rootfsEntry
+}
+
+type rootfsEntry struct {
+	name string
+	at   time.Time
+}
+
+func newRootfsCache() *rootfsCache { return &rootfsCache{byOf: map[string]rootfsEntry{}} }
+
+func (r *rootfsCache) get(ctx context.Context, c *Client) (string, error) {
+	r.mu.Lock()
+	e, ok := r.byOf[c.cfg.APIURL]
+	r.mu.Unlock()
+	if ok && time.Since(e.at) < rootfsTTL {
+		return e.name, nil
+	}
+	name, err := c.rootfsDefault(ctx)
+	if err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	r.byOf[c.cfg.APIURL] = rootfsEntry{name: name, at: time.Now()}
+	r.mu.Unlock()
+	return name, nil
+}

@@ -1,0 +1,264 @@
+package createos
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// Interactive setup and snapshot templates (spec §6.11, v0.3). A setup
+// sandbox is created from the base rootfs (or forked from a snapshot
+// template) with auto-pause disabled; the operator shapes it through the
+// CreateOS CLI; capture pauses it, and the paused sandbox is the
+// template that leases fork from (config "snapshot"). The host's browser
+// terminal connects only ssh payloads, so for a createos_cli payload an
+// operator sees the command to run (createos sandbox shell <id>), not a
+// terminal.
+
+var (
+	_ handlers.InteractiveSetup = (*Driver)(nil)
+	_ handlers.TemplateCapturer = (*Driver)(nil)
+	_ handlers.TemplateDeleter  = (*Driver)(nil)
+)
+
+const connectionType = "createos_cli"
+
+// StartInteractiveSetup implements handlers.InteractiveSetup: the setup
+// sandbox, running, with its workspace and a setup marker.
+func (d *Driver) StartInteractiveSetup(ctx context.Context, p *handlers.StartSetupParams) (*handlers.SetupSession, error) {
+	if p.SourceTemplateKind != nil && *p.SourceTemplateKind != "snapshot" {
+		return nil, errStartKind(*p.SourceTemplateKind)
+	}
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.client(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	defer cancel()
+	ctx, wcancel := working(ctx, cfg.timeout())
+	defer wcancel()
+	v, err := d.setupSandbox(ctx, c, p.SourceTemplateRef)
+	if err != nil {
+		return nil, err
+	}
+	marker := d.newUUID()
+	err = c.patchAutoPause(ctx, v.id, nil)
+	if err == nil {
+		err = prepareWorkspace(ctx, c, v, marker)
+	}
+	if err != nil {
+		if derr := c.destroySandbox(ctx, v.id); derr != nil {
+			zerolog.Ctx(ctx).Warn().Str("sandbox", v.id).Str("error", derr.Error()).Msg("CreateOS setup sandbox cleanup failed")
+			return nil, errSetupCleanup(v.id)
+		}
+		return nil, err
+	}
+	md := handlers.Object{
+		"provider": Key, originKey: originFingerprint(cfg.APIURL), "companyId": p.CompanyID,
+		"environmentId": p.EnvironmentID, "sandboxId": v.id, "setupMarker": marker,
+		"expiresAt": strOrNil(p.ExpiresAt), "sourceTemplateRefRedacted": p.SourceTemplateRef != nil,
+	}
+	return setupSession(v.id, md, p.ExpiresAt, true), nil
+}
+
+// setupSandbox forks the source template (egress: the config's base list;
+// no idle window) or creates one from the base rootfs.
+func (d *Driver) setupSandbox(ctx context.Context, c *Client, source *string) (sandboxView, error) {
+	if source != nil && *source != "" {
+		return d.forkLease(ctx, c, *source, c.cfg.EgressAllowlist, nil)
+	}
+	rootfs := c.cfg.Rootfs
+	if rootfs == nil {
+		def, err := d.rootfs.get(ctx, c)
+		if err != nil {
+			return sandboxView{}, err
+		}
+		rootfs = &def
+	}
+	return c.create(ctx, createBody{rootfs: rootfs, region: c.cfg.Region, egress: c.cfg.EgressAllowlist})
+}
+
+// setupSession is a waiting setup sandbox as the host shows it: the
+// summary always, the payload (the CLI command) only when asked for.
+func setupSession(id string, md handlers.Object, expiresAt *string, payload bool) *handlers.SetupSession {
+	redacted := !payload
+	provider := handlers.Object{"provider": Key}
+	s := &handlers.SetupSession{
+		ProviderLeaseID: &id, Status: "waiting_for_user", ExpiresAt: expiresAt, Metadata: md,
+		ConnectionSummary: &handlers.ConnectionSummary{
+			Type: connectionType, HostRedacted: true, PortRedacted: true, CommandRedacted: &redacted,
+			ExpiresAt: expiresAt, Metadata: provider,
+		},
+	}
+	if payload {
+		cmd := "createos sandbox shell " + id
+		s.ConnectionPayload = &handlers.ConnectionPayload{Type: connectionType, Command: &cmd, ExpiresAt: expiresAt, Metadata: provider}
+	}
+	return s
+}
+
+// missingSetup is get's answer for a setup sandbox that is gone.
+func missingSetup() *handlers.SetupSession {
+	return &handlers.SetupSession{Status: "missing", Metadata: handlers.Object{"provider": Key, "missing": true}}
+}
+
+// ownSetup checks that md is this environment's setup of sandbox id
+// (spec: metadataMatches, sandboxId, a setup marker) and returns a client.
+func (d *Driver) ownSetup(p *handlers.BaseParams, id string, md handlers.Object) (*Client, string, error) {
+	ok, err := metadataMatches(p, md)
+	if err != nil {
+		return nil, "", err
+	}
+	marker, _ := md["setupMarker"].(string)
+	if !ok || md["sandboxId"] != id || !markerRE.MatchString(marker) {
+		return nil, "", errSetupNotOurs
+	}
+	if _, err := identifier(id); err != nil {
+		return nil, "", errSetupNotOurs
+	}
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := d.client(cfg)
+	return c, marker, err
+}
+
+// GetInteractiveSetup implements handlers.InteractiveSetup: a setup
+// sandbox that is gone is missing; one that paused is resumed.
+func (d *Driver) GetInteractiveSetup(ctx context.Context, p *handlers.GetSetupParams) (*handlers.SetupSession, error) {
+	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
+		return missingSetup(), nil
+	}
+	id := *p.ProviderLeaseID
+	c, _, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	defer cancel()
+	ctx, wcancel := working(ctx, c.cfg.timeout())
+	defer wcancel()
+	v, err := c.getView(ctx, id)
+	if isStatus(err, http.StatusNotFound) || err == nil && (v.status == "destroyed" || v.status == "failed") {
+		return missingSetup(), nil
+	}
+	if err == nil {
+		err = c.reach(ctx, id, "running", v.status)
+	}
+	if err != nil {
+		return nil, err
+	}
+	expires, _ := p.SetupMetadata["expiresAt"].(string)
+	return setupSession(id, p.SetupMetadata, nonEmpty(expires), p.IncludeConnectionPayload), nil
+}
+
+// CaptureTemplate implements handlers.TemplateCapturer: the marker proves
+// the sandbox is the one set up, then it is paused; the paused sandbox is
+// the template and is never deleted here.
+func (d *Driver) CaptureTemplate(ctx context.Context, p *handlers.CaptureTemplateParams) (*handlers.CaptureTemplateResult, error) {
+	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
+		return nil, errCaptureLease
+	}
+	id := *p.ProviderLeaseID
+	c, marker, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
+	if err != nil {
+		return nil, err
+	}
+	timeout := c.cfg.timeout()
+	if p.TimeoutMs != nil {
+		f := *p.TimeoutMs
+		if f != float64(int64(f)) || f < 1 || f > maxTimeoutMs {
+			return nil, errCaptureTimeout
+		}
+		timeout = msDuration(int64(f))
+	}
+	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, p.TimeoutMs))
+	defer cancel()
+	ctx, wcancel := working(ctx, timeout)
+	defer wcancel()
+	if err := c.transition(ctx, id, "running"); err != nil {
+		return nil, err
+	}
+	r, err := c.exec(ctx, id, "/bin/cat", markerPath)
+	if err != nil {
+		return nil, err
+	}
+	if !r.ok() || r.stdout != marker {
+		return nil, errSetupIdentity
+	}
+	if err := c.reach(ctx, id, "paused", "running"); err != nil {
+		return nil, err
+	}
+	return &handlers.CaptureTemplateResult{TemplateRef: id, TemplateKind: "snapshot", Metadata: handlers.Object{
+		"provider": Key, "capturedAt": time.Now().UTC().Format(time.RFC3339),
+		"sourceTemplateRefRedacted": p.SourceTemplateRef != nil, "previousTemplateRefRedacted": p.PreviousTemplateRef != nil,
+	}}, nil
+}
+
+// CancelInteractiveSetup implements handlers.InteractiveSetup: the setup
+// sandbox is deleted.
+func (d *Driver) CancelInteractiveSetup(ctx context.Context, p *handlers.CancelSetupParams) (*handlers.CancelSetupResult, error) {
+	reason := "cancelled"
+	if p.Reason != nil && *p.Reason != "" {
+		reason = *p.Reason
+	}
+	missing := &handlers.CancelSetupResult{Status: "missing", Metadata: handlers.Object{"provider": Key, "missing": true, "reason": reason}}
+	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
+		return missing, nil
+	}
+	id := *p.ProviderLeaseID
+	c, _, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	defer cancel()
+	if _, err := c.json(ctx, http.MethodDelete, "/sandboxes/"+id, nil); isStatus(err, http.StatusNotFound) {
+		return missing, nil
+	} else if err != nil {
+		return nil, err
+	}
+	status := "cancelled"
+	if reason == "timed_out" {
+		status = "timed_out"
+	}
+	return &handlers.CancelSetupResult{Status: status, Metadata: handlers.Object{"provider": Key, "reason": reason}}, nil
+}
+
+// DeleteTemplate implements handlers.TemplateDeleter: the template's
+// paused sandbox is deleted. The host binds templates to the API origin
+// (templateIdentityPaths: apiUrl), and the reference checks no more.
+func (d *Driver) DeleteTemplate(ctx context.Context, p *handlers.DeleteTemplateParams) (*handlers.DeleteTemplateResult, error) {
+	if p.TemplateKind != nil && *p.TemplateKind != "snapshot" {
+		return nil, errDeleteKind(*p.TemplateKind)
+	}
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.client(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	defer cancel()
+	if err := c.destroySandbox(ctx, p.TemplateRef); err != nil {
+		return nil, err
+	}
+	reason := any(nil)
+	if p.Reason != nil {
+		reason = *p.Reason
+	}
+	return &handlers.DeleteTemplateResult{Deleted: true, Metadata: handlers.Object{
+		"provider": Key, "templateKind": "snapshot", "templateRefRedacted": true, "reason": reason,
+	}}, nil
+}
