@@ -137,6 +137,24 @@ func (s *sim) get(path string) (int, map[string]any) {
 	return resp.StatusCode, env.Data
 }
 
+// post sends body to the sim's control API; anything but 200 fails the
+// test.
+func (s *sim) post(path string, body any) {
+	s.t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, s.url+path, strings.NewReader(string(b)))
+	req.Header.Set("X-Api-Key", s.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.http.Do(req)
+	if err != nil {
+		s.t.Fatalf("POST %s: %v", path, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		s.t.Fatalf("POST %s: %d", path, resp.StatusCode)
+	}
+}
+
 // status is a sandbox's state, or "gone" once the sim answers 404.
 func (s *sim) status(id string) string {
 	s.t.Helper()
@@ -276,7 +294,8 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 		t.Fatalf("probe %v", res)
 	}
 
-	reply, _ = w.call(4, "environmentAcquireLease", with(map[string]any{"runId": "run-e2e"}), "inv-e2e-acquire")
+	reply, _ = w.call(4, "environmentAcquireLease", with(map[string]any{"runId": "run-e2e", "issueId": "issue-e2e",
+		"executionWorkspaceId": "ws-e2e", "agentId": "agent-e2e"}), "inv-e2e-acquire")
 	lease := result(t, "environmentAcquireLease", reply)
 	id, _ := lease["providerLeaseId"].(string)
 	md, _ := lease["metadata"].(map[string]any)
@@ -336,26 +355,29 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 	if got := logged(t, before, "inv-e2e-timeout", "stdout"); got != "started\n" {
 		t.Errorf("streamed partial stdout %q", got)
 	}
-	var procDeletes int
+	// Ordinary commands are one streaming exec each: no managed process,
+	// no stdin close, nothing to delete after a timeout.
 	for _, r := range s.requests() {
-		if r["route"] == "process.delete" {
-			procDeletes++
+		if r["route"] == "process.create" || r["route"] == "process.stdin" || r["route"] == "process.delete" {
+			t.Errorf("an ordinary command made a managed-process request: %v %v", r["method"], r["path"])
 		}
-	}
-	if procDeletes == 0 {
-		t.Error("the timed-out command's process tree was not deleted")
 	}
 
 	// Native file sync both ways on the held lease (syncStep).
 	syncStep(t, w, 8, with, leaseArg, filepath.Join(s.dir, "createostest-*", id, "tmp"))
 
-	// Release a reusable lease: the sandbox is paused, not deleted.
+	// Release a reusable lease: the sandbox is kept warm (no request) and
+	// the provider pauses it when idle.
 	reply, _ = w.call(11, "environmentReleaseLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(md)}), "")
 	if reply["error"] != nil || reply["result"] != nil {
 		t.Fatalf("release %v", reply)
 	}
+	if st := s.status(id); st != "running" {
+		t.Fatalf("sandbox %s is %q after release, want kept warm", id, st)
+	}
+	s.post("/_control/auto-pause", map[string]any{"id": id})
 	if st := s.status(id); st != "paused" {
-		t.Fatalf("sandbox %s is %q after release", id, st)
+		t.Fatalf("sandbox %s is %q after the idle pause", id, st)
 	}
 
 	// Resume checks the marker file inside the sandbox: a wrong marker is
