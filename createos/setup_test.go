@@ -1,0 +1,105 @@
+package createos
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// v0.3 "captures an interactive setup sandbox and forks it for normal
+// leases" and "forks an existing template for editing, cancels it, and
+// rejects cross-company setup access", against createostest: what the
+// operator does in the setup sandbox is in the leases forked from it.
+func TestSetupCaptureForkExecuteDeleteTemplate(t *testing.T) {
+	srv, d, cfg := e2e(t)
+	ctx := t.Context()
+	srv.SetForkWindow(2) // a template just paused is not forkable at once
+	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
+	setup, err := d.StartInteractiveSetup(ctx, &handlers.StartSetupParams{BaseParams: bp, SessionID: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := *setup.ProviderLeaseID
+	if setup.Status != "waiting_for_user" || setup.ConnectionPayload == nil || *setup.ConnectionPayload.Command != "createos sandbox shell "+id ||
+		setup.ConnectionSummary.Type != "createos_cli" || *setup.ConnectionSummary.CommandRedacted {
+		t.Fatalf("setup %+v", setup)
+	}
+	if sb, _ := srv.Sandbox(id); sb.AutoPauseAfterSeconds != nil || sb.Rootfs != "devbox:1" {
+		t.Errorf("setup sandbox %+v: want no auto-pause and the catalog's rootfs", sb)
+	}
+	// What the operator would do through the CLI.
+	sb, _ := srv.Sandbox(id)
+	mustWrite(t, sb.Workspace+"/tool.txt", "installed by setup\n", 0o644)
+
+	got, err := d.GetInteractiveSetup(ctx, &handlers.GetSetupParams{BaseParams: bp, ProviderLeaseID: &id, SetupMetadata: setup.Metadata})
+	if err != nil || got.ConnectionPayload != nil || !*got.ConnectionSummary.CommandRedacted {
+		t.Errorf("get without payload %+v %v", got, err)
+	}
+	other := bp
+	other.CompanyID = "company-b"
+	from := len(srv.Requests())
+	if _, err := d.GetInteractiveSetup(ctx, &handlers.GetSetupParams{BaseParams: other, ProviderLeaseID: &id, SetupMetadata: setup.Metadata}); err != errSetupNotOurs || len(srv.Requests()) != from {
+		t.Errorf("another company's get: %v", err)
+	}
+	captured, err := d.CaptureTemplate(ctx, &handlers.CaptureTemplateParams{BaseParams: bp, ProviderLeaseID: &id, SetupMetadata: setup.Metadata})
+	if err != nil || captured.TemplateRef != id || captured.TemplateKind != "snapshot" {
+		t.Fatalf("capture %+v %v", captured, err)
+	}
+	if sb, _ := srv.Sandbox(id); sb.Status != createostest.StatePaused {
+		t.Fatalf("template is %q", sb.Status)
+	}
+
+	// A lease forked from the template: fork (409s waited out), the idle
+	// window, the workspace; egress ["*"] because the fork inherits it.
+	fcfg := with(with(cfg, "snapshot", id), "egressAllowlist", []any{})
+	fbp := bp
+	fbp.Config = fcfg
+	from = len(srv.Requests())
+	l, err := d.AcquireLease(ctx, heartbeatAcquire(fbp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []R{createostest.RouteFork, createostest.RouteFork, createostest.RouteFork, createostest.RoutePatch, createostest.RouteExec, createostest.RouteList}
+	if got := routesSince(srv, from); !slices.Equal(got, want) {
+		t.Errorf("forked acquire %v, want %v", got, want)
+	}
+	if fork := srv.Requests()[from]; string(fork.Body) != `{"egress":["*"],"ingress_enabled":false,"start_paused":false}` {
+		t.Errorf("fork body %s", fork.Body)
+	}
+	if l.Metadata["snapshot"] != id || l.Metadata["rootfs"] != nil {
+		t.Errorf("metadata %v", l.Metadata)
+	}
+	res, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: fbp, Lease: *l, Command: "cat", Args: []string{"tool.txt"}, Cwd: workspaceDir}, nil)
+	if err != nil || res.Stdout != "installed by setup\n" {
+		t.Fatalf("execute in the fork %+v %v", res, err)
+	}
+	if _, err := d.DestroyLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: fbp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Editing the template: a setup forked from it, then cancelled.
+	edit, err := d.StartInteractiveSetup(ctx, &handlers.StartSetupParams{BaseParams: bp, SessionID: "s2", SourceTemplateRef: &id, SourceTemplateKind: ptr("snapshot")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, err := d.CancelInteractiveSetup(ctx, &handlers.CancelSetupParams{BaseParams: bp, ProviderLeaseID: edit.ProviderLeaseID, SetupMetadata: edit.Metadata})
+	if err != nil || cancelled.Status != "cancelled" {
+		t.Errorf("cancel %+v %v", cancelled, err)
+	}
+	if _, ok := srv.Sandbox(*edit.ProviderLeaseID); ok {
+		t.Error("the cancelled setup sandbox is still there")
+	}
+	if _, err := d.StartInteractiveSetup(ctx, &handlers.StartSetupParams{BaseParams: bp, SourceTemplateRef: &id, SourceTemplateKind: ptr("image")}); err == nil ||
+		err.Error() != "CreateOS can start from snapshot templates only, not image." {
+		t.Errorf("image kind: %v", err)
+	}
+	del, err := d.DeleteTemplate(ctx, &handlers.DeleteTemplateParams{BaseParams: bp, TemplateRef: id})
+	if err != nil || !del.Deleted {
+		t.Fatalf("delete template %+v %v", del, err)
+	}
+	if left := srv.Sandboxes(); len(left) != 0 {
+		t.Errorf("sandboxes left: %+v", left)
+	}
+}
