@@ -1,7 +1,10 @@
 // Package createos is the CreateOS sandbox-provider driver (driver key
-// "createos", baseline v0.1): a paced HTTP client for the CreateOS control
-// plane, config parsing, the lease and managed-process execute hooks, and
-// the v0.2 live sessions (duplex pipe channels and login PTYs, session*.go).
+// "createos", v0.3 with v0.1 lifecycle rules): a paced HTTP client for the
+// CreateOS control plane, config parsing, the lease hooks, ordinary
+// commands over one streaming exec (execute_stream.go; managed processes
+// where an origin lacks it), interactive setup and snapshot templates
+// (setup.go), and the live sessions (duplex pipe channels and login PTYs,
+// session*.go).
 //
 // Port decisions (spec/createos.md asks for them to be recorded):
 //   - Output tails (4,194,304) and the frame limit (1,048,576) count UTF-16
@@ -41,4 +44,18 @@
 //     after the exit refused without a request; close goes on to stop
 //     whatever stdin close answers. PTY bytes are delivered raw (the route
 //     table decodes them).
+//   - Requests are the latency (300 ms apart per origin): no request whose
+//     answer is known in advance. A create, fork or resume answer that
+//     shows the state needs no read; acquire writes the marker in its one
+//     workspace command; resume replaces egress only when the row shows
+//     another list; a reusable release keeps the sandbox warm with no
+//     request; the catalog's default rootfs is cached 10 min per origin;
+//     a lease fork reads its source only when the fork is refused.
+//   - A release keeps a sandbox warm only when the host can resume it: the
+//     lease had an execution workspace and an agent (the host's reuse
+//     scope, reuseScope in metadata); any other is deleted. Reusable
+//     sandboxes are named by that scope, and an acquire in a scope deletes
+//     the scope's paused sandboxes that this worker does not hold: the host
+//     resumes before it acquires there, so those belong to leases it marked
+//     failed and never resumes or destroys.
 package createos
