@@ -14,7 +14,9 @@
 //                   every chunk must reach the sink and the result must
 //                   carry the 16 MiB tail
 //   peak RSS        during the stream: VmRSS sampled every 10 ms, and VmHWM
-//                   reset before it
+//                   reset before it; and VmRSS just before it, which is
+//                   what the figures before left (run the stream alone,
+//                   --figures stream, for a worker that did nothing else)
 //   RSS after       +0.5 s, +1 s, +2 s after the lease is released
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -63,6 +65,7 @@ export async function fakeFigures(host, { rounds, execN, streamMB, scratch, want
           "last chunk → result ms": `${med("ours", "resultMs")}, floor ${med("floor", "resultMs")}`,
         },
       }),
+      row("RSS before the stream", "MB", ...both("rssBefore"), { note: "after the figures above, in the same worker" }),
       row("peak RSS during the stream", "MB", ...both("rssPeak"), { budget: abs("<=", 64) }),
       row("RSS after release +0.5 s", "MB", ...both("rssAfter500")),
       row("RSS after release +1 s", "MB", ...both("rssAfter1000")),
@@ -142,6 +145,7 @@ async function stream(w, file, bytes) {
     chars += chunk.length;
     lastChunk = nowMs();
   };
+  const rssBefore = memory(w.pid).rss / MB;
   resetPeak(w.pid);
   const stop = sampleRss(w.pid);
   const cpu0 = [cpuSeconds(w.pid), process.cpuUsage()];
@@ -154,6 +158,7 @@ async function stream(w, file, bytes) {
     resultMs: end - lastChunk,
     streamWorkerCpu: cpuSeconds(w.pid) - cpu0[0],
     streamHostCpu: (hostCpu.user + hostCpu.system) / 1e6,
+    rssBefore,
     rssPeak: Math.max(stop(), memory(w.pid).hwm) / MB,
   };
   if (chars !== bytes || res.stdout.length !== Math.min(TAIL, bytes)) {
