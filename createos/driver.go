@@ -37,6 +37,7 @@ type Driver struct {
 	newUUID        func() string
 	pollInterval   time.Duration // transition polling
 	reconnectDelay time.Duration // between output reconnects
+	replayDelay    time.Duration // before replaying past an exit recovered through wait
 	maxCapture     int           // UTF-16 units of each stream kept in a result
 	maxDownload    int64         // bytes one download may write to the host
 	forkRetry      time.Duration // between fork attempts that met a 409
@@ -74,6 +75,7 @@ func New(opts ...Option) *Driver {
 		newUUID:        uuid.NewString,
 		pollInterval:   250 * time.Millisecond,
 		reconnectDelay: 250 * time.Millisecond,
+		replayDelay:    time.Second,
 		maxCapture:     maxCaptureUnits,
 		maxDownload:    maxDownloadBytes,
 		forkRetry:      forkRetry,

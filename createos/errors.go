@@ -97,7 +97,6 @@ var (
 	errExitMissing       = newError("CreateOS process exit status is missing.")
 	errStreamError       = newError("CreateOS process stream reported an error.")
 	errUnknownEvent      = newError("CreateOS returned an unknown process event.")
-	errNoExit            = newError("CreateOS process stream ended without an exit status.")
 	errCommandCancelled  = newError("CreateOS command was cancelled.")
 	errExpiryUnsupported = newError("CreateOS does not yet support leases with a guaranteed expiration deadline.")
 	errNoBash            = newError("CreateOS workspace preparation failed; the image must provide Bash.")

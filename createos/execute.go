@@ -1,23 +1,14 @@
 package createos
 
 import (
-	"context"
-	"errors"
-	"io"
 	"maps"
-	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
 )
-
-// maxReconnects bounds how often one command's output is reconnected.
-const maxReconnects = 3
 
 // shellQuote is v as one bash word; a NUL, which no command can receive,
 // is refused with the reference's message.
@@ -50,11 +41,12 @@ func exitedZero(r *handlers.ExecuteResult) bool {
 	return !r.TimedOut && r.ExitCode != nil && *r.ExitCode == 0
 }
 
-// commandScript is the bash script a command runs as: an optional cd, then
-// exec env with the quoted variables and argv, stdin redirected from the
-// staged file when there is one. Variables are sorted by name (a Go map has
-// no insertion order).
-func commandScript(cmd commandSpec, stdinPath string) (string, error) {
+// commandScript is the bash script a command runs as: when gatePath is
+// set (a managed process, v0.3), a wait until the start gate exists and
+// its removal; an optional cd, then exec env with the quoted variables and
+// argv, stdin redirected from the staged file when there is one.
+// Variables are sorted by name (a Go map has no insertion order).
+func commandScript(cmd commandSpec, stdinPath, gatePath string) (string, error) {
 	if cmd.command == "" {
 		return "", errNoCommand
 	}
@@ -78,7 +70,10 @@ func commandScript(cmd commandSpec, stdinPath string) (string, error) {
 		}
 		argv = append(argv, q)
 	}
-	var lines []string
+	lines, err := gateLines(gatePath)
+	if err != nil {
+		return "", err
+	}
 	if cmd.cwd != "" {
 		q, err := shellQuote(cmd.cwd)
 		if err != nil {
@@ -97,80 +92,15 @@ func commandScript(cmd commandSpec, stdinPath string) (string, error) {
 	return strings.Join(append(lines, last), "\n"), nil
 }
 
-// follower reads one managed process's output journal.
-type follower struct {
-	c    *Client
-	path string // /sandboxes/{id}/processes/{pid}
-	// deliver gets each data frame's bytes once, in order; they are the
-	// caller's to keep.
-	deliver func(stream string, p []byte)
-	pty     bool // pty frames are valid (a session's process)
-	cursor  int64
-	delay   time.Duration
-}
-
-// follow connects (and reconnects) until the exit frame. Retryable: a
-// failed connect with 429, 5xx or a transport error, and a stream that ends
-// or breaks without an exit; at most maxReconnects in all. Protocol errors
-// are fatal.
-func (f *follower) follow(ctx context.Context) (*exitStatus, error) {
-	reconnects := 0
-	for {
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
-		}
-		resp, err := f.c.request(ctx, http.MethodGet, f.path+"/connect?after="+strconv.FormatInt(f.cursor, 10), nil, "")
-		if err != nil {
-			if isStatus(err, http.StatusGone) {
-				return nil, errEvicted
-			}
-			var ae *APIError
-			if ctx.Err() != nil || errors.As(err, &ae) && ae.Status < 500 && ae.Status != http.StatusTooManyRequests {
-				return nil, err
-			}
-			if reconnects++; reconnects > maxReconnects {
-				return nil, errOutputConnection
-			}
-			if err := sleep(ctx, f.delay); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		st, err := f.read(resp)
-		if st != nil {
-			return st, nil
-		}
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
-		}
-		if err != nil && !errors.Is(err, errStreamBroken) {
-			return nil, err
-		}
-		if reconnects++; reconnects > maxReconnects {
-			return nil, errNoExit
-		}
-		if err := sleep(ctx, f.delay); err != nil {
-			return nil, err
-		}
+// gateLines are the script's first lines for a start gate (spec §2.4):
+// spin until the gate file exists, then delete it. None without a gate.
+func gateLines(gatePath string) ([]string, error) {
+	if gatePath == "" {
+		return nil, nil
 	}
-}
-
-// read consumes one connection's frames; nil, nil means the stream ended
-// without an exit.
-func (f *follower) read(resp *http.Response) (*exitStatus, error) {
-	defer resp.Body.Close()
-	fr := newFrameReader(resp.Body)
-	for {
-		o, err := fr.next()
-		if err == io.EOF {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		st, err := f.handle(o)
-		if err != nil || st != nil {
-			return st, err
-		}
+	q, err := shellQuote(gatePath)
+	if err != nil {
+		return nil, err
 	}
+	return []string{"until [ -e " + q + " ]; do sleep 0.01; done", "rm -f -- " + q}, nil
 }

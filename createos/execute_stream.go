@@ -56,7 +56,7 @@ func (d *Driver) streamCommand(ctx context.Context, c *Client, sandbox string, c
 	if err != nil {
 		return nil, err
 	}
-	script, err := commandScript(commandSpec{command: cmd.command, args: cmd.args, cwd: cmd.cwd, env: cmd.env}, "")
+	script, err := commandScript(commandSpec{command: cmd.command, args: cmd.args, cwd: cmd.cwd, env: cmd.env}, "", "")
 	if err != nil {
 		return nil, err
 	}

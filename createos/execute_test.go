@@ -2,26 +2,20 @@ package createos
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 	"unicode/utf8"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
 )
-
-// processBody is the JSON body of the process creation.
-func (s *stub) processBody(t *testing.T) map[string]any {
-	t.Helper()
-	i := s.find("POST /v1/sandboxes/sb_test/processes")
-	if i < 0 {
-		t.Fatalf("no process creation: %v", s.snapshot())
-	}
-	return s.snapshot()[i].json(t)
-}
 
 func script(t *testing.T, body map[string]any) string {
 	t.Helper()
@@ -33,12 +27,15 @@ func script(t *testing.T, body map[string]any) string {
 }
 
 // 12. "quotes hostile args/env/cwd and stages stdin instead of racing the
-// input endpoint"
+// input endpoint", v0.3: the script waits at a start gate, and the calls
+// are exactly: stdin staged, creation, connect, stdin/close, the gate
+// (after the connect answered), and the rm of both files.
 func TestCommandQuotesHostileArgsEnvCwdAndStagesStdin(t *testing.T) {
 	s := newStub(t)
 	d := s.driver()
 	l := acquire(t, d, nil)
 	s.reset()
+	d.newUUID = sequentialUUIDs()
 	p := execParams(l, nil)
 	p.Command = "printf"
 	p.Args = []string{"a'; touch /bad; echo '"}
@@ -48,7 +45,23 @@ func TestCommandQuotesHostileArgsEnvCwdAndStagesStdin(t *testing.T) {
 	if _, err := d.executeManaged(t.Context(), p, nil); err != nil {
 		t.Fatal(err)
 	}
-	body := s.processBody(t)
+	const stdinPath, gatePath = "/tmp/paperclip-stdin-00000000-0000-4000-8000-000000000001", "/tmp/paperclip-start-00000000-0000-4000-8000-000000000002"
+	calls := s.snapshot()
+	want := []string{
+		"PUT /v1/sandboxes/sb_test/files?path=" + uri.Component(stdinPath),
+		"POST /v1/sandboxes/sb_test/processes",
+		"GET /v1/sandboxes/sb_test/processes/proc_test/connect?after=0",
+		"POST /v1/sandboxes/sb_test/processes/proc_test/stdin/close",
+		"PUT /v1/sandboxes/sb_test/files?path=" + uri.Component(gatePath),
+		"POST /v1/sandboxes/sb_test/exec",
+	}
+	if got := callStrings(calls); !slices.Equal(got, want) {
+		t.Fatalf("calls\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if string(calls[0].Body) != "secret input\n" || len(calls[4].Body) != 0 {
+		t.Errorf("stdin %q, gate %q", calls[0].Body, calls[4].Body)
+	}
+	body := calls[1].json(t)
 	if body["cmd"] != "/bin/bash" || body["cwd"] != "/work dir" {
 		t.Errorf("body %v", body)
 	}
@@ -59,35 +72,34 @@ func TestCommandQuotesHostileArgsEnvCwdAndStagesStdin(t *testing.T) {
 		t.Error("timeout_ms sent to the API")
 	}
 	sc := script(t, body)
-	up := s.find("PUT /v1/sandboxes/sb_test/files?path=%2Ftmp%2Fpaperclip-stdin-")
-	if up < 0 || string(s.snapshot()[up].Body) != "secret input\n" {
-		t.Fatalf("stdin was not staged: %v", s.snapshot())
+	wantScript := "until [ -e '" + gatePath + "' ]; do sleep 0.01; done\nrm -f -- '" + gatePath + "'\n" +
+		"cd -- '/work dir' || exit\nexec env A_FIRST='x' MESSAGE='$(touch /bad)' 'printf' 'a'\"'\"'; touch /bad; echo '\"'\"'' < '" + stdinPath + "'"
+	if sc != wantScript {
+		t.Errorf("script\n%s\nwant\n%s", sc, wantScript)
 	}
-	stdinPath := strings.TrimPrefix(s.snapshot()[up].Path, "/v1/sandboxes/sb_test/files?path=%2Ftmp%2F")
-	want := "cd -- '/work dir' || exit\nexec env A_FIRST='x' MESSAGE='$(touch /bad)' 'printf' 'a'\"'\"'; touch /bad; echo '\"'\"'' < '/tmp/" + stdinPath + "'"
-	if sc != want {
-		t.Errorf("script\n%s\nwant\n%s", sc, want)
-	}
-	if strings.Contains(sc, "secret input") {
-		t.Error("the script carries stdin")
-	}
-	if s.count("POST /v1/sandboxes/sb_test/processes/proc_test/input") != 0 {
-		t.Error("stdin written through /input")
-	}
-	if up > s.find("POST /v1/sandboxes/sb_test/processes") || s.find("POST /v1/sandboxes/sb_test/processes/proc_test/stdin/close") < 0 {
-		t.Error("stdin must be staged before creation and closed after")
-	}
-	last := s.last()
-	if last.String() != "POST /v1/sandboxes/sb_test/exec" || last.json(t)["cmd"] != "/bin/rm" {
-		t.Errorf("last call %s %s", last, last.Body)
-	}
-	if args := last.json(t)["args"].([]any); len(args) != 3 || args[2] != "/tmp/"+stdinPath {
-		t.Errorf("rm args %v", args)
+	rm := calls[5].json(t)
+	if args, _ := rm["args"].([]any); rm["cmd"] != "/bin/rm" || !slices.Equal(args, []any{"-f", "--", gatePath, stdinPath}) {
+		t.Errorf("rm %v", rm)
 	}
 }
 
+// sequentialUUIDs returns a newUUID whose answers are numbered from 1.
+func sequentialUUIDs() func() string {
+	var n atomic.Int64
+	return func() string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n.Add(1)) }
+}
+
+// callStrings is each call as "METHOD path?query".
+func callStrings(calls []stubCall) []string {
+	out := make([]string, len(calls))
+	for i, c := range calls {
+		out[i] = c.String()
+	}
+	return out
+}
+
 func TestCommandScriptWithoutEnvOrStdin(t *testing.T) {
-	sc, err := commandScript(commandSpec{command: "/bin/echo", args: []string{"hi"}}, "")
+	sc, err := commandScript(commandSpec{command: "/bin/echo", args: []string{"hi"}}, "", "")
 	if err != nil || sc != "exec env  '/bin/echo' 'hi'" {
 		t.Errorf("%q %v", sc, err)
 	}
@@ -97,11 +109,11 @@ func TestCommandScriptWithoutEnvOrStdin(t *testing.T) {
 	for _, p := range []commandSpec{
 		{command: "a\x00b"}, {command: "x", args: []string{"\x00"}}, {command: "x", cwd: "/\x00"}, {command: "x", env: map[string]string{"A": "\x00"}},
 	} {
-		if _, err := commandScript(p, ""); err != errNUL {
+		if _, err := commandScript(p, "", ""); err != errNUL {
 			t.Errorf("%+v: %v", p, err)
 		}
 	}
-	if _, err := commandScript(commandSpec{}, ""); err != errNoCommand {
+	if _, err := commandScript(commandSpec{}, "", ""); err != errNoCommand {
 		t.Errorf("empty command: %v", err)
 	}
 }
@@ -168,7 +180,6 @@ func TestCommandTerminatesProcessTreeOnBadOutput(t *testing.T) {
 		}, "output is invalid"},
 		"pty in v0.1": {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, dataFrame(1, "pty", "x")) }, "output is invalid"},
 		"bad signal":  {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"exit","signal":"TERM"}`) }, "exit status is missing"},
-		"no exit":     {func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"heartbeat"}`) }, "ended without an exit status"},
 		"5xx forever": {func(w http.ResponseWriter, r *http.Request, n int) { failWith(w, http.StatusBadGateway) }, "output connection failed"},
 		"4xx":         {func(w http.ResponseWriter, r *http.Request, n int) { failWith(w, http.StatusForbidden) }, "HTTP 403) during output connection"},
 		"too large": {func(w http.ResponseWriter, r *http.Request, n int) {
@@ -186,7 +197,7 @@ func TestCommandTerminatesProcessTreeOnBadOutput(t *testing.T) {
 			if s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test?grace_ms=1000") < 0 {
 				t.Errorf("no tree DELETE: %v", s.snapshot())
 			}
-			if name == "no exit" || name == "5xx forever" {
+			if name == "5xx forever" {
 				if n := s.count("GET /v1/sandboxes/sb_test/processes/proc_test/connect"); n != 1+maxReconnects {
 					t.Errorf("%d connects", n)
 				}
@@ -235,9 +246,14 @@ func TestCommandTimeoutPreservesPartialOutputAndCleansUpWithFreshDeadline(t *tes
 		if took := time.Since(start); took != 50*time.Millisecond {
 			t.Errorf("took %v, want the 50ms timeout", took)
 		}
-		last := s.last()
-		if last.String() != "DELETE /v1/sandboxes/sb_test/processes/proc_test?grace_ms=1000" || last.Aborted {
-			t.Errorf("last call %s (aborted %v)", last, last.Aborted)
+		// v0.3: some call is the tree DELETE (the gate's rm follows it).
+		calls := s.snapshot()
+		del := s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test?grace_ms=1000")
+		if del < 0 || calls[del].Aborted {
+			t.Fatalf("no live tree DELETE: %v", calls)
+		}
+		if last := calls[len(calls)-1]; del != len(calls)-2 || last.String() != "POST /v1/sandboxes/sb_test/exec" || last.Aborted {
+			t.Errorf("after the DELETE: %v", calls[del:])
 		}
 	})
 }

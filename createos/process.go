@@ -14,9 +14,11 @@ import (
 // runCommand runs cmd as a managed process on the sandbox and follows its
 // output until it exits: process.start, process.follow and
 // process.cleanup say what happened, and outcome decides what that
-// reports. A broken output connection never stops the process: the same
-// process is reconnected from the last accepted sequence. Creation is
-// never retried.
+// reports. The command waits at a start gate (v0.3) that is opened once
+// its output stream is attached. A broken output connection never stops
+// the process: the same process is reconnected from the last accepted
+// sequence, and past the reconnects its exit is recovered through wait.
+// Creation is never retried.
 func (d *Driver) runCommand(ctx context.Context, c *Client, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	id, err := identifier(sandbox)
 	if err != nil {
@@ -26,11 +28,15 @@ func (d *Driver) runCommand(ctx context.Context, c *Client, sandbox string, cmd 
 	if cmd.stdin != nil {
 		stdinPath = "/tmp/paperclip-stdin-" + d.newUUID()
 	}
-	script, err := commandScript(cmd, stdinPath)
+	gatePath := "/tmp/paperclip-start-" + d.newUUID()
+	script, err := commandScript(cmd, stdinPath, gatePath)
 	if err != nil {
 		return nil, err
 	}
-	p := &process{c: c, sandbox: id, stdinPath: stdinPath, out: newOutput(sink, d.maxCapture), delay: d.reconnectDelay}
+	p := &process{
+		c: c, sandbox: id, stdinPath: stdinPath, gatePath: gatePath, out: newOutput(sink, d.maxCapture),
+		delay: d.reconnectDelay, replay: d.replayDelay,
+	}
 	v := outcome(p.run(ctx, cmd, script))
 	if v.flush {
 		p.out.finish()
@@ -46,11 +52,14 @@ type process struct {
 	c         *Client
 	sandbox   string
 	stdinPath string // the staged stdin file, "" for none
+	gatePath  string // the start gate the script waits for
 	out       *output
 	delay     time.Duration // between output reconnects
+	replay    time.Duration // before replaying past a recovered exit
 
 	mayBeCreated bool   // creation was sent and not refused
 	processID    string // set once creation answered with a valid id
+	gateSent     bool   // the gate upload was sent: the gate file may exist
 }
 
 // base is the sandbox's process collection.
@@ -69,9 +78,8 @@ func (p *process) run(ctx context.Context, cmd commandSpec, script string) happe
 	return h
 }
 
-// start stages stdin, creates the process and closes its interactive
-// stdin (input, if any, comes from the staged file). A refused creation
-// (HTTP below 500) proves no process was made; any other failure leaves
+// start stages stdin and creates the process. A refused creation (HTTP
+// below 500) proves no process was made; any other failure leaves
 // mayBeCreated set.
 func (p *process) start(ctx context.Context, cmd commandSpec, script string) error {
 	if p.stdinPath != "" {
@@ -93,26 +101,39 @@ func (p *process) start(ctx context.Context, cmd commandSpec, script string) err
 		return err
 	}
 	pid, _ := created.str("process_id")
-	if p.processID, err = identifier(pid); err != nil {
-		return err
-	}
-	if _, err := p.c.json(ctx, http.MethodPost, p.base()+"/"+p.processID+"/stdin/close", nil); err != nil && !isStatus(err, http.StatusConflict) {
-		return err
-	}
-	return nil
+	p.processID, err = identifier(pid)
+	return err
 }
 
-// follow reads the process's output until its exit frame.
+// follow reads the process's output until its exit. Once the first
+// connect has answered, and before its frames are read, the process's
+// interactive stdin is closed (input, if any, comes from the staged file)
+// and the start gate is opened (attach).
 func (p *process) follow(ctx context.Context) (*exitStatus, error) {
-	f := &follower{c: p.c, path: p.base() + "/" + p.processID, deliver: p.out.write, delay: p.delay}
+	f := &follower{
+		c: p.c, path: p.base() + "/" + p.processID, deliver: p.out.write,
+		delay: p.delay, replay: p.replay, attached: p.attach,
+	}
 	return f.follow(ctx)
 }
 
+// attach closes stdin (E11; 409: already closed or exited) and uploads
+// the empty gate file (E6), in that order, as the reference's requests
+// reach a paced origin: connect, stdin/close, gate.
+func (p *process) attach(ctx context.Context) error {
+	if _, err := p.c.json(ctx, http.MethodPost, p.base()+"/"+p.processID+"/stdin/close", nil); err != nil && !isStatus(err, http.StatusConflict) {
+		return err
+	}
+	p.gateSent = true
+	return p.c.upload(ctx, p.sandbox, p.gatePath, nil)
+}
+
 // cleanup runs under a fresh deadline (config.timeoutMs, cut to what is
-// left of the call's budget), whatever happened: unless the
-// process is known to have exited, its whole tree is deleted; then the
-// staged stdin file is removed, best effort (/files has no delete verb).
-// It reports false when the tree's termination could not be confirmed.
+// left of the call's budget), whatever happened: unless the process is
+// known to have exited, its whole tree is deleted; then what may be left
+// of the staged stdin and the gate is removed (leftovers), best effort
+// (/files has no delete verb). It reports false when the tree's
+// termination could not be confirmed.
 func (p *process) cleanup(ctx context.Context, exited bool) (confirmed bool) {
 	cctx, cancel := fresh(ctx, p.c.cfg.timeout())
 	defer cancel()
@@ -128,10 +149,27 @@ func (p *process) cleanup(ctx context.Context, exited bool) (confirmed bool) {
 			confirmed = false
 		}
 	}
-	if p.stdinPath != "" {
-		_, _ = p.c.exec(cctx, p.sandbox, "/bin/rm", "-f", "--", p.stdinPath)
+	if paths := leftovers(p.gatePath, p.gateSent, exited, p.stdinPath); len(paths) > 0 {
+		_, _ = p.c.exec(cctx, p.sandbox, "/bin/rm", append([]string{"-f", "--"}, paths...)...)
 	}
 	return confirmed
+}
+
+// leftovers are the files a command's cleanup removes: the staged stdin,
+// and the gate once its upload was sent, unless the process exited (the
+// script deletes the gate before it runs the command, so an exit read
+// after the gate opened finds it gone) and no stdin is removed, which it
+// then joins at no cost. The reference removes the gate after every
+// created process: one request more per command.
+func leftovers(gate string, gateSent, exited bool, stdin string) []string {
+	var paths []string
+	if gateSent && (!exited || stdin != "") {
+		paths = append(paths, gate)
+	}
+	if stdin != "" {
+		paths = append(paths, stdin)
+	}
+	return paths
 }
 
 // result is the execute result v reports, with the output so far.

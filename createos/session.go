@@ -34,14 +34,15 @@ var _ handlers.Channel = (*channel)(nil)
 // requests are answered or life ends. close waits for both, so nothing of
 // a channel runs once Close has returned.
 type channel struct {
-	c     *Client
-	name  string // log prefix: "CreateOS login PTY", "CreateOS duplex channel"
-	pty   bool   // a login PTY: pty frames are the output and there is no stdin to close
-	sink  handlers.ChannelSink
-	log   zerolog.Logger
-	delay time.Duration // between output reconnects
-	reg   *scopes
-	scope string
+	c      *Client
+	name   string // log prefix: "CreateOS login PTY", "CreateOS duplex channel"
+	pty    bool   // a login PTY: pty frames are the output and there is no stdin to close
+	sink   handlers.ChannelSink
+	log    zerolog.Logger
+	delay  time.Duration // between output reconnects
+	replay time.Duration // before replaying past an exit recovered through wait
+	reg    *scopes
+	scope  string
 
 	// life ends every request of the channel and the follower: at the
 	// end of close, or when Close's context ends first.
@@ -81,7 +82,7 @@ func (d *Driver) newChannel(ctx context.Context, c *Client, scope, name string, 
 	log := zerolog.Ctx(ctx).With().Logger()
 	life, end := context.WithCancelCause(log.WithContext(context.Background()))
 	return &channel{
-		c: c, name: name, pty: pty, sink: sink, log: log, delay: d.reconnectDelay, reg: d.scopes, scope: scope,
+		c: c, name: name, pty: pty, sink: sink, log: log, delay: d.reconnectDelay, replay: d.replayDelay, reg: d.scopes, scope: scope,
 		life: life, endLife: end, abortFollow: func(error) {},
 		ready: make(chan struct{}), followed: make(chan struct{}), stopped: make(chan struct{}), closed: make(chan struct{}),
 	}
@@ -103,7 +104,7 @@ func (ch *channel) start(sandbox, pid string) bool {
 	if ch.pty {
 		stream = "pty"
 	}
-	f := &follower{c: ch.c, path: ch.path, pty: true, delay: ch.delay, deliver: func(s string, p []byte) {
+	f := &follower{c: ch.c, path: ch.path, pty: true, delay: ch.delay, replay: ch.replay, deliver: func(s string, p []byte) {
 		if s == stream && len(p) > 0 {
 			ch.sink.Data(p)
 		}

@@ -112,10 +112,28 @@ func (e *follower) validStream(stream string) bool {
 	return stream == "stdout" || stream == "stderr" || stream == "pty" && e.pty
 }
 
-// exitStatus is a process's end as the exit frame reports it.
+// exitStatus is a process's end as the exit frame (or wait) reports it.
 type exitStatus struct {
 	code   *int
 	signal *string
+}
+
+// exitOf reads an exit frame's (or wait answer's) status: an integer
+// exit_code, a string signal, or both; an exit_code or a signal matching
+// ^SIG[A-Z0-9]+$ is required.
+func exitOf(o object) (*exitStatus, error) {
+	var st exitStatus
+	if f, ok := o.num("exit_code"); ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 {
+		code := int(f)
+		st.code = &code
+	}
+	if s, ok := o.str("signal"); ok {
+		st.signal = &s
+	}
+	if st.code == nil && (st.signal == nil || !signalRE.MatchString(*st.signal)) {
+		return nil, errExitMissing
+	}
+	return &st, nil
 }
 
 // handle applies one frame: data is delivered once in order (replays at or
@@ -150,18 +168,7 @@ func (e *follower) handle(fr object) (*exitStatus, error) {
 		e.cursor = int64(seq)
 		return nil, nil
 	case "exit":
-		var st exitStatus
-		if f, ok := fr.num("exit_code"); ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 {
-			code := int(f)
-			st.code = &code
-		}
-		if s, ok := fr.str("signal"); ok {
-			st.signal = &s
-		}
-		if st.code == nil && (st.signal == nil || !signalRE.MatchString(*st.signal)) {
-			return nil, errExitMissing
-		}
-		return &st, nil
+		return exitOf(fr)
 	case "error":
 		if msg, _ := fr.str("error"); msg == "output_offset_expired" {
 			return nil, errEvicted

@@ -45,6 +45,10 @@ type stub struct {
 	// default (the v0.3 fixture: the ready line, then exit 0).
 	stream  func(w http.ResponseWriter, r *http.Request, body []byte, n int)
 	streams int
+	// wait serves the n-th process wait (1-based); without it wait is
+	// not served (404), as in the reference fixture.
+	wait  func(w http.ResponseWriter, r *http.Request, n int)
+	waits int
 }
 
 type stubCall struct {
@@ -184,6 +188,12 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ndjson(w, dataFrame(1, "stdout", "paperclip-createos-ready\n"), `{"type":"exit","exit_code":0}`)
+	case strings.HasSuffix(p, "/wait") && s.wait != nil:
+		s.mu.Lock()
+		s.waits++
+		n := s.waits
+		s.mu.Unlock()
+		s.wait(w, r, n)
 	case strings.HasPrefix(p, "/v1/sandboxes/sb_test/processes/") && r.Method == http.MethodDelete:
 		success(w, map[string]any{"tree_exited": true})
 	default:
