@@ -7,22 +7,38 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
 // leaseRoots lists the fake driver's lease roots in the temp dir the
-// worker uses (its environment has no TMPDIR).
-func leaseRoots() map[string]bool {
+// worker uses (its environment has no TMPDIR). When the harness is root
+// the worker runs as the server user, so only that user's roots can be
+// the run's: a root another user's worker (a test running beside this
+// one) makes meanwhile is none of its business.
+func (h *harness) leaseRoots() map[string]bool {
 	m := map[string]bool{}
 	for _, pat := range []string{"/tmp/paperclip-fake-sandbox-*", filepath.Join(os.TempDir(), "paperclip-fake-sandbox-*")} {
 		got, _ := filepath.Glob(pat)
 		for _, g := range got {
-			m[g] = true
+			if !h.root || ownedBy(g, serverUID) {
+				m[g] = true
+			}
 		}
 	}
 	return m
+}
+
+// ownedBy reports whether path is owned by uid.
+func ownedBy(path string, uid uint32) bool {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Uid == uid
 }
 
 // stopAndCheck checks that no sim sandbox is left while the sim still
@@ -68,7 +84,7 @@ func (h *harness) stopAndCheck(ctx context.Context) error {
 	}
 	reapOrphans()
 	var left []string
-	for r := range leaseRoots() {
+	for r := range h.leaseRoots() {
 		if !h.leaseRootsBefore[r] {
 			left = append(left, r)
 		}

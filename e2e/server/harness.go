@@ -27,6 +27,8 @@ type harness struct {
 
 	leaseRootsBefore map[string]bool
 	sim, server      *proc
+	registry         *registry
+	platformDir      string // the installed platform package that holds the worker
 	simURL, simKey   string
 	agentKey         string // the dummy provider key the stub agent never uses
 	pc               *paperclip
@@ -40,7 +42,7 @@ type harness struct {
 const pluginKey = "paperclip.go-sandbox-provider"
 
 func newHarness(o options) (*harness, error) {
-	if err := absAll(&o.pkgDir, &o.sim, &o.recorder, &o.npmDir, &o.outDir, &o.fixtures); err != nil {
+	if err := absAll(&o.releaseDir, &o.registryNpm, &o.sim, &o.recorder, &o.npmDir, &o.outDir, &o.fixtures); err != nil {
 		return nil, err
 	}
 	h := &harness{o: o, root: os.Geteuid() == 0, logDir: filepath.Join(o.outDir, "logs"), envIDs: map[string]string{}, traffic: map[string][]traceEntry{}}
@@ -67,7 +69,7 @@ func newHarness(o options) (*harness, error) {
 		// home): install for this run only, where it can.
 		h.installDir, h.tmpInstall = filepath.Join(dir, "npm"), true
 	}
-	h.leaseRootsBefore = leaseRoots()
+	h.leaseRootsBefore = h.leaseRoots()
 	h.simKey = "sim-" + randomHex(16)
 	h.agentKey = "sk-ant-e2e-" + randomHex(16)
 	return h, nil
@@ -113,10 +115,12 @@ func (h *harness) run(ctx context.Context) error {
 		{"install the Paperclip server (paperclipai 2026.916.1, Node 24)", func(ctx context.Context) error {
 			return install(ctx, h.o.npmDir, h.installDir, h.logDir)
 		}},
-		{"stage the plugin package with the traffic recorder", h.stagePlugin},
+		{"prepare the run directory (server home, data, stub agent)", h.prepareRun},
+		{"start verdaccio on loopback and publish the release to it", h.startRegistry},
 		{"start createos-sim", h.startSim},
 		{"start the Paperclip server (test-drive)", h.startServer},
-		{"install the plugin (plugin install/list/inspect/health)", h.installPlugin},
+		{"install the plugin by name from the registry (plugin install/list/inspect/health)", h.installPlugin},
+		{"put the traffic recorder in front of the installed worker (plugin disable, enable)", h.interposeRecorder},
 		{"create and probe the fake-plugin and createos environments", h.createEnvironments},
 		{"agent heartbeat on fake-plugin (file bridge)", func(ctx context.Context) error {
 			return h.heartbeat(ctx, "fake-plugin", "heartbeat-fake-plugin", bridgeFile)
@@ -141,6 +145,9 @@ func (h *harness) run(ctx context.Context) error {
 // close stops whatever is still running and removes the run directory.
 func (h *harness) close() error {
 	var errs []error
+	if err := h.registry.stop(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, p := range []*proc{h.server, h.sim} {
 		if p != nil {
 			p.stop(10 * time.Second)
@@ -154,7 +161,9 @@ func (h *harness) close() error {
 	if h.runDir != "" {
 		// Keep the server's own logs and the raw worker traces with ours.
 		_ = os.CopyFS(filepath.Join(h.logDir, "paperclip-instance-logs"), os.DirFS(filepath.Join(h.dataDir(), "instances", "default", "logs")))
-		_ = os.CopyFS(filepath.Join(h.logDir, "worker-traces"), os.DirFS(h.traceDir()))
+		if h.platformDir != "" {
+			_ = os.CopyFS(filepath.Join(h.logDir, "worker-traces"), os.DirFS(h.traceDir()))
+		}
 		if err := os.RemoveAll(h.runDir); err != nil {
 			errs = append(errs, err)
 		}
@@ -162,25 +171,10 @@ func (h *harness) close() error {
 	return errors.Join(errs...)
 }
 
-func (h *harness) stagePlugin(ctx context.Context) error {
-	dst := filepath.Join(h.runDir, "plugin")
-	if err := os.CopyFS(dst, os.DirFS(h.o.pkgDir)); err != nil {
-		return fmt.Errorf("copy %s (run make package first): %w", h.o.pkgDir, err)
-	}
-	bin := filepath.Join(dst, "bin")
-	if err := os.Rename(filepath.Join(bin, "sandbox-plugin"), filepath.Join(bin, "sandbox-plugin.real")); err != nil {
-		return err
-	}
-	recorder, err := os.ReadFile(h.o.recorder)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(bin, "sandbox-plugin"), recorder, 0o755); err != nil {
-		return err
-	}
-	if err := h.mkdirFor(filepath.Join(dst, "trace")); err != nil {
-		return err
-	}
+// prepareRun makes the server user's home and data directories and the
+// stub agent CLI. The home's .npmrc points npm at the run's registry
+// (startRegistry).
+func (h *harness) prepareRun(ctx context.Context) error {
 	for _, d := range []string{"home", "data"} {
 		if err := h.mkdirFor(filepath.Join(h.runDir, d)); err != nil {
 			return err
@@ -258,67 +252,4 @@ func (h *harness) startServer(ctx context.Context) error {
 	}
 	h.agentID = agents[0].ID
 	return nil
-}
-
-func (h *harness) installPlugin(ctx context.Context) error {
-	if _, err := h.pc.run(ctx, 3*time.Minute, "plugin", "install", "--local", filepath.Join(h.runDir, "plugin")); err != nil {
-		return err
-	}
-	var list []struct {
-		ID        string `json:"id"`
-		PluginKey string `json:"pluginKey"`
-		Status    string `json:"status"`
-	}
-	if err := h.pc.runJSON(ctx, &list, "plugin", "list"); err != nil {
-		return err
-	}
-	for _, p := range list {
-		if p.PluginKey == pluginKey {
-			h.pluginID = p.ID
-		}
-	}
-	if h.pluginID == "" {
-		return fmt.Errorf("plugin list does not show %s", pluginKey)
-	}
-	var inspect struct {
-		PluginKey    string `json:"pluginKey"`
-		ManifestJSON struct {
-			EnvironmentDrivers []struct {
-				DriverKey string `json:"driverKey"`
-			} `json:"environmentDrivers"`
-		} `json:"manifestJson"`
-	}
-	if err := h.pc.runJSON(ctx, &inspect, "plugin", "inspect", pluginKey); err != nil {
-		return err
-	}
-	var drivers []string
-	for _, d := range inspect.ManifestJSON.EnvironmentDrivers {
-		drivers = append(drivers, d.DriverKey)
-	}
-	if strings.Join(drivers, ",") != "fake-plugin,createos" {
-		return fmt.Errorf("plugin inspect: environment drivers %v, want [fake-plugin createos]", drivers)
-	}
-	return h.waitHealthy(ctx)
-}
-
-func (h *harness) waitHealthy(ctx context.Context) error {
-	var last string
-	return poll(ctx, time.Minute, "plugin health reports healthy", func() (bool, error) {
-		var health struct {
-			Status    string `json:"status"`
-			Healthy   bool   `json:"healthy"`
-			LastError string `json:"lastError"`
-		}
-		if err := h.pc.runJSON(ctx, &health, "plugin", "health", h.pluginID); err != nil {
-			return false, err
-		}
-		last = health.Status
-		if health.LastError != "" {
-			return false, fmt.Errorf("status %s, lastError %q", health.Status, health.LastError)
-		}
-		if !health.Healthy {
-			return false, fmt.Errorf("status %s", last)
-		}
-		return true, nil
-	})
 }

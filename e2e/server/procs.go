@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -103,6 +104,23 @@ func (p *proc) waitLine(timeout time.Duration, what string, match func(string) b
 		}
 		p.cond.Wait()
 	}
+}
+
+// lineCount is how many output lines there are so far.
+func (p *proc) lineCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.lines)
+}
+
+// linesFrom is the output lines from the from-th on.
+func (p *proc) linesFrom(from int) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if from >= len(p.lines) {
+		return nil
+	}
+	return slices.Clone(p.lines[from:])
 }
 
 // stop sends SIGTERM to the process group, waits up to grace, then

@@ -32,7 +32,9 @@ func (e traceEntry) rpc() rpcMsg {
 	return m
 }
 
-func (h *harness) traceDir() string { return filepath.Join(h.runDir, "plugin", "trace") }
+// traceDir is where the recorder in the installed platform package
+// writes: ../trace from its bin/ (interposeRecorder).
+func (h *harness) traceDir() string { return filepath.Join(h.platformDir, "trace") }
 
 // traceFiles lists the workers' trace files, oldest worker first.
 func (h *harness) traceFiles() []string {
