@@ -85,16 +85,18 @@ function describeRun() {
   };
 }
 
-// The human table: figure, ours, its reference, the ratio, the budget and
-// its verdict, and whatever else was measured next to it.
+// The human table: figure, ours, its reference, the ratio and the range of
+// the rounds' ratios, the budget and its verdict, and whatever else was
+// measured next to it.
 function table(rows) {
   const f = (v) => (v === undefined ? "" : Number.isInteger(v) || Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2));
   const budget = (b) => (!b ? "" : `${b.op === "<=" ? "≤" : "≥"} ${b.value}${b.of === "ratio" ? "×" : ""}`);
-  const lines = [["figure", "unit", "ours", "ref", "ratio", "budget", "", "also"]];
+  const lines = [["figure", "unit", "ours", "ref", "ratio", "rounds", "budget", "", "also"]];
   for (const r of rows) {
     const ref = r.ref ? `${f(r[r.ref])} ${r.ref}` : "";
     const also = [...Object.entries(r.extra ?? {}).map(([k, v]) => `${k} ${typeof v === "number" ? f(v) : v}`), r.note].filter(Boolean).join("; ");
-    lines.push([r.figure, r.unit, f(r.ours), ref, r.ratio === undefined ? "" : r.ratio.toFixed(2), budget(r.budget), r.budget ? (r.pass ? "pass" : "FAIL") : "", also]);
+    const spread = r.rounds.ratio ? `${Math.min(...r.rounds.ratio).toFixed(2)}–${Math.max(...r.rounds.ratio).toFixed(2)}` : "";
+    lines.push([r.figure, r.unit, f(r.ours), ref, r.ratio === undefined ? "" : r.ratio.toFixed(2), spread, budget(r.budget), r.budget ? (r.pass ? "pass" : "FAIL") : "", also]);
   }
   const widths = lines[0].map((_, i) => Math.max(...lines.map((l) => [...l[i]].length)));
   const pad = (s, i) => (i >= 2 && i <= 4 ? s.padStart(widths[i]) : s.padEnd(widths[i]));
