@@ -239,13 +239,20 @@ func TestSimAgentCLIAndSessionKnobs(t *testing.T) {
 	if code != 200 || env["data"].(map[string]any)["result"].(map[string]any)["stdout"] != "/agent/agent-cli\nstub login\n" {
 		t.Fatalf("exec: %d %v", code, env)
 	}
-	for path, body := range map[string]any{
-		"/stream-faults":   map[string]any{"route": "process.connect", "kind": "cut", "after": 1, "count": 1},
-		"/tree-not-exited": map[string]any{"count": 1},
-		"/replay-overlap":  map[string]any{"frames": 2},
+	for _, k := range []struct {
+		path string
+		body any
+	}{
+		{"/stream-faults", map[string]any{"route": "process.connect", "kind": "cut", "after": 1, "count": 1}},
+		{"/stream-faults", map[string]any{"route": "process.connect", "kind": "end-before-exit", "count": 1}},
+		{"/tree-not-exited", map[string]any{"count": 1}},
+		{"/replay-overlap", map[string]any{"frames": 2}},
 	} {
-		if code, env := call(t, "POST", url+"/_control"+path, "sim-key", body); code != 200 {
-			t.Errorf("%s: %d %v", path, code, env)
+		if code, env := call(t, "POST", url+"/_control"+k.path, "sim-key", k.body); code != 200 {
+			t.Errorf("%s %v: %d %v", k.path, k.body, code, env)
 		}
+	}
+	if code, env := call(t, "POST", url+"/_control/stream-faults", "sim-key", map[string]any{"route": "process.connect", "kind": "no-such-kind"}); code != 400 {
+		t.Errorf("an unknown stream fault kind: %d %v", code, env)
 	}
 }

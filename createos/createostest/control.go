@@ -12,7 +12,8 @@ import (
 //
 //	POST {prefix}/faults          {"route","status","count","delay_ms","body","retry_after"}
 //	POST {prefix}/stream-faults   {"route","kind","after","count"}: Faults().Stream; kind is
-//	                              end, cut, cut-eof, gap, malformed, evicted or unknown-event
+//	                              end, cut, cut-eof, gap, malformed, evicted, unknown-event
+//	                              or end-before-exit
 //	POST {prefix}/tree-not-exited {"count"}: Faults().TreeNotExited
 //	POST {prefix}/replay-overlap  {"frames"}: SetReplayOverlap
 //	POST {prefix}/fork-window     {"conflicts"}: SetForkWindow
@@ -87,6 +88,7 @@ func (s *Server) controlRoutes(mux *http.ServeMux, prefix string) {
 var streamFaultKinds = map[string]StreamFaultKind{
 	"end": StreamEnd, "cut": StreamCutMidFrame, "cut-eof": StreamCutMidFrameEOF, "gap": StreamGap,
 	"malformed": StreamMalformed, "evicted": StreamEvicted, "unknown-event": StreamUnknownEvent,
+	"end-before-exit": StreamEndBeforeExit,
 }
 
 func (s *Server) controlStreamFaults(w http.ResponseWriter, r *http.Request) error {

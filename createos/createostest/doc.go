@@ -76,6 +76,9 @@
 // at or below N, which the client must de-duplicate), then streams live
 // frames and heartbeats and ends with {"type":"exit",...}; an evicted
 // offset answers 410 (SetEvictedAsFrame: an output_offset_expired frame).
+// /wait?timeout_ms= answers once the process has exited and its output is
+// drained, with the exit and output.newest_seq, or 408 when the timeout
+// passes first.
 //
 // A process created with "pty": {cols, rows} runs on a pseudo-terminal of
 // that size as its controlling terminal (stty size answers "rows cols");
@@ -90,8 +93,13 @@
 //
 // Faults().Inject / InjectFault / Delay answer or slow the next requests of
 // a Route; Faults().Stream cuts, gaps, corrupts or evicts a /connect,
-// /exec?stream=true or files GET body; Faults().TreeNotExited makes DELETE
-// report tree_exited:false; Faults().Inject(RouteInput, …) fails /input.
+// /exec?stream=true or files GET body, or ends a stream where its exit
+// frame would be (StreamEndBeforeExit: only /wait then knows the exit);
+// Faults().TreeNotExited makes DELETE report tree_exited:false;
+// Faults().Inject(RouteInput, …) fails /input, (RouteWait, 408, …) times
+// a wait out. Process.FirstOutputAfter shows when a process first wrote
+// output, relative to the request log (a command held at a start gate
+// writes none before the gate's upload).
 // With Options.ControlPrefix the same knobs and the request log are served
 // over HTTP (control.go; createos-sim --control).
 //

@@ -47,6 +47,11 @@ const (
 	StreamEvicted
 	// StreamUnknownEvent writes a frame of an unknown type after After frames.
 	StreamUnknownEvent
+	// StreamEndBeforeExit delivers every data frame and ends the body
+	// cleanly where the exit frame (/connect) or {exit_code} (exec
+	// stream) would be; After is ignored. Repeated (count Always), a
+	// process's exit is then known only to wait.
+	StreamEndBeforeExit
 )
 
 // StreamFault makes one streamed response misbehave.

@@ -165,6 +165,11 @@ func TestStreamFaults(t *testing.T) {
 				t.Fatalf("%+v", f.frames)
 			}
 		}, -1},
+		{"end before exit", createostest.StreamFault{Kind: createostest.StreamEndBeforeExit, After: 1}, func(t *testing.T, f followed) {
+			if f.exit() != nil || len(f.bad) != 0 || f.readErr != nil {
+				t.Fatalf("want every data frame and a clean end without exit: %+v", f)
+			}
+		}, 3},
 		{"unknown event", createostest.StreamFault{Kind: createostest.StreamUnknownEvent}, func(t *testing.T, f followed) {
 			if len(f.frames) != 1 || f.frames[0].Type != "surprise" {
 				t.Fatalf("%+v", f.frames)
@@ -229,6 +234,31 @@ func TestStreamFaults(t *testing.T) {
 		}
 		if err := sc.Err(); err != nil || len(frames) != 1 || frames[0]["stdout"] != "one\n" {
 			t.Fatalf("frames %v err %v", frames, err)
+		}
+	})
+
+	t.Run("exec stream ends before its exit code", func(t *testing.T) {
+		a.srv.Faults().Stream(createostest.RouteExecStream, createostest.StreamFault{Kind: createostest.StreamEndBeforeExit}, 1)
+		resp := a.raw("POST", "/sandboxes/"+id+"/exec?stream=true", map[string]any{"cmd": "/bin/bash", "args": []string{"-c", "echo one; echo two >&2"}, "stream": true})
+		defer resp.Body.Close()
+		var out strings.Builder
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var f map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+				t.Fatalf("frame %q: %v", sc.Text(), err)
+			}
+			if _, ok := f["exit_code"]; ok {
+				t.Fatalf("exit code delivered: %v", f)
+			}
+			for _, k := range []string{"stdout", "stderr"} {
+				if s, ok := f[k].(string); ok {
+					out.WriteString(k + ":" + s)
+				}
+			}
+		}
+		if err := sc.Err(); err != nil || !strings.Contains(out.String(), "stdout:one\n") || !strings.Contains(out.String(), "stderr:two\n") {
+			t.Fatalf("output %q err %v", out.String(), err)
 		}
 	})
 

@@ -47,15 +47,18 @@ func (n *ndjson) writeLine(line []byte) {
 	n.flush()
 }
 
-// due reports whether the fault fires before the next data frame.
-func (n *ndjson) due() bool { return n.fault != nil && n.data >= n.fault.After }
+// due reports whether the fault fires before the next data frame; a
+// StreamEndBeforeExit fires only in place of the final frame.
+func (n *ndjson) due() bool {
+	return n.fault != nil && n.fault.Kind != StreamEndBeforeExit && n.data >= n.fault.After
+}
 
 // fire applies the fault in place of next (the frame that would have been
 // written); gap renders a frame that skips a sequence number (nil: none).
 func (n *ndjson) fire(next []byte, gap func() []byte) {
 	n.dead = true
 	switch n.fault.Kind {
-	case StreamEnd:
+	case StreamEnd, StreamEndBeforeExit:
 	case StreamCutMidFrame, StreamCutMidFrameEOF:
 		if len(next) < 2 {
 			next = []byte(`{"type":"heartbeat"}`)

@@ -30,19 +30,24 @@ type process struct {
 	h   *helperCmd
 	pty bool
 
-	mu        sync.Mutex
-	journal   []chunk
-	first     int64 // oldest retained seq (next when the journal is empty)
-	next      int64 // seq of the next chunk
-	size      int   // bytes of data retained
-	limit     int
-	changed   chan struct{} // closed and replaced on every append and at exit
-	exited    bool
-	exitCode  *int
-	signal    string
-	stdin     *os.File // pipe write end, or the pty master
-	stdinDone bool
-	inputSeq  int
+	// requests counts the requests the server has received (the request
+	// log's length), for FirstOutputAfter.
+	requests func() int
+
+	mu          sync.Mutex
+	firstOutput int // requests received when the first output was journaled
+	journal     []chunk
+	first       int64 // oldest retained seq (next when the journal is empty)
+	next        int64 // seq of the next chunk
+	size        int   // bytes of data retained
+	limit       int
+	changed     chan struct{} // closed and replaced on every append and at exit
+	exited      bool
+	exitCode    *int
+	signal      string
+	stdin       *os.File // pipe write end, or the pty master
+	stdinDone   bool
+	inputSeq    int
 
 	inputMu sync.Mutex    // serialises writes to stdin
 	done    chan struct{} // closed when the helper is reaped and output drained
@@ -55,8 +60,12 @@ func (p *process) broadcast() {
 }
 
 func (p *process) appendOutput(stream string, data []byte) {
+	seen := p.requests()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.next == 1 {
+		p.firstOutput = seen
+	}
 	p.journal = append(p.journal, chunk{seq: p.next, stream: stream, data: data})
 	p.next++
 	p.size += len(data)
@@ -137,7 +146,7 @@ func (s *Server) handleProcCreate(w http.ResponseWriter, r *http.Request) error 
 
 func (s *Server) startProcess(h hold, body procBody) (*process, error) {
 	p := &process{
-		id: newID("proc_"), first: 1, next: 1, limit: s.opts.JournalLimit,
+		id: newID("proc_"), first: 1, next: 1, limit: s.opts.JournalLimit, requests: s.rec.len,
 		changed: make(chan struct{}), done: make(chan struct{}),
 	}
 	x, err := openProcIO(body)
@@ -355,6 +364,11 @@ type Process struct {
 	NewestSeq int64 // 0 before any output
 	OldestSeq int64 // oldest seq still in the journal
 	StdinOpen bool
+	// FirstOutputAfter is how many requests the server had received when
+	// the process's first output was journaled (0: no output yet): a
+	// command held at a start gate has none before the gate's upload,
+	// whose Seq is then at most this.
+	FirstOutputAfter int
 }
 
 // Processes lists a sandbox's managed processes.
@@ -370,7 +384,7 @@ func (s *Server) Processes(sandboxID string) []Process {
 		p.mu.Lock()
 		out = append(out, Process{
 			ID: p.id, Exited: p.exited, ExitCode: p.exitCode, Signal: p.signal,
-			NewestSeq: p.next - 1, OldestSeq: p.first, StdinOpen: !p.stdinDone,
+			NewestSeq: p.next - 1, OldestSeq: p.first, StdinOpen: !p.stdinDone, FirstOutputAfter: p.firstOutput,
 		})
 		p.mu.Unlock()
 	}

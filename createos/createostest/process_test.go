@@ -417,3 +417,52 @@ func TestCloseLeavesNothing(t *testing.T) {
 	}
 	srv.Close() // idempotent
 }
+
+// A command held at a start gate has no output before the gate's upload:
+// FirstOutputAfter is then at least the upload's Seq. Once a stream that
+// ends before the exit frame has delivered everything, wait tells the
+// exit and the journal's newest seq.
+func TestStartGateAndWaitAfterAStreamThatEndsBeforeItsExit(t *testing.T) {
+	a := newAPI(t, createostest.Options{})
+	id := a.create()
+	pid := a.spawn(id, bash(`until [ -e /tmp/gate ]; do sleep 0.01; done; rm -f -- /tmp/gate; echo out; exit 3`))
+	before := a.srv.Processes(id)
+	if len(before) != 1 || before[0].FirstOutputAfter != 0 || before[0].NewestSeq != 0 {
+		t.Fatalf("before the gate: %+v", before)
+	}
+	a.srv.Faults().Stream(createostest.RouteConnect, createostest.StreamFault{Kind: createostest.StreamEndBeforeExit}, 1)
+	resp := a.raw("GET", "/sandboxes/"+id+"/processes/"+pid+"/connect?after=0", nil)
+	defer resp.Body.Close()
+	a.must("PUT", "/sandboxes/"+id+"/files?path=%2Ftmp%2Fgate", []byte{}, nil)
+	gate := len(a.srv.Requests())
+	var frames []frame
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var fr frame
+		if err := json.Unmarshal(sc.Bytes(), &fr); err != nil {
+			t.Fatalf("frame %q: %v", sc.Text(), err)
+		}
+		if fr.Type != "heartbeat" {
+			frames = append(frames, fr)
+		}
+	}
+	if len(frames) != 1 || frames[0].data() != "out\n" || frames[0].Seq != 1 {
+		t.Fatalf("frames %+v (want the output and no exit)", frames)
+	}
+	var w struct {
+		State      string
+		TreeExited bool `json:"tree_exited"`
+		ExitCode   *int `json:"exit_code"`
+		Signal     string
+		Output     struct {
+			NewestSeq int64 `json:"newest_seq"`
+		}
+	}
+	a.must("GET", "/sandboxes/"+id+"/processes/"+pid+"/wait?scope=tree&timeout_ms=30000", nil, &w)
+	if w.State != "exited" || !w.TreeExited || w.ExitCode == nil || *w.ExitCode != 3 || w.Signal != "" || w.Output.NewestSeq != 1 {
+		t.Fatalf("wait %+v", w)
+	}
+	if after := a.srv.Processes(id); after[0].FirstOutputAfter < gate {
+		t.Fatalf("first output after %d requests, the gate was request %d", after[0].FirstOutputAfter, gate)
+	}
+}

@@ -66,6 +66,13 @@ func (r *recorder) finish(req *Request, status int) {
 	req.Status = status
 }
 
+// len is how many requests were received so far.
+func (r *recorder) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.reqs)
+}
+
 // Requests returns a copy of every request received so far, in order.
 func (s *Server) Requests() []Request {
 	s.rec.mu.Lock()
