@@ -26,7 +26,9 @@ type Driver struct {
 	closed bool
 	booted bool // boot ran: the driver is a user of children
 
-	bootOnce sync.Once
+	bootOnce  sync.Once
+	swept     chan struct{}      // closed when boot's sweep is over (or never started)
+	stopSweep context.CancelFunc // ends the sweep early: Close
 
 	setups *state.Setups
 	execs  *state.Executions[*execution]
@@ -60,6 +62,7 @@ func New(opts ...Option) *Driver {
 		leases: map[string]*lease{},
 		setups: state.NewSetups(),
 		execs:  state.NewExecutions[*execution](),
+		swept:  make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(d)
@@ -75,21 +78,29 @@ func (d *Driver) Start(ctx context.Context) {
 }
 
 // boot runs once, at Start or, for a host that sends no initialize, at
-// the first acquire, which waits for it: the worker becomes a subreaper
-// with a reaper (children.go), then ends what dead workers left in the
-// temp dir (sweep.go). New does none of it: a driver built to print the
-// manifest touches nothing.
+// the first acquire: the worker becomes a subreaper with a reaper
+// (children.go), then ends what dead workers left in the temp dir
+// (sweep.go) in the background — initialize is not held for it, and no
+// lease needs it: the sweep only touches dead workers' roots. Close waits
+// for it. New does none of it: a driver built to print the manifest
+// touches nothing.
 func (d *Driver) boot(ctx context.Context) {
 	d.bootOnce.Do(func() {
 		d.mu.Lock()
+		defer d.mu.Unlock()
 		if d.closed {
-			d.mu.Unlock()
+			close(d.swept)
 			return
 		}
 		d.booted = true
 		children.use()
-		d.mu.Unlock()
-		d.sweep(ctx)
+		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		d.stopSweep = cancel
+		go func() {
+			defer close(d.swept)
+			defer cancel()
+			d.sweep(sctx)
+		}()
 	})
 }
 
@@ -111,6 +122,9 @@ func (d *Driver) Close(ctx context.Context) error {
 	}
 	d.closed = true
 	booted := d.booted
+	if d.stopSweep != nil {
+		d.stopSweep()
+	}
 	leases := make([]*lease, 0, len(d.leases))
 	for _, l := range d.leases {
 		leases = append(leases, l)
@@ -120,6 +134,10 @@ func (d *Driver) Close(ctx context.Context) error {
 	if booted {
 		defer children.release()
 		defer terminate(ctx, children.strays)
+		select { // the sweep is the driver's: it ends before the driver does
+		case <-d.swept:
+		case <-ctx.Done():
+		}
 	}
 
 	var wg sync.WaitGroup

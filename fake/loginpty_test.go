@@ -291,6 +291,7 @@ func TestSessionsLeaveNoDescriptor(t *testing.T) {
 	if _, err := lookPath(missing, defaultPATH, "/"); err == nil {
 		t.Skipf("%s is installed", missing)
 	}
+	<-e.d.swept // the boot sweep reads the temp dir in the background
 	before := openFDs(t)
 	for _, open := range []func() (handlers.Channel, *chanSink){
 		func() (handlers.Channel, *chanSink) { return e.duplex(t, "cat") },

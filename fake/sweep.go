@@ -42,6 +42,9 @@ func (d *Driver) sweep(ctx context.Context) {
 	for _, p := range found.abandoned {
 		_ = os.Remove(p) // only while still empty
 	}
+	if len(found.dead) == 0 {
+		return // no dead worker's root: no process to look for
+	}
 	left := func() []tproc {
 		all, _ := listProcs()
 		return found.leftovers(snapshot(all))

@@ -164,6 +164,7 @@ func TestStartEndsWhatAKilledWorkerLeft(t *testing.T) {
 	if err := d.call(context.Background(), "initialize", handlers.Object{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
+	<-drv.swept // the sweep runs behind initialize's reply
 	for _, pid := range append(dead.pids, moved.pids...) {
 		if processAlive(pid) {
 			t.Errorf("process %d (%s) of a killed worker survived the start", pid, procfs.Cmdline(pid))
