@@ -298,7 +298,9 @@ func exitOf(ps *os.ProcessState, timedOut bool) (code *int, signal *string) {
 // copy reads one output stream into its tail and the host stream.
 func (r *run) copy(wg *sync.WaitGroup, src *os.File, stream string, t *tail) {
 	defer wg.Done()
-	buf := make([]byte, 256<<10)
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {

@@ -148,7 +148,7 @@ type Channel interface {
 // Data and Exit return at once.
 type ChannelSink interface {
 	// Data is output of the process, in order (any length; the route table
-	// splits and encodes it).
+	// splits and encodes it). It does not keep p once it returns.
 	Data(p []byte)
 	// Exit reports the end: the exit code, or nil when there is none (the
 	// process was killed by a signal, or its end is unknown); transportClosed

@@ -19,6 +19,13 @@ func RuneUnits(r rune) int {
 func Len[T ~string | ~[]byte](s T) int {
 	n := 0
 	for i := 0; i < len(s); {
+		// Runs of ASCII, 8 bytes at a time: one unit a byte.
+		for i+8 <= len(s) && (s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7]) < utf8.RuneSelf {
+			n, i = n+8, i+8
+		}
+		if i == len(s) {
+			break
+		}
 		if s[i] < utf8.RuneSelf {
 			n++
 			i++

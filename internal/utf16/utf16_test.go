@@ -40,7 +40,7 @@ func TestLenAndPrefix(t *testing.T) {
 }
 
 func FuzzLen(f *testing.F) {
-	for _, s := range []string{"", "abc", "héllo", "😀", "\xff\xfe", "\xf0\x9f\x98", "a\x00b"} {
+	for _, s := range []string{"", "abc", "héllo", "😀", "\xff\xfe", "\xf0\x9f\x98", "a\x00b", "abcdefgh", "abcdefghé😀ijklmnopq\xffrstuvwxy\xf0\x9f"} {
 		f.Add(s, 3)
 	}
 	f.Fuzz(func(t *testing.T, s string, max int) {
