@@ -193,7 +193,7 @@ func TestHostHeartbeatExecutes(t *testing.T) {
 
 	var receipt *handlers.TerminationReceipt
 	err := h.call("environmentReleaseLease", map[string]any{"providerLeaseId": h.lease["providerLeaseId"], "leaseMetadata": h.lease["metadata"]}, &receipt)
-	if err != nil || receipt == nil || receipt.State != "destroyed" {
+	if !receiptIs(receipt, err, "destroyed") {
 		t.Fatalf("release = %+v, %v", receipt, err)
 	}
 	if _, err := os.Stat(filepath.Dir(h.ws)); !os.IsNotExist(err) {
@@ -346,7 +346,7 @@ func TestHostResumeAndDestroyShapes(t *testing.T) {
 		t.Fatalf("resume = %+v, %v", res, err)
 	}
 	rc, err := d.ReleaseLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: meta})
-	if err != nil || rc == nil || rc.State != "stopped" {
+	if !receiptIs(rc, err, "stopped") {
 		t.Fatalf("release = %+v, %v", rc, err)
 	}
 
@@ -359,7 +359,7 @@ func TestHostResumeAndDestroyShapes(t *testing.T) {
 		t.Fatal("another company destroyed the lease")
 	}
 	rc, err = d.drv.DestroyLease(ctx, &handlers.DestroyLeaseParams{BaseParams: orphan, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: meta})
-	if err != nil || rc == nil || rc.State != "destroyed" {
+	if !receiptIs(rc, err, "destroyed") {
 		t.Fatalf("orphan destroy = %+v, %v", rc, err)
 	}
 	if _, err := os.Stat(l.Metadata["fakeRootDir"].(string)); !os.IsNotExist(err) {

@@ -226,7 +226,7 @@ func TestLeaseEndEndsEverySession(t *testing.T) {
 			b.waitOutput(t, "up")
 			c.waitOutput(t, "waiting")
 			rc, err := tc.end(e)
-			if err != nil || (tc.state != "" && (rc == nil || rc.State != tc.state)) {
+			if err != nil || (tc.state != "" && !receiptIs(rc, err, tc.state)) {
 				t.Fatalf("end = %+v, %v", rc, err)
 			}
 			for _, s := range []*chanSink{a, b, c} {
