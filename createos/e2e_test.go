@@ -22,6 +22,7 @@ func e2e(t *testing.T) (*createostest.Server, *Driver, handlers.Object) {
 	d := New(WithHTTPClient(srv.Client()), WithPacer(NoPacing), WithGetenv(func(string) string { return "" }))
 	d.pollInterval = 5 * time.Millisecond
 	d.reconnectDelay = 5 * time.Millisecond
+	d.replayDelay = 5 * time.Millisecond
 	cfg := handlers.Object{"apiUrl": srv.URL + "/v1/", "apiKey": "test-secret", "shape": "s-1vcpu-1gb", "timeoutMs": float64(20000), "reuseLease": true}
 	return srv, d, cfg
 }

@@ -133,6 +133,7 @@ func sessionServer(t *testing.T, opts createostest.Options) (*createostest.Serve
 	d := New(WithHTTPClient(srv.Client()), WithPacer(NoPacing), WithGetenv(func(string) string { return "" }))
 	d.pollInterval = 5 * time.Millisecond
 	d.reconnectDelay = 5 * time.Millisecond
+	d.replayDelay = 5 * time.Millisecond
 	cfg := handlers.Object{"apiUrl": srv.URL, "apiKey": "test-secret", "shape": "s-1vcpu-1gb", "timeoutMs": float64(20000), "reuseLease": true}
 	return srv, d, handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 }

@@ -84,6 +84,7 @@ func (s *stub) driver(opts ...Option) *Driver {
 	d := New(append([]Option{WithHTTPClient(hc), WithPacer(NoPacing), WithGetenv(func(string) string { return "" })}, opts...)...)
 	d.pollInterval = time.Millisecond
 	d.reconnectDelay = time.Millisecond
+	d.replayDelay = time.Millisecond
 	return d
 }
 
