@@ -192,13 +192,8 @@ func TestEscalatesToSIGKILLAfterTimeoutIfTheChildIgnoresSIGTERM(t *testing.T) {
 
 // processAlive reports a live (non-zombie) process.
 func processAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z"
+	_, zombie, err := procStat(pid) // the platform's process table
+	return err == nil && !zombie
 }
 
 func TestStdinIsDeliveredAndNotLeftOnDisk(t *testing.T) {
