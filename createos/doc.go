@@ -1,10 +1,11 @@
 // Package createos is the CreateOS sandbox-provider driver (driver key
 // "createos", v0.3 with v0.1 lifecycle rules): a paced HTTP client for the
 // CreateOS control plane, config parsing, the lease hooks, ordinary
-// commands over one streaming exec (execute_stream.go; managed processes
-// where an origin lacks it), interactive setup and snapshot templates
-// (setup.go), and the live sessions (duplex pipe channels and login PTYs,
-// session*.go).
+// commands over one streaming exec (execute_stream.go; gated managed
+// processes where an origin lacks it, process.go), the output follower
+// with its exit recovery (follow.go), interactive setup and snapshot
+// templates (setup.go), and the live sessions (duplex pipe channels and
+// login PTYs, session*.go).
 //
 // Port decisions (spec/createos.md asks for them to be recorded):
 //   - Output tails (4,194,304) and the frame limit (1,048,576) count UTF-16
@@ -51,6 +52,25 @@
 //     another list; a reusable release keeps the sandbox warm with no
 //     request; the catalog's default rootfs is cached 10 min per origin;
 //     a lease fork reads its source only when the fork is refused.
+//   - Managed processes (v0.3): a command (the fallback for origins
+//     without streaming exec) waits at a start gate. Its requests are
+//     sequential, in the order they reach a paced origin in the
+//     reference: connect, then, once the connect has answered and before
+//     its frames are read, stdin/close and the gate upload; so "ended
+//     before its output stream connected" cannot happen (in the reference
+//     neither). The gate's rm is sent when stdin was staged or the gate
+//     may be left (no exit read); after an exit the script has removed it
+//     (the reference sends the rm after every created process). Sessions
+//     have no gate: their bodies are fixed (a duplex argv has no shell),
+//     and they follow from seq 1. Commands and sessions recover an exit
+//     through wait as the reference's followProcess does, which sessions
+//     share: a stream that ended without an exit frame past the 3
+//     reconnects asks wait (again at once on 408); its exit counts once
+//     every frame up to newest_seq was read, else one more window of
+//     reconnects opens after 1 s, and past it the output is incomplete.
+//     Connect failures keep the reference's rule (past the reconnects the
+//     connection failed, no wait), and a wait for a session runs until the
+//     process exits or the session is stopped.
 //   - A release keeps a sandbox warm only when the host can resume it: the
 //     lease had an execution workspace and an agent (the host's reuse
 //     scope, reuseScope in metadata); any other is deleted. Reusable

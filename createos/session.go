@@ -28,9 +28,10 @@ var _ handlers.Channel = (*channel)(nil)
 // openManagedProcess in process-session.ts): a duplex pipe process or a
 // login PTY process, its output follower and its input.
 //
-// Goroutines: the follower (follow) ends when the exit frame is read, the
-// stream fails past its reconnects, or stop or close aborts it; it calls
-// the sink's Exit as its last act. The stopper (runStop) ends once its
+// Goroutines: the follower (follow) ends when the exit frame is read or,
+// past its reconnects, the exit is recovered through wait (v0.3), when the
+// stream fails, or when stop or close aborts it; it calls the sink's Exit
+// as its last act. The stopper (runStop) ends once its
 // requests are answered or life ends. close waits for both, so nothing of
 // a channel runs once Close has returned.
 type channel struct {
