@@ -65,7 +65,9 @@ func created(name string, fi fs.FileInfo) {
 
 // copier copies one mapping and counts what it wrote. Every file lands
 // through a 0600 temp file in the target directory that is filled,
-// chmod-ed, fsync-ed and renamed into place; every directory it creates
+// chmod-ed and renamed into place (no fsync: like tar and the host's own
+// archive sync, a sync guards against other processes seeing a partial
+// file, not against a power loss); every directory it creates
 // starts at 0700 and gets its final mode once its contents are in. No
 // entry is ever more open than its final mode.
 type copier struct {
@@ -314,15 +316,12 @@ func (c *copier) file(s, t string, fi fs.FileInfo, followed bool, mode fs.FileMo
 			created(tmp, fi)
 		}
 	}
-	n, err := io.Copy(out, ctxReader{c.ctx, in})
+	n, err := copyFile(c.ctx, out, in)
 	if err != nil {
 		return fmt.Errorf("copy: %w", cleanErr(err))
 	}
 	if err := out.Chmod(mode); err != nil {
 		return fmt.Errorf("set mode: %w", cleanErr(err))
-	}
-	if err := out.Sync(); err != nil {
-		return fmt.Errorf("sync: %w", cleanErr(err))
 	}
 	if err := out.Close(); err != nil {
 		return fmt.Errorf("close: %w", cleanErr(err))
@@ -345,17 +344,28 @@ func tempName(name string) string {
 // parent is name's directory; "." for a top-level root-relative name.
 func parent(name string) string { return filepath.Dir(name) }
 
-// ctxReader stops a copy once ctx is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
+// copyPiece is how much of a file is copied between two looks at the
+// call's context.
+const copyPiece = 8 << 20
 
-func (r ctxReader) Read(p []byte) (int, error) {
-	if err := context.Cause(r.ctx); err != nil {
-		return 0, err
+// copyFile copies in to out a piece at a time, stopping once ctx is done.
+// Within a piece the kernel copies (copy_file_range or sendfile, through
+// os.File's ReadFrom), without passing the bytes through the worker.
+func copyFile(ctx context.Context, out, in *os.File) (int64, error) {
+	var total int64
+	for {
+		if err := context.Cause(ctx); err != nil {
+			return total, err
+		}
+		n, err := io.CopyN(out, in, copyPiece)
+		total += n
+		switch {
+		case errors.Is(err, io.EOF):
+			return total, nil
+		case err != nil:
+			return total, err
+		}
 	}
-	return r.r.Read(p)
 }
 
 // fileID identifies a directory for loop detection.
