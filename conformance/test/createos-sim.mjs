@@ -2,7 +2,7 @@
 // control plane, cmd/createos-sim) and a tap on the host logger, so the suite
 // can see every log record the host wrote about the worker.
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -83,6 +83,11 @@ export async function startSim({ bin, key, startTimeoutMs = 20_000, mounts = [],
     return { status: res.status, data: envelope.data ?? {} };
   }
 
+  /** The sim's request log (control requests are not in it). */
+  async function requests() {
+    return (await request("GET", "/_control/requests")).data.requests ?? [];
+  }
+
   return {
     url,
     key,
@@ -98,9 +103,35 @@ export async function startSim({ bin, key, startTimeoutMs = 20_000, mounts = [],
       const { status, data } = await request("GET", `/v1/sandboxes/${encodeURIComponent(id)}`);
       return status === 404 ? "gone" : data.status;
     },
+    /**
+     * A sandbox's status from the control API, or "gone" once the sim holds
+     * no row for it. Unlike status() this is not a request: it leaves the
+     * request log (and so the driver's request counts) alone.
+     */
+    async state(id) {
+      const { status, data } = await request("GET", "/_control/sandboxes");
+      if (status !== 200) throw new Error(`the sandbox list answered HTTP ${status}`);
+      return (data.sandboxes ?? []).find((sb) => sb.id === id)?.status ?? "gone";
+    },
+    /** The provider's idle pause of a running sandbox (the control API's auto-pause; not a request). */
+    async autoPause(id) {
+      const { status } = await request("POST", "/_control/auto-pause", { id });
+      if (status !== 200) throw new Error(`auto-pause of ${id} answered HTTP ${status}`);
+    },
     /** The sim's request log. */
-    async requests() {
-      return (await request("GET", "/_control/requests")).data.requests ?? [];
+    requests,
+    /** The requests the sim received after the first n (n: an earlier requests().length). */
+    async requestsSince(n) {
+      return (await requests()).filter((r) => r.seq > n);
+    },
+    /**
+     * The live processes below the sim (Linux /proc) with what tells them
+     * apart: pidNs, the PID namespace (a sandbox's own, for its commands),
+     * nsPid, the pid inside it (1 for a sandbox's init), and env, the
+     * process's environment.
+     */
+    processes() {
+      return descendants(child.pid).map(processInfo).filter(Boolean);
     },
     /** Injects count faults on a route (see createos/createostest/control.go). */
     async fault(fault) {
@@ -122,6 +153,24 @@ export async function startSim({ bin, key, startTimeoutMs = 20_000, mounts = [],
       return out;
     },
   };
+}
+
+/** What /proc shows of pid, or null once it is gone. */
+function processInfo(pid) {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const nspid = /^NSpid:\s*(.*)$/m.exec(status)?.[1].trim().split(/\s+/).map(Number) ?? [pid];
+    const environ = readFileSync(`/proc/${pid}/environ`, "utf8");
+    return {
+      pid,
+      nsPid: nspid[nspid.length - 1],
+      pidNs: readlinkSync(`/proc/${pid}/ns/pid`),
+      cmdline: readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean),
+      env: Object.fromEntries(environ.split("\0").filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)])),
+    };
+  } catch {
+    return null;
+  }
 }
 
 /** The live processes below pid (Linux /proc). */

@@ -79,14 +79,32 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
   }
 
   // environment-runtime.js persists the worker's metadata over the host's own
-  // keys and the saved config, and hands it back on every later call.
-  function hostMetadata(workerMetadata, outcome) {
+  // keys (agentId first when the run has an agent; executionWorkspaceMode is
+  // null for a run without an execution workspace) and the saved config, and
+  // hands it back on every later call.
+  function hostMetadata(workerMetadata, outcome, { agentId, executionWorkspaceMode = "isolated_workspace" } = {}) {
     return {
-      driver: "sandbox", executionWorkspaceMode: "isolated_workspace", pluginId, pluginKey: PLUGIN_KEY, sandboxProviderPlugin: true,
+      ...(agentId ? { agentId } : {}),
+      driver: "sandbox", executionWorkspaceMode, pluginId, pluginKey: PLUGIN_KEY, sandboxProviderPlugin: true,
       ...storedConfig, ...workerMetadata, sandboxLeaseAcquisition: { outcome },
     };
   }
   const leaseArg = (providerLeaseId, metadata) => ({ providerLeaseId, metadata, expiresAt: null });
+
+  // The sim's request log, in windows: mark() before a step, routesSince()
+  // after it (sim.state and the control API are not requests, so they do
+  // not show up here).
+  const mark = async () => (await sim.requests()).length;
+  const routesSince = async (n) => (await sim.requestsSince(n)).map((r) => r.route);
+  // The managed-process routes (E10–E16): v0.3 runs ordinary commands, the
+  // probe's and the sync commands over one streaming exec each, so a lease
+  // with no session never uses them.
+  const managedRoute = (route) => route.startsWith("process.");
+  const tally = (routes) => {
+    const n = new Map();
+    for (const r of routes) n.set(r, (n.get(r) ?? 0) + 1);
+    return [...n].map(([r, k]) => `${r} ${k}`).join(", ");
+  };
 
   // The call fails in the worker with a message matching re.
   async function rejectsWith(promise, re) {
@@ -147,9 +165,15 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     assert.equal(probe.summary, "CreateOS sandbox creation and command execution succeeded.");
   });
 
-  test("lease: acquire, realize, streamed execute, timed-out execute, sync in and out, release (reuse), resume, destroy", async (t) => {
+  test("lease: acquire, realize, streamed execute, timed-out execute, sync in and out, release (kept warm), resume, idle pause, resume, destroy", async (t) => {
+    // A heartbeat's acquire (environment-runtime.js, the plugin-sandbox
+    // path): the run's agent and execution workspace, so the host will look
+    // for this lease to resume it.
+    const agentId = randomUUID();
+    const leaseStarted = Date.now();
+    const acquireMark = await mark();
     const acquired = await call("environmentAcquireLease", {
-      ...base(), runId: randomUUID(), workspaceMode: "isolated_workspace", agentId: randomUUID(), executionWorkspaceId: randomUUID(),
+      ...base(), runId: randomUUID(), workspaceMode: "isolated_workspace", agentId, executionWorkspaceId: randomUUID(),
       adapterType: "claude_local",
     }, budget());
     const id = acquired.providerLeaseId;
@@ -160,8 +184,15 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     assert.equal(md.apiOriginSha256, createHash("sha256").update(sim.url).digest("hex"), "the lease records the origin's fingerprint");
     assert.equal(md.apiUrl, undefined, "the lease metadata does not record the URL");
     assert.equal(md.apiKey, undefined);
-    assert.equal(await sim.status(id), "running");
-    let lease = leaseArg(id, hostMetadata(md, "created"));
+    // The host can resume it: it has a reuse scope and the config's idle window.
+    assert.match(String(md.reuseScope), /^paperclip-[0-9a-f]{24}$/, JSON.stringify(md));
+    assert.equal(md.autoPauseAfterSeconds, workerConfig.autoPauseAfterSeconds);
+    assert.equal(await sim.state(id), "running");
+    // Three requests (the catalog's default rootfs is cached since the
+    // probe): the create, one exec that makes the workspace and writes the
+    // marker, and the list of the scope's sandboxes to reap.
+    assert.deepEqual(await routesSince(acquireMark), ["sandbox.create", "exec", "sandbox.list"]);
+    let lease = leaseArg(id, hostMetadata(md, "created", { agentId }));
 
     const realized = await call("environmentRealizeWorkspace", {
       ...base(), lease,
@@ -173,6 +204,7 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     // the output live, in full.
     const chunks = [];
     const script = `cat > kept.txt; printf '%s\\n' "$GREETING"; printf 'err:%s' "$GREETING" >&2; cat kept.txt; pwd`;
+    const execMark = await mark();
     const executed = await call("environmentExecute", {
       ...base(), lease, command: "/bin/bash", args: ["-c", script], cwd: realized.cwd, env: { GREETING: "hello conformance" },
       stdin: "from stdin ✓\n", timeoutMs: 10_000, bypassSession: false,
@@ -184,14 +216,28 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     assert.equal(executed.stderr, "err:hello conformance");
     assert.equal(streamed(chunks, "stdout"), wantOut, "execute.log stdout reached the host sink in full");
     assert.equal(streamed(chunks, "stderr"), "err:hello conformance", "execute.log stderr reached the host sink in full");
+    // One request (v0.3 executeStream): the streaming exec, stdin in its body.
+    const execRequests = await sim.requestsSince(execMark);
+    assert.deepEqual(execRequests.map((r) => r.route), ["exec.stream"], "an ordinary command is one streaming exec");
+    assert.equal(JSON.parse(execRequests[0].body).stdin, "from stdin ✓\n", "stdin travels in the streaming exec's body");
 
     // Past its timeout: a timed-out result with the output so far, streamed
-    // as it came; the command's process tree is deleted.
+    // as it came. v0.3 has no process-tree DELETE: the driver aborts the
+    // streaming exec, and the provider ends a command whose request is
+    // dropped. The command's process is watched for in the sandbox while it
+    // runs (tagged by an env value only it carries), so that its absence
+    // afterwards means something.
     const partial = [];
+    const tag = randomUUID();
+    let running = null; // the command's process, as /proc showed it while it ran
+    const seenRunning = waitFor(() => (running = sim.processes().find((p) => p.env.CONFORMANCE_TIMEOUT_TAG === tag)), 15_000,
+      "the timed-out command's process in the sandbox");
+    seenRunning.catch(() => {}); // awaited below
+    const timeoutMark = await mark();
     const t0 = Date.now();
     const timedOut = await call("environmentExecute", {
       ...base(), lease, command: "/bin/bash", args: ["-c", "echo started; exec sleep 30"], cwd: realized.cwd,
-      timeoutMs: 2000, bypassSession: false,
+      env: { CONFORMANCE_TIMEOUT_TAG: tag }, timeoutMs: 2000, bypassSession: false,
     }, budget(2000), (stream, chunk) => { partial.push({ stream, chunk }); });
     const took = Date.now() - t0;
     assert.equal(timedOut.timedOut, true, JSON.stringify(timedOut));
@@ -199,7 +245,22 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     assert.equal(timedOut.stdout, "started\n");
     assert.equal(streamed(partial, "stdout"), "started\n");
     assert.ok(took < 10_000, `the timed-out execute took ${took}ms`);
-    assert.ok((await sim.requests()).some((r) => r.route === "process.delete"), "the timed-out command's process tree was deleted");
+    await seenRunning;
+    assert.deepEqual(running.cmdline, ["sleep", "30"], JSON.stringify(running));
+    assert.notEqual(running.pidNs, readlinkSync("/proc/self/ns/pid"), "the command ran in the sandbox's own PID namespace");
+    const timeoutRoutes = await routesSince(timeoutMark);
+    assert.deepEqual(timeoutRoutes, ["exec.stream"], "the timed-out command was one streaming exec and no managed-process route");
+    // Once the request is cut, nothing of the command is left in the
+    // sandbox: its PID namespace holds its init alone (the sandbox itself
+    // keeps running for the next command).
+    const inSandbox = () => sim.processes().filter((p) => p.pidNs === running.pidNs);
+    const goneAt = Date.now();
+    await waitFor(() => inSandbox().every((p) => p.nsPid === 1), 5000,
+      () => `the sandbox to hold only its init, not ${JSON.stringify(inSandbox().map(({ nsPid, cmdline }) => ({ nsPid, cmdline })))}`);
+    t.diagnostic(`timed-out execute: ${took}ms; its process gone from the sandbox ${Date.now() - goneAt}ms after the result`);
+    assert.equal(inSandbox().filter((p) => p.nsPid === 1).length, 1, "the sandbox's init is still there");
+    assert.equal(sim.processes().some((p) => p.env.CONFORMANCE_TIMEOUT_TAG === tag), false);
+    assert.equal(await sim.state(id), "running");
 
     // Native file sync both ways, params shaped as environment-runtime.js
     // callPluginEnvironmentSync sends them: the base params, the lease as
@@ -207,6 +268,7 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     // nested file, an executable, a relative symlink, a file an exclude glob
     // drops) with a post-upload command that lists what landed.
     const syncStarted = Date.now();
+    const syncMark = await mark();
     syncHost = mkdtempSync(path.join(tmpdir(), "conformance-createos-sync-"));
     const src = path.join(syncHost, "src");
     const put = (rel, content, mode) => {
@@ -305,45 +367,124 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     assert.equal(sandboxTmp.length, 1, `the lease's sandbox in the sim: ${sim.sandboxDirs()}`);
     assert.deepEqual(readdirSync(sandboxTmp[0]).filter((n) => n.startsWith("paperclip-createos-transfer-")), []);
     const syncTook = Date.now() - syncStarted;
+    const syncRoutes = await routesSince(syncMark);
     assert.ok(syncTook < 30_000, `the sync step took ${syncTook}ms`);
-    // The worker spaces requests to one origin 300 ms apart: the step's ~24 requests take about 7 s.
-    t.diagnostic(`sync in, execute, sync out: ${syncTook}ms`);
+    // Three requests a mapping each way (in: upload, extract, scratch rm;
+    // out: archive, download, scratch rm), two for the post-upload command
+    // (its cwd's guard, then the command, spec §3.9) and one for the
+    // execute; the commands are streaming execs, the rm a plain exec, and
+    // none is a managed process.
+    assert.deepEqual(syncRoutes, [
+      "files.put", "exec.stream", "exec", // sync in
+      "exec.stream", "exec.stream", // post-upload: guard, command
+      "exec.stream", // the execute
+      "exec.stream", "files.get", "exec", // sync out: result.txt
+      "exec.stream", "files.get", "exec", // sync out: out/
+    ]);
+    // The worker spaces requests to one origin 300 ms apart: the step's 12
+    // requests take about 3.3 s (24 and about 7 s in v0.1).
+    t.diagnostic(`sync in, execute, sync out: ${syncRoutes.length} requests (${tally(syncRoutes)}) in ${syncTook}ms`);
 
-    // Release a reusable lease: the sandbox is paused, not deleted.
-    const released = await call("environmentReleaseLease", {
-      ...base(), providerLeaseId: id, leaseMetadata: lease.metadata,
-    }, budget());
-    assert.equal(released, null);
-    assert.equal(await sim.status(id), "paused");
+    // No ordinary command or sync of this lease used a managed-process route.
+    assert.deepEqual((await routesSince(acquireMark)).filter(managedRoute), []);
+
+    // Release a lease the host can resume: v0.2 keeps it warm (no request,
+    // no pause call: the provider's idle pause does that later).
+    const release = async () => {
+      const releaseMark = await mark();
+      const released = await call("environmentReleaseLease", {
+        ...base(), providerLeaseId: id, leaseMetadata: lease.metadata,
+      }, budget());
+      assert.equal(released, null);
+      assert.deepEqual(await routesSince(releaseMark), [], "a warm release sends no request");
+      assert.equal(await sim.state(id), "running", "the released lease's sandbox is kept warm");
+    };
+    await release();
 
     // The next run resumes it. The marker inside the sandbox decides: a
-    // lease with another marker is expired, the right one resumes.
+    // lease with another marker is expired (and nothing is deleted), the
+    // right one resumes.
     const resumeBudget = Math.min(budget(), 60_000);
-    const forged = await call("environmentResumeLease", {
-      ...base(), providerLeaseId: id, leaseMetadata: { ...lease.metadata, marker: "00000000-0000-4000-8000-000000000000" },
-    }, resumeBudget);
+    const resume = async (leaseMetadata, wantRoutes, what) => {
+      const resumeMark = await mark();
+      const result = await call("environmentResumeLease", { ...base(), providerLeaseId: id, leaseMetadata }, resumeBudget);
+      assert.deepEqual(await routesSince(resumeMark), wantRoutes, what);
+      return result;
+    };
+    const forged = await resume({ ...lease.metadata, marker: "00000000-0000-4000-8000-000000000000" }, ["sandbox.get", "exec"],
+      "resume reads the row and the marker; a wrong marker is expired without another request");
     assert.equal(forged.providerLeaseId ?? null, null, JSON.stringify(forged));
     assert.equal(forged.metadata?.expired, true);
-    const resumed = await call("environmentResumeLease", {
-      ...base(), providerLeaseId: id, leaseMetadata: lease.metadata,
-    }, resumeBudget);
+    assert.equal(await sim.state(id), "running", "resume never deletes");
+    const resumed = await resume(lease.metadata, ["sandbox.get", "exec"], "a warm resume: the row, then the marker");
     assert.equal(resumed.providerLeaseId, id);
     assert.equal(resumed.metadata.resumedLease, true);
     assert.equal(resumed.metadata.marker, md.marker);
-    assert.equal(await sim.status(id), "running");
-    lease = leaseArg(id, hostMetadata(resumed.metadata, "resumed"));
+    assert.equal(resumed.metadata.reuseScope, md.reuseScope);
+    assert.equal(await sim.state(id), "running");
+    lease = leaseArg(id, hostMetadata(resumed.metadata, "resumed", { agentId }));
 
-    const kept = await call("environmentExecute", {
-      ...base(), lease, command: "cat", args: ["kept.txt"], cwd: "/paperclip-workspace", timeoutMs: 10_000, bypassSession: false,
-    }, budget(10_000), () => {});
-    assert.equal(kept.exitCode, 0);
-    assert.equal(kept.stdout, "from stdin ✓\n", "the workspace survived release and resume");
+    const catKept = async (what) => {
+      const kept = await call("environmentExecute", {
+        ...base(), lease, command: "cat", args: ["kept.txt"], cwd: "/paperclip-workspace", timeoutMs: 10_000, bypassSession: false,
+      }, budget(10_000), () => {});
+      assert.equal(kept.exitCode, 0);
+      assert.equal(kept.stdout, "from stdin ✓\n", what);
+    };
+    await catKept("the workspace survived release and resume");
 
+    // Released again and left idle: the provider pauses it (the sim's idle
+    // pause, through its control API); the next resume starts it again.
+    await release();
+    await sim.autoPause(id);
+    assert.equal(await sim.state(id), "paused");
+    const woken = await resume(lease.metadata, ["sandbox.get", "sandbox.resume", "exec"],
+      "a resume after the idle pause: the row, the resume, then the marker");
+    assert.equal(woken.providerLeaseId, id);
+    assert.equal(woken.metadata.resumedLease, true);
+    assert.equal(await sim.state(id), "running");
+    lease = leaseArg(id, hostMetadata(woken.metadata, "resumed", { agentId }));
+    await catKept("the workspace survived the idle pause and resume");
+
+    const destroyMark = await mark();
     const destroyed = await call("environmentDestroyLease", {
       ...base(), providerLeaseId: id, leaseMetadata: lease.metadata,
     }, budget());
     assert.equal(destroyed, null);
-    assert.equal(await sim.status(id), "gone");
+    assert.deepEqual(await routesSince(destroyMark), ["sandbox.delete"]);
+    assert.equal(await sim.state(id), "gone");
+    assert.equal(await sim.status(id), "gone", "the API answers 404 for it");
+    const leaseRoutes = await routesSince(acquireMark);
+    t.diagnostic(`the whole lease: ${leaseRoutes.length} requests (${tally(leaseRoutes)}) in ${Date.now() - leaseStarted}ms`);
+  });
+
+  test("release: a lease the host cannot resume (a run without an execution workspace) is deleted, not kept warm", async () => {
+    // A heartbeat whose run has an agent and an issue but no execution
+    // workspace: environment-runtime.js sends no executionWorkspaceId, and it
+    // looks for a lease to resume only with an execution workspace and an
+    // agent, so it would never come back for a warm sandbox.
+    const agentId = randomUUID();
+    const issueId = randomUUID();
+    const acquireMark = await mark();
+    const acquired = await call("environmentAcquireLease", {
+      ...base(), issueId, runId: randomUUID(), agentId, adapterType: "claude_local",
+    }, budget());
+    const id = acquired.providerLeaseId;
+    assert.ok(typeof id === "string" && id.length > 0, JSON.stringify(acquired));
+    sandboxIds.add(id);
+    assert.equal(acquired.metadata.reuseScope, null, JSON.stringify(acquired.metadata));
+    assert.equal(await sim.state(id), "running");
+    // Nothing to reap without a reuse scope: the create and the workspace exec.
+    assert.deepEqual(await routesSince(acquireMark), ["sandbox.create", "exec"]);
+
+    const releaseMark = await mark();
+    const released = await call("environmentReleaseLease", {
+      ...base(), issueId, providerLeaseId: id, // the host sends the lease's issue
+      leaseMetadata: hostMetadata(acquired.metadata, "created", { agentId, executionWorkspaceMode: null }),
+    }, budget());
+    assert.equal(released, null);
+    assert.deepEqual(await routesSince(releaseMark), ["sandbox.delete"], "the release deletes the sandbox, with no pause call");
+    assert.equal(await sim.state(id), "gone");
   });
 
   test("provider failures reach the host as errors without the key, the URL or the provider's body", async () => {
@@ -365,17 +506,25 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
       route: "sandbox.create", status: 403, count: 5,
       body: JSON.stringify({ status: "fail", data: { message: `key ${key} rejected by ${sim.url} (${hostport()})` } }),
     });
+    const createMark = await mark();
     try {
       await rejectsWith(call("environmentAcquireLease", { ...base(), runId: randomUUID() }, budget()), /HTTP 403/);
     } finally {
       await sim.resetFaults();
     }
-    // A command on a lease that no longer exists.
+    assert.deepEqual(await routesSince(createMark), ["sandbox.create"], "a refused create is not retried");
+    // A command on a lease that no longer exists (the first lease, destroyed
+    // above): the streaming exec answers 404, and the sandbox's row, read to
+    // tell a gone sandbox from an origin without streaming exec, is 404 too,
+    // so the command fails instead of falling back to a managed process.
     const gone = [...sandboxIds][0];
+    assert.equal(await sim.state(gone), "gone");
     const md = results.find((r) => r.method === "environmentAcquireLease").result.metadata;
+    const goneMark = await mark();
     await rejectsWith(call("environmentExecute", {
       ...base(), lease: leaseArg(gone, hostMetadata(md, "created")), command: "true", args: [], timeoutMs: 5000, bypassSession: false,
     }, budget(5000), () => {}), /HTTP 404/);
+    assert.deepEqual(await routesSince(goneMark), ["exec.stream", "sandbox.get"]);
     assert.equal(workerErrors.length, 3, JSON.stringify(workerErrors));
   });
 
