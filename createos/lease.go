@@ -367,10 +367,11 @@ func stringList(v any) ([]string, bool) {
 }
 
 // ReleaseLease implements handlers.Driver: it closes the lease's session
-// channels and stops its active commands (their process trees are deleted
-// first), then pauses a reusable sandbox or deletes a disposable one, all
-// within the host's budget for the call; the waits leave the pause or
-// delete its share. A lease whose command cleanup is unconfirmed is never
+// channels and stops its active commands (a streaming command by ending
+// its request, a managed process by deleting its tree), then keeps a
+// sandbox the host can resume running for the provider's idle pause
+// (v0.2 warm reuse) or deletes it, all within the host's budget for the
+// call; the waits leave the delete its share. A lease whose command cleanup is unconfirmed is never
 // paused for reuse; one whose session cleanup is unconfirmed is deleted
 // instead, and the receipt says so.
 func (d *Driver) ReleaseLease(ctx context.Context, p *handlers.ReleaseLeaseParams) (*handlers.TerminationReceipt, error) {

@@ -11,7 +11,8 @@ import (
 
 // Native file sync (spec §3, file-sync.ts v0.1 U-late): every mapping
 // travels as one file through the files API, directories as a tar archive,
-// and lands by a guarded shell command run as a managed process.
+// and lands by a guarded shell command (d.command: streaming exec, or a
+// managed process where the origin has none).
 //
 // Port decisions (spec §3 asks for them to be recorded):
 //   - followSymlinks is honoured (U-late): host directory uploads
@@ -187,7 +188,7 @@ type transfer struct {
 	id string // the sandbox, a checked identifier
 }
 
-// run runs command verbatim with /bin/bash -c in cwd as a managed process,
+// run runs command verbatim with /bin/bash -c in cwd through d.command,
 // bounded by timeoutMs when it is positive (any size: hostTimeout) and
 // always by the sync call's own deadline. A timeout or a non-zero exit is
 // errTransferCommand; other failures (cancellation, unconfirmed cleanup)
