@@ -823,10 +823,14 @@ func (r *soakRun) end(lease *handlers.Lease) {
 }
 
 // acquireParams are a heartbeat's: an issue, an execution workspace and
-// an agent, so that a reusable lease is one the host resumes.
+// an agent, so that a reusable lease is one the host resumes. Each
+// lifecycle has its own workspace, so its own reuse scope: the host runs
+// one lease of a scope at a time (it resumes before it acquires there), and
+// an acquire reaps the paused sandboxes of its scope that no lease holds —
+// concurrent lifecycles in one scope would reap each other's.
 func (r *soakRun) acquireParams() *handlers.AcquireLeaseParams {
 	bp := r.base()
-	issue, ws := "issue-soak", "ws-soak"
+	issue, ws := "issue-soak", "ws-soak-"+strconv.Itoa(r.p.index)
 	bp.IssueID = &issue
 	return &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "soak", ExecutionWorkspaceID: &ws, AgentID: "agent-soak"}
 }
