@@ -96,15 +96,26 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 	for _, f := range []string{stubOutput, stubBridgeOutput} {
 		_ = os.Remove(filepath.Join(workspace, f))
 	}
-	if err := h.pointAgent(ctx, driver); err != nil {
+	if err := h.pointAgent(ctx, h.envIDs[driver], h.agentCommand(driver)); err != nil {
 		return err
+	}
+	var measured *spend
+	if driver == "createos" {
+		var err error
+		if measured, err = h.startSpend(ctx); err != nil {
+			return err
+		}
 	}
 	mark := h.traceMark()
 	out, runErr := h.pc.run(ctx, 5*time.Minute, "heartbeat", "run", "--agent-id", h.agentID, "--timeout-ms", "240000")
 	// The run is reported succeeded before the host's own cleanup (its
 	// last executes and the release) is done: wait for the lease.
-	leaseErr := h.waitLeasesReleased(ctx, driver)
+	leaseErr := h.waitLeasesReleased(ctx, h.envIDs[driver], driver)
 	h.traffic[flow] = h.traceSince(mark)
+	spent, err := measured.stopIfStarted(ctx)
+	if err != nil {
+		return err
+	}
 	m := invokedRun.FindStringSubmatch(out)
 	if m == nil {
 		return fmt.Errorf("heartbeat run printed no run id: %v", runErr)
@@ -129,6 +140,19 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 		return fmt.Errorf("run %s: %w", runID, err)
 	}
 	fmt.Printf("   run %s succeeded; %s\n   bridge: %s\n", runID, summarize(h.traffic[flow]), summary)
+	if measured != nil {
+		return h.reportSpend(runID, spent)
+	}
+	return nil
+}
+
+// reportSpend prints the CreateOS requests of a heartbeat and fails when
+// they break the budget.
+func (h *harness) reportSpend(runID string, spent simCounts) error {
+	fmt.Printf("   CreateOS requests of the whole heartbeat (budget %d): %s\n", heartbeatRequestBudget, spent)
+	if why := overBudget(spent); why != "" {
+		return fmt.Errorf("run %s: %s", runID, why)
+	}
 	return nil
 }
 
@@ -175,9 +199,9 @@ func (h *harness) checkBridge(driver, want, runLog string, calls []traceEntry, w
 		d.HostRouteID, d.Writes, d.DataFrames), nil
 }
 
-// pointAgent sets the agent's default environment to the driver's and its
-// CLI to the stub, keeping the rest of its adapter config.
-func (h *harness) pointAgent(ctx context.Context, driver string) error {
+// pointAgent sets the agent's default environment to envID and its CLI to
+// command (a stub), keeping the rest of its adapter config.
+func (h *harness) pointAgent(ctx context.Context, envID, command string) error {
 	var agent struct {
 		AdapterConfig map[string]any `json:"adapterConfig"`
 	}
@@ -186,8 +210,8 @@ func (h *harness) pointAgent(ctx context.Context, driver string) error {
 	}
 	cfg := agent.AdapterConfig
 	cfg["engine"] = "cli"
-	cfg["command"] = h.agentCommand(driver)
-	return h.pc.api(ctx, "PATCH", "/agents/"+h.agentID, map[string]any{"adapterConfig": cfg, "defaultEnvironmentId": h.envIDs[driver]}, nil)
+	cfg["command"] = command
+	return h.pc.api(ctx, "PATCH", "/agents/"+h.agentID, map[string]any{"adapterConfig": cfg, "defaultEnvironmentId": envID}, nil)
 }
 
 // checkRun asks the server for the run: status succeeded, and the stored
@@ -217,16 +241,30 @@ func (h *harness) checkRun(ctx context.Context, runID, cliOut string) (string, e
 	return text, nil
 }
 
+// hostLease is one row of GET /environments/<id>/leases.
+type hostLease struct {
+	ID                   string `json:"id"`
+	Status               string `json:"status"`
+	CleanupStatus        string `json:"cleanupStatus"`
+	LeasePolicy          string `json:"leasePolicy"`
+	ProviderLeaseID      string `json:"providerLeaseId"`
+	HeartbeatRunID       string `json:"heartbeatRunId"`
+	ExecutionWorkspaceID string `json:"executionWorkspaceId"`
+	FailureReason        string `json:"failureReason"`
+}
+
+func (h *harness) leases(ctx context.Context, envID string) ([]hostLease, error) {
+	var leases []hostLease
+	err := h.pc.api(ctx, "GET", "/environments/"+envID+"/leases", nil, &leases)
+	return leases, err
+}
+
 // waitLeasesReleased waits until the host holds no active lease on the
-// driver's environment and its cleanup of each succeeded.
-func (h *harness) waitLeasesReleased(ctx context.Context, driver string) error {
-	return poll(ctx, 2*time.Minute, driver+" leases released by the host", func() (bool, error) {
-		var leases []struct {
-			ID            string `json:"id"`
-			Status        string `json:"status"`
-			CleanupStatus string `json:"cleanupStatus"`
-		}
-		if err := h.pc.api(ctx, "GET", "/environments/"+h.envIDs[driver]+"/leases", nil, &leases); err != nil {
+// environment (named what) and its cleanup of each succeeded.
+func (h *harness) waitLeasesReleased(ctx context.Context, envID, what string) error {
+	return poll(ctx, 2*time.Minute, what+" leases released by the host", func() (bool, error) {
+		leases, err := h.leases(ctx, envID)
+		if err != nil {
 			return false, err
 		}
 		for _, l := range leases {

@@ -194,7 +194,7 @@ func (h *harness) startSim(ctx context.Context) error {
 	}
 	cmd := exec.Command(h.o.sim, "--listen", "127.0.0.1:0", "--api-key", h.simKey, "--dir", simDir,
 		"--mount", filepath.Join(h.runDir, "tools")+":"+simToolsDir,
-		"--mount", filepath.Dir(h.node())+":"+simNodeDir, "--path", simNodeDir, "-v")
+		"--mount", filepath.Dir(h.node())+":"+simNodeDir, "--path", simNodeDir, "--control", "-v")
 	p, err := startProc("createos-sim", h.logDir, cmd)
 	if err != nil {
 		return err
