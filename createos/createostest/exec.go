@@ -95,8 +95,14 @@ func (s *Server) runCommand(ctx context.Context, spec helperSpec, stdin io.Reade
 	x.closeChild()
 	if err != nil {
 		x.finish()
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
 			return execResult{exitCode: 126, errText: "cannot enter " + spec.Cwd}, nil
+		case errors.Is(context.Cause(ctx), errExecTimeout):
+			// The timeout passed while the command was still starting (a
+			// loaded machine): the command timed out, the server did not
+			// fail.
+			return execResult{exitCode: 124, errText: "command timed out"}, nil
 		}
 		return execResult{}, err
 	}
