@@ -96,6 +96,20 @@ func (d *Driver) Start(ctx context.Context) {
 	zerolog.Ctx(ctx).Info().Msg("CreateOS sandbox provider ready")
 }
 
+// configured parses raw and returns its client: how every call that talks
+// to the API begins.
+func (d *Driver) configured(raw handlers.Object) (Config, *Client, error) {
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	c, err := d.client(cfg)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	return cfg, c, nil
+}
+
 // client returns a client for cfg; resolving the key can fail.
 func (d *Driver) client(cfg Config) (*Client, error) {
 	key, err := resolveAPIKey(cfg, d.getenv)

@@ -52,11 +52,7 @@ func (d *Driver) remember(p *handlers.BaseParams, id string) {
 }
 
 func (d *Driver) acquire(ctx context.Context, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
-	cfg, err := ParseConfig(p.Config)
-	if err != nil {
-		return nil, err
-	}
-	c, err := d.client(cfg)
+	cfg, c, err := d.configured(p.Config)
 	if err != nil {
 		return nil, err
 	}

@@ -33,11 +33,7 @@ func (d *Driver) StartInteractiveSetup(ctx context.Context, p *handlers.StartSet
 	if p.SourceTemplateKind != nil && *p.SourceTemplateKind != "snapshot" {
 		return nil, errStartKind(*p.SourceTemplateKind)
 	}
-	cfg, err := ParseConfig(p.Config)
-	if err != nil {
-		return nil, err
-	}
-	c, err := d.client(cfg)
+	cfg, c, err := d.configured(p.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -241,11 +237,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, p *handlers.DeleteTemplateP
 	if p.TemplateKind != nil && *p.TemplateKind != "snapshot" {
 		return nil, errDeleteKind(*p.TemplateKind)
 	}
-	cfg, err := ParseConfig(p.Config)
-	if err != nil {
-		return nil, err
-	}
-	c, err := d.client(cfg)
+	_, c, err := d.configured(p.Config)
 	if err != nil {
 		return nil, err
 	}
