@@ -34,6 +34,7 @@ type harness struct {
 	pc               *paperclip
 
 	companyID, agentID string
+	issueID            string // the orphan checks' issue (orphans.go)
 	pluginID           string
 	envIDs             map[string]string       // driverKey -> environment id
 	traffic            map[string][]traceEntry // flow name -> what the worker saw
@@ -130,6 +131,8 @@ func (h *harness) run(ctx context.Context) error {
 		}},
 		{"agent heartbeat on fake-plugin over the duplex bridge (enableSandboxDuplexBridge on)", h.duplexHeartbeat},
 		{"custom-image setup session on fake-plugin", h.setupSession},
+		{"no orphaned sandboxes: a failed reusable createos run, the next run's acquire, an environment delete", h.orphans},
+		{"known limitation: a failed reusable createos run, then a plain environment delete", h.orphanGap},
 		{"disable and re-enable the plugin", h.disableEnable},
 		{"stop the server and the sim; nothing left behind", h.stopAndCheck},
 		{"recorded host traffic", h.writeTraffic},
@@ -184,7 +187,10 @@ func (h *harness) prepareRun(ctx context.Context) error {
 	if err := os.MkdirAll(tools, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(tools, "claude"), []byte(stubAgent), 0o755)
+	if err := os.WriteFile(filepath.Join(tools, "claude"), []byte(stubAgent), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(tools, failingStub), []byte(stubFailingAgent), 0o755)
 }
 
 func (h *harness) startSim(ctx context.Context) error {

@@ -13,7 +13,8 @@ import (
 )
 
 // The createos-sim control API (createostest control.go, served with
-// --control under /_control): the requests it received per route. Control requests need the API key and are not
+// --control under /_control): the requests it received per route and the
+// sandboxes it holds. Control requests need the API key and are not
 // counted.
 
 // heartbeatRequestBudget is issue 12's bound on the CreateOS requests one
@@ -62,6 +63,13 @@ func overBudget(spent simCounts) string {
 		return ""
 	}
 	return fmt.Sprintf("the heartbeat spent %s CreateOS requests, more than the budget of %d", spent, heartbeatRequestBudget)
+}
+
+// simSandbox is one row of GET /_control/sandboxes.
+type simSandbox struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Name   string `json:"name"`
 }
 
 // simCall sends one request to the sim with its API key and decodes the
@@ -113,6 +121,39 @@ func (h *harness) simCounts(ctx context.Context) (simCounts, error) {
 	var c simCounts
 	err := h.simCall(ctx, "GET", "/_control/counts", nil, &c)
 	return c, err
+}
+
+// simSandboxes is the sandboxes the sim holds (not yet destroyed).
+func (h *harness) simSandboxes(ctx context.Context) ([]simSandbox, error) {
+	var got struct {
+		Sandboxes []simSandbox `json:"sandboxes"`
+	}
+	err := h.simCall(ctx, "GET", "/_control/sandboxes", nil, &got)
+	return got.Sandboxes, err
+}
+
+// simAutoPause pauses a running sandbox as the provider's idle timer
+// (autoPauseAfterSeconds) would.
+func (h *harness) simAutoPause(ctx context.Context, id string) error {
+	return h.simCall(ctx, "POST", "/_control/auto-pause", map[string]string{"id": id}, nil)
+}
+
+// simDestroy deletes a sandbox through the provider's own API, as an
+// operator cleaning up by hand would.
+func (h *harness) simDestroy(ctx context.Context, id string) error {
+	return h.simCall(ctx, "DELETE", "/v1/sandboxes/"+id, nil, nil)
+}
+
+// sandboxIDs is the ids of sbs, with their status: "sb_1 (running)".
+func sandboxIDs(sbs []simSandbox) string {
+	if len(sbs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(sbs))
+	for i, s := range sbs {
+		parts[i] = fmt.Sprintf("%s (%s)", s.ID, s.Status)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // spend measures the CreateOS requests of one span of the run: start it

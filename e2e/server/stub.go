@@ -38,3 +38,22 @@ printf '%s\n' "{\"type\":\"result\",\"subtype\":\"success\",\"session_id\":\"$si
 // stubBridgeOutput is the file the stub writes "<bridge mode> <HTTP
 // status> <agent id>" to after its API call through the bridge.
 const stubBridgeOutput = "stub-bridge.txt"
+
+// stubFailingAgent is the stub agent of a run that must fail: it answers
+// the same probes, then says so on stderr and exits 3 before any
+// transcript, so the host marks the run failed and its lease failed
+// (heartbeat.js leaseReleaseStatusForRunStatus). stubFailure is the line
+// the stored run log must hold, so the failure is known to be the agent's.
+const stubFailingAgent = `#!/bin/sh
+for a in "$@"; do
+	case "$a" in
+	--version) echo "2.1.251 (Claude Code)"; exit 0 ;;
+	--help) echo "Usage: claude [options]"; exit 0 ;;
+	esac
+done
+cat >/dev/null
+echo "` + stubFailure + `" >&2
+exit 3
+`
+
+const stubFailure = "stub agent: failing this run on purpose"
