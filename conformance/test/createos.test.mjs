@@ -230,8 +230,9 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     const partial = [];
     const tag = randomUUID();
     let running = null; // the command's process, as /proc showed it while it ran
-    const seenRunning = waitFor(() => (running = sim.processes().find((p) => p.env.CONFORMANCE_TIMEOUT_TAG === tag)), 15_000,
-      "the timed-out command's process in the sandbox");
+    // Until bash has exec'd sleep, the tagged process is still bash -c.
+    const seenRunning = waitFor(() => (running = sim.processes().find((p) => p.env.CONFORMANCE_TIMEOUT_TAG === tag && p.cmdline[0] === "sleep")), 15_000,
+      "the timed-out command's process (sleep 30) in the sandbox");
     seenRunning.catch(() => {}); // awaited below
     const timeoutMark = await mark();
     const t0 = Date.now();
