@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 
@@ -129,6 +130,42 @@ func FuzzParams(f *testing.F) {
 			// mean the same to every driver.
 			if diff := cmp.Diff(d.got, again.got, cmpopts.EquateEmpty()); diff != "" {
 				t.Fatalf("%s: params do not read back (-first +again):\n%s", m.name, diff)
+			}
+		}
+	})
+}
+
+// FuzzSessionParams sends arbitrary params to every live-session method of
+// a plugin whose driver opens channels. Every call is answered — a result,
+// or an error the host can read (-32602, -32002), never an internal one —
+// and a write's base64 is taken only when it re-encodes to itself, as the
+// host's decodeChannelBytes demands.
+func FuzzSessionParams(f *testing.F) {
+	for _, seed := range []string{
+		`{"hostRouteId":"duplex-route-1","driverKey":"live","companyId":"c","environmentId":"e","providerLeaseId":"l","command":["cat"]}`,
+		`{"hostRouteId":"r","driverKey":"live","companyId":"c","environmentId":"e","providerLeaseId":"l","loginCommandKey":"claude","sessionHome":"/tmp/paperclip-adapter-login/0b0e2c1a-4b2f-4c3d-8e9f-0a1b2c3d4e5f"}`,
+		`{"hostRouteId":"duplex-route-1","workerSessionId":"duplex-x","data":"AP8="}`,
+		`{"workerSessionId":"pty-x","data":"y\r"}`, `{"hostRouteId":7}`, `{"data":"AB=="}`, `{}`,
+	} {
+		f.Add(seed)
+	}
+	methods := append(append([]string{}, duplexMethods...), loginMethods...)
+	f.Fuzz(func(t *testing.T, data string) {
+		if !json.Valid([]byte(data)) {
+			return
+		}
+		p := New(Options{}, newLive())
+		defer p.Close(context.Background())
+		for _, m := range methods {
+			_, err := p.Dispatch(context.Background(), m, json.RawMessage(data))
+			if err != nil && code(err) != rpc.CodeInvalidParams && code(err) != rpc.CodeWorkerError {
+				t.Fatalf("%s(%s): %v (code %d)", m, data, err, code(err))
+			}
+		}
+		var w struct{ Data string }
+		if json.Unmarshal([]byte(data), &w) == nil {
+			if b, ok := decodeChannelBytes(w.Data); ok && base64.StdEncoding.EncodeToString(b) != w.Data {
+				t.Fatalf("%q decoded, but re-encodes as %q", w.Data, base64.StdEncoding.EncodeToString(b))
 			}
 		}
 	})
