@@ -111,7 +111,8 @@ func remoteGuard(candidate string) (string, error) {
 }
 
 // placeFileScript puts an uploaded scratch file at the mapping's target
-// with its mode. The scratch file is in /tmp, another mount than the
+// with its mode, and removes the scratch file once it has landed (a landing
+// that did not finish leaves it to the cleanup request). The scratch file is in /tmp, another mount than the
 // workspace, where mv is a copy and an unlink: a landing killed halfway
 // (its call failed and the driver ended it) would leave a truncated
 // target. So it is copied beside the target first (stagedName) and then
@@ -126,7 +127,8 @@ func placeFileScript(target, scratch string, m uint32) (string, error) {
 	return s.run(sh("mkdir"), sh("-p"), sh("--"), resolvedParent).
 		run(sh("cp"), sh("--"), value(scratch), staged).
 		run(sh("chmod"), octalMode(m), sh("--"), staged).
-		run(sh("mv"), sh("-f"), sh("--"), staged, resolved).build()
+		run(sh("mv"), sh("-f"), sh("--"), staged, resolved).
+		run(sh("rm"), sh("-f"), sh("--"), value(scratch)).build()
 }
 
 // stagedBeside is the guard of target with $staged set to the staged copy
@@ -160,7 +162,8 @@ func removeStagedScript(target, scratch string) (string, error) {
 }
 
 // extractDirectoryScript extracts an uploaded archive into the mapping's
-// target directory (merging into what is there) and sets its mode.
+// target directory (merging into what is there), sets its mode and removes
+// the archive.
 func extractDirectoryScript(target, scratch string, m uint32) (string, error) {
 	s, err := guarded(target)
 	if err != nil {
@@ -168,7 +171,8 @@ func extractDirectoryScript(target, scratch string, m uint32) (string, error) {
 	}
 	return s.run(sh("mkdir"), sh("-p"), sh("--"), resolved).
 		run(sh("tar"), sh("-xf"), value(scratch), sh("-C"), resolved).
-		run(sh("chmod"), octalMode(m), sh("--"), resolved).build()
+		run(sh("chmod"), octalMode(m), sh("--"), resolved).
+		run(sh("rm"), sh("-f"), sh("--"), value(scratch)).build()
 }
 
 // copyFileScript copies the mapping's source file to the scratch path.

@@ -51,46 +51,69 @@ func TestSyncUploadsBinaryBytesDirectlyAndAppliesTheRequestedModeBeforePromotion
 	}
 }
 
-// The exact request sequence of a file upload: the upload, the guarded
-// move as one streaming exec, then the best-effort scratch removal.
+// The exact request sequence of a file upload: the upload and the guarded
+// landing as one streaming exec, which removes the scratch file itself;
+// only a landing that did not finish is followed by the cleanup request,
+// which removes the scratch file and a staged copy.
 func TestSyncInFileRequestSequence(t *testing.T) {
-	s := newSyncStub(t)
-	s.d.newUUID = func() string { return "u1" }
-	src := filepath.Join(t.TempDir(), "a")
-	if err := os.WriteFile(src, []byte("x"), 0o640); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(src, "/paperclip-workspace/dir/a")))); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, c := range s.snapshot() {
-		got = append(got, c.String())
-	}
-	want := []string{
-		"PUT /v1/sandboxes/sb_test/files?path=%2Ftmp%2Fpaperclip-createos-transfer-u1",
-		"POST /v1/sandboxes/sb_test/exec?stream=true",
-		"POST /v1/sandboxes/sb_test/exec",
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("calls\n%q\nwant\n%q", got, want)
-	}
-	calls := s.snapshot()
-	if b := calls[1].json(t); b["cwd"] != nil || !strings.HasPrefix(b["args"].([]any)[1].(string), "cd -- '/paperclip-workspace' || exit\n") {
-		t.Errorf("stream body %v", b)
-	}
-	// The upload is copied beside the target and renamed over it: /tmp is
-	// another mount, where mv is a copy a killed landing leaves truncated.
 	guard := `root=$(realpath -- '/paperclip-workspace') && test "$root" = '/paperclip-workspace' && resolved=$(realpath -m -- '/paperclip-workspace/dir/a') && case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac` +
 		` && staged="$(dirname -- "$resolved")"/'.paperclip-createos-transfer-u1'`
-	wantCmd := guard + ` && mkdir -p -- "$(dirname -- "$resolved")" && cp -- '/tmp/paperclip-createos-transfer-u1' "$staged" && chmod 640 -- "$staged" && mv -f -- "$staged" "$resolved"`
-	if cmds := s.gotCommands(); len(cmds) != 1 || cmds[0] != wantCmd {
-		t.Fatalf("command\n%q\nwant\n%q", cmds, wantCmd)
-	}
-	// One cleanup request removes the scratch file and a staged copy.
+	// The upload is copied beside the target and renamed over it: /tmp is
+	// another mount, where mv is a copy a killed landing leaves truncated.
+	wantCmd := guard + ` && mkdir -p -- "$(dirname -- "$resolved")" && cp -- '/tmp/paperclip-createos-transfer-u1' "$staged" && chmod 640 -- "$staged" && mv -f -- "$staged" "$resolved" && rm -f -- '/tmp/paperclip-createos-transfer-u1'`
 	wantCleanup := `rm -f -- '/tmp/paperclip-createos-transfer-u1'; ` + guard + ` && rm -f -- "$staged"`
-	if b := calls[2].json(t); !reflect.DeepEqual(b["args"], []any{"-c", wantCleanup}) || b["cmd"] != "/bin/bash" {
-		t.Errorf("cleanup %v", b)
+	for _, tc := range []struct {
+		name    string
+		exit    int
+		cleanup bool
+	}{
+		{"landed", 0, false},
+		{"the landing failed", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSyncStub(t)
+			s.d.newUUID = func() string { return "u1" }
+			s.exitFor = func(command string) int {
+				if command == wantCmd {
+					return tc.exit
+				}
+				return 0
+			}
+			src := filepath.Join(t.TempDir(), "a")
+			if err := os.WriteFile(src, []byte("x"), 0o640); err != nil {
+				t.Fatal(err)
+			}
+			_, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(src, "/paperclip-workspace/dir/a"))))
+			if (err != nil) != tc.cleanup {
+				t.Fatalf("sync in: %v", err)
+			}
+			want := []string{
+				"PUT /v1/sandboxes/sb_test/files?path=%2Ftmp%2Fpaperclip-createos-transfer-u1",
+				"POST /v1/sandboxes/sb_test/exec?stream=true",
+			}
+			if tc.cleanup {
+				want = append(want, "POST /v1/sandboxes/sb_test/exec")
+			}
+			calls := s.snapshot()
+			var got []string
+			for _, c := range calls {
+				got = append(got, c.String())
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("calls\n%q\nwant\n%q", got, want)
+			}
+			if b := calls[1].json(t); b["cwd"] != nil || !strings.HasPrefix(b["args"].([]any)[1].(string), "cd -- '/paperclip-workspace' || exit\n") {
+				t.Errorf("stream body %v", b)
+			}
+			if cmds := s.gotCommands(); len(cmds) != 1 || cmds[0] != wantCmd {
+				t.Fatalf("command\n%q\nwant\n%q", cmds, wantCmd)
+			}
+			if tc.cleanup {
+				if b := calls[2].json(t); !reflect.DeepEqual(b["args"], []any{"-c", wantCleanup}) || b["cmd"] != "/bin/bash" {
+					t.Errorf("cleanup %v", b)
+				}
+			}
+		})
 	}
 }
 
@@ -179,7 +202,7 @@ func TestSyncPreservesDirectoryFilesModesAndInternalSymlinksWhileHonoringExclusi
 	if names := tarNames(t, ups[0].Body); !reflect.DeepEqual(names, []string{"./", "./keep", "./link"}) {
 		t.Errorf("archive names %q", names)
 	}
-	if cmd := s.gotCommands()[0]; !strings.HasSuffix(cmd, ` && mkdir -p -- "$resolved" && tar -xf '`+ups[0].Path+`' -C "$resolved" && chmod 755 -- "$resolved"`) {
+	if cmd := s.gotCommands()[0]; !strings.HasSuffix(cmd, ` && mkdir -p -- "$resolved" && tar -xf '`+ups[0].Path+`' -C "$resolved" && chmod 755 -- "$resolved" && rm -f -- '`+ups[0].Path+`'`) {
 		t.Errorf("command %q", cmd)
 	}
 
@@ -650,8 +673,8 @@ func TestSyncPercentSInAPathIsThePath(t *testing.T) {
 		return `root=$(realpath -- '/paperclip-workspace') && test "$root" = '/paperclip-workspace' && resolved=$(realpath -m -- '` + p + `') && case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac`
 	}
 	want := []string{
-		guard("/paperclip-workspace/x%sy") + ` && staged="$(dirname -- "$resolved")"/'.paperclip-createos-transfer-u1' && mkdir -p -- "$(dirname -- "$resolved")" && cp -- '/tmp/paperclip-createos-transfer-u1' "$staged" && chmod 640 -- "$staged" && mv -f -- "$staged" "$resolved"`,
-		guard("/paperclip-workspace/d%sd") + ` && mkdir -p -- "$resolved" && tar -xf '/tmp/paperclip-createos-transfer-u1' -C "$resolved" && chmod 750 -- "$resolved"`,
+		guard("/paperclip-workspace/x%sy") + ` && staged="$(dirname -- "$resolved")"/'.paperclip-createos-transfer-u1' && mkdir -p -- "$(dirname -- "$resolved")" && cp -- '/tmp/paperclip-createos-transfer-u1' "$staged" && chmod 640 -- "$staged" && mv -f -- "$staged" "$resolved" && rm -f -- '/tmp/paperclip-createos-transfer-u1'`,
+		guard("/paperclip-workspace/d%sd") + ` && mkdir -p -- "$resolved" && tar -xf '/tmp/paperclip-createos-transfer-u1' -C "$resolved" && chmod 750 -- "$resolved" && rm -f -- '/tmp/paperclip-createos-transfer-u1'`,
 	}
 	if got := s.gotCommands(); !reflect.DeepEqual(got, want) {
 		t.Errorf("commands\n%q\nwant\n%q", got, want)

@@ -55,17 +55,23 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 	if err != nil {
 		return 0, 0, err
 	}
-	if m.Kind == "file" {
-		defer t.removeStaged(ctx, m.TargetPath, scratch)
-	} else {
-		defer t.removeScratch(ctx, scratch)
-	}
+	landed := false // the landing command removed the scratch file itself
+	defer func() {
+		switch {
+		case landed:
+		case m.Kind == "file":
+			t.removeStaged(ctx, m.TargetPath, scratch)
+		default:
+			t.removeScratch(ctx, scratch)
+		}
+	}()
 	if size, err = t.c.uploadFile(ctx, t.id, scratch, src); err != nil {
 		return 0, 0, err
 	}
 	if err := t.run(ctx, command, workspaceDir, nil); err != nil {
 		return 0, 0, err
 	}
+	landed = true
 	return files, size, nil
 }
 

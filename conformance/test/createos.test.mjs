@@ -370,20 +370,21 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     const syncTook = Date.now() - syncStarted;
     const syncRoutes = await routesSince(syncMark);
     assert.ok(syncTook < 30_000, `the sync step took ${syncTook}ms`);
-    // Three requests a mapping each way (in: upload, extract, scratch rm;
-    // out: archive, download, scratch rm), two for the post-upload command
-    // (its cwd's guard, then the command, spec §3.9) and one for the
-    // execute; the commands are streaming execs, the rm a plain exec, and
-    // none is a managed process.
+    // In: the upload and the extract, which removes the archive itself
+    // (a separate rm follows only an extract that did not finish); out: the
+    // archive, the download and the scratch rm, a mapping; two for the
+    // post-upload command (its cwd's guard, then the command, spec §3.9)
+    // and one for the execute; the commands are streaming execs, the rm a
+    // plain exec, and none is a managed process.
     assert.deepEqual(syncRoutes, [
-      "files.put", "exec.stream", "exec", // sync in
+      "files.put", "exec.stream", // sync in
       "exec.stream", "exec.stream", // post-upload: guard, command
       "exec.stream", // the execute
       "exec.stream", "files.get", "exec", // sync out: result.txt
       "exec.stream", "files.get", "exec", // sync out: out/
     ]);
-    // The worker spaces requests to one origin 300 ms apart: the step's 12
-    // requests take about 3.3 s (24 and about 7 s in v0.1).
+    // The worker spaces requests to one origin 300 ms apart: the step's 11
+    // requests take about 3 s (24 and about 7 s in v0.1).
     t.diagnostic(`sync in, execute, sync out: ${syncRoutes.length} requests (${tally(syncRoutes)}) in ${syncTook}ms`);
 
     // No ordinary command or sync of this lease used a managed-process route.
