@@ -279,14 +279,10 @@ func (d *Driver) admit(p *handlers.BaseParams, lease *handlers.Lease) (string, *
 	if err != nil {
 		return "", nil, err
 	}
-	cfg, err := ParseConfig(p.Config)
-	if err != nil {
-		return "", nil, err
-	}
 	if d.scopes.refuses(scope) {
 		return "", nil, errLeaseClosing
 	}
-	c, err := d.client(cfg)
+	_, c, err := d.configured(p.Config)
 	if err != nil {
 		return "", nil, err
 	}

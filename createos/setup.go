@@ -120,11 +120,7 @@ func (d *Driver) ownSetup(p *handlers.BaseParams, id string, md handlers.Object)
 	if _, err := identifier(id); err != nil {
 		return nil, "", errSetupNotOurs
 	}
-	cfg, err := ParseConfig(p.Config)
-	if err != nil {
-		return nil, "", err
-	}
-	c, err := d.client(cfg)
+	_, c, err := d.configured(p.Config)
 	return c, marker, err
 }
 
