@@ -30,22 +30,11 @@ type paperclip struct {
 // api sends one JSON request and decodes the JSON answer into out (if
 // non-nil). A status outside 2xx is an error carrying the body.
 func (pc *paperclip) api(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, pc.apiBase+"/api"+path, rd)
+	req, err := newJSONRequest(ctx, method, pc.apiBase+"/api"+path, body)
 	if err != nil {
 		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := pc.http.Do(req)
 	if err != nil {
@@ -146,4 +135,21 @@ func poll(ctx context.Context, timeout time.Duration, what string, check func() 
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// newJSONRequest is a request with body (if non-nil) as its JSON.
+func newJSONRequest(ctx context.Context, method, url string, body any) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err == nil && body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -75,24 +74,13 @@ type simSandbox struct {
 // simCall sends one request to the sim with its API key and decodes the
 // data of its JSend answer into out (if non-nil).
 func (h *harness) simCall(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, h.simURL+path, rd)
+	req, err := newJSONRequest(ctx, method, h.simURL+path, body)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("X-Api-Key", h.simKey)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("createos-sim %s %s: %w", method, path, err)
