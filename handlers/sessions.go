@@ -336,12 +336,20 @@ func (r *route) hostClose(ctx context.Context) error {
 		r.cancelOpen()
 	}
 	r.mu.Unlock()
+	if err := r.waitOpened(ctx); err != nil {
+		return err
+	}
+	return r.closeChannel(ctx)
+}
+
+// waitOpened waits until the open call is over.
+func (r *route) waitOpened(ctx context.Context) error {
 	select {
 	case <-r.opened:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return r.closeChannel(ctx)
 }
 
 // end closes the channel of a route the host still holds: its exit goes
@@ -352,10 +360,8 @@ func (r *route) end(ctx context.Context) error {
 		r.cancelOpen()
 	}
 	r.mu.Unlock()
-	select {
-	case <-r.opened:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := r.waitOpened(ctx); err != nil {
+		return err
 	}
 	select {
 	case <-r.ready: // the open reply is out: the exit may follow it

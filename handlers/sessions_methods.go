@@ -91,7 +91,7 @@ type inputParams struct {
 func (p *Plugin) admitInput(method string, raw json.RawMessage) func(context.Context) (any, error) {
 	var in inputParams
 	if err := decodeParams(raw, &in); err != nil {
-		return fail(err)
+		return answered(err)
 	}
 	k, stop, fields := duplexKind, method == "duplexChannelStop", []string{"hostRouteId", in.HostRouteID, "workerSessionId", in.WorkerSessionID}
 	if method == "loginPtyInput" || method == "loginPtyStop" {
@@ -99,25 +99,25 @@ func (p *Plugin) admitInput(method string, raw json.RawMessage) func(context.Con
 		in.HostRouteID = "" // login input is keyed by the session alone
 	}
 	if err := need(fields...); err != nil {
-		return fail(err)
+		return answered(err)
 	}
 	var data []byte
 	if !stop {
 		b, err := inputBytes(k, in.Data)
 		if err != nil || len(b) == 0 {
-			return fail(err) // nil for empty text: nothing to write
+			return answered(err) // nil for empty text: nothing to write
 		}
 		data = b
 	}
 	r := p.sessions.lookup(k, in.WorkerSessionID, in.HostRouteID)
 	if r == nil {
-		return fail(nil)
+		return answered(nil)
 	}
 	if stop {
 		if q := r.in.Load(); q != nil {
 			q.requestStop()
 		}
-		return fail(nil)
+		return answered(nil)
 	}
 	return r.write(data)
 }
@@ -134,8 +134,8 @@ func inputBytes(k *sessionKind, data string) ([]byte, error) {
 	return b, nil
 }
 
-// fail serves a request that has its answer already: err, or null.
-func fail(err error) func(context.Context) (any, error) {
+// answered serves a request whose answer is known already: err, or null.
+func answered(err error) func(context.Context) (any, error) {
 	return func(context.Context) (any, error) { return nil, err }
 }
 
@@ -145,7 +145,7 @@ func (r *route) write(data []byte) func(context.Context) (any, error) {
 	q := r.in.Load()
 	it := inputItem{data: data, done: make(chan struct{})}
 	if q == nil || !q.push(it) {
-		return fail(nil)
+		return answered(nil)
 	}
 	return func(ctx context.Context) (any, error) {
 		select {
