@@ -1,6 +1,9 @@
 package handlers
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Driver is what every environment driver serves: the minimum environment
 // method set of a Paperclip sandbox provider. Optional capabilities are the
@@ -138,6 +141,13 @@ type Channel interface {
 	// Exit has been called by the time Close returns nil.
 	Close(ctx context.Context) error
 }
+
+// ErrSessionMayLive is wrapped by an open's error when the process the
+// open asked for may have been created and could not be confirmed gone
+// (its creation's answer never came, or its deletion failed). The route
+// table then refuses to acknowledge the host's close of that route: a
+// close ack is a promise that nothing of the route runs.
+var ErrSessionMayLive = errors.New("session process may still run")
 
 // ChannelSink takes a channel's output. The driver calls Data and then Exit
 // from one goroutine, in order; Exit exactly once, last. Data may block:
