@@ -15,9 +15,7 @@ import (
 
 func e2e(t *testing.T) (*createostest.Server, *Driver, handlers.Object) {
 	t.Helper()
-	if err := createostest.Isolation(); err != nil {
-		t.Skipf("createostest cannot run commands here: %v", err)
-	}
+	createostest.RequireIsolation(t)
 	srv := createostest.NewServer(t, createostest.Options{APIKey: "test-secret", Heartbeat: 50 * time.Millisecond})
 	d := New(WithHTTPClient(srv.Client()), WithPacer(NoPacing), WithGetenv(func(string) string { return "" }))
 	d.pollInterval = 5 * time.Millisecond

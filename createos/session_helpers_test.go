@@ -125,9 +125,7 @@ func (s *recSink) waitExit() exitCall {
 // e2e has it; opts may add Path.
 func sessionServer(t *testing.T, opts createostest.Options) (*createostest.Server, *Driver, handlers.BaseParams) {
 	t.Helper()
-	if err := createostest.Isolation(); err != nil {
-		t.Skipf("createostest cannot run commands here: %v", err)
-	}
+	createostest.RequireIsolation(t)
 	opts.APIKey, opts.Heartbeat = "test-secret", 50*time.Millisecond
 	srv := createostest.NewServer(t, opts)
 	d := New(WithHTTPClient(srv.Client()), WithPacer(NoPacing), WithGetenv(func(string) string { return "" }))

@@ -106,9 +106,7 @@ func soakOptionsFromEnv(t *testing.T) soakOptions {
 }
 
 func TestFaultSoak(t *testing.T) {
-	if err := createostest.Isolation(); err != nil {
-		t.Skipf("createostest cannot run commands here: %v", err)
-	}
+	createostest.RequireIsolation(t)
 	opts := soakOptionsFromEnv(t)
 	t.Logf("soak: seed %d, %d lifecycles, %d at a time (rerun: SOAK_SEED=%d SOAK_LIFECYCLES=%d SOAK_CONCURRENCY=1)",
 		opts.seed, opts.lifecycles, opts.concurrency, opts.seed, opts.lifecycles)

@@ -35,9 +35,7 @@ const (
 // when this machine cannot isolate sandboxes.
 func fakeCreateOS(t *testing.T, key string) *createostest.Server {
 	t.Helper()
-	if err := createostest.Isolation(); err != nil {
-		t.Skipf("createostest cannot run commands here: %v", err)
-	}
+	createostest.RequireIsolation(t)
 	return createostest.NewServer(t, createostest.Options{APIKey: key, Heartbeat: 500 * time.Millisecond, Dir: t.TempDir()})
 }
 

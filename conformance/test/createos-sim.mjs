@@ -9,6 +9,24 @@ import { pathToFileURL } from "node:url";
 import { conformanceRoot } from "./host.mjs";
 
 /**
+ * Whether this machine must run the createos-sim suites: Linux as root (the
+ * CI runner), or CREATEOS_ISOLATION_REQUIRED=1 (.ci/run sets it), as
+ * createostest.IsolationRequired has it for the Go tests.
+ */
+export const simRequired = process.env.CREATEOS_ISOLATION_REQUIRED === "1" ||
+  (process.platform === "linux" && process.getuid?.() === 0);
+
+/**
+ * The skip reason of a suite that cannot run the sim here, or, where it
+ * must run (simRequired), an error: a suite that silently stopped running
+ * cannot pass.
+ */
+export function skipSim(reason) {
+  if (simRequired) throw new Error(`createos-sim suite cannot run on a machine that must run it (Linux as root, or CREATEOS_ISOLATION_REQUIRED=1): ${reason}`);
+  return reason;
+}
+
+/**
  * Starts createos-sim on a free loopback port with the control API, tied to
  * this process by --exit-on-stdin-eof. Resolves to the running sim, or to
  * { unavailable } when the sim reports that it cannot isolate sandboxes here

@@ -6,7 +6,9 @@
 //
 // `make conformance` builds bin/createos-sim and passes it as
 // CREATEOS_SIM_BIN. The sim needs root (or CAP_SYS_ADMIN) on Linux; where it
-// reports that namespaces are unavailable, this file's tests are skipped.
+// reports that namespaces are unavailable, this file's tests are skipped,
+// except where they must run (Linux as root, or CREATEOS_ISOLATION_REQUIRED=1):
+// there that is a failure.
 import assert from "node:assert/strict";
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -14,7 +16,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, describe, test } from "node:test";
 import { childPids, conformanceRoot, environmentDriver, isAlive, sdk, startHandle, waitFor } from "./host.mjs";
-import { captureHostLogs, descendants, startSim } from "./createos-sim.mjs";
+import { captureHostLogs, descendants, skipSim, startSim } from "./createos-sim.mjs";
 
 const { JsonRpcCallError } = sdk;
 const DRIVER = "createos";
@@ -28,12 +30,12 @@ const simBin = process.env.CREATEOS_SIM_BIN || path.join(conformanceRoot, "..", 
 let sim = null;
 let skip = false;
 if (process.platform !== "linux") {
-  skip = "createos-sim runs sandbox commands in Linux mount and PID namespaces";
+  skip = skipSim("createos-sim runs sandbox commands in Linux mount and PID namespaces");
 } else if (!process.env.CREATEOS_SIM_BIN && !existsSync(simBin)) {
-  skip = `no createos-sim at ${simBin}: run "make conformance" (it builds bin/createos-sim) or set CREATEOS_SIM_BIN`;
+  skip = skipSim(`no createos-sim at ${simBin}: run "make conformance" (it builds bin/createos-sim) or set CREATEOS_SIM_BIN`);
 } else {
   const started = await startSim({ bin: simBin, key });
-  if (started.unavailable) skip = `createos-sim cannot isolate sandboxes here (needs root or CAP_SYS_ADMIN): ${started.unavailable}`;
+  if (started.unavailable) skip = skipSim(`createos-sim cannot isolate sandboxes here (needs root or CAP_SYS_ADMIN): ${started.unavailable}`);
   else sim = started;
 }
 after(async () => {

@@ -18,7 +18,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import { conformanceRoot, importManifest, instanceInfo, loader, packageDir, packageJson, processEnv, sdk, startHandle, waitFor, workerEntrypoint } from "./host.mjs";
-import { captureHostLogs, descendants, startSim } from "./createos-sim.mjs";
+import { captureHostLogs, descendants, skipSim, startSim } from "./createos-sim.mjs";
 
 const { JsonRpcCallError } = sdk;
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -492,12 +492,12 @@ const simKey = `conformance-sessions-${randomBytes(12).toString("hex")}`;
 const SIM_TOOLS = "/paperclip-sessions-tools";
 let simSkip = false;
 let sim = null;
-if (process.platform !== "linux") simSkip = "createos-sim runs sandbox commands in Linux namespaces";
-else if (!existsSync(simBin)) simSkip = `no createos-sim at ${simBin}: run "make conformance" or set CREATEOS_SIM_BIN`;
+if (process.platform !== "linux") simSkip = skipSim("createos-sim runs sandbox commands in Linux namespaces");
+else if (!existsSync(simBin)) simSkip = skipSim(`no createos-sim at ${simBin}: run "make conformance" or set CREATEOS_SIM_BIN`);
 else {
   // The sim shows the tools in every sandbox and puts them first on PATH.
   const started = await startSim({ bin: simBin, key: simKey, mounts: [`${tools}:${SIM_TOOLS}`], paths: [SIM_TOOLS] });
-  if (started.unavailable) simSkip = `createos-sim cannot isolate sandboxes here (needs root or CAP_SYS_ADMIN): ${started.unavailable}`;
+  if (started.unavailable) simSkip = skipSim(`createos-sim cannot isolate sandboxes here (needs root or CAP_SYS_ADMIN): ${started.unavailable}`);
   else sim = started;
 }
 after(async () => {
