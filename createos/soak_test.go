@@ -30,6 +30,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
@@ -881,7 +882,9 @@ func (r *soakRun) checkHostDir() {
 		}
 		return nil
 	})
-	_ = os.RemoveAll(r.host)
+	if err := testkit.RemoveOwned(r.s.root, r.host); err != nil {
+		r.fail("host dir left: %v", err)
+	}
 }
 
 // ---- after the lifecycles ----

@@ -17,10 +17,14 @@ import (
 )
 
 // newHome is a fresh session home, removed when the test ends whatever
-// the driver did with it.
+// the driver did with it (a link planted there is removed as a link).
 func newHome(t *testing.T) string {
 	home := filepath.Join(handlers.SessionHomeRoot, uuid.NewString())
-	t.Cleanup(func() { _ = os.RemoveAll(home) })
+	t.Cleanup(func() {
+		if err := testkit.RemoveOwned(handlers.SessionHomeRoot, home); err != nil {
+			t.Errorf("session home left: %v", err)
+		}
+	})
 	return home
 }
 

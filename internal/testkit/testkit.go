@@ -4,6 +4,12 @@ package testkit
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,4 +50,35 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// RemoveOwned removes p, a path a test created itself below root (its own
+// temp directory), and nothing else: tests run as root and feed hostile
+// paths, so a path built from the input under test (a "../" escape, a link
+// the code under test planted) must never be removed through. A link at p
+// is removed as a link; anything else is removed only when its real path
+// lies below root's real path. It returns why p was left, or nil.
+func RemoveOwned(root, p string) error {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return os.Remove(p)
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return err
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(real, realRoot+string(filepath.Separator)) {
+		return fmt.Errorf("testkit: %s resolves to %s, outside %s: not removed", p, real, realRoot)
+	}
+	return os.RemoveAll(real)
 }

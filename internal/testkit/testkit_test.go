@@ -2,6 +2,8 @@ package testkit
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -27,5 +29,67 @@ func TestWaitForReturnsOnceTheConditionHolds(t *testing.T) {
 	WaitFor(t, "the third poll", func() bool { n++; return n == 3 })
 	if n != 3 {
 		t.Fatalf("polled %d times, want 3", n)
+	}
+}
+
+func TestRemoveOwnedRemovesOnlyWhatLiesBelowRoot(t *testing.T) {
+	outside := t.TempDir() // stands for /etc: it must survive every case
+	secret := filepath.Join(outside, "secret")
+	if err := os.WriteFile(secret, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		plant   func(root string) string // makes the path to remove
+		removed bool
+	}{
+		{"own directory", func(root string) string {
+			p := filepath.Join(root, "d")
+			mustMkdir(t, filepath.Join(p, "sub"))
+			return p
+		}, true},
+		{"a link to outside is removed as a link", func(root string) string {
+			p := filepath.Join(root, "l")
+			mustSymlink(t, outside, p)
+			return p
+		}, true},
+		{"a dot-dot escape", func(root string) string {
+			return filepath.Join(root, "..", filepath.Base(outside))
+		}, false},
+		{"through a planted directory link", func(root string) string {
+			mustSymlink(t, outside, filepath.Join(root, "via"))
+			return filepath.Join(root, "via", "secret")
+		}, false},
+		{"root itself", func(root string) string { return root }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			p := tc.plant(root)
+			err := RemoveOwned(root, p)
+			if tc.removed && err != nil {
+				t.Fatalf("RemoveOwned(%s): %v", p, err)
+			}
+			if !tc.removed && err == nil {
+				t.Fatalf("RemoveOwned(%s) removed a path outside its root", p)
+			}
+			if _, err := os.Lstat(p); tc.removed && err == nil {
+				t.Errorf("%s still there", p)
+			}
+			if _, err := os.Stat(secret); err != nil {
+				t.Fatalf("the file outside the root is gone: %v", err)
+			}
+		})
+	}
+}
+
+func mustMkdir(t *testing.T, p string) {
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustSymlink(t *testing.T, target, p string) {
+	if err := os.Symlink(target, p); err != nil {
+		t.Fatal(err)
 	}
 }
