@@ -88,8 +88,31 @@ func markName(account, id string) (string, error) {
 
 // open opens the directory, creating it when create is set; it reports
 // fs.ErrNotExist when there is none. A directory that is not this user's
-// own with mode 0700 (or a link to one) is never used.
+// own with mode 0700, or a link to one, is never used. Another worker may
+// remove the directory, empty, and create it again while it is opened:
+// then it is opened again.
 func (m cleanupMarks) open(create bool) (*os.Root, error) {
+	for try := 0; ; try++ {
+		r, err := m.openOnce(create)
+		again := errors.Is(err, errDirMoved) || create && errors.Is(err, fs.ErrNotExist)
+		if again && try < openTries-1 {
+			continue
+		}
+		if errors.Is(err, errDirMoved) {
+			err = errCleanupDir
+		}
+		return r, err
+	}
+}
+
+// openTries bounds the attempts of open (and of add's write) that another
+// worker's removal of the empty directory can cost.
+const openTries = 8
+
+// errDirMoved is the directory opened not being the one checked.
+var errDirMoved = errors.New("cleanup marks directory changed while it was opened")
+
+func (m cleanupMarks) openOnce(create bool) (*os.Root, error) {
 	if create {
 		if err := os.Mkdir(m.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, err
@@ -108,7 +131,7 @@ func (m cleanupMarks) open(create bool) (*os.Root, error) {
 	}
 	if got, err := r.Stat("."); err != nil || !os.SameFile(fi, got) {
 		r.Close()
-		return nil, errCleanupDir
+		return nil, errDirMoved
 	}
 	return r, nil
 }
@@ -127,7 +150,7 @@ func (m cleanupMarks) add(account, origin, id string) error {
 	// and the write; then it is created again.
 	for try := 0; ; try++ {
 		err = m.write(name, data)
-		if !errors.Is(err, fs.ErrNotExist) || try == 2 {
+		if !errors.Is(err, fs.ErrNotExist) || try == openTries-1 {
 			return err
 		}
 	}

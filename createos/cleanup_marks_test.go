@@ -2,12 +2,15 @@ package createos
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,6 +191,38 @@ func TestCleanupMarksStore(t *testing.T) {
 			}
 			if _, err := os.Lstat(fresh); err != nil {
 				t.Errorf("a mark being written was removed: %v", err)
+			}
+		}},
+		{"workers at once: every add lands, every list reads whole marks, nothing is left", func(t *testing.T, m cleanupMarks) {
+			var wg sync.WaitGroup
+			errs := make(chan error, 8*50*2)
+			for w := range 8 {
+				wg.Go(func() {
+					id := "sb_" + strconv.Itoa(w)
+					for range 50 {
+						if err := m.add(accountA, "https://api.example.test", id); err != nil {
+							errs <- fmt.Errorf("add %s: %w", id, err)
+							return
+						}
+						ids, err := m.list(accountA)
+						if err != nil || !slices.Contains(ids, id) {
+							errs <- fmt.Errorf("list after add %s: %v %v", id, ids, err)
+							return
+						}
+						if err := m.remove(accountA, id); err != nil {
+							errs <- fmt.Errorf("remove %s: %w", id, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if _, err := os.Lstat(m.dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the empty directory is left: %v", err)
 			}
 		}},
 	} {
