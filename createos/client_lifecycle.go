@@ -236,7 +236,7 @@ func (d *Driver) forkLease(ctx context.Context, c *Client, source string, egress
 	if err == nil {
 		return v, nil
 	}
-	if derr := c.destroySandbox(ctx, v.id); derr != nil {
+	if derr := d.deleteSandbox(ctx, c, v.id); derr != nil {
 		zerolog.Ctx(ctx).Warn().Str("sandbox", v.id).Str("error", derr.Error()).Msg("CreateOS fork cleanup failed")
 		return sandboxView{}, errForkUnconfirmed(v.id)
 	}

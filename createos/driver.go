@@ -41,6 +41,7 @@ type Driver struct {
 	maxCapture     int           // UTF-16 units of each stream kept in a result
 	maxDownload    int64         // bytes one download may write to the host
 	forkRetry      time.Duration // between fork attempts that met a 409
+	cleanupDir     string        // where cleanup marks are kept (WithCleanupDir); "" for the default
 	scopes         *scopes
 	rootfs         *rootfsCache
 	noStream       sync.Map // origins that do not serve /exec?stream=true

@@ -2,6 +2,7 @@ package createos
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func e2e(t *testing.T) (*createostest.Server, *Driver, handlers.Object) {
 	t.Helper()
 	createostest.RequireIsolation(t)
 	srv := createostest.NewServer(t, createostest.Options{APIKey: "test-secret", Heartbeat: 50 * time.Millisecond})
-	d := New(WithHTTPClient(srv.Client()), WithPacer(NoPacing), WithGetenv(func(string) string { return "" }))
+	d := New(WithHTTPClient(srv.Client()), WithPacer(NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(filepath.Join(t.TempDir(), "marks")))
 	d.pollInterval = 5 * time.Millisecond
 	d.reconnectDelay = 5 * time.Millisecond
 	d.replayDelay = 5 * time.Millisecond

@@ -22,7 +22,9 @@ func expired() *handlers.Lease {
 // runs, prepare the workspace and write the lease marker, all under one
 // deadline of timeoutMs, within the host's budget for the call. A failure
 // after creation deletes the sandbox with what is left of the budget; if
-// that delete fails too, the error names the sandbox left behind.
+// that delete fails too, the error names the sandbox left behind and a
+// cleanup mark records it. A good acquire then reaps its scope and
+// finishes the cleanup of the account's marked sandboxes (cleanup_marks.go).
 func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
 	// An idle timeout or a host-local timer cannot supply a provider expiry.
 	if p.RequestedExpiresAt != nil && *p.RequestedExpiresAt != "" {
@@ -71,7 +73,7 @@ func (d *Driver) acquire(ctx context.Context, p *handlers.AcquireLeaseParams) (*
 	marker := d.newUUID()
 	err = prepareWorkspace(ctx, c, v, marker)
 	if err != nil {
-		if derr := c.destroySandbox(ctx, v.id); derr != nil {
+		if derr := d.deleteSandbox(ctx, c, v.id); derr != nil {
 			log.Warn().Str("sandbox", v.id).Str("error", derr.Error()).Msg("CreateOS sandbox cleanup after a failed acquire failed")
 			return nil, errSetupUnconfirmed(v.id)
 		}
@@ -80,6 +82,7 @@ func (d *Driver) acquire(ctx context.Context, p *handlers.AcquireLeaseParams) (*
 	if lp.scope != "" {
 		d.reap(ctx, c, lp.scope, v.id)
 	}
+	d.finishCleanup(ctx, c, v.id)
 	return &handlers.Lease{ProviderLeaseID: &v.id, Metadata: leaseMetadata(&p.BaseParams, cfg, lp, p.AdapterType, marker)}, nil
 }
 
@@ -162,7 +165,7 @@ func (d *Driver) Probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 	if id != "" {
 		c, err := d.client(cfg)
 		if err == nil {
-			err = c.destroySandbox(ctx, id)
+			err = d.deleteSandbox(ctx, c, id)
 		}
 		if err != nil {
 			return nil, err
@@ -218,7 +221,8 @@ func sameValue(md handlers.Object, key string, want any) bool {
 // sandbox that is gone, replaced or built from another config is expired,
 // and so is a lease whose metadata has no origin fingerprint (ownership
 // cannot be proven); a transient error is returned, since it does not prove
-// loss.
+// loss. A sandbox whose cleanup is in progress or was left unconfirmed (a
+// cleanup mark, perhaps of an earlier worker) is not resumed.
 func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams) (*handlers.Lease, error) {
 	if ok, err := metadataMatches(&p.BaseParams, p.LeaseMetadata); err != nil {
 		return nil, err
@@ -251,6 +255,10 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 	c, err := d.client(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if d.marked(c, id) {
+		// A cleanup left unconfirmed, perhaps by a worker before this one.
+		return nil, errResumeWhileClose
 	}
 	ctx, cancel := within(ctx, hostBudget(callResume, p.Config, nil))
 	defer cancel()
@@ -368,8 +376,9 @@ func stringList(v any) ([]string, bool) {
 // sandbox the host can resume running for the provider's idle pause
 // (v0.2 warm reuse) or deletes it, all within the host's budget for the
 // call; the waits leave the delete its share. A lease whose command cleanup is unconfirmed is never
-// paused for reuse; one whose session cleanup is unconfirmed is deleted
-// instead, and the receipt says so.
+// paused for reuse (a cleanup mark records that it must be destroyed); one
+// whose session cleanup is unconfirmed, or that has a cleanup mark, is
+// deleted instead, and the receipt says so for the former.
 func (d *Driver) ReleaseLease(ctx context.Context, p *handlers.ReleaseLeaseParams) (*handlers.TerminationReceipt, error) {
 	return d.release(ctx, p, false)
 }
@@ -427,7 +436,8 @@ func (d *Driver) endLease(ctx context.Context, config, md handlers.Object, scope
 		return nil, err
 	}
 	switch {
-	case destroy || !keepsWarm(cfg, md):
+	case destroy || !keepsWarm(cfg, md) || d.marked(c, id):
+		// A marked sandbox's cleanup was left unconfirmed: it is not kept.
 		return nil, d.destroy(ctx, c, scope, id)
 	case d.scopes.hasLeftover(scope):
 		// A session's process may still run: the sandbox is not kept.
@@ -437,6 +447,9 @@ func (d *Driver) endLease(ctx context.Context, config, md handlers.Object, scope
 		zerolog.Ctx(ctx).Warn().Str("sandbox", id).Msg("CreateOS sandbox deleted instead of kept: session cleanup was unconfirmed")
 		return &handlers.TerminationReceipt{ProviderLeaseID: id, State: "destroyed"}, nil
 	case d.scopes.poisoned(scope):
+		// Containment unproven: the sandbox must go, and the mark outlives
+		// this worker.
+		d.markUnconfirmed(ctx, c, id)
 		return nil, errUnconfirmedReuse
 	}
 	// Warm: the provider pauses it after the idle window; no request.
@@ -454,9 +467,10 @@ func keepsWarm(cfg Config, md handlers.Object) bool {
 }
 
 // destroy deletes the sandbox; with it go the scope's poison and leftover
-// mark.
+// mark, and its cleanup mark on disk (deleteSandbox). A delete it cannot
+// confirm leaves a cleanup mark.
 func (d *Driver) destroy(ctx context.Context, c *Client, scope, id string) error {
-	if err := c.destroySandbox(ctx, id); err != nil {
+	if err := d.deleteSandbox(ctx, c, id); err != nil {
 		return err
 	}
 	d.scopes.confirm(scope)

@@ -61,12 +61,39 @@ func reuseScopeTag(p *handlers.AcquireLeaseParams) string {
 	return "paperclip-" + hex.EncodeToString(sum[:12])
 }
 
-// sandboxName is a reusable sandbox's provider name: its scope tag and a
-// random suffix (names are unique per account).
+// The name form of a reusable sandbox: its scope tag, "-" and
+// sandboxSuffixLen lowercase hex digits of random suffix (names are unique
+// per account). The API has no tags or labels (spec §1.3 E1, the sandbox
+// list), so the exact form is the only proof that this driver created a
+// sandbox: sandboxName writes it and isSandboxName, its inverse, reads it.
+const sandboxSuffixLen = 8
+
+// sandboxName is a new reusable sandbox's provider name in scope.
 func sandboxName(scope string) string {
-	var b [4]byte
+	var b [sandboxSuffixLen / 2]byte
 	_, _ = rand.Read(b[:])
+	return sandboxNameWith(scope, b)
+}
+
+// sandboxNameWith is the name of scope with suffix b.
+func sandboxNameWith(scope string, b [sandboxSuffixLen / 2]byte) string {
 	return scope + "-" + hex.EncodeToString(b[:])
+}
+
+// isSandboxName reports whether name is one sandboxName(scope) can return:
+// scope, "-", then exactly sandboxSuffixLen lowercase hex digits and
+// nothing more.
+func isSandboxName(name, scope string) bool {
+	suffix, ok := strings.CutPrefix(name, scope+"-")
+	if !ok || scope == "" || len(suffix) != sandboxSuffixLen {
+		return false
+	}
+	for i := 0; i < len(suffix); i++ {
+		if c := suffix[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // reap deletes the paused sandboxes of scope that no lease can reach. The
@@ -75,8 +102,10 @@ func sandboxName(scope string) string {
 // belongs to a lease it will never resume (a failed run's: the host marks
 // it failed and neither resumes nor destroys it). A sandbox this worker
 // holds (acquired, resumed or resuming, not yet released) is never
-// touched, nor is keep. Failures are logged, never returned: the new lease
-// is good.
+// touched, nor is keep, nor any sandbox whose name is not exactly one this
+// driver generates for scope (isSandboxName): a look-alike such as
+// "<scope>-my-database" is not ours. Failures are logged, never returned:
+// the new lease is good.
 func (d *Driver) reap(ctx context.Context, c *Client, scope, keep string) {
 	log := zerolog.Ctx(ctx)
 	rows, err := c.list(ctx)
@@ -85,7 +114,7 @@ func (d *Driver) reap(ctx context.Context, c *Client, scope, keep string) {
 		return
 	}
 	for _, v := range rows {
-		if v.id == keep || v.status != "paused" || !strings.HasPrefix(v.name, scope+"-") || d.scopes.holds(v.id) {
+		if v.id == keep || v.status != "paused" || !isSandboxName(v.name, scope) || d.scopes.holds(v.id) {
 			continue
 		}
 		if err := c.destroySandbox(ctx, v.id); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -128,7 +129,7 @@ func sessionServer(t *testing.T, opts createostest.Options) (*createostest.Serve
 	createostest.RequireIsolation(t)
 	opts.APIKey, opts.Heartbeat = "test-secret", 50*time.Millisecond
 	srv := createostest.NewServer(t, opts)
-	d := New(WithHTTPClient(srv.Client()), WithPacer(NoPacing), WithGetenv(func(string) string { return "" }))
+	d := New(WithHTTPClient(srv.Client()), WithPacer(NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(filepath.Join(t.TempDir(), "marks")))
 	d.pollInterval = 5 * time.Millisecond
 	d.reconnectDelay = 5 * time.Millisecond
 	d.replayDelay = 5 * time.Millisecond

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -81,7 +82,7 @@ func newStub(t *testing.T) *stub {
 // over its in-memory network, without pacing and with fast polling.
 func (s *stub) driver(opts ...Option) *Driver {
 	hc := &http.Client{Transport: s.transport()}
-	d := New(append([]Option{WithHTTPClient(hc), WithPacer(NoPacing), WithGetenv(func(string) string { return "" })}, opts...)...)
+	d := New(append([]Option{WithHTTPClient(hc), WithPacer(NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(filepath.Join(s.t.TempDir(), "marks"))}, opts...)...)
 	d.pollInterval = time.Millisecond
 	d.reconnectDelay = time.Millisecond
 	d.replayDelay = time.Millisecond
