@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen"
 )
@@ -78,10 +79,23 @@ func openSourceTree(src string, info fs.FileInfo) (*safeopen.Tree, error) {
 // outside the tree is errLinkOutside.
 func followLink(tree *safeopen.Tree, src, name string) (string, fs.FileInfo, error) {
 	r, info, err := tree.Resolve(src)
-	if errors.Is(err, safeopen.ErrOutside) {
+	switch {
+	case errors.Is(err, safeopen.ErrOutside):
 		return "", nil, errLinkOutside(entryName(name, false))
+	case errors.Is(err, safeopen.ErrLoop):
+		return "", nil, newError(fmt.Sprintf("CreateOS cannot follow host symlink %q: it meets too many levels of symbolic links.", entryName(name, false)))
 	}
-	return r, info, err
+	return r, info, treeErr(err)
+}
+
+// treeErr is err from a look into a source tree, with os.Root's refusal of
+// a name that leads out of the tree (which no listed name did when it was
+// listed) as errSourceChanged.
+func treeErr(err error) error {
+	if err != nil && strings.Contains(err.Error(), "path escapes from parent") { // os.Root's errPathEscapes is unexported
+		return errSourceChanged
+	}
+	return err
 }
 
 // errLinkOutside is the refusal of a followed host symlink that leads

@@ -55,6 +55,10 @@ func packDirectory(src, dst string, exclude syncrule.Exclude, follow bool) (*os.
 	return f, p.files, nil
 }
 
+// packLookHook, when set (tests only), runs just before packDirectory
+// looks at a listed entry (its name in the source tree).
+var packLookHook func(name string)
+
 type packer struct {
 	tw      *tar.Writer
 	tree    *safeopen.Tree // the source directory
@@ -81,7 +85,7 @@ func (p *packer) add(src, name string, info fs.FileInfo, ancestors []fs.FileInfo
 	}
 	f, err := openAsSeen(p.tree.Root().OpenFile, src, info, false)
 	if err != nil {
-		return err
+		return treeErr(err)
 	}
 	if info.IsDir() {
 		entries, err := readDir(f)
@@ -133,7 +137,7 @@ func (p *packer) resolve(src, name string, info fs.FileInfo) (string, fs.FileInf
 		return r, st, "", err
 	}
 	link, err := p.tree.Root().Readlink(src)
-	return src, info, link, err
+	return src, info, link, treeErr(err)
 }
 
 // entryName is node-tar's entry name for name: "./", "./a/" for a
@@ -169,9 +173,12 @@ func (p *packer) addChildren(src, name string, info fs.FileInfo, entries []fs.Di
 		// Looked at through the root: a DirEntry's Info would look up the
 		// name by its host path.
 		csrc := path.Join(src, e.Name())
+		if h := packLookHook; h != nil {
+			h(csrc)
+		}
 		ci, err := p.tree.Root().Lstat(csrc)
 		if err != nil {
-			return err
+			return treeErr(err)
 		}
 		if err := p.add(csrc, child, ci, ancestors); err != nil {
 			return err

@@ -147,12 +147,12 @@ func (c *copier) mapping(m mappingPlan) error {
 func (c *copier) tree(src, dst, rel string, fi fs.FileInfo, followed bool, ancestors []fileID) error {
 	d, err := openSource(c.src, src, fi, followed)
 	if err != nil {
-		return fmt.Errorf("read source directory %s: %w", rel, cleanErr(err))
+		return fmt.Errorf("read source directory %s: %w", rel, c.srcErr(err))
 	}
 	entries, err := d.ReadDir(-1)
 	d.Close()
 	if err != nil {
-		return fmt.Errorf("read source directory %s: %w", rel, cleanErr(err))
+		return fmt.Errorf("read source directory %s: %w", rel, c.srcErr(err))
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, e := range entries {
@@ -176,7 +176,7 @@ func (c *copier) tree(src, dst, rel string, fi fs.FileInfo, followed bool, ances
 func (c *copier) entry(s, t, erel string, ancestors []fileID) error {
 	fi, err := c.src.Lstat(s)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", erel, cleanErr(err))
+		return fmt.Errorf("read %s: %w", erel, c.srcErr(err))
 	}
 	followed := fi.Mode()&fs.ModeSymlink != 0
 	if followed {
@@ -241,7 +241,7 @@ func (c *copier) followLink(s, erel string) (string, fs.FileInfo, bool, error) {
 	case errors.Is(err, safeopen.ErrOutside):
 		return "", nil, false, fmt.Errorf("symlink %s leads outside the source directory: with followSymlinks, fake-plugin follows a host symlink only to a name inside the mapping's source; stage the file inside it or omit followSymlinks", erel)
 	case err != nil:
-		return "", nil, false, fmt.Errorf("follow symlink %s: %w", erel, cleanErr(err))
+		return "", nil, false, fmt.Errorf("follow symlink %s: %w", erel, c.srcErr(err))
 	}
 	return filepath.FromSlash(r), fi, false, nil
 }
@@ -325,7 +325,7 @@ func (c *copier) chmod(name string, mode fs.FileMode) error {
 func (c *copier) link(s, t, erel string) error {
 	target, err := c.src.Readlink(s)
 	if err != nil {
-		return fmt.Errorf("read symlink %s: %w", erel, cleanErr(err))
+		return fmt.Errorf("read symlink %s: %w", erel, c.srcErr(err))
 	}
 	if ti, err := c.dst.Lstat(t); err == nil && ti.IsDir() {
 		return fmt.Errorf("target %s exists and is a directory", erel)
@@ -351,7 +351,7 @@ func (c *copier) file(s, t string, fi fs.FileInfo, followed bool, mode fs.FileMo
 	if errors.Is(err, errChanged) {
 		return err
 	} else if err != nil {
-		return fmt.Errorf("read source: %w", cleanErr(err))
+		return fmt.Errorf("read source: %w", c.srcErr(err))
 	}
 	defer in.Close()
 	tmp := tempName(t)
@@ -435,7 +435,7 @@ func idOf(fi fs.FileInfo) fileID {
 // cleanErr drops the *PathError wrapper, whose path is relative to a root
 // the host never sees, keeping the operation and cause.
 func cleanErr(err error) error {
-	if strings.Contains(err.Error(), "path escapes from parent") { // os.Root's unexported errPathEscapes
+	if escapes(err) {
 		return fmt.Errorf("a symlink or path leads outside the fake-plugin lease root (%w)", err)
 	}
 	var pe *fs.PathError
@@ -448,3 +448,17 @@ func cleanErr(err error) error {
 	}
 	return err
 }
+
+// srcErr is cleanErr for the source side of the copy: there, on the host,
+// a name that escapes leads out of the mapping's source directory (read
+// through its root), not out of the lease root.
+func (c *copier) srcErr(err error) error {
+	if c.hostTree != nil && escapes(err) {
+		return fmt.Errorf("a symlink or path leads outside the source directory (%w)", err)
+	}
+	return cleanErr(err)
+}
+
+// escapes reports os.Root's refusal of a name that leads out of the root
+// (its errPathEscapes is unexported).
+func escapes(err error) bool { return strings.Contains(err.Error(), "path escapes from parent") }

@@ -117,3 +117,56 @@ func mk(t *testing.T, p, c string) {
 		t.Fatal(err)
 	}
 }
+
+// TestTreeSwapAfterResolveStaysInside: between Resolve and the open, a
+// directory on the resolved name is replaced, by a link out of the tree or
+// by another directory. The open through the root never reaches the
+// outside file, and another file than the one seen is ErrChanged.
+func TestTreeSwapAfterResolveStaysInside(t *testing.T) {
+	for _, tc := range []struct {
+		name, swap string // what d becomes: a link target, or "dir" for another directory
+		want       error
+	}{
+		{"absolute link out", "$OUT", nil},
+		{"relative link out", "../outside", nil},
+		{"another directory inside", "dir", ErrChanged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			src, out := filepath.Join(base, "src"), filepath.Join(base, "outside")
+			mk(t, filepath.Join(src, "d", "f"), "inside")
+			mk(t, filepath.Join(src, "x"), "->d/f")
+			mk(t, filepath.Join(out, "f"), safeopentest.Secrets[0])
+			tree, err := OpenTree(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tree.Close()
+			r, seen, err := tree.Resolve("x")
+			if err != nil || r != "d/f" {
+				t.Fatalf("Resolve = %q, %v", r, err)
+			}
+			if err := os.Rename(filepath.Join(src, "d"), filepath.Join(src, "d-moved")); err != nil {
+				t.Fatal(err)
+			}
+			if tc.swap == "dir" {
+				mk(t, filepath.Join(src, "d", "f"), "another inside")
+			} else {
+				mk(t, filepath.Join(src, "d"), "->"+strings.ReplaceAll(tc.swap, "$OUT", out))
+			}
+			f, err := OpenAsSeen(tree.Root().OpenFile, r, seen, false)
+			if err == nil {
+				b := make([]byte, 256)
+				n, _ := f.Read(b)
+				f.Close()
+				t.Fatalf("opened %q after the swap: %q", r, b[:n])
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("err = %v, want %v", err, tc.want)
+			}
+			if _, err := tree.Root().Lstat(r); tc.want == nil && err == nil {
+				t.Errorf("Lstat(%q) through the root left the tree", r)
+			}
+		})
+	}
+}
