@@ -2,8 +2,10 @@ package createos
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen"
 )
@@ -32,18 +34,72 @@ func openSourceFile(name string) (*os.File, fs.FileInfo, error) {
 	if !info.Mode().IsRegular() {
 		return nil, nil, errSourceNotFile
 	}
-	f, err := openAsSeen(name, info, true)
+	f, err := openAsSeen(os.OpenFile, name, info, true)
 	return f, info, err
 }
 
-// openAsSeen opens name, which stat (follow) or lstat saw as seen, a
-// regular file or a directory, for reading without waiting on it
-// (safeopen.OpenAsSeen, the rule both drivers' syncs open by). A name that
-// is no longer what was seen is errSourceChanged.
-func openAsSeen(name string, seen fs.FileInfo, follow bool) (*os.File, error) {
-	f, err := safeopen.OpenAsSeen(os.OpenFile, name, seen, follow)
+// openAsSeen opens name through open (os.OpenFile, or a source tree's
+// root), which stat (follow) or lstat saw as seen, a regular file or a
+// directory, for reading without waiting on it (safeopen.OpenAsSeen, the
+// rule both drivers' syncs open by). A name that is no longer what was
+// seen is errSourceChanged.
+func openAsSeen(open safeopen.Opener, name string, seen fs.FileInfo, follow bool) (*os.File, error) {
+	f, err := safeopen.OpenAsSeen(open, name, seen, follow)
 	if errors.Is(err, safeopen.ErrChanged) {
 		return nil, errSourceChanged
 	}
 	return f, err
+}
+
+// A directory mapping's host source is read as a safeopen.Tree: through
+// its open root, so that no name leads out of it however it changes
+// meanwhile. With followSymlinks a link is followed only when it
+// resolves, through every link on its way, to a name inside the source
+// (Tree.Resolve, the fake's rule too): sync-out keeps links as written,
+// so a sandbox can leave ws/x -> /etc/shadow in the host workspace, and a
+// later sync-in of that tree must not upload what it names. A link that
+// leads outside refuses the mapping before anything of it is uploaded.
+
+// openSourceTree opens the directory src, which stat saw as info, as a
+// Tree; another directory in its place by then is errSourceChanged.
+func openSourceTree(src string, info fs.FileInfo) (*safeopen.Tree, error) {
+	tree, err := safeopen.OpenTree(src)
+	if err != nil {
+		return nil, err
+	}
+	if opened, err := tree.Root().Stat("."); err != nil || !os.SameFile(opened, info) {
+		tree.Close()
+		return nil, errSourceChanged
+	}
+	return tree, nil
+}
+
+// followLink resolves the symlink src of tree (the archive entry name) to
+// the link-free name it leads to and what is there. One that leads
+// outside the tree is errLinkOutside.
+func followLink(tree *safeopen.Tree, src, name string) (string, fs.FileInfo, error) {
+	r, info, err := tree.Resolve(src)
+	switch {
+	case errors.Is(err, safeopen.ErrOutside):
+		return "", nil, errLinkOutside(entryName(name, false))
+	case errors.Is(err, safeopen.ErrLoop):
+		return "", nil, newError(fmt.Sprintf("CreateOS cannot follow host symlink %q: it meets too many levels of symbolic links.", entryName(name, false)))
+	}
+	return r, info, treeErr(err)
+}
+
+// treeErr is err from a look into a source tree, with os.Root's refusal of
+// a name that leads out of the tree (which no listed name did when it was
+// listed) as errSourceChanged.
+func treeErr(err error) error {
+	if err != nil && strings.Contains(err.Error(), "path escapes from parent") { // os.Root's errPathEscapes is unexported
+		return errSourceChanged
+	}
+	return err
+}
+
+// errLinkOutside is the refusal of a followed host symlink that leads
+// outside the mapping's source directory.
+func errLinkOutside(entry string) error {
+	return newError(fmt.Sprintf("CreateOS does not follow host symlink %q: it leads outside the source directory; stage the file inside the source directory or omit followSymlinks.", entry))
 }

@@ -16,7 +16,12 @@ import (
 //
 // Port decisions (spec §3 asks for them to be recorded):
 //   - followSymlinks is honoured (U-late): host directory uploads
-//     dereference links iff it is true; 14009eb's rejection is not ported.
+//     dereference links iff it is true; 14009eb's rejection is not ported,
+//     except for a link that leads outside the source directory (issue 19):
+//     a link is followed only when it resolves, through every link on its
+//     way, inside the source (safeopen.Tree, the fake's rule too), and one
+//     that leaves refuses the mapping before anything of it is uploaded
+//     (hostfile.go). The source is read through its open root.
 //   - Directory uploads archive regular files, directories and symlinks in
 //     name order; hard links become separate files; other types are left
 //     out. Host extraction does not restore owners, creates files 0600

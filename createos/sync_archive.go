@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
@@ -20,10 +21,11 @@ const maxArchiveBytes = 10 << 30
 // packDirectory writes a tar archive of src to dst (created exclusively,
 // 0600) with node-tar's names ("./", "./a/", "./a/b"), modes and symlinks;
 // excluded entries are left out with everything under them, and symlinks
-// are dereferenced iff follow. Only regular files, directories and symlinks
-// are archived, and host files are opened without ever blocking
-// (hostfile.go). It returns dst open for reading and the number of
-// regular-file entries.
+// are dereferenced iff follow, only to names inside src (followLink).
+// Only regular files, directories and symlinks are archived, src is read
+// through its open root (safeopen.Tree) and host files are opened without
+// ever blocking (hostfile.go). It returns dst open for reading and the
+// number of regular-file entries.
 func packDirectory(src, dst string, exclude syncrule.Exclude, follow bool) (*os.File, int64, error) {
 	info, err := os.Stat(src)
 	if err != nil {
@@ -32,12 +34,17 @@ func packDirectory(src, dst string, exclude syncrule.Exclude, follow bool) (*os.
 	if !info.IsDir() {
 		return nil, 0, errSourceNotDir
 	}
+	tree, err := openSourceTree(src, info)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer tree.Close()
 	f, err := os.OpenFile(dst, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, 0, err
 	}
-	p := &packer{tw: tar.NewWriter(f), exclude: exclude, follow: follow}
-	err = p.add(src, ".", info, nil)
+	p := &packer{tw: tar.NewWriter(f), tree: tree, exclude: exclude, follow: follow}
+	err = p.add(".", ".", info, nil)
 	if err == nil {
 		err = p.tw.Close()
 	}
@@ -48,21 +55,25 @@ func packDirectory(src, dst string, exclude syncrule.Exclude, follow bool) (*os.
 	return f, p.files, nil
 }
 
+// packLookHook, when set (tests only), runs just before packDirectory
+// looks at a listed entry (its name in the source tree).
+var packLookHook func(name string)
+
 type packer struct {
 	tw      *tar.Writer
+	tree    *safeopen.Tree // the source directory
 	exclude syncrule.Exclude
 	follow  bool
 	files   int64
 }
 
-// add archives host under the entry name (without "./" or a trailing
-// slash; "." is the root, which is always resolved). info is what listing
-// host found; a regular file or a directory is opened as seen
-// (openAsSeen: one replaced since, by a fifo or any other file, fails).
-// ancestors are the directories above it, to stop a cycle through
-// followed symlinks.
-func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInfo) error {
-	info, link, err := p.resolve(host, info)
+// add archives src, a name in the tree, under the entry name (without
+// "./" or a trailing slash; "." is the root). info is what Lstat saw of
+// src; a regular file or a directory is opened as seen (openAsSeen: one
+// replaced since, by a fifo or any other file, fails). ancestors are the
+// directories above it, to stop a cycle through followed symlinks.
+func (p *packer) add(src, name string, info fs.FileInfo, ancestors []fs.FileInfo) error {
+	src, info, link, err := p.resolve(src, name, info)
 	if err != nil {
 		return err
 	}
@@ -72,9 +83,9 @@ func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInf
 	if !info.IsDir() && !info.Mode().IsRegular() {
 		return nil // sockets, fifos and devices are not transferred, nor opened
 	}
-	f, err := openAsSeen(host, info, p.follow || name == ".")
+	f, err := openAsSeen(p.tree.Root().OpenFile, src, info, false)
 	if err != nil {
-		return err
+		return treeErr(err)
 	}
 	if info.IsDir() {
 		entries, err := readDir(f)
@@ -84,7 +95,7 @@ func (p *packer) add(host, name string, info fs.FileInfo, ancestors []fs.FileInf
 		if err := p.header(name, info, ""); err != nil {
 			return err
 		}
-		return p.addChildren(host, name, info, entries, ancestors)
+		return p.addChildren(src, name, info, entries, ancestors)
 	}
 	defer f.Close()
 	if err := p.header(name, info, ""); err != nil {
@@ -114,18 +125,19 @@ func readDir(f *os.File) ([]fs.DirEntry, error) {
 	return entries, err
 }
 
-// resolve is what host is archived as: a symlink is its target's info when
-// symlinks are followed, else a link with its target as written.
-func (p *packer) resolve(host string, info fs.FileInfo) (fs.FileInfo, string, error) {
+// resolve is what src (entry name) is archived as: a symlink is, when
+// symlinks are followed, the name it leads to inside the tree and what is
+// there (followLink), else a link with its target as written.
+func (p *packer) resolve(src, name string, info fs.FileInfo) (string, fs.FileInfo, string, error) {
 	if info.Mode()&fs.ModeSymlink == 0 {
-		return info, "", nil
+		return src, info, "", nil
 	}
 	if p.follow {
-		st, err := os.Stat(host)
-		return st, "", err
+		r, st, err := followLink(p.tree, src, name)
+		return r, st, "", err
 	}
-	link, err := os.Readlink(host)
-	return info, link, err
+	link, err := p.tree.Root().Readlink(src)
+	return src, info, link, treeErr(err)
 }
 
 // entryName is node-tar's entry name for name: "./", "./a/" for a
@@ -140,13 +152,13 @@ func entryName(name string, dir bool) string {
 	return "./" + name
 }
 
-// addChildren archives entries, those of the directory host, in name
-// order, without what exclude drops. A directory that is one of its own
-// ancestors (a cycle through followed symlinks) fails.
-func (p *packer) addChildren(host, name string, info fs.FileInfo, entries []fs.DirEntry, ancestors []fs.FileInfo) error {
+// addChildren archives entries, those of the directory src (entry name),
+// in name order, without what exclude drops. A directory that is one of
+// its own ancestors (a cycle through followed symlinks) fails.
+func (p *packer) addChildren(src, name string, info fs.FileInfo, entries []fs.DirEntry, ancestors []fs.FileInfo) error {
 	for _, a := range ancestors {
 		if os.SameFile(a, info) {
-			return &os.PathError{Op: "archive", Path: host, Err: errors.New("directory cycle through a symbolic link")}
+			return &os.PathError{Op: "archive", Path: entryName(name, true), Err: errors.New("directory cycle through a symbolic link")}
 		}
 	}
 	ancestors = append(ancestors, info)
@@ -158,11 +170,17 @@ func (p *packer) addChildren(host, name string, info fs.FileInfo, entries []fs.D
 		if p.exclude.Match(child) {
 			continue
 		}
-		ci, err := e.Info()
-		if err != nil {
-			return err
+		// Looked at through the root: a DirEntry's Info would look up the
+		// name by its host path.
+		csrc := path.Join(src, e.Name())
+		if h := packLookHook; h != nil {
+			h(csrc)
 		}
-		if err := p.add(filepath.Join(host, e.Name()), child, ci, ancestors); err != nil {
+		ci, err := p.tree.Root().Lstat(csrc)
+		if err != nil {
+			return treeErr(err)
+		}
+		if err := p.add(csrc, child, ci, ancestors); err != nil {
 			return err
 		}
 	}

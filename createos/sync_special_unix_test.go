@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
@@ -75,6 +76,9 @@ func TestSyncInRefusesAHostFifoOrDeviceWithoutBlocking(t *testing.T) {
 // is a fifo, another file or a symlink by the time it is opened is
 // refused as changed, as the fake driver refuses it, instead of an open
 // that blocks until a writer comes (or a read of what was not listed).
+// The source is read through its root (safeopen.Tree), whose opens follow
+// a link swapped in only inside the tree; what it leads to must still be
+// the file listed.
 func TestPackRefusesAnEntryReplacedSinceItWasListed(t *testing.T) {
 	dir := t.TempDir()
 	mustWrite(t, filepath.Join(dir, "file"), "x", 0o644)
@@ -82,22 +86,29 @@ func TestPackRefusesAnEntryReplacedSinceItWasListed(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "dir"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("file", filepath.Join(dir, "link")); err != nil {
+	if err := os.Symlink("other", filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
+	fifo(t, dir, "pipe-file")
+	fifo(t, dir, "pipe-dir")
+	tree, err := safeopen.OpenTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
 	for _, tc := range []struct{ listed, opened string }{
-		{"file", fifo(t, dir, "pipe-file")},
-		{"dir", fifo(t, dir, "pipe-dir")},
-		{"file", filepath.Join(dir, "other")},
-		{"file", filepath.Join(dir, "link")},
-		{"dir", filepath.Join(dir, "file")},
+		{"file", "pipe-file"},
+		{"dir", "pipe-dir"},
+		{"file", "other"},
+		{"file", "link"},
+		{"dir", "file"},
 	} {
 		info, err := os.Lstat(filepath.Join(dir, tc.listed))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		p := &packer{tw: tar.NewWriter(&buf), exclude: syncrule.NewExclude(nil)}
+		p := &packer{tw: tar.NewWriter(&buf), tree: tree, exclude: syncrule.NewExclude(nil)}
 		if err := p.add(tc.opened, "entry", info, []fs.FileInfo{}); err != errSourceChanged {
 			t.Errorf("%s listed, %s opened: err %v, want %q", tc.listed, tc.opened, err, errSourceChanged)
 		}

@@ -3,6 +3,8 @@ package createos
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen/safeopentest"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
@@ -246,8 +249,10 @@ func TestSyncPreservesDirectoryFilesModesAndInternalSymlinksWhileHonoringExclusi
 }
 
 // 5. The reference at 14009eb rejects followSymlinks for host directory
-// uploads; this port follows U-late and honours it: a link to an outside
-// file is archived as a link unless followSymlinks asks for its content.
+// uploads; this port follows U-late and honours it for links that stay
+// inside the source (TestSyncInFollowsOnlyHostLinksInsideTheSource): a
+// link to an outside file is archived as a link, and with followSymlinks
+// the mapping is refused, as 14009eb refuses it, before any upload.
 func TestSyncFollowsAHostSymlinkToAnOutsideFileOnlyWhenAsked(t *testing.T) {
 	root := t.TempDir()
 	mustWrite(t, filepath.Join(root, "outside"), "outside secret", 0o600)
@@ -260,16 +265,19 @@ func TestSyncFollowsAHostSymlinkToAnOutsideFileOnlyWhenAsked(t *testing.T) {
 		s := newSyncStub(t)
 		m := handlers.SyncFileMapping{SourcePath: src, TargetPath: "/paperclip-workspace/x", Kind: "directory", FollowSymlinks: follow}
 		res, err := s.d.SyncIn(t.Context(), s.params(op("o", m)))
+		if follow {
+			if err == nil || !strings.Contains(err.Error(), `host symlink "./escape": it leads outside the source directory`) || len(s.snapshot()) != 0 {
+				t.Errorf("followed: err %v, %d requests", err, len(s.snapshot()))
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		body := s.gotUploads()[0].Body
 		hdrs := tarHeaders(t, body)
 		esc := hdrs["./escape"]
-		if follow && (esc == nil || esc.Typeflag != tar.TypeReg || !bytes.Contains(body, []byte("outside secret")) || res.Operations[0].FilesTransferred != 2) {
-			t.Errorf("followed: %+v %+v", esc, res)
-		}
-		if !follow && (esc == nil || esc.Typeflag != tar.TypeSymlink || bytes.Contains(body, []byte("outside secret")) || res.Operations[0].FilesTransferred != 1) {
+		if esc == nil || esc.Typeflag != tar.TypeSymlink || bytes.Contains(body, []byte("outside secret")) || res.Operations[0].FilesTransferred != 1 {
 			t.Errorf("not followed: %+v %+v", esc, res)
 		}
 	}
@@ -827,4 +835,69 @@ func tarNames(t *testing.T, b []byte) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// TestSyncInFollowsOnlyHostLinksInsideTheSource (issue 19, item 8): with
+// followSymlinks a host link is followed only when it resolves, through
+// every link on its way, to a name inside the source directory. Sync-out
+// keeps links as written, so a sandbox can plant ws/x -> /etc/shadow in the
+// host workspace; a later sync-in of that tree must refuse before anything
+// is uploaded, and no upload may ever carry content from outside the tree.
+func TestSyncInFollowsOnlyHostLinksInsideTheSource(t *testing.T) {
+	for _, tc := range safeopentest.LinkCases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			s := newSyncStub(t)
+			src := safeopentest.Build(t, tc)
+			m := handlers.SyncFileMapping{SourcePath: src, TargetPath: "/paperclip-workspace/x", Kind: "directory", FollowSymlinks: true}
+			res, err := s.d.SyncIn(t.Context(), s.params(op("o", m)))
+			ups := s.gotUploads()
+			for _, u := range ups {
+				if safeopentest.HasSecret(u.Body) {
+					t.Errorf("the upload to %s carries content from outside the source", u.Path)
+				}
+			}
+			if tc.Outside {
+				want := fmt.Sprintf("CreateOS does not follow host symlink %q: it leads outside the source directory", "./"+tc.Entry)
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("err = %v, want it to contain %q", err, want)
+				}
+				if len(ups) != 0 || len(s.gotCommands()) != 0 {
+					t.Errorf("a refused mapping was uploaded (%d uploads, %d commands)", len(ups), len(s.gotCommands()))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ups) != 1 {
+				t.Fatalf("%d uploads, want 1", len(ups))
+			}
+			if got := tarContent(t, ups[0].Body, "./"+tc.Entry); got != tc.Want {
+				t.Errorf("archive entry ./%s = %q, want %q (result %+v)", tc.Entry, got, tc.Want, res)
+			}
+		})
+	}
+}
+
+// tarContent is the content of the regular-file entry name in archive b.
+func tarContent(t *testing.T, b []byte, name string) string {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("archive has no entry %s (%v)", name, err)
+		}
+		if h.Name != name {
+			continue
+		}
+		if h.Typeflag != tar.TypeReg {
+			t.Fatalf("entry %s has type %q, want a regular file", name, h.Typeflag)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
 }

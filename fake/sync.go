@@ -33,8 +33,11 @@ import (
 //   - the mapping's sourcePath is always resolved (a symlink there is
 //     read through); followSymlinks applies to entries inside a directory:
 //     false keeps them as links with their targets as written, true
-//     copies what they point to, refusing loops; on the sandbox side
-//     following never leaves the lease root (see sync_confine.go);
+//     copies what they point to, refusing loops; on the host side a link
+//     is followed only when it resolves inside the mapping's source
+//     directory (safeopen.Tree, the CreateOS driver's rule too), and one
+//     that leaves it fails the mapping; on the sandbox side following
+//     never leaves the lease root (see sync_confine.go);
 //   - mode (0..0o777) is the final mode of a file mapping's file, or of a
 //     directory mapping's target directory; otherwise files get the
 //     source's permission bits, directories the sync creates get the
@@ -246,7 +249,7 @@ func (s *syncer) operation(ctx context.Context, op operationPlan) (handlers.Sync
 		if err := context.Cause(ctx); err != nil {
 			return res, state.Userf("operation %q: %w", op.id, err)
 		}
-		c := &copier{ctx: ctx, follow: m.follow, exclude: m.exclude}
+		c := &copier{ctx: ctx, follow: m.follow, exclude: m.exclude, hostSrc: s.in}
 		if s.in {
 			c.src, c.dst = hostFS{}, s.root
 		} else {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
@@ -75,6 +76,11 @@ type copier struct {
 	src, dst fsys
 	follow   bool
 	exclude  syncrule.Exclude
+	// hostSrc: src is the host, whose directory mappings are read as a
+	// safeopen.Tree (hostTree, while one is copied), so that a followed
+	// link never leads out of the mapping's source.
+	hostSrc  bool
+	hostTree *safeopen.Tree
 
 	files, bytes int64
 	// targets are the target directories written so far: meeting one in
@@ -104,6 +110,15 @@ func (c *copier) mapping(m mappingPlan) error {
 	if !fi.IsDir() {
 		return errors.New("the source is not a directory")
 	}
+	src := m.src
+	if c.hostSrc {
+		tree, err := c.openHostTree(m.src, fi)
+		if err != nil {
+			return err
+		}
+		defer tree.Close()
+		c.src, c.hostTree, src = tree.Root(), tree, "."
+	}
 	if err := c.dst.MkdirAll(parent(m.dst), 0o700); err != nil {
 		return fmt.Errorf("create target directory: %w", cleanErr(err))
 	}
@@ -113,7 +128,7 @@ func (c *copier) mapping(m mappingPlan) error {
 	} else if err != nil {
 		return fmt.Errorf("the target: %w", err)
 	}
-	if err := c.tree(m.src, m.dst, ".", fi, true, []fileID{idOf(fi)}); err != nil {
+	if err := c.tree(src, m.dst, ".", fi, true, []fileID{idOf(fi)}); err != nil {
 		return err
 	}
 	switch {
@@ -132,12 +147,12 @@ func (c *copier) mapping(m mappingPlan) error {
 func (c *copier) tree(src, dst, rel string, fi fs.FileInfo, followed bool, ancestors []fileID) error {
 	d, err := openSource(c.src, src, fi, followed)
 	if err != nil {
-		return fmt.Errorf("read source directory %s: %w", rel, cleanErr(err))
+		return fmt.Errorf("read source directory %s: %w", rel, c.srcErr(err))
 	}
 	entries, err := d.ReadDir(-1)
 	d.Close()
 	if err != nil {
-		return fmt.Errorf("read source directory %s: %w", rel, cleanErr(err))
+		return fmt.Errorf("read source directory %s: %w", rel, c.srcErr(err))
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, e := range entries {
@@ -161,15 +176,15 @@ func (c *copier) tree(src, dst, rel string, fi fs.FileInfo, followed bool, ances
 func (c *copier) entry(s, t, erel string, ancestors []fileID) error {
 	fi, err := c.src.Lstat(s)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", erel, cleanErr(err))
+		return fmt.Errorf("read %s: %w", erel, c.srcErr(err))
 	}
 	followed := fi.Mode()&fs.ModeSymlink != 0
 	if followed {
 		if !c.follow {
 			return c.link(s, t, erel)
 		}
-		if fi, err = c.src.Stat(s); err != nil {
-			return fmt.Errorf("follow symlink %s: %w", erel, cleanErr(err))
+		if s, fi, followed, err = c.followLink(s, erel); err != nil {
+			return err
 		}
 	}
 	switch {
@@ -190,6 +205,45 @@ func (c *copier) entry(s, t, erel string, ancestors []fileID) error {
 		zerolog.Ctx(c.ctx).Warn().Str("entry", erel).Stringer("type", fi.Mode().Type()).Msg("sync skipped an entry that is not a file, directory or symlink")
 	}
 	return nil
+}
+
+// openHostTree opens the host directory mapping's source src, which Stat
+// saw as fi, as a safeopen.Tree: the copy then reads it through the
+// tree's root, and follows a link only to a name inside it.
+func (c *copier) openHostTree(src string, fi fs.FileInfo) (*safeopen.Tree, error) {
+	tree, err := safeopen.OpenTree(src)
+	if err != nil {
+		return nil, fmt.Errorf("read source: %w", cleanErr(err))
+	}
+	if opened, err := tree.Root().Stat("."); err != nil || !os.SameFile(opened, fi) {
+		tree.Close()
+		return nil, errChanged
+	}
+	return tree, nil
+}
+
+// followLink is where the symlink s leads: the name to read it by, what
+// is there, and whether that name may still be a link (see openSource).
+// A host link is followed only to a name inside the mapping's source
+// (safeopen.Tree.Resolve, both drivers' rule), and the name returned is
+// free of links; a sandbox link is followed by the lease's os.Root, which
+// never leaves the lease root.
+func (c *copier) followLink(s, erel string) (string, fs.FileInfo, bool, error) {
+	if c.hostTree == nil {
+		fi, err := c.src.Stat(s)
+		if err != nil {
+			return "", nil, false, fmt.Errorf("follow symlink %s: %w", erel, cleanErr(err))
+		}
+		return s, fi, true, nil
+	}
+	r, fi, err := c.hostTree.Resolve(filepath.ToSlash(s))
+	switch {
+	case errors.Is(err, safeopen.ErrOutside):
+		return "", nil, false, fmt.Errorf("symlink %s leads outside the source directory: with followSymlinks, fake-plugin follows a host symlink only to a name inside the mapping's source; stage the file inside it or omit followSymlinks", erel)
+	case err != nil:
+		return "", nil, false, fmt.Errorf("follow symlink %s: %w", erel, c.srcErr(err))
+	}
+	return filepath.FromSlash(r), fi, false, nil
 }
 
 // subdir copies source directory s into t, creating t if needed. An
@@ -271,7 +325,7 @@ func (c *copier) chmod(name string, mode fs.FileMode) error {
 func (c *copier) link(s, t, erel string) error {
 	target, err := c.src.Readlink(s)
 	if err != nil {
-		return fmt.Errorf("read symlink %s: %w", erel, cleanErr(err))
+		return fmt.Errorf("read symlink %s: %w", erel, c.srcErr(err))
 	}
 	if ti, err := c.dst.Lstat(t); err == nil && ti.IsDir() {
 		return fmt.Errorf("target %s exists and is a directory", erel)
@@ -297,7 +351,7 @@ func (c *copier) file(s, t string, fi fs.FileInfo, followed bool, mode fs.FileMo
 	if errors.Is(err, errChanged) {
 		return err
 	} else if err != nil {
-		return fmt.Errorf("read source: %w", cleanErr(err))
+		return fmt.Errorf("read source: %w", c.srcErr(err))
 	}
 	defer in.Close()
 	tmp := tempName(t)
@@ -381,7 +435,7 @@ func idOf(fi fs.FileInfo) fileID {
 // cleanErr drops the *PathError wrapper, whose path is relative to a root
 // the host never sees, keeping the operation and cause.
 func cleanErr(err error) error {
-	if strings.Contains(err.Error(), "path escapes from parent") { // os.Root's unexported errPathEscapes
+	if escapes(err) {
 		return fmt.Errorf("a symlink or path leads outside the fake-plugin lease root (%w)", err)
 	}
 	var pe *fs.PathError
@@ -394,3 +448,17 @@ func cleanErr(err error) error {
 	}
 	return err
 }
+
+// srcErr is cleanErr for the source side of the copy: there, on the host,
+// a name that escapes leads out of the mapping's source directory (read
+// through its root), not out of the lease root.
+func (c *copier) srcErr(err error) error {
+	if c.hostTree != nil && escapes(err) {
+		return fmt.Errorf("a symlink or path leads outside the source directory (%w)", err)
+	}
+	return cleanErr(err)
+}
+
+// escapes reports os.Root's refusal of a name that leads out of the root
+// (its errPathEscapes is unexported).
+func escapes(err error) bool { return strings.Contains(err.Error(), "path escapes from parent") }

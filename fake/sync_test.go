@@ -3,6 +3,7 @@ package fake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"math"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen/safeopentest"
 )
 
 // syncEnv is a driver with one lease and a host scratch directory.
@@ -939,5 +941,39 @@ func TestSyncTargetInsideSource(t *testing.T) {
 	_, err := e.out(syncOp("op", handlers.SyncFileMapping{SourcePath: e.ws, TargetPath: filepath.Join(e.ws, "copy"), Kind: "directory"}))
 	if err == nil || !strings.Contains(err.Error(), "the target lies inside the source") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestSyncInFollowsOnlyLinksInsideTheSource (issue 19, item 8): with
+// followSymlinks a host link is followed only when it resolves, through
+// every link on its way, to a name inside the source directory. Sync-out
+// keeps links as written, so a sandbox can plant ws/x -> /etc/shadow in the
+// host workspace; a later sync-in of that tree must refuse to follow it,
+// and no content from outside the tree may reach the lease.
+func TestSyncInFollowsOnlyLinksInsideTheSource(t *testing.T) {
+	for _, tc := range safeopentest.LinkCases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			e := newSyncEnv(t, nil)
+			src := safeopentest.Build(t, tc)
+			dst := e.ws + "/dst"
+			_, err := e.in(syncOp("op", handlers.SyncFileMapping{SourcePath: src, TargetPath: dst, Kind: "directory", FollowSymlinks: true}))
+			got := syncReadTree(t, e.root)
+			for name, content := range got {
+				if safeopentest.HasSecret([]byte(content)) {
+					t.Errorf("the lease holds %s with content from outside the source: %q", name, content)
+				}
+			}
+			if tc.Outside {
+				want := fmt.Sprintf("symlink %s leads outside the source directory", tc.Entry)
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("err = %v, want it to contain %q", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			syncCheckFile(t, filepath.Join(dst, filepath.FromSlash(tc.Entry)), tc.Want)
+		})
 	}
 }

@@ -6,7 +6,8 @@
 // symlink. So the open does not block and does not follow a link where
 // none was seen, and the decision is made from the opened handle: it must
 // be of the kind that was seen and the very same file. Both drivers' syncs
-// open their sources through OpenAsSeen.
+// open their sources through OpenAsSeen, and read a host directory as a
+// Tree, whose symlinks are followed only to names inside it (tree.go).
 package safeopen
 
 import (
@@ -27,7 +28,9 @@ type Opener func(name string, flag int, perm fs.FileMode) (*os.File, error)
 // OpenAsSeen opens name for reading. seen is what Lstat saw of it (Stat,
 // when follow: a final symlink may be followed), a regular file or a
 // directory. The handle is returned only when it is of seen's kind and the
-// same file; otherwise ErrChanged.
+// same file; otherwise ErrChanged. Through an os.Root's OpenFile a final
+// symlink is followed, inside the root only, even without follow; the
+// handle must still be the file seen.
 func OpenAsSeen(open Opener, name string, seen fs.FileInfo, follow bool) (*os.File, error) {
 	if !seen.IsDir() && !seen.Mode().IsRegular() {
 		return nil, ErrChanged // nothing but files and directories is opened

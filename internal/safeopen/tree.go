@@ -1,0 +1,222 @@
+package safeopen
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// A host directory a sync reads may hold symlinks that someone else
+// planted: sync-out keeps links as written, so a sandbox can leave
+// ws/x -> /etc/shadow in the host workspace. Following symlinks
+// (followSymlinks) must then never lead out of the tree being read. A
+// Tree reads the tree through its root's open handle (an os.Root), so no
+// name can leave it however the tree changes meanwhile, and Resolve
+// follows a symlink only when it resolves, through every link on its way,
+// to a name inside the tree. Both drivers' syncs follow host links by it.
+
+// ErrOutside is Resolve's refusal of a symlink that leads outside the
+// tree: an absolute target that does not name a place inside it, or a
+// ".." that climbs above its root, at any step of the resolution, even
+// when later steps would come back in.
+var ErrOutside = errors.New("the symbolic link leads outside the directory tree")
+
+// ErrLoop is Resolve's refusal of a name that meets more than maxLinks
+// symlinks.
+var ErrLoop = errors.New("too many levels of symbolic links")
+
+// maxLinks is how many symlinks one resolution may meet (Linux's
+// MAXSYMLINKS).
+const maxLinks = 40
+
+// Tree is a directory tree read through its open root. Names are slash
+// paths relative to the root ("." is the root).
+type Tree struct {
+	root *os.Root
+	// spellings are the absolute paths, in components, that named the
+	// root's directory when it was opened: the path given, and the path
+	// with its symlinks resolved. An absolute link target is inside the
+	// tree when it starts with one of them.
+	spellings [][]string
+}
+
+// OpenTree opens the directory dir (symlinks in dir itself are followed:
+// the caller named it) as a Tree.
+func OpenTree(dir string) (*Tree, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tree{root: root}
+	opened, err := root.Stat(".")
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	candidates := []string{dir}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		candidates = append(candidates, real)
+	}
+	for _, p := range candidates {
+		if !filepath.IsAbs(p) {
+			continue
+		}
+		// A spelling only says how an absolute link names the root; what
+		// is read is always read through the root's handle.
+		if fi, err := os.Stat(p); err != nil || !os.SameFile(fi, opened) {
+			continue
+		}
+		if s := components(p); !slices.ContainsFunc(t.spellings, func(o []string) bool { return slices.Equal(o, s) }) {
+			t.spellings = append(t.spellings, s)
+		}
+	}
+	return t, nil
+}
+
+// Root is the tree's root handle; every access to the tree goes through
+// it.
+func (t *Tree) Root() *os.Root { return t.root }
+
+// Close closes the root handle.
+func (t *Tree) Close() error { return t.root.Close() }
+
+// Resolve follows every symlink in name, a slash path relative to the
+// root (an absolute name is fs.ErrInvalid), and returns the name it leads
+// to, free of symlinks, "." and ".." when it was looked at, with what
+// Lstat saw there. A link whose resolution leaves the tree at any step is
+// ErrOutside; more than maxLinks links are ErrLoop; a missing name is the
+// Lstat's error, and a name below a non-directory syscall.ENOTDIR.
+//
+// The answer describes the tree as it was: open the name through Root
+// without following a final link, and check the handle is the file seen
+// (OpenAsSeen). If the tree changes meanwhile, the root handle still
+// keeps every access inside it.
+func (t *Tree) Resolve(name string) (string, fs.FileInfo, error) {
+	if isAbs(name) {
+		return "", nil, &fs.PathError{Op: "resolve", Path: name, Err: fs.ErrInvalid}
+	}
+	var done []string // resolved components: real directories, then the last name
+	todo := split(name)
+	links := 0
+	var seen fs.FileInfo
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		if c == "." {
+			continue // what precedes is a directory, or it met ENOTDIR below
+		}
+		if c == ".." {
+			if len(done) == 0 {
+				return "", nil, ErrOutside
+			}
+			done, seen = done[:len(done)-1], nil
+			continue
+		}
+		cur := strings.Join(append(done, c), "/")
+		fi, err := t.root.Lstat(cur)
+		if err != nil {
+			return "", nil, err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if !fi.IsDir() && len(todo) > 0 {
+				return "", nil, &fs.PathError{Op: "resolve", Path: cur, Err: syscall.ENOTDIR}
+			}
+			done, seen = append(done, c), fi
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", nil, ErrLoop
+		}
+		target, err := t.root.Readlink(cur)
+		if err != nil {
+			return "", nil, err
+		}
+		next := split(target)
+		if isAbs(target) {
+			rest, ok := t.within(next)
+			if !ok {
+				return "", nil, ErrOutside
+			}
+			done, next = nil, rest
+		}
+		todo = append(next, todo...)
+		seen = nil
+	}
+	if seen == nil { // the root, or a directory reached by ".."
+		fi, err := t.root.Lstat(strings.Join(append([]string{"."}, done...), "/"))
+		if err != nil {
+			return "", nil, err
+		}
+		seen = fi
+	}
+	if len(done) == 0 {
+		return ".", seen, nil
+	}
+	return strings.Join(done, "/"), seen, nil
+}
+
+// within is the rest of the absolute path p (in components, see split)
+// after one of the root's spellings, if p starts with one.
+func (t *Tree) within(p []string) ([]string, bool) {
+	for _, s := range t.spellings {
+		if rest, ok := after(p, s); ok {
+			return rest, true
+		}
+	}
+	return nil, false
+}
+
+// after is the rest of p after the components prefix, if p starts with
+// it ("." markers in p are passed over).
+func after(p, prefix []string) ([]string, bool) {
+	i := 0
+	for _, want := range prefix {
+		for i < len(p) && p[i] == "." {
+			i++
+		}
+		if i == len(p) || p[i] != want {
+			return nil, false
+		}
+		i++
+	}
+	return p[i:], true
+}
+
+// split splits a path at its separators (a volume name, where there is
+// one, is the first component). An empty or "." component, as in "a//b",
+// "a/./b" or "a/", stays as one "." that requires what comes before it to
+// be a directory, as the system requires; a leading one is dropped.
+func split(p string) []string {
+	var out []string
+	for _, c := range strings.Split(filepath.ToSlash(p), "/") {
+		if c == "" {
+			c = "."
+		}
+		if c == "." && (len(out) == 0 || out[len(out)-1] == ".") {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// components is the path's names, without "." and empty ones.
+func components(p string) []string {
+	var out []string
+	for _, c := range split(p) {
+		if c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// isAbs reports an absolute link target: rooted at "/" (or a volume, where
+// paths have one).
+func isAbs(target string) bool {
+	return strings.HasPrefix(filepath.ToSlash(target), "/") || filepath.IsAbs(target)
+}
