@@ -105,7 +105,7 @@ func FuzzParams(f *testing.F) {
 		}
 		for _, m := range envMethods {
 			d := &recorder{minimal: minimal{"d"}}
-			_, err := m.serve(context.Background(), d, json.RawMessage(data))
+			_, err := m.serve(context.Background(), d, json.RawMessage(data), nil)
 			if err != nil {
 				if code(err) != rpc.CodeInvalidParams {
 					t.Fatalf("%s: %v (code %d), want -32602", m.name, err, code(err))
@@ -123,7 +123,7 @@ func FuzzParams(f *testing.F) {
 				t.Fatalf("%s: accepted params cannot be encoded: %v", m.name, err)
 			}
 			again := &recorder{minimal: minimal{"d"}}
-			if _, err := m.serve(context.Background(), again, b); err != nil {
+			if _, err := m.serve(context.Background(), again, b, nil); err != nil {
 				t.Fatalf("%s: %s accepted, but its encoding %s is refused: %v", m.name, data, b, err)
 			}
 			// omitempty drops empty objects and arrays: absent and empty

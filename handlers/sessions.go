@@ -80,8 +80,9 @@ type routeKey struct {
 	id   string
 }
 
-// leaseRef names the lease a route runs in.
-type leaseRef struct{ driver, company, lease string }
+// leaseRef names the lease a route runs in: the environment too, since a
+// call for another environment of the company must reach none of them.
+type leaseRef struct{ driver, company, environment, lease string }
 
 // sessions is the route table.
 type sessions struct {
@@ -149,7 +150,7 @@ func (s *sessions) reserve(ctx context.Context, k *sessionKind, base SessionBase
 	}
 	r := &route{
 		k: k, id: base.HostRouteID, sid: k.prefix + uuid.NewString(),
-		lease: leaseRef{base.DriverKey, base.CompanyID, base.ProviderLeaseID},
+		lease: leaseRef{driver: base.DriverKey, company: base.CompanyID, environment: base.EnvironmentID, lease: base.ProviderLeaseID},
 		n:     rpc.NotifierFrom(ctx).Detached(), log: zerolog.Ctx(ctx),
 		ready: make(chan struct{}), opened: make(chan struct{}),
 	}
