@@ -494,11 +494,12 @@ type exitFrame struct {
 
 // decodeChannelBytes decodes a duplex write as the host's
 // decodeChannelBytes does: standard padded base64 that re-encodes to
-// itself, never empty.
+// itself, never empty. The comparison is the rule: a decoder skips '\r'
+// and '\n' anywhere (Strict too), which the host refuses.
 func decodeChannelBytes(s string) ([]byte, bool) {
 	if s == "" {
 		return nil, false
 	}
 	b, err := base64.StdEncoding.Strict().DecodeString(s)
-	return b, err == nil && len(b) > 0
+	return b, err == nil && len(b) > 0 && base64.StdEncoding.EncodeToString(b) == s
 }

@@ -483,3 +483,38 @@ func with2(m map[string]any, k string, v any) map[string]any {
 	}
 	return out
 }
+
+// TestDuplexWriteTakesOnlyBase64ThatReencodesToItself (issue 19, item 6):
+// the host's decodeChannelBytes takes only base64 that re-encodes to
+// itself, so line breaks anywhere are refused, not skipped.
+func TestDuplexWriteTakesOnlyBase64ThatReencodesToItself(t *testing.T) {
+	cases := []struct {
+		data string
+		take bool
+	}{
+		{"aGk=", true},
+		{"aGk=\n", false},
+		{"aG\r\nk=", false},
+		{"\naGk=", false},
+		{"aGk=\r", false},
+		{"aGk", false},
+		{"aGl=", false}, // non-zero padding bits
+	}
+	for _, tc := range cases {
+		t.Run(strconv.Quote(tc.data), func(t *testing.T) {
+			d, c := serveLive(t)
+			sid, _ := openDuplex(t, c, 1, "duplex-route-1")
+			reply, _ := c.Call(2, "duplexChannelWrite", map[string]any{"hostRouteId": "duplex-route-1", "workerSessionId": sid, "data": tc.data}, "", "")
+			got, _, _ := d.chans[0].received()
+			if tc.take {
+				if reply.Error != nil || string(reply.Result) != "null" || got != "hi" {
+					t.Fatalf("%q: %s, channel got %q; want null and hi", tc.data, reply.Raw, got)
+				}
+				return
+			}
+			if reply.Error == nil || reply.Error.Code != rpc.CodeInvalidParams || got != "" {
+				t.Fatalf("%q: %s, channel got %q; want -32602 and nothing written", tc.data, reply.Raw, got)
+			}
+		})
+	}
+}
