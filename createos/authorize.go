@@ -24,10 +24,9 @@ func (d *Driver) AuthorizeLease(_ context.Context, c *handlers.LeaseCall) (strin
 // spec §6.5 step 1 and release's first step) and returns the params the
 // call acts with: a destroy's orphan form (environmentId "") takes the
 // environment the metadata records (orphanBase). A resume of metadata
-// without an origin fingerprint is not refused: it answers expired (its
-// ownership cannot be proven, so nothing is touched). Any other mismatch
-// is errNotThisEnv.
-func callOwner(c *handlers.LeaseCall) (bp handlers.BaseParams, expired bool, err error) {
+// without an origin fingerprint is not refused but unproven: it answers
+// expired, touching nothing. Any other mismatch is errNotThisEnv.
+func callOwner(c *handlers.LeaseCall) (bp handlers.BaseParams, unproven bool, err error) {
 	bp = c.Base
 	if c.Action == handlers.LeaseDestroy {
 		bp = orphanBase(bp, c.LeaseMetadata)
