@@ -229,21 +229,32 @@ func (d *Driver) expire(l *lease) {
 // not hold (released, destroyed, or from before a restart) is reported as
 // expired, the host's convention for "gone".
 func (d *Driver) ResumeLease(_ context.Context, p *handlers.ResumeLeaseParams) (*handlers.Lease, error) {
-	d.mu.Lock()
-	l, ok := d.leases[p.ProviderLeaseID]
-	d.mu.Unlock()
-	if !ok {
+	l, c, err := d.resumable(p.BaseParams, p.ProviderLeaseID)
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
 		return &handlers.Lease{ProviderLeaseID: nil, Metadata: handlers.Object{"provider": Key, "expired": true}}, nil
-	}
-	if err := l.owned(&p.BaseParams); err != nil {
-		return nil, err
-	}
-	c := parseConfig(p.Config)
-	if err := c.check(); err != nil {
-		return nil, err
 	}
 	l.setPath(c.Path)
 	return l.result(true), nil
+}
+
+// resumable is what a resume of lease id checks before it acts: the lease
+// (nil when this worker does not hold it), owned by the caller, and the
+// config it resumes with. Nothing changes here.
+func (d *Driver) resumable(p handlers.BaseParams, id string) (*lease, Config, error) {
+	d.mu.Lock()
+	l, err := d.callerLease(p, id, false)
+	d.mu.Unlock()
+	if err != nil || l == nil {
+		return nil, Config{}, err
+	}
+	c := parseConfig(p.Config)
+	if err := c.check(); err != nil {
+		return nil, Config{}, err
+	}
+	return l, c, nil
 }
 
 // setPath records the config's path for the lease's sessions.
@@ -264,9 +275,12 @@ func (l *lease) sessionPATH() (dirs []string, path string) {
 // config) the lease's commands are stopped and its directory kept;
 // otherwise the lease is destroyed.
 func (d *Driver) ReleaseLease(ctx context.Context, p *handlers.ReleaseLeaseParams) (*handlers.TerminationReceipt, error) {
-	c := parseConfig(p.Config)
-	return d.endLease(ctx, p, !c.ReuseLease)
+	return d.endLease(ctx, p, releaseRemoves(p.Config))
 }
+
+// releaseRemoves reports whether a release with config destroys the lease:
+// unless the config keeps it (reuseLease).
+func releaseRemoves(config handlers.Object) bool { return !parseConfig(config).ReuseLease }
 
 // DestroyLease implements handlers.Driver.
 func (d *Driver) DestroyLease(ctx context.Context, p *handlers.DestroyLeaseParams) (*handlers.TerminationReceipt, error) {
@@ -283,21 +297,17 @@ func (d *Driver) endLease(ctx context.Context, p *handlers.ReleaseLeaseParams, r
 		return nil, nil
 	}
 	id := *p.ProviderLeaseID
-	owner := p.BaseParams
 	d.mu.Lock()
-	l, ok := d.leases[id]
-	if ok && remove && owner.EnvironmentID == "" && l.companyID == owner.CompanyID {
-		owner.EnvironmentID = l.environmentID // an orphan cleanup for a deleted environment
-	}
-	if ok && l.owned(&owner) == nil && remove {
+	l, err := d.callerLease(p.BaseParams, id, remove)
+	if l != nil && remove {
 		delete(d.leases, id)
 	}
 	d.mu.Unlock()
-	if !ok {
-		return nil, nil // already gone: release and destroy are idempotent
-	}
-	if err := l.owned(&owner); err != nil {
+	if err != nil {
 		return nil, err
+	}
+	if l == nil {
+		return nil, nil // already gone: release and destroy are idempotent
 	}
 	l.op.Lock()
 	defer l.op.Unlock()
@@ -314,6 +324,28 @@ func (d *Driver) endLease(ctx context.Context, p *handlers.ReleaseLeaseParams, r
 		state = "destroyed"
 	}
 	return &handlers.TerminationReceipt{ProviderLeaseID: id, State: state}, nil
+}
+
+// callerLease is the lease id names, checked as a release, destroy or
+// resume checks its caller: the company must be the lease's, and so must
+// the environment, except that with orphanOK (a call that removes the
+// lease) an empty environmentId stands for the lease's own — the host's
+// orphan cleanup sends one once the environment is deleted (server
+// environment-runtime.js: "the provider teardown keys on the provider
+// lease id"). A lease this worker does not hold is nil, nil. The caller
+// holds d.mu; nothing changes here.
+func (d *Driver) callerLease(p handlers.BaseParams, id string, orphanOK bool) (*lease, error) {
+	l, ok := d.leases[id]
+	if !ok {
+		return nil, nil
+	}
+	if orphanOK && p.EnvironmentID == "" && l.companyID == p.CompanyID {
+		p.EnvironmentID = l.environmentID
+	}
+	if err := l.owned(&p); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // teardown stops the lease's commands (after waiting up to drain for them

@@ -45,6 +45,41 @@ type LeaseResumer interface {
 	ResumeLease(ctx context.Context, p *ResumeLeaseParams) (*Lease, error)
 }
 
+// LeaseAuthorizer is implemented by a driver that can say, without side
+// effects, whether it will refuse a lease call (release, resume, destroy)
+// for its caller. The plugin asks it before it acts for the call — before
+// it ends the lease's live sessions — and a refusal is the call's answer:
+// the driver's method is not called, and nothing changed.
+type LeaseAuthorizer interface {
+	// AuthorizeLease returns the error the driver's own method would
+	// refuse c with because the lease is not the caller's (the same
+	// operator text), or the environment the lease is the caller's in:
+	// c.EnvironmentID, or for the host's orphan destroy (environmentId "")
+	// the environment the driver knows the lease by. A lease the driver
+	// does not know is not refused here: its method answers for it.
+	AuthorizeLease(ctx context.Context, c *LeaseCall) (environmentID string, err error)
+}
+
+// LeaseAction is what a LeaseCall does to its lease.
+type LeaseAction int
+
+// The lease calls a LeaseAuthorizer is asked about.
+const (
+	LeaseRelease LeaseAction = iota // environmentReleaseLease
+	LeaseResume                     // environmentResumeLease
+	LeaseDestroy                    // environmentDestroyLease, also the orphan form
+)
+
+// LeaseCall is a lease call's params as its driver checks its caller: the
+// company, environment and config, the lease id and the lease metadata the
+// host persisted.
+type LeaseCall struct {
+	Action          LeaseAction
+	Base            BaseParams
+	ProviderLeaseID string
+	LeaseMetadata   Object
+}
+
 // FileSyncer serves environmentSyncIn and environmentSyncOut, which the host
 // uses only together.
 type FileSyncer interface {

@@ -27,15 +27,41 @@ var knownGeneric = []string{
 type envMethod struct {
 	name     string
 	servedBy func(d Driver) bool
-	serve    func(ctx context.Context, d Driver, raw json.RawMessage) (any, error)
-	// endsSessions: the lease's live sessions are ended before it is served.
-	endsSessions bool
+	// serve decodes and checks raw, runs first for a call that names a
+	// lease to end or resume (a leaseNamer; first may be nil), and calls
+	// the driver unless first refused.
+	serve func(ctx context.Context, d Driver, raw json.RawMessage, first leaseStep) (any, error)
 }
 
-// endingSessions marks m as ending the lease's sessions first.
-func endingSessions(m envMethod) envMethod {
-	m.endsSessions = true
-	return m
+// leaseStep is what the plugin does for a lease call before its driver
+// serves it: authorize it, then end the lease's sessions. An error is the
+// call's answer.
+type leaseStep func(ctx context.Context, d Driver, c *LeaseCall) error
+
+// leaseNamer is implemented by the params of the calls that end or resume
+// a lease (release, destroy, resume): the lease's live sessions end before
+// the driver serves them, once the call is authorized.
+type leaseNamer interface{ leaseCall() *LeaseCall }
+
+func (p *ResumeLeaseParams) leaseCall() *LeaseCall {
+	return &LeaseCall{Action: LeaseResume, Base: p.BaseParams, ProviderLeaseID: p.ProviderLeaseID, LeaseMetadata: p.LeaseMetadata}
+}
+
+func (p *ReleaseLeaseParams) leaseCall() *LeaseCall {
+	return &LeaseCall{Action: LeaseRelease, Base: p.BaseParams, ProviderLeaseID: deref(p.ProviderLeaseID), LeaseMetadata: p.LeaseMetadata}
+}
+
+func (p *orphanDestroyParams) leaseCall() *LeaseCall {
+	c := p.ReleaseLeaseParams.leaseCall()
+	c.Action = LeaseDestroy
+	return c
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // method routes name to m, a method expression of Driver or of one of the
@@ -51,7 +77,7 @@ func method[C any, P any, R any](name string, m func(C, context.Context, *P) (R,
 			_, ok := d.(C)
 			return ok
 		},
-		serve: func(ctx context.Context, d Driver, raw json.RawMessage) (any, error) {
+		serve: func(ctx context.Context, d Driver, raw json.RawMessage, first leaseStep) (any, error) {
 			c, ok := d.(C)
 			if !ok {
 				return nil, rpc.NotImplemented(name)
@@ -59,6 +85,11 @@ func method[C any, P any, R any](name string, m func(C, context.Context, *P) (R,
 			p := new(P)
 			if err := decodeParams(raw, p); err != nil {
 				return nil, err
+			}
+			if ln, ok := any(p).(leaseNamer); ok && first != nil {
+				if err := first(ctx, d, ln.leaseCall()); err != nil {
+					return nil, err
+				}
 			}
 			return m(c, ctx, p)
 		},
@@ -71,9 +102,9 @@ var envMethods = []envMethod{
 	method("environmentValidateConfig", Driver.ValidateConfig),
 	method("environmentProbe", Driver.Probe),
 	method("environmentAcquireLease", Driver.AcquireLease),
-	endingSessions(method("environmentResumeLease", LeaseResumer.ResumeLease)),
-	endingSessions(method("environmentReleaseLease", Driver.ReleaseLease)),
-	endingSessions(method("environmentDestroyLease", destroyLease)),
+	method("environmentResumeLease", LeaseResumer.ResumeLease),
+	method("environmentReleaseLease", Driver.ReleaseLease),
+	method("environmentDestroyLease", destroyLease),
 	method("environmentRealizeWorkspace", Driver.RealizeWorkspace),
 	method("environmentExecute", execute),
 	method("environmentSyncIn", FileSyncer.SyncIn),

@@ -109,9 +109,7 @@ func (p *Plugin) routeEnv(ctx context.Context, m envMethod, params json.RawMessa
 		return nil, rpc.NotImplemented(m.name)
 	}
 	var head struct {
-		DriverKey       *string `json:"driverKey"`
-		CompanyID       string  `json:"companyId"`
-		ProviderLeaseID *string `json:"providerLeaseId"`
+		DriverKey *string `json:"driverKey"`
 	}
 	if err := decodeParams(params, &head); err != nil {
 		return nil, err
@@ -120,14 +118,30 @@ func (p *Plugin) routeEnv(ctx context.Context, m envMethod, params json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	if m.endsSessions && head.ProviderLeaseID != nil && *head.ProviderLeaseID != "" {
-		// The lease's sessions end first: their exits reach the host
-		// before the lease's end does.
-		ectx, cancel := context.WithTimeout(ctx, closeBudget)
-		p.sessions.endLease(ectx, leaseRef{d.Key(), head.CompanyID, *head.ProviderLeaseID})
-		cancel()
+	return m.serve(ctx, d, params, p.leaseFirst)
+}
+
+// leaseFirst runs before a lease call reaches its driver: the driver
+// authorizes it (LeaseAuthorizer), then the lease's sessions end, so that
+// their exits reach the host before the lease's end does. A refused call
+// ends nothing: the refusal is its answer. Sessions are matched by the
+// exact driver, company, environment and lease; a driver that cannot
+// authorize ahead has only the caller's own environment's sessions ended.
+func (p *Plugin) leaseFirst(ctx context.Context, d Driver, c *LeaseCall) error {
+	if c.ProviderLeaseID == "" {
+		return nil
 	}
-	return m.serve(ctx, d, params)
+	env := c.Base.EnvironmentID
+	if a, ok := d.(LeaseAuthorizer); ok {
+		var err error
+		if env, err = a.AuthorizeLease(ctx, c); err != nil {
+			return err
+		}
+	}
+	ectx, cancel := context.WithTimeout(ctx, closeBudget)
+	defer cancel()
+	p.sessions.endLease(ectx, leaseRef{driver: d.Key(), company: c.Base.CompanyID, environment: env, lease: c.ProviderLeaseID})
+	return nil
 }
 
 // driverFor is the driver key names, with the request's logger told.

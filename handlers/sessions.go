@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,22 +81,30 @@ type routeKey struct {
 	id   string
 }
 
-// leaseRef names the lease a route runs in.
-type leaseRef struct{ driver, company, lease string }
+// leaseRef names the lease a route runs in: the environment too, since a
+// call for another environment of the company must reach none of them.
+type leaseRef struct{ driver, company, environment, lease string }
 
 // sessions is the route table.
 type sessions struct {
 	mu     sync.Mutex
 	routes map[routeKey]*route
 	bySID  map[string]*route
-	// closed remembers ended routes (their workerSessionId, "" if none),
-	// oldest first in closedOrder.
-	closed      map[routeKey]string
+	// closed remembers ended routes, oldest first in closedOrder.
+	closed      map[routeKey]closedRoute
 	closedOrder []routeKey
 }
 
+// closedRoute is what is kept of an ended route: its workerSessionId ("" if
+// none), and whether its end was never confirmed, which no close of it
+// acknowledges.
+type closedRoute struct {
+	sid         string
+	unconfirmed bool
+}
+
 func newSessions() *sessions {
-	return &sessions{routes: map[routeKey]*route{}, bySID: map[string]*route{}, closed: map[routeKey]string{}}
+	return &sessions{routes: map[routeKey]*route{}, bySID: map[string]*route{}, closed: map[routeKey]closedRoute{}}
 }
 
 // opener starts a route's process in its driver.
@@ -118,7 +127,10 @@ func (s *sessions) open(ctx context.Context, k *sessionKind, base SessionBase, s
 		if ch != nil {
 			_ = r.closeChannel(context.WithoutCancel(ctx))
 		}
-		s.forget(r)
+		if errors.Is(err, ErrSessionMayLive) {
+			r.log.Warn().Str("hostRouteId", r.id).Msgf("the %s's process may still run after its open failed; its close will not be acknowledged", r.k.name)
+		}
+		s.forget(r, false)
 		return nil, err
 	}
 	rpc.AfterReply(ctx, func() { r.release(false) })
@@ -149,7 +161,7 @@ func (s *sessions) reserve(ctx context.Context, k *sessionKind, base SessionBase
 	}
 	r := &route{
 		k: k, id: base.HostRouteID, sid: k.prefix + uuid.NewString(),
-		lease: leaseRef{base.DriverKey, base.CompanyID, base.ProviderLeaseID},
+		lease: leaseRef{driver: base.DriverKey, company: base.CompanyID, environment: base.EnvironmentID, lease: base.ProviderLeaseID},
 		n:     rpc.NotifierFrom(ctx).Detached(), log: zerolog.Ctx(ctx),
 		ready: make(chan struct{}), opened: make(chan struct{}),
 	}
@@ -158,17 +170,24 @@ func (s *sessions) reserve(ctx context.Context, k *sessionKind, base SessionBase
 	return r, nil
 }
 
-// forget moves r to the closed routes.
-func (s *sessions) forget(r *route) {
+// forget moves r to the closed routes. unconfirmed, or an open that failed
+// with its process possibly alive (ErrSessionMayLive), marks it as a route
+// whose end was never confirmed; a route already moved is marked then.
+func (s *sessions) forget(r *route, unconfirmed bool) {
 	key := routeKey{r.k, r.id}
+	unconfirmed = unconfirmed || r.openMayLive()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.routes[key] != r {
+		if c, ok := s.closed[key]; ok && c.sid == r.sid && unconfirmed {
+			c.unconfirmed = true
+			s.closed[key] = c
+		}
 		return
 	}
 	delete(s.routes, key)
 	delete(s.bySID, r.sid)
-	s.closed[key] = r.sid
+	s.closed[key] = closedRoute{sid: r.sid, unconfirmed: unconfirmed}
 	s.closedOrder = append(s.closedOrder, key)
 	if len(s.closedOrder) > maxClosedRoutes {
 		delete(s.closed, s.closedOrder[0])
@@ -182,15 +201,18 @@ func (s *sessions) closeRoute(ctx context.Context, k *sessionKind, hostRouteID s
 	key := routeKey{k, hostRouteID}
 	s.mu.Lock()
 	r := s.routes[key]
-	sid := s.closed[key]
+	was := s.closed[key]
 	s.mu.Unlock()
+	if r == nil && was.unconfirmed { // a close of it could not be acknowledged before either
+		return closeAck{}, unconfirmedClose(k)
+	}
 	if r == nil { // closed before, or never opened here
-		return k.ack(hostRouteID, sid), nil
+		return k.ack(hostRouteID, was.sid), nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, closeBudget)
 	defer cancel()
 	err := r.hostClose(cctx)
-	s.forget(r)
+	s.forget(r, err != nil)
 	if err != nil {
 		r.log.Warn().Err(err).Str("hostRouteId", hostRouteID).Msg("session process not confirmed ended; the close is not acknowledged")
 		return closeAck{}, unconfirmedClose(k)
@@ -275,6 +297,7 @@ type route struct {
 
 	mu         sync.Mutex // guards what follows; held while a frame is written
 	cancelOpen context.CancelFunc
+	mayLive    bool // the open failed with ErrSessionMayLive
 	readyOnce  bool
 	dropped    bool // no frame is ever sent again
 	exited     bool
@@ -302,6 +325,7 @@ func (r *route) bind(ch Channel, err error) error {
 	defer r.mu.Unlock()
 	r.ch = ch
 	if err != nil {
+		r.mayLive = errors.Is(err, ErrSessionMayLive)
 		return err
 	}
 	if r.dropped {
@@ -342,14 +366,29 @@ func (r *route) hostClose(ctx context.Context) error {
 	return r.closeChannel(ctx)
 }
 
-// waitOpened waits until the open call is over.
+// waitOpened waits until the open call is over. An open that failed with
+// its process possibly alive is an error: nothing confirms that process's
+// end.
 func (r *route) waitOpened(ctx context.Context) error {
 	select {
 	case <-r.opened:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if r.openMayLive() {
+		return errOpenMayLive
+	}
+	return nil
+}
+
+// errOpenMayLive is why a route whose open failed is not confirmed ended.
+var errOpenMayLive = fmt.Errorf("the failed open's process was not confirmed gone: %w", ErrSessionMayLive)
+
+// openMayLive reports whether the open failed with ErrSessionMayLive.
+func (r *route) openMayLive() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mayLive
 }
 
 // end closes the channel of a route the host still holds: its exit goes
@@ -493,11 +532,12 @@ type exitFrame struct {
 
 // decodeChannelBytes decodes a duplex write as the host's
 // decodeChannelBytes does: standard padded base64 that re-encodes to
-// itself, never empty.
+// itself, never empty. The comparison is the rule: a decoder skips '\r'
+// and '\n' anywhere (Strict too), which the host refuses.
 func decodeChannelBytes(s string) ([]byte, bool) {
 	if s == "" {
 		return nil, false
 	}
 	b, err := base64.StdEncoding.Strict().DecodeString(s)
-	return b, err == nil && len(b) > 0
+	return b, err == nil && len(b) > 0 && base64.StdEncoding.EncodeToString(b) == s
 }

@@ -6,12 +6,16 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
@@ -25,25 +29,55 @@ import (
 //	stuck          Close cannot confirm the end
 //	split          "€" in two Data calls, cut inside the character
 //	cat            echo every write back
+//	hang [maylive] the open blocks until cancelled, then fails: with
+//	               maylive, wrapping ErrSessionMayLive
+//	maylive        the open fails at once, wrapping ErrSessionMayLive
 type live struct {
 	minimal
 	login    []string // the script of login channels
 	mu       sync.Mutex
 	chans    []*testChannel
 	released []int // how many channels were closed when each release came
+	hanging  int   // opens blocked in hang
+	hung     int   // opens that returned from hang
 }
 
 func newLive() *live { return &live{minimal: minimal{key: "live"}} }
 
-func (d *live) OpenDuplex(_ context.Context, p *DuplexOpenParams, out ChannelSink) (Channel, error) {
-	return d.open(p.Command, out)
+func (d *live) OpenDuplex(ctx context.Context, p *DuplexOpenParams, out ChannelSink) (Channel, error) {
+	return d.open(ctx, p.Command, out)
 }
 
-func (d *live) OpenLoginPty(_ context.Context, p *LoginPtyOpenParams, out ChannelSink) (Channel, error) {
-	return d.open(d.login, out)
+func (d *live) OpenLoginPty(ctx context.Context, p *LoginPtyOpenParams, out ChannelSink) (Channel, error) {
+	return d.open(ctx, d.login, out)
 }
 
-func (d *live) open(script []string, out ChannelSink) (Channel, error) {
+// errMayLive is an open's failure whose process may still run.
+var errMayLive = fmt.Errorf("the process creation was not answered: %w", ErrSessionMayLive)
+
+func (d *live) hangs() (blocked, returned int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.hanging, d.hung
+}
+
+func (d *live) open(ctx context.Context, script []string, out ChannelSink) (Channel, error) {
+	if len(script) > 0 && script[0] == "hang" {
+		d.mu.Lock()
+		d.hanging++
+		d.mu.Unlock()
+		<-ctx.Done()
+		d.mu.Lock()
+		d.hung++
+		d.mu.Unlock()
+		if slices.Contains(script, "maylive") {
+			return nil, errMayLive
+		}
+		return nil, errors.New("the open was cancelled")
+	}
+	if len(script) > 0 && script[0] == "maylive" {
+		return nil, errMayLive
+	}
 	ch := &testChannel{out: out, cat: slices.Contains(script, "cat"), stuck: slices.Contains(script, "stuck"), stopped: make(chan struct{})}
 	if slices.Contains(script, "block") {
 		ch.block = ch.stopped
@@ -482,4 +516,106 @@ func with2(m map[string]any, k string, v any) map[string]any {
 		out[key] = val
 	}
 	return out
+}
+
+// TestDuplexWriteTakesOnlyBase64ThatReencodesToItself (issue 19, item 6):
+// the host's decodeChannelBytes takes only base64 that re-encodes to
+// itself, so line breaks anywhere are refused, not skipped.
+func TestDuplexWriteTakesOnlyBase64ThatReencodesToItself(t *testing.T) {
+	cases := []struct {
+		data string
+		take bool
+	}{
+		{"aGk=", true},
+		{"aGk=\n", false},
+		{"aG\r\nk=", false},
+		{"\naGk=", false},
+		{"aGk=\r", false},
+		{"aGk", false},
+		{"aGl=", false}, // non-zero padding bits
+	}
+	for _, tc := range cases {
+		t.Run(strconv.Quote(tc.data), func(t *testing.T) {
+			d, c := serveLive(t)
+			sid, _ := openDuplex(t, c, 1, "duplex-route-1")
+			reply, _ := c.Call(2, "duplexChannelWrite", map[string]any{"hostRouteId": "duplex-route-1", "workerSessionId": sid, "data": tc.data}, "", "")
+			got, _, _ := d.chans[0].received()
+			if tc.take {
+				if reply.Error != nil || string(reply.Result) != "null" || got != "hi" {
+					t.Fatalf("%q: %s, channel got %q; want null and hi", tc.data, reply.Raw, got)
+				}
+				return
+			}
+			if reply.Error == nil || reply.Error.Code != rpc.CodeInvalidParams || got != "" {
+				t.Fatalf("%q: %s, channel got %q; want -32602 and nothing written", tc.data, reply.Raw, got)
+			}
+		})
+	}
+}
+
+// TestCloseOfAnOpenWhoseProcessMayLiveIsNotAcknowledged (issue 19, item
+// 4): a close ack promises that nothing of the route runs. A close that
+// comes while the open runs waits for it; when the open failed with an
+// error wrapping ErrSessionMayLive, that close and every later one answer
+// the unconfirmed-close error; after any other failure they ack.
+func TestCloseOfAnOpenWhoseProcessMayLiveIsNotAcknowledged(t *testing.T) {
+	cases := []struct {
+		name    string
+		command []string
+		hangs   bool // the close comes while the open runs
+		acked   bool
+	}{
+		{"closed while opening, process may live", []string{"hang", "maylive"}, true, false},
+		{"closed while opening, plain failure", []string{"hang"}, true, true},
+		{"closed after the open failed, process may live", []string{"maylive"}, false, false},
+		{"closed after the open failed, plain failure", []string{"fail"}, false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, c := serveLive(t)
+			c.Send(rpctest.Request(1, "duplexChannelOpen", with(map[string]any{"hostRouteId": "duplex-route-1", "command": tc.command}), "", ""))
+			if tc.hangs {
+				testkit.WaitFor(t, "the open to reach the driver", func() bool { n, _ := d.hangs(); return n == 1 })
+			} else if open, _ := c.Reply(); open.Error == nil {
+				t.Fatalf("open: %s, want it failed", open.Raw)
+			}
+			for i := range 2 { // a repeated close answers the same
+				reply, _ := c.Call(2+i, "duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-1"}, "", "")
+				if _, returned := d.hangs(); tc.hangs && returned != 1 {
+					t.Fatalf("close %d answered while the open still ran", i)
+				}
+				if acked := reply.Error == nil; acked != tc.acked {
+					t.Fatalf("close %d: %s, want acked %v", i, reply.Raw, tc.acked)
+				}
+				if !tc.acked && (reply.Error.Code != rpc.CodeWorkerError || !strings.Contains(reply.Error.Message, "could not be confirmed ended")) {
+					t.Fatalf("close %d: %s, want the unconfirmed-close error", i, reply.Raw)
+				}
+			}
+		})
+	}
+}
+
+// TestLeaseEndLogsAnOpenWhoseProcessMayLive (issue 19, item 4): a release
+// that ends a route while its open runs waits for the open; when the open
+// failed with its process possibly alive, the log says the end is
+// unconfirmed, and the host's close of the route is not acknowledged.
+func TestLeaseEndLogsAnOpenWhoseProcessMayLive(t *testing.T) {
+	d := newLive()
+	p := New(Options{}, d)
+	var logs testkit.Buffer
+	c, _ := rpctest.Serve(t, p, rpc.Options{Logger: zerolog.New(&logs)})
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	c.Send(rpctest.Request(1, "duplexChannelOpen", with(map[string]any{"hostRouteId": "duplex-route-1", "command": []string{"hang", "maylive"}}), "", ""))
+	testkit.WaitFor(t, "the open to reach the driver", func() bool { n, _ := d.hangs(); return n == 1 })
+	reply, _ := c.Call(2, "environmentReleaseLease", with(map[string]any{"config": map[string]any{}}), "", "")
+	if reply.Error != nil {
+		t.Fatalf("release: %s", reply.Raw)
+	}
+	if !strings.Contains(logs.String(), "session process not confirmed ended") {
+		t.Fatalf("the release ended a route whose process may live without a warning; log:\n%s", logs.String())
+	}
+	reply, _ = c.Call(3, "duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-1"}, "", "")
+	if reply.Error == nil {
+		t.Fatalf("close: %s, want the unconfirmed-close error", reply.Raw)
+	}
 }

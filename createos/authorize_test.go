@@ -1,0 +1,134 @@
+package createos
+
+import (
+	"encoding/base64"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
+)
+
+// wireEcho writes text on the duplex pair and waits for cat's echo; an
+// exit frame on the way fails the test.
+func wireEcho(t *testing.T, l *wireLog, route, sid, text string) {
+	t.Helper()
+	from := len(l.seen)
+	l.send("duplexChannelWrite", map[string]any{"hostRouteId": route, "workerSessionId": sid,
+		"data": base64.StdEncoding.EncodeToString([]byte(text))})
+	l.until("the echo of "+text, func(seen []rpctest.Msg) bool {
+		if exits := notes(seen, "duplexChannel.exit"); len(exits) > 0 {
+			t.Fatalf("the channel exited: %v", exits)
+		}
+		return strings.Contains(string(duplexBytes(seen[from:])), text)
+	})
+}
+
+// TestRefusedLeaseCallLeavesTheLeasesSessions (issue 19, item 2): release,
+// resume and destroy naming environment A's lease, sent for another
+// environment of the company or for another API origin, are refused with
+// the reference text, and A's duplex cat still echoes (no exit frame).
+func TestRefusedLeaseCallLeavesTheLeasesSessions(t *testing.T) {
+	callers := []struct {
+		name string
+		mod  func(p map[string]any)
+	}{
+		{"other environment", func(p map[string]any) { p["environmentId"] = "env-b" }},
+		{"other API origin", func(p map[string]any) {
+			cfg := maps.Clone(p["config"].(handlers.Object))
+			cfg["apiUrl"] = "https://other-origin.example.test"
+			p["config"] = cfg
+		}},
+	}
+	for _, method := range []string{"environmentReleaseLease", "environmentResumeLease", "environmentDestroyLease"} {
+		for _, caller := range callers {
+			t.Run(method+" from "+caller.name, func(t *testing.T) {
+				_, d, bp := sessionServer(t, createostest.Options{})
+				l := &wireLog{wire: newWire(t, d), t: t}
+				id, lease := wireLease(t, l, bp.Config)
+				route := "duplex-route-1"
+				var opened struct{ WorkerSessionID string }
+				l.c.Result(l.send("duplexChannelOpen", map[string]any{"hostRouteId": route, "driverKey": Key, "companyId": "company-a",
+					"environmentId": "env-a", "providerLeaseId": id, "command": []string{"cat"}}), &opened)
+				wireEcho(t, l, route, opened.WorkerSessionID, "before")
+
+				params := map[string]any{"driverKey": Key, "companyId": "company-a", "environmentId": "env-a",
+					"config": bp.Config, "providerLeaseId": id, "leaseMetadata": lease["metadata"]}
+				caller.mod(params)
+				l.seq++
+				reply, before := l.c.Call(l.seq, method, params, "", "")
+				l.seen = append(l.seen, before...)
+				if reply.Error == nil || reply.Error.Message != "CreateOS lease does not belong to this environment." {
+					t.Fatalf("%s: %s, want the reference refusal", method, reply.Raw)
+				}
+				wireEcho(t, l, route, opened.WorkerSessionID, "after")
+				l.send("duplexChannelClose", map[string]any{"hostRouteId": route})
+			})
+		}
+	}
+}
+
+// TestAuthorizeLeaseRefusesAsTheCallDoes: for release, destroy and resume
+// and every kind of caller, AuthorizeLease sends no request and refuses
+// exactly when the call itself refuses for ownership, with its text.
+func TestAuthorizeLeaseRefusesAsTheCallDoes(t *testing.T) {
+	callers := []struct {
+		name string
+		edit func(bp *handlers.BaseParams, md handlers.Object)
+	}{
+		{"owner", func(*handlers.BaseParams, handlers.Object) {}},
+		{"other environment", func(bp *handlers.BaseParams, _ handlers.Object) { bp.EnvironmentID = "env-b" }},
+		{"other company", func(bp *handlers.BaseParams, _ handlers.Object) { bp.CompanyID = "company-b" }},
+		{"other origin", func(bp *handlers.BaseParams, _ handlers.Object) {
+			bp.Config = baseConfig(handlers.Object{"apiUrl": "https://other.example.test"})
+		}},
+		{"orphan form", func(bp *handlers.BaseParams, _ handlers.Object) { bp.EnvironmentID = "" }},
+		{"orphan form of another company", func(bp *handlers.BaseParams, _ handlers.Object) { bp.EnvironmentID, bp.CompanyID = "", "company-b" }},
+		{"metadata without a fingerprint", func(_ *handlers.BaseParams, md handlers.Object) { delete(md, originKey) }},
+	}
+	calls := []struct {
+		name   string
+		action handlers.LeaseAction
+		call   func(d *Driver, bp handlers.BaseParams, l *handlers.Lease) error
+	}{
+		{"release", handlers.LeaseRelease, func(d *Driver, bp handlers.BaseParams, l *handlers.Lease) error {
+			_, err := d.ReleaseLease(t.Context(), &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata})
+			return err
+		}},
+		{"destroy", handlers.LeaseDestroy, func(d *Driver, bp handlers.BaseParams, l *handlers.Lease) error {
+			_, err := d.DestroyLease(t.Context(), &handlers.DestroyLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata})
+			return err
+		}},
+		{"resume", handlers.LeaseResume, func(d *Driver, bp handlers.BaseParams, l *handlers.Lease) error {
+			_, err := d.ResumeLease(t.Context(), &handlers.ResumeLeaseParams{BaseParams: bp, ProviderLeaseID: l.LeaseID(), LeaseMetadata: l.Metadata})
+			return err
+		}},
+	}
+	for _, call := range calls {
+		for _, caller := range callers {
+			t.Run(call.name+" by "+caller.name, func(t *testing.T) {
+				s := newStub(t)
+				d := s.driver()
+				l := acquire(t, d, nil)
+				l.Metadata = maps.Clone(l.Metadata)
+				bp := base(nil)
+				caller.edit(&bp, l.Metadata)
+				s.reset()
+				_, authErr := d.AuthorizeLease(t.Context(), &handlers.LeaseCall{Action: call.action, Base: bp,
+					ProviderLeaseID: l.LeaseID(), LeaseMetadata: l.Metadata})
+				if sent := s.snapshot(); len(sent) != 0 {
+					t.Fatalf("AuthorizeLease sent %v", sent)
+				}
+				err := call.call(d, bp, l)
+				switch {
+				case authErr != nil && (err == nil || err.Error() != authErr.Error()):
+					t.Fatalf("AuthorizeLease refused %q, the call answered %v", authErr, err)
+				case authErr == nil && err != nil && err.Error() == errNotThisEnv.Error():
+					t.Fatalf("AuthorizeLease allowed a call that is refused: %v", err)
+				}
+			})
+		}
+	}
+}
