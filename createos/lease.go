@@ -224,13 +224,12 @@ func sameValue(md handlers.Object, key string, want any) bool {
 // loss. A sandbox whose cleanup is in progress or was left unconfirmed (a
 // cleanup mark, perhaps of an earlier worker) is not resumed.
 func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams) (*handlers.Lease, error) {
-	if ok, err := metadataMatches(&p.BaseParams, p.LeaseMetadata); err != nil {
+	_, unproven, err := callOwner(&handlers.LeaseCall{Action: handlers.LeaseResume, Base: p.BaseParams, ProviderLeaseID: p.ProviderLeaseID, LeaseMetadata: p.LeaseMetadata})
+	if err != nil {
 		return nil, err
-	} else if !ok {
-		if !hasFingerprint(p.LeaseMetadata) {
-			return expired(), nil
-		}
-		return nil, errNotThisEnv
+	}
+	if unproven {
+		return expired(), nil
 	}
 	id := p.ProviderLeaseID
 	scope, err := d.scope(&p.BaseParams, id)
@@ -393,14 +392,13 @@ func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, de
 		return nil, nil
 	}
 	id := *p.ProviderLeaseID
-	bp := p.BaseParams
+	action := handlers.LeaseRelease
 	if destroy {
-		bp = orphanBase(bp, p.LeaseMetadata)
+		action = handlers.LeaseDestroy
 	}
-	if ok, err := metadataMatches(&bp, p.LeaseMetadata); err != nil {
+	bp, _, err := callOwner(&handlers.LeaseCall{Action: action, Base: p.BaseParams, ProviderLeaseID: id, LeaseMetadata: p.LeaseMetadata})
+	if err != nil {
 		return nil, err
-	} else if !ok {
-		return nil, errNotThisEnv
 	}
 	scope, err := d.scope(&bp, id)
 	if err != nil {
