@@ -249,8 +249,9 @@ func (c *Client) destroySandbox(ctx context.Context, id string) error {
 }
 
 // transition brings the sandbox to desired ("running" or "paused"),
-// submitting the action at most once and polling until the state is
-// reached, under ctx's deadline.
+// submitting the action until the provider takes it (once, unless it
+// answers 409) and polling until the state is reached, under ctx's
+// deadline.
 func (c *Client) transition(ctx context.Context, id, desired string) error {
 	return c.reach(ctx, id, desired, "")
 }
@@ -277,11 +278,11 @@ func (c *Client) reach(ctx context.Context, id, desired, known string) error {
 		canSubmit := desired == "running" && (status == "paused" || status == "error") || desired == "paused" && status == "running"
 		switch {
 		case canSubmit && !submitted:
-			answered, err := c.submit(ctx, id, desired)
+			answered, taken, err := c.submit(ctx, id, desired)
 			if err != nil {
 				return err
 			}
-			submitted = true
+			submitted = taken
 			if answered == desired {
 				return nil
 			}
@@ -298,22 +299,23 @@ func (c *Client) reach(ctx context.Context, id, desired, known string) error {
 var waitingStates = []string{"creating", "pausing", "resuming", "forking"}
 
 // submit posts the pause or resume that leads to desired and returns the
-// state its answer shows ("" when none). A 409 (a concurrent transition)
-// is reconciled by the next read and counts as not submitted.
-func (c *Client) submit(ctx context.Context, id, desired string) (string, error) {
+// state its answer shows ("" when none) and whether the provider took the
+// action. A 409 (a concurrent transition) is not taken: the next pass
+// reads the state again and, if the action still applies, resends it.
+func (c *Client) submit(ctx context.Context, id, desired string) (answered string, taken bool, err error) {
 	action := "pause"
 	if desired == "running" {
 		action = "resume"
 	}
 	data, err := c.json(ctx, http.MethodPost, "/sandboxes/"+id+"/"+action, nil)
 	if isStatus(err, http.StatusConflict) {
-		return "", nil
+		return "", false, nil
 	}
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	status, _ := data.str("status")
-	return status, nil
+	return status, true, nil
 }
 
 // sleep waits d or until ctx ends.
