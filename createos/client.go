@@ -66,14 +66,19 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte, 
 
 // send paces and sends one request with the headers hdr whose body (size
 // bytes; nil for none) is streamed, and turns a non-2xx status into an
-// APIError without reading the body.
+// APIError without reading the body. A request that was never handed to
+// the transport (the pacer or ctx refused it first, or it could not be
+// built) fails with an *unsentError: it cannot have reached the provider.
 func (c *Client) send(ctx context.Context, method, path string, body io.Reader, size int64, hdr http.Header) (*http.Response, error) {
 	if err := c.pacer.Wait(ctx, c.cfg.APIURL); err != nil {
-		return nil, err
+		return nil, &unsentError{err}
+	}
+	if ctx.Err() != nil {
+		return nil, &unsentError{context.Cause(ctx)}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.cfg.APIURL+"/v1"+path, nil)
 	if err != nil {
-		return nil, errConnection
+		return nil, &unsentError{errConnection}
 	}
 	if body != nil {
 		req.Body, req.ContentLength = io.NopCloser(body), size

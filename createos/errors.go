@@ -50,6 +50,31 @@ func isStatus(err error, statuses ...int) bool {
 	return false
 }
 
+// unsentError is a request that was never handed to the transport: the
+// pacer or its context refused it first. Nothing of it reached the
+// provider. Its text and what it matches are its cause's.
+type unsentError struct{ cause error }
+
+func (e *unsentError) Error() string { return e.cause.Error() }
+func (e *unsentError) Unwrap() error { return e.cause }
+
+// mayHaveCreated reports whether a creation request that answered err may
+// have created something all the same: unless it was never sent, or the
+// provider refused it (an HTTP status below 500), it may have.
+func mayHaveCreated(err error) bool {
+	var unsent *unsentError
+	var ae *APIError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &unsent):
+		return false
+	case errors.As(err, &ae):
+		return ae.Status >= 500
+	}
+	return true
+}
+
 // CleanupError marks a failure after which process containment on the lease
 // is unproven; the driver then refuses to reuse the lease until it is
 // destroyed.

@@ -4,9 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
 // Regression tests of issue 19 (items 3, 4, 5 and 7) and of its audit of
@@ -93,5 +96,99 @@ func TestTransitionConflictsEndWithTheContext(t *testing.T) {
 	defer mu.Unlock()
 	if posts != 3 {
 		t.Errorf("%d resume posts, want 3", posts)
+	}
+}
+
+// holdingPacer lets every request start at once, except the first one
+// after arm, which it holds until that request's context ends (a pacer
+// whose turn never comes in time); held counts those.
+type holdingPacer struct {
+	mu    sync.Mutex
+	armed bool
+	held  int
+}
+
+func (p *holdingPacer) arm() { p.mu.Lock(); p.armed = true; p.mu.Unlock() }
+
+func (p *holdingPacer) Wait(ctx context.Context, _ string) error {
+	p.mu.Lock()
+	hold := p.armed
+	if hold {
+		p.armed, p.held = false, p.held+1
+	}
+	p.mu.Unlock()
+	if hold {
+		<-ctx.Done()
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+func (p *holdingPacer) holds() int { p.mu.Lock(); defer p.mu.Unlock(); return p.held }
+
+// noStreamingExec makes the stub an origin without streaming exec: every
+// command runs as a managed process.
+func noStreamingExec(w http.ResponseWriter, _ *http.Request, _ []byte, _ int) {
+	failWith(w, http.StatusNotFound)
+}
+
+// Item 7: a process creation the pacer never lets out before the
+// command's deadline reached nothing: the execute is a timed-out result,
+// no POST /processes was sent, and the lease stays usable.
+func TestDeadlineBeforeProcessCreationLeavesTheLeaseUsable(t *testing.T) {
+	s := newStub(t)
+	pacer := &holdingPacer{}
+	d := s.driver(WithPacer(pacer))
+	s.stream = noStreamingExec
+	l := acquire(t, d, reuse)
+	s.hook = func(_ http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Query().Get("path"), "paperclip-stdin-") {
+			pacer.arm() // the request after the stdin upload: the process creation
+		}
+		return false
+	}
+	in, short := "input", float64(250)
+	p := &handlers.ExecuteParams{BaseParams: base(reuse), Lease: *l, Command: "cat", Stdin: &in, TimeoutMs: &short}
+	r, err := d.Execute(t.Context(), p, &recordingSink{})
+	if err != nil {
+		t.Fatalf("execute whose creation was never sent: %v", err)
+	}
+	if !r.TimedOut || r.ExitCode != nil {
+		t.Errorf("result %+v, want a timed-out result", r)
+	}
+	if n := s.count("POST /v1/sandboxes/sb_test/processes"); n != 0 || pacer.holds() != 1 {
+		t.Fatalf("%d process creations sent, %d held by the pacer: %v", n, pacer.holds(), s.snapshot())
+	}
+	s.hook = nil
+	r, err = d.Execute(t.Context(), execParams(l, reuse), &recordingSink{})
+	if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("the next execute on the lease: %+v %v", r, err)
+	}
+}
+
+// Item 7, sessions: an open whose process creation the pacer never lets
+// out reached nothing, so the lease is not marked leftover: its release
+// keeps it warm instead of deleting it.
+func TestDeadlineBeforeSessionCreationLeavesTheLeaseWarm(t *testing.T) {
+	s := newStub(t)
+	pacer := &holdingPacer{}
+	d := s.driver(WithPacer(pacer))
+	short := handlers.Object{"reuseLease": true, "rootfs": "tpl_ready", "region": "us", "timeoutMs": float64(250)}
+	l := acquire(t, d, short)
+	pacer.arm()
+	if _, err := d.OpenDuplex(t.Context(), duplexParams("cat"), newRecSink(t)); err == nil {
+		t.Fatal("an open whose creation was never sent succeeded")
+	}
+	if n := s.count("POST /v1/sandboxes/sb_test/processes"); n != 0 || pacer.holds() != 1 {
+		t.Fatalf("%d process creations sent, %d held by the pacer", n, pacer.holds())
+	}
+	receipt, err := d.ReleaseLease(t.Context(), releaseParams(l, short))
+	if err != nil || receipt != nil {
+		t.Fatalf("release: %+v %v", receipt, err)
+	}
+	if i := s.find("DELETE /v1/sandboxes/sb_test"); i >= 0 {
+		t.Errorf("the sandbox was deleted instead of kept warm: %v", s.snapshot())
 	}
 }

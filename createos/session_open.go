@@ -166,7 +166,8 @@ func (d *Driver) sessionLease(p *handlers.SessionBase) (cachedLease, error) {
 // with body, never retried) and starts following it. The channel is
 // registered first, so a release that begins meanwhile closes it too. A
 // creation that may have succeeded without a usable process id marks the
-// lease leftover (refused as creation only below HTTP 500).
+// lease leftover (mayHaveCreated: not when it was never sent, or was
+// refused below HTTP 500).
 func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sandbox string, body map[string]any,
 	name string, pty bool, sink handlers.ChannelSink) (*channel, error) {
 	ch := d.newChannel(ctx, c, l.scope, name, pty, sink)
@@ -178,10 +179,9 @@ func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sand
 	pid, err := createProcess(wctx, c, sandbox, body)
 	cancel()
 	if err != nil {
+		ch.abandon(mayHaveCreated(err))
 		var ae *APIError
-		refused := errors.As(err, &ae) && ae.Status < 500
-		ch.abandon(!refused)
-		if ae != nil {
+		if errors.As(err, &ae) {
 			ch.log.Warn().Str("sandbox", sandbox).Msg(name + " process creation failed (HTTP " + strconv.Itoa(ae.Status) + ").")
 		} else {
 			ch.log.Warn().Str("sandbox", sandbox).Str("error", err.Error()).Msg(name + " process creation failed before binding.")
