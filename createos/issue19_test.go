@@ -2,6 +2,7 @@ package createos
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -190,5 +191,106 @@ func TestDeadlineBeforeSessionCreationLeavesTheLeaseWarm(t *testing.T) {
 	}
 	if i := s.find("DELETE /v1/sandboxes/sb_test"); i >= 0 {
 		t.Errorf("the sandbox was deleted instead of kept warm: %v", s.snapshot())
+	}
+}
+
+// tenant is one company's environment on its own API origin, served by
+// its own stub; every stub answers sandbox sb_test.
+type tenant struct {
+	stub *stub
+	bp   handlers.BaseParams
+}
+
+// twoTenants is one driver that reaches two stubs, one per API origin,
+// and a tenant on each.
+func twoTenants(t *testing.T) (*Driver, tenant, tenant) {
+	x, y := newStub(t), newStub(t)
+	tr := &http.Transport{DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if strings.HasPrefix(addr, "y.") {
+			return y.net.dial(ctx, network, addr)
+		}
+		return x.net.dial(ctx, network, addr)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	d := x.driver(WithHTTPClient(&http.Client{Transport: tr}))
+	on := func(s *stub, company, origin string) tenant {
+		issue := "issue-" + company
+		return tenant{stub: s, bp: handlers.BaseParams{DriverKey: Key, CompanyID: company, EnvironmentID: "env-" + company, IssueID: &issue,
+			Config: baseConfig(handlers.Object{"apiUrl": origin, "reuseLease": true, "rootfs": "tpl_ready", "region": "us"})}}
+	}
+	return d, on(x, "company-x", "https://x.example.test"), on(y, "company-y", "https://y.example.test")
+}
+
+func (tn tenant) acquire(t *testing.T, d *Driver) *handlers.Lease {
+	t.Helper()
+	ws := "ws-" + tn.bp.CompanyID
+	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: tn.bp, RunID: "run", ExecutionWorkspaceID: &ws, AgentID: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func (tn tenant) open(t *testing.T, d *Driver, l *handlers.Lease, sink handlers.ChannelSink) (handlers.Channel, error) {
+	return d.OpenDuplex(t.Context(), &handlers.DuplexOpenParams{SessionBase: sessionBase(tn.bp, l), Command: []string{"cat"}}, sink)
+}
+
+// Item 3: company X on origin X and company Y on origin Y both hold a
+// sandbox called sb_test. Each tenant's sessions find its own lease, on its
+// own origin; Y's destroy of its sb_test neither closes X's session nor
+// makes X's lease unknown.
+func TestTwoTenantsWithOneProviderIDKeepApart(t *testing.T) {
+	for _, destroy := range []bool{false, true} {
+		name := map[bool]string{false: "release", true: "destroy"}[destroy]
+		t.Run(name, func(t *testing.T) { twoTenantsKeepApart(t, destroy) })
+	}
+}
+
+func twoTenantsKeepApart(t *testing.T, destroy bool) {
+	d, x, y := twoTenants(t)
+	lx, ly := x.acquire(t, d), y.acquire(t, d)
+	if lx.LeaseID() != "sb_test" || ly.LeaseID() != "sb_test" {
+		t.Fatalf("leases %q and %q, want sb_test twice", lx.LeaseID(), ly.LeaseID())
+	}
+	x.stub.connect = neverExits
+	sink := newRecSink(t)
+	ch, err := x.open(t, d, lx, sink)
+	if err != nil {
+		t.Fatalf("X's open on its own lease: %v", err)
+	}
+	if nx, ny := x.stub.count("POST /v1/sandboxes/sb_test/processes"), y.stub.count("POST /v1/sandboxes/sb_test/processes"); nx != 1 || ny != 0 {
+		t.Fatalf("process creations: %d on X's origin, %d on Y's", nx, ny)
+	}
+	rp := &handlers.ReleaseLeaseParams{BaseParams: y.bp, ProviderLeaseID: ly.ProviderLeaseID, LeaseMetadata: ly.Metadata}
+	if destroy {
+		_, err = d.DestroyLease(t.Context(), rp)
+	} else {
+		_, err = d.ReleaseLease(t.Context(), rp)
+	}
+	if err != nil {
+		t.Fatalf("Y's %s: %v", map[bool]string{false: "release", true: "destroy"}[destroy], err)
+	}
+	if _, ok := sink.exit(); ok {
+		t.Error("Y's release ended X's session")
+	}
+	if i := x.stub.find("DELETE /v1/sandboxes/sb_test"); i >= 0 {
+		t.Errorf("Y's release reached X's origin: %v", x.stub.snapshot())
+	}
+	if n := y.stub.count("DELETE /v1/sandboxes/sb_test"); destroy != (n == 1) {
+		t.Errorf("%d deletes of Y's sandbox", n)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatalf("X's close: %v", err)
+	}
+	x.stub.connect = nil
+	ch, err = x.open(t, d, lx, newRecSink(t))
+	if err != nil {
+		t.Fatalf("X's open after Y's destroy: %v", err)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := y.open(t, d, ly, newRecSink(t)); err != errSessionLease {
+		t.Errorf("Y's open after its release: %v", err)
 	}
 }

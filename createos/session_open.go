@@ -155,8 +155,8 @@ func prefixEach(sep string, words []string) string {
 // sessionLease is the cached lease a session opens on: acquired or
 // resumed by this worker, for the same company and environment.
 func (d *Driver) sessionLease(p *handlers.SessionBase) (cachedLease, error) {
-	l, ok := d.scopes.lease(p.ProviderLeaseID)
-	if !ok || l.companyID != p.CompanyID || l.environmentID != p.EnvironmentID {
+	l, ok := d.scopes.lease(leaseRef{p.CompanyID, p.EnvironmentID, p.ProviderLeaseID})
+	if !ok {
 		return cachedLease{}, errSessionLease
 	}
 	return l, nil
