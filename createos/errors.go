@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 )
 
@@ -74,6 +75,16 @@ func mayHaveCreated(err error) bool {
 	}
 	return true
 }
+
+// mayLiveError is a session open's error when the process it asked for
+// may still run: err's text, matching handlers.ErrSessionMayLive too, so
+// the route table does not acknowledge the host's close of the route.
+type mayLiveError struct{ err error }
+
+func mayLive(err error) error { return &mayLiveError{err} }
+
+func (e *mayLiveError) Error() string   { return e.err.Error() }
+func (e *mayLiveError) Unwrap() []error { return []error{e.err, handlers.ErrSessionMayLive} }
 
 // CleanupError marks a failure after which process containment on the lease
 // is unproven; the driver then refuses to reuse the lease until it is

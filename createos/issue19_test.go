@@ -2,6 +2,7 @@ package createos
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 // Regression tests of issue 19 (items 3, 4, 5 and 7) and of its audit of
@@ -292,5 +294,110 @@ func twoTenantsKeepApart(t *testing.T, destroy bool) {
 	}
 	if _, err := y.open(t, d, ly, newRecSink(t)); err != errSessionLease {
 		t.Errorf("Y's open after its release: %v", err)
+	}
+}
+
+// slowCreation makes the stub's next process creation create the process
+// at once and answer only once its client is gone or after answerAfter,
+// as a provider that is slow to answer; creating is closed when the
+// creation arrives.
+func slowCreation(s *stub, answerAfter time.Duration) (creating chan struct{}) {
+	creating = make(chan struct{})
+	var once sync.Once
+	s.hook = func(_ http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if processCreation(r) {
+			once.Do(func() { close(creating) })
+			t := time.NewTimer(answerAfter)
+			defer t.Stop()
+			select {
+			case <-r.Context().Done():
+			case <-t.C:
+			}
+		}
+		return false
+	}
+	return creating
+}
+
+// Item 4: the host closes a duplex route while its process creation is at
+// the provider, which creates the process but answers late. The open
+// waits for the answer, ends the process it created, and only then
+// returns; the close is answered after that, and with the end confirmed,
+// the lease is not marked leftover (its release keeps it warm).
+func TestHostCloseDuringCreationEndsTheProcessFirst(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, reuse)
+	creating := slowCreation(s, 2500*time.Millisecond)
+	w := newWire(t, d)
+	route := "duplex-route-1"
+	w.c.Send(rpctest.Request(1, "duplexChannelOpen", map[string]any{"hostRouteId": route, "driverKey": Key, "companyId": "company-a",
+		"environmentId": "env-a", "providerLeaseId": "sb_test", "command": []string{"cat"}}, "", ""))
+	<-creating
+	w.c.Send(rpctest.Request(2, "duplexChannelClose", map[string]any{"hostRouteId": route}, "", ""))
+	closed, before := w.c.ReplyTo(2)
+	deleted := s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test")
+	if closed.Error != nil {
+		t.Fatalf("close: %+v", closed.Error)
+	}
+	if deleted < 0 {
+		t.Fatalf("the close was answered before the process the open created was deleted: %v", s.snapshot())
+	}
+	open, found := rpctest.Msg{}, false
+	for _, m := range before {
+		if m.IsReply() && rpctest.SameID(m.ID, []byte("1")) {
+			open, found = m, true
+		}
+	}
+	if !found {
+		open, _ = w.c.ReplyTo(1)
+	}
+	if open.Error == nil {
+		t.Error("the open succeeded though the host closed its route")
+	}
+	receipt, err := d.ReleaseLease(t.Context(), releaseParams(l, reuse))
+	if err != nil || receipt != nil {
+		t.Fatalf("release: %+v %v (a confirmed end leaves no leftover mark)", receipt, err)
+	}
+	for _, c := range s.snapshot() {
+		if c.Method == http.MethodDelete && strings.HasPrefix(c.Path, "/v1/sandboxes/sb_test") && !strings.Contains(c.Path, "/processes/") {
+			t.Errorf("the sandbox was deleted instead of kept warm: %v", s.snapshot())
+		}
+	}
+}
+
+// Item 4, unconfirmed: the host closes the route while the creation is at
+// the provider, and the process the creation made cannot be confirmed
+// ended (its DELETE fails). The open's error wraps
+// handlers.ErrSessionMayLive, and the lease is marked leftover: its
+// release deletes the sandbox instead of keeping it.
+func TestHostCloseDuringCreationWithAnUnconfirmedEndMayLive(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, reuse)
+	creating, proceed := blockCreation(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opened := make(chan error, 1)
+	go func() {
+		_, err := d.OpenDuplex(ctx, duplexParams("cat"), newRecSink(t))
+		opened <- err
+	}()
+	<-creating
+	cancel() // the host closed the route
+	s.mu.Lock()
+	s.hook = failing(http.StatusInternalServerError, processDeletion)
+	s.mu.Unlock()
+	close(proceed)
+	err := <-opened
+	if !errors.Is(err, handlers.ErrSessionMayLive) {
+		t.Fatalf("open: %v, want an error wrapping ErrSessionMayLive", err)
+	}
+	if s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test") < 0 {
+		t.Fatalf("the open did not try to end the process it created: %v", s.snapshot())
+	}
+	receipt, err := d.ReleaseLease(t.Context(), releaseParams(l, reuse))
+	if err != nil || receipt == nil || receipt.State != "destroyed" {
+		t.Fatalf("release: %+v %v, want the sandbox deleted", receipt, err)
 	}
 }
