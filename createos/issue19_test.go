@@ -401,3 +401,40 @@ func TestHostCloseDuringCreationWithAnUnconfirmedEndMayLive(t *testing.T) {
 		t.Fatalf("release: %+v %v, want the sandbox deleted", receipt, err)
 	}
 }
+
+// poisonLease leaves the stub's lease with an unconfirmed command cleanup:
+// a managed process whose creation answered 502 may exist.
+func poisonLease(t *testing.T, s *stub, d *Driver, l *handlers.Lease) {
+	t.Helper()
+	s.stream, s.hook = noStreamingExec, failing(http.StatusBadGateway, processCreation)
+	if _, err := d.Execute(t.Context(), execParams(l, reuse), &recordingSink{}); err != errCreationUnconfirmed {
+		t.Fatalf("execute: %v, want %v", err, errCreationUnconfirmed)
+	}
+	s.stream, s.hook = nil, nil
+}
+
+// Audit (item 2's rule, authorize first): a session open on a lease that
+// refuses new work (its command cleanup is unconfirmed) is refused before
+// any request; the login PTY's home preparation is not sent first.
+func TestSessionOpenOnARefusingLeaseSendsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(d *Driver) error
+	}{
+		{"login", loginOpen(loginParams("codex", stubHome))},
+		{"duplex", duplexOpen(duplexParams("cat"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStub(t)
+			d := s.driver()
+			poisonLease(t, s, d, acquire(t, d, reuse))
+			s.reset()
+			if err := tc.open(d); err != errLeaseClosing {
+				t.Fatalf("open: %v, want %v", err, errLeaseClosing)
+			}
+			if calls := s.snapshot(); len(calls) != 0 {
+				t.Errorf("a refused open sent %v", calls)
+			}
+		})
+	}
+}

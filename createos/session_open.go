@@ -153,11 +153,18 @@ func prefixEach(sep string, words []string) string {
 }
 
 // sessionLease is the cached lease a session opens on: acquired or
-// resumed by this worker, for the same company and environment.
+// resumed by this worker, for the same company and environment, and open
+// for new work (not closing, its command cleanup not unconfirmed). Every
+// refusal comes before the open sends anything (the login PTY's home is
+// prepared after it); openSession's registration checks again, as a
+// release may begin meanwhile.
 func (d *Driver) sessionLease(p *handlers.SessionBase) (cachedLease, error) {
 	l, ok := d.scopes.lease(leaseRef{p.CompanyID, p.EnvironmentID, p.ProviderLeaseID})
 	if !ok {
 		return cachedLease{}, errSessionLease
+	}
+	if d.scopes.refuses(l.scope) {
+		return cachedLease{}, errLeaseClosing
 	}
 	return l, nil
 }
