@@ -242,15 +242,23 @@ func (tn tenant) open(t *testing.T, d *Driver, l *handlers.Lease, sink handlers.
 // own origin; Y's destroy of its sb_test neither closes X's session nor
 // makes X's lease unknown.
 func TestTwoTenantsWithOneProviderIDKeepApart(t *testing.T) {
-	for _, destroy := range []bool{false, true} {
-		name := map[bool]string{false: "release", true: "destroy"}[destroy]
-		t.Run(name, func(t *testing.T) { twoTenantsKeepApart(t, destroy) })
+	for _, yLast := range []bool{true, false} {
+		for _, destroy := range []bool{false, true} {
+			name := map[bool]string{true: "Y acquires last", false: "X acquires last"}[yLast] + ", Y " +
+				map[bool]string{false: "releases", true: "destroys"}[destroy]
+			t.Run(name, func(t *testing.T) { twoTenantsKeepApart(t, yLast, destroy) })
+		}
 	}
 }
 
-func twoTenantsKeepApart(t *testing.T, destroy bool) {
+func twoTenantsKeepApart(t *testing.T, yLast, destroy bool) {
 	d, x, y := twoTenants(t)
-	lx, ly := x.acquire(t, d), y.acquire(t, d)
+	var lx, ly *handlers.Lease
+	if yLast {
+		lx, ly = x.acquire(t, d), y.acquire(t, d)
+	} else {
+		ly, lx = y.acquire(t, d), x.acquire(t, d)
+	}
 	if lx.LeaseID() != "sb_test" || ly.LeaseID() != "sb_test" {
 		t.Fatalf("leases %q and %q, want sb_test twice", lx.LeaseID(), ly.LeaseID())
 	}
@@ -287,7 +295,7 @@ func twoTenantsKeepApart(t *testing.T, destroy bool) {
 	x.stub.connect = nil
 	ch, err = x.open(t, d, lx, newRecSink(t))
 	if err != nil {
-		t.Fatalf("X's open after Y's destroy: %v", err)
+		t.Fatalf("X's open after Y's release: %v", err)
 	}
 	if err := ch.Close(t.Context()); err != nil {
 		t.Fatal(err)
