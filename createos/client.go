@@ -66,14 +66,19 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte, 
 
 // send paces and sends one request with the headers hdr whose body (size
 // bytes; nil for none) is streamed, and turns a non-2xx status into an
-// APIError without reading the body.
+// APIError without reading the body. A request that was never handed to
+// the transport (the pacer or ctx refused it first, or it could not be
+// built) fails with an *unsentError: it cannot have reached the provider.
 func (c *Client) send(ctx context.Context, method, path string, body io.Reader, size int64, hdr http.Header) (*http.Response, error) {
 	if err := c.pacer.Wait(ctx, c.cfg.APIURL); err != nil {
-		return nil, err
+		return nil, &unsentError{err}
+	}
+	if ctx.Err() != nil {
+		return nil, &unsentError{context.Cause(ctx)}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.cfg.APIURL+"/v1"+path, nil)
 	if err != nil {
-		return nil, errConnection
+		return nil, &unsentError{errConnection}
 	}
 	if body != nil {
 		req.Body, req.ContentLength = io.NopCloser(body), size
@@ -249,8 +254,9 @@ func (c *Client) destroySandbox(ctx context.Context, id string) error {
 }
 
 // transition brings the sandbox to desired ("running" or "paused"),
-// submitting the action at most once and polling until the state is
-// reached, under ctx's deadline.
+// submitting the action until the provider takes it (once, unless it
+// answers 409) and polling until the state is reached, under ctx's
+// deadline.
 func (c *Client) transition(ctx context.Context, id, desired string) error {
 	return c.reach(ctx, id, desired, "")
 }
@@ -277,11 +283,11 @@ func (c *Client) reach(ctx context.Context, id, desired, known string) error {
 		canSubmit := desired == "running" && (status == "paused" || status == "error") || desired == "paused" && status == "running"
 		switch {
 		case canSubmit && !submitted:
-			answered, err := c.submit(ctx, id, desired)
+			answered, taken, err := c.submit(ctx, id, desired)
 			if err != nil {
 				return err
 			}
-			submitted = true
+			submitted = taken
 			if answered == desired {
 				return nil
 			}
@@ -298,22 +304,23 @@ func (c *Client) reach(ctx context.Context, id, desired, known string) error {
 var waitingStates = []string{"creating", "pausing", "resuming", "forking"}
 
 // submit posts the pause or resume that leads to desired and returns the
-// state its answer shows ("" when none). A 409 (a concurrent transition)
-// is reconciled by the next read and counts as not submitted.
-func (c *Client) submit(ctx context.Context, id, desired string) (string, error) {
+// state its answer shows ("" when none) and whether the provider took the
+// action. A 409 (a concurrent transition) is not taken: the next pass
+// reads the state again and, if the action still applies, resends it.
+func (c *Client) submit(ctx context.Context, id, desired string) (answered string, taken bool, err error) {
 	action := "pause"
 	if desired == "running" {
 		action = "resume"
 	}
 	data, err := c.json(ctx, http.MethodPost, "/sandboxes/"+id+"/"+action, nil)
 	if isStatus(err, http.StatusConflict) {
-		return "", nil
+		return "", false, nil
 	}
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	status, _ := data.str("status")
-	return status, nil
+	return status, true, nil
 }
 
 // sleep waits d or until ctx ends.

@@ -189,3 +189,15 @@ func fresh(ctx context.Context, d time.Duration) (context.Context, context.Cance
 	}
 	return withTimeout(context.WithoutCancel(ctx), d)
 }
+
+// outliving is ctx without its cancellation but with its deadline (a
+// timeout-typed cause) and values: a step whose answer is awaited even
+// when the caller stops waiting, because the caller must undo what the
+// step did (a session's process creation).
+func outliving(ctx context.Context) (context.Context, context.CancelFunc) {
+	octx := context.WithoutCancel(ctx)
+	if end, ok := ctx.Deadline(); ok {
+		return context.WithDeadlineCause(octx, end, errTimedOut)
+	}
+	return context.WithCancel(octx)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 )
 
@@ -49,6 +50,41 @@ func isStatus(err error, statuses ...int) bool {
 	}
 	return false
 }
+
+// unsentError is a request that was never handed to the transport: the
+// pacer or its context refused it first. Nothing of it reached the
+// provider. Its text and what it matches are its cause's.
+type unsentError struct{ cause error }
+
+func (e *unsentError) Error() string { return e.cause.Error() }
+func (e *unsentError) Unwrap() error { return e.cause }
+
+// mayHaveCreated reports whether a creation request that answered err may
+// have created something all the same: unless it was never sent, or the
+// provider refused it (an HTTP status below 500), it may have.
+func mayHaveCreated(err error) bool {
+	var unsent *unsentError
+	var ae *APIError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &unsent):
+		return false
+	case errors.As(err, &ae):
+		return ae.Status >= 500
+	}
+	return true
+}
+
+// mayLiveError is a session open's error when the process it asked for
+// may still run: err's text, matching handlers.ErrSessionMayLive too, so
+// the route table does not acknowledge the host's close of the route.
+type mayLiveError struct{ err error }
+
+func mayLive(err error) error { return &mayLiveError{err} }
+
+func (e *mayLiveError) Error() string   { return e.err.Error() }
+func (e *mayLiveError) Unwrap() []error { return []error{e.err, handlers.ErrSessionMayLive} }
 
 // CleanupError marks a failure after which process containment on the lease
 // is unproven; the driver then refuses to reuse the lease until it is

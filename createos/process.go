@@ -57,7 +57,7 @@ type process struct {
 	delay     time.Duration // between output reconnects
 	replay    time.Duration // before replaying past a recovered exit
 
-	mayBeCreated bool   // creation was sent and not refused
+	mayBeCreated bool   // creation may have reached the provider and was not refused
 	processID    string // set once creation answered with a valid id
 	gateSent     bool   // the gate upload was sent: the gate file may exist
 }
@@ -78,9 +78,10 @@ func (p *process) run(ctx context.Context, cmd commandSpec, script string) happe
 	return h
 }
 
-// start stages stdin and creates the process. A refused creation (HTTP
-// below 500) proves no process was made; any other failure leaves
-// mayBeCreated set.
+// start stages stdin and creates the process. mayBeCreated is set once
+// the creation may have reached the provider and not been refused
+// (mayHaveCreated): a creation the pacer or the deadline kept from being
+// sent, or one refused below HTTP 500, proves no process was made.
 func (p *process) start(ctx context.Context, cmd commandSpec, script string) error {
 	if p.stdinPath != "" {
 		if err := p.c.upload(ctx, p.sandbox, p.stdinPath, []byte(*cmd.stdin)); err != nil {
@@ -91,13 +92,9 @@ func (p *process) start(ctx context.Context, cmd commandSpec, script string) err
 	if cmd.cwd != "" {
 		body["cwd"] = cmd.cwd
 	}
-	p.mayBeCreated = true
 	created, err := p.c.json(ctx, http.MethodPost, p.base(), body)
+	p.mayBeCreated = mayHaveCreated(err)
 	if err != nil {
-		var ae *APIError
-		if errors.As(err, &ae) && ae.Status < 500 {
-			p.mayBeCreated = false
-		}
 		return err
 	}
 	pid, _ := created.str("process_id")
@@ -215,7 +212,7 @@ type happened struct {
 	exit          *exitStatus // the exit frame, when one was read
 	err           error       // the step that failed, when no exit was read
 	ended         ending
-	mayBeCreated  bool // creation was sent and not refused
+	mayBeCreated  bool // creation may have reached the provider and was not refused
 	created       bool // creation answered with a process id
 	cleanupFailed bool // the tree's termination could not be confirmed
 }

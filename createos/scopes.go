@@ -5,12 +5,13 @@ import (
 	"sync"
 )
 
-// scopes is the driver's in-memory state of its leases, by scope: the
-// tracked calls in flight, the session channels open, the scopes being
-// released or destroyed, the scopes whose process containment is unproven
-// (by a command, or by a session: leftover), the leases acquired or
-// resumed here (by provider lease id), and whether the driver is shutting
-// down. One mutex guards it all; only its verbs touch it.
+// scopes is the driver's in-memory state of its leases, by scope (a
+// lease's company, environment, API origin, key and provider lease id;
+// Driver.scope): the tracked calls in flight, the session channels open,
+// the scopes being released or destroyed, the scopes whose process
+// containment is unproven (by a command, or by a session: leftover); the
+// leases acquired or resumed here (by leaseRef), and whether the driver is
+// shutting down. One mutex guards it all; only its verbs touch it.
 type scopes struct {
 	mu           sync.Mutex
 	active       map[string]map[*trackedCall]struct{}
@@ -18,14 +19,21 @@ type scopes struct {
 	closing      map[string]bool
 	unconfirmed  map[string]bool
 	leftover     map[string]bool
-	leases       map[string]cachedLease
+	leases       map[leaseRef]cachedLease
 	resuming     map[string]int // resumes in flight, by sandbox id
 	shuttingDown bool
 }
 
+// leaseRef names a cached lease as a session open names it: company,
+// environment and provider lease id. Two tenants whose leases carry the
+// same provider id (on two API origins) hold two refs; within one
+// environment, the lease acquired or resumed last is the one its sessions
+// open on.
+type leaseRef struct{ companyID, environmentID, id string }
+
 // cachedLease is what the driver keeps of a lease it acquired or resumed
 // (the v0.2 reference's leases map): session opens carry no config, so
-// they find the lease's owner, config and scope by its provider lease id.
+// they find the lease's config and scope by its leaseRef.
 type cachedLease struct {
 	companyID, environmentID string
 	cfg                      Config
@@ -42,7 +50,7 @@ func newScopes() *scopes {
 	return &scopes{
 		active: map[string]map[*trackedCall]struct{}{}, channels: map[string]map[*channel]struct{}{},
 		closing: map[string]bool{}, unconfirmed: map[string]bool{}, leftover: map[string]bool{},
-		leases: map[string]cachedLease{}, resuming: map[string]int{},
+		leases: map[leaseRef]cachedLease{}, resuming: map[string]int{},
 	}
 }
 
@@ -62,13 +70,19 @@ func (s *scopes) endResume(id string) {
 	}
 }
 
-// holds reports whether this worker holds sandbox id: a lease acquired or
-// resumed here and not released, or a resume in flight.
+// holds reports whether this worker holds a sandbox called id, for any
+// tenant on any origin: a lease acquired or resumed here and not
+// released, or a resume in flight. It errs on the side of holding: the
+// reaper leaves such a sandbox alone.
 func (s *scopes) holds(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, cached := s.leases[id]
-	return cached || s.resuming[id] > 0
+	for ref := range s.leases {
+		if ref.id == id {
+			return true
+		}
+	}
+	return s.resuming[id] > 0
 }
 
 // needsCleanup reports whether scope is being released or destroyed, or
@@ -156,28 +170,36 @@ func (s *scopes) hasLeftover(scope string) bool {
 	return s.leftover[scope]
 }
 
-// cache remembers a lease acquired or resumed here.
+// cache remembers lease id, acquired or resumed here for l's company and
+// environment; it replaces only that environment's entry for id.
 func (s *scopes) cache(id string, l cachedLease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.shuttingDown {
-		s.leases[id] = l
+		s.leases[leaseRef{l.companyID, l.environmentID, id}] = l
 	}
 }
 
-// lease returns the cached lease id.
-func (s *scopes) lease(id string) (cachedLease, bool) {
+// lease returns the cached lease ref names.
+func (s *scopes) lease(ref leaseRef) (cachedLease, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l, ok := s.leases[id]
+	l, ok := s.leases[ref]
 	return l, ok
 }
 
-// forget drops the cached lease id (release and destroy).
+// forget drops the cached leases id whose scope is being released or
+// destroyed (beginClosing; release and destroy call it before
+// endClosing): the caller's own. Another tenant's lease with the same
+// provider id is not closing under its own scope, and stays.
 func (s *scopes) forget(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.leases, id)
+	for ref, l := range s.leases {
+		if ref.id == id && s.closing[l.scope] {
+			delete(s.leases, ref)
+		}
+	}
 }
 
 // addChannel registers a session channel on scope, unless new work there

@@ -89,13 +89,19 @@ func (d *Driver) newChannel(ctx context.Context, c *Client, scope, name string, 
 	}
 }
 
-// start attaches the created process pid in sandbox and starts following
-// its output. It reports false when Close gave up waiting meanwhile: the
-// caller then ends the process itself.
-func (ch *channel) start(sandbox, pid string) bool {
+// created records the process pid in sandbox that open created.
+func (ch *channel) created(sandbox, pid string) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	ch.path, ch.procID = "/sandboxes/"+sandbox+"/processes/"+pid, pid
+}
+
+// start starts following the created process's output. It reports false
+// when Close gave up waiting meanwhile: the caller then ends the process
+// itself.
+func (ch *channel) start() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
 	if ch.gaveUp {
 		return false
 	}

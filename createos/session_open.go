@@ -153,20 +153,31 @@ func prefixEach(sep string, words []string) string {
 }
 
 // sessionLease is the cached lease a session opens on: acquired or
-// resumed by this worker, for the same company and environment.
+// resumed by this worker, for the same company and environment, and open
+// for new work (not closing, its command cleanup not unconfirmed). Every
+// refusal comes before the open sends anything (the login PTY's home is
+// prepared after it); openSession's registration checks again, as a
+// release may begin meanwhile.
 func (d *Driver) sessionLease(p *handlers.SessionBase) (cachedLease, error) {
-	l, ok := d.scopes.lease(p.ProviderLeaseID)
-	if !ok || l.companyID != p.CompanyID || l.environmentID != p.EnvironmentID {
+	l, ok := d.scopes.lease(leaseRef{p.CompanyID, p.EnvironmentID, p.ProviderLeaseID})
+	if !ok {
 		return cachedLease{}, errSessionLease
+	}
+	if d.scopes.refuses(l.scope) {
+		return cachedLease{}, errLeaseClosing
 	}
 	return l, nil
 }
 
-// openSession registers a channel on the lease, creates its process (E10
-// with body, never retried) and starts following it. The channel is
-// registered first, so a release that begins meanwhile closes it too. A
-// creation that may have succeeded without a usable process id marks the
-// lease leftover (refused as creation only below HTTP 500).
+// openSession registers a channel on the lease, creates its process
+// (createSession) and starts following it. The channel is registered
+// first, so a release that begins meanwhile closes it too. A creation that
+// may have succeeded without a usable process id (mayHaveCreated) marks
+// the lease leftover, and the open's error wraps handlers.ErrSessionMayLive.
+// A process created after the host closed the route (ctx ended), or after
+// a release or a shutdown stopped waiting for it, is ended before the open
+// returns; if its end is unconfirmed, the lease is marked leftover and the
+// error wraps handlers.ErrSessionMayLive too.
 func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sandbox string, body map[string]any,
 	name string, pty bool, sink handlers.ChannelSink) (*channel, error) {
 	ch := d.newChannel(ctx, c, l.scope, name, pty, sink)
@@ -174,31 +185,55 @@ func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sand
 		ch.endLife(errSessionOver)
 		return nil, errLeaseClosing
 	}
-	wctx, cancel := working(ctx, c.cfg.timeout())
-	pid, err := createProcess(wctx, c, sandbox, body)
-	cancel()
+	pid, err := createSession(ctx, c, sandbox, body)
 	if err != nil {
+		orphaned := mayHaveCreated(err)
+		ch.abandon(orphaned)
 		var ae *APIError
-		refused := errors.As(err, &ae) && ae.Status < 500
-		ch.abandon(!refused)
-		if ae != nil {
+		if errors.As(err, &ae) {
 			ch.log.Warn().Str("sandbox", sandbox).Msg(name + " process creation failed (HTTP " + strconv.Itoa(ae.Status) + ").")
 		} else {
 			ch.log.Warn().Str("sandbox", sandbox).Str("error", err.Error()).Msg(name + " process creation failed before binding.")
 		}
+		if orphaned {
+			return nil, mayLive(err)
+		}
 		return nil, err
 	}
-	if !ch.start(sandbox, pid) {
-		// A release closed the lease's sessions while this one was created.
-		tctx, tcancel := fresh(ctx, c.cfg.timeout())
-		terr := ch.terminate(tctx)
-		tcancel()
-		ch.abandon(terr != nil)
-		ch.log.Warn().Str("sandbox", sandbox).Str("process", pid).Msg(name + " process creation failed before binding.")
-		return nil, errLeaseClosing
+	ch.created(sandbox, pid)
+	if ctx.Err() == nil && ch.start() {
+		ch.log.Info().Str("sandbox", sandbox).Str("process", pid).Msg(name + " process opened.")
+		return ch, nil
 	}
-	ch.log.Info().Str("sandbox", sandbox).Str("process", pid).Msg(name + " process opened.")
-	return ch, nil
+	var why error = errLeaseClosing // a release or a shutdown closed the lease's sessions meanwhile
+	switch {
+	case timedOut(ctx):
+		why = errTimedOut
+	case ctx.Err() != nil:
+		why = errSessionOver // the host closed the route
+	}
+	tctx, tcancel := fresh(ctx, c.cfg.timeout())
+	terr := ch.terminate(tctx)
+	tcancel()
+	ch.abandon(terr != nil)
+	ch.log.Warn().Str("sandbox", sandbox).Str("process", pid).Msg(name + " process creation failed before binding.")
+	if terr != nil {
+		return nil, mayLive(terr)
+	}
+	return nil, why
+}
+
+// createSession creates a session's process (E10 with body, never
+// retried). The host's close of the route (ctx's cancellation) does not
+// cut the request: its answer is awaited, within ctx's deadline and
+// config.timeoutMs (working), so that the process it creates is known and
+// the open can end it.
+func createSession(ctx context.Context, c *Client, sandbox string, body map[string]any) (string, error) {
+	octx, cancel := outliving(ctx)
+	defer cancel()
+	wctx, wcancel := working(octx, c.cfg.timeout())
+	defer wcancel()
+	return createProcess(wctx, c, sandbox, body)
 }
 
 // createProcess creates a managed process and returns its id.

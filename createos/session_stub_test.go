@@ -3,6 +3,7 @@ package createos
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -215,6 +216,9 @@ func TestSessionCreationFailure(t *testing.T) {
 			ctx, logs := logContext(t)
 			_, err := d.OpenLoginPty(ctx, loginParams("codex", stubHome), newRecSink(t))
 			wantErr(t, err, fmt.Sprintf("CreateOS request failed (HTTP %d) during process creation.", tc.status))
+			if errors.Is(err, handlers.ErrSessionMayLive) != tc.destroy {
+				t.Errorf("%v: wraps ErrSessionMayLive %v, want %v", err, !tc.destroy, tc.destroy)
+			}
 			wantLogs(t, logs.String(), tc.log)
 			if strings.Contains(logs.String(), "test-secret") {
 				t.Errorf("the log carries the provider's body: %s", logs.String())
