@@ -234,9 +234,7 @@ func TestCleanupMarksStore(t *testing.T) {
 // are kept in dir; a second driver on the same dir is the next worker.
 func markedServer(t *testing.T) (*createostest.Server, handlers.BaseParams) {
 	t.Helper()
-	if err := createostest.Isolation(); err != nil {
-		t.Skipf("createostest cannot run commands here: %v", err)
-	}
+	createostest.RequireIsolation(t)
 	srv := createostest.NewServer(t, createostest.Options{APIKey: "test-secret", Heartbeat: 50 * time.Millisecond})
 	cfg := handlers.Object{"apiUrl": srv.URL, "apiKey": "test-secret", "shape": "s-1vcpu-1gb", "timeoutMs": float64(20000)}
 	return srv, handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}

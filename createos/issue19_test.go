@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -444,5 +446,36 @@ func TestSessionOpenOnARefusingLeaseSendsNothing(t *testing.T) {
 				t.Errorf("a refused open sent %v", calls)
 			}
 		})
+	}
+}
+
+// A lease poisoned by an unconfirmed command cleanup is marked on disk at
+// once, not only at its release: a worker killed before the host releases
+// still leaves the sandbox to the next worker, whose acquire deletes it.
+func TestPoisonedLeaseIsMarkedBeforeItsRelease(t *testing.T) {
+	s := newStub(t)
+	dir := filepath.Join(t.TempDir(), "marks")
+	d := s.driver(WithCleanupDir(dir))
+	l := acquire(t, d, reuse)
+	poisonLease(t, s, d, l)
+	if got := marksOf(t, d, base(reuse)); !slices.Equal(got, []string{l.LeaseID()}) {
+		t.Fatalf("marks after a poisoning execute, before any release: %v, want [%s]", got, l.LeaseID())
+	}
+	// The worker dies here; the next one's acquire on the same account
+	// finishes the marked cleanups (finishCleanup; the stub's acquire
+	// would hand out the same sandbox again, which an acquire keeps, so
+	// this calls the step itself).
+	s.reset()
+	next := s.driver(WithCleanupDir(dir))
+	_, c, err := next.configured(base(reuse).Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.finishCleanup(t.Context(), c, "")
+	if s.find("DELETE /v1/sandboxes/"+l.LeaseID()) < 0 {
+		t.Errorf("the next worker did not delete the poisoned sandbox: %v", s.snapshot())
+	}
+	if got := marksOf(t, next, base(reuse)); len(got) != 0 {
+		t.Errorf("marks after the next acquire: %v, want none", got)
 	}
 }

@@ -434,8 +434,17 @@ func (d *Driver) endLease(ctx context.Context, config, md handlers.Object, scope
 		return nil, err
 	}
 	switch {
-	case destroy || !keepsWarm(cfg, md) || d.marked(c, id):
-		// A marked sandbox's cleanup was left unconfirmed: it is not kept.
+	case destroy || !keepsWarm(cfg, md):
+		return nil, d.destroy(ctx, c, scope, id)
+	case d.scopes.poisoned(scope):
+		// Containment unproven: the sandbox must go (the reference's
+		// answer: destroy it), and the mark, written when the lease was
+		// poisoned, outlives this worker.
+		d.markUnconfirmed(ctx, c, id)
+		return nil, errUnconfirmedReuse
+	case d.marked(c, id):
+		// An earlier worker left this sandbox's cleanup unconfirmed: it
+		// is not kept.
 		return nil, d.destroy(ctx, c, scope, id)
 	case d.scopes.hasLeftover(scope):
 		// A session's process may still run: the sandbox is not kept.
@@ -444,11 +453,6 @@ func (d *Driver) endLease(ctx context.Context, config, md handlers.Object, scope
 		}
 		zerolog.Ctx(ctx).Warn().Str("sandbox", id).Msg("CreateOS sandbox deleted instead of kept: session cleanup was unconfirmed")
 		return &handlers.TerminationReceipt{ProviderLeaseID: id, State: "destroyed"}, nil
-	case d.scopes.poisoned(scope):
-		// Containment unproven: the sandbox must go, and the mark outlives
-		// this worker.
-		d.markUnconfirmed(ctx, c, id)
-		return nil, errUnconfirmedReuse
 	}
 	// Warm: the provider pauses it after the idle window; no request.
 	return nil, nil

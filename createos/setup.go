@@ -51,7 +51,7 @@ func (d *Driver) StartInteractiveSetup(ctx context.Context, p *handlers.StartSet
 		err = prepareWorkspace(ctx, c, v, marker)
 	}
 	if err != nil {
-		if derr := c.destroySandbox(ctx, v.id); derr != nil {
+		if derr := d.deleteSandbox(ctx, c, v.id); derr != nil {
 			zerolog.Ctx(ctx).Warn().Str("sandbox", v.id).Str("error", derr.Error()).Msg("CreateOS setup sandbox cleanup failed")
 			return nil, errSetupCleanup(v.id)
 		}
