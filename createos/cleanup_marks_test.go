@@ -256,6 +256,22 @@ func marksOf(t *testing.T, d *Driver, bp handlers.BaseParams) []string {
 	return mustList(t, d.marks(), markAccount(c))
 }
 
+// leftUnconfirmed is a worker whose release of a disposable lease could
+// not delete its sandbox: the server, the params, the marks directory,
+// the worker and the lease.
+func leftUnconfirmed(t *testing.T) (*createostest.Server, handlers.BaseParams, string, *Driver, *handlers.Lease) {
+	t.Helper()
+	srv, bp := markedServer(t)
+	dir := filepath.Join(t.TempDir(), "marks")
+	first := markedDriver(srv, dir)
+	l, err := first.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseFailing(t, srv, first, bp, l)
+	return srv, bp, dir, first, l
+}
+
 // releaseFailing releases l (a disposable lease: release deletes it) with
 // every sandbox DELETE answered 500.
 func releaseFailing(t *testing.T, srv *createostest.Server, d *Driver, bp handlers.BaseParams, l *handlers.Lease) {
@@ -271,15 +287,8 @@ func releaseFailing(t *testing.T, srv *createostest.Server, d *Driver, bp handle
 // disk, and the next worker's acquire on the same account deletes the
 // sandbox and removes the mark; a delete that fails again keeps it.
 func TestCleanupMarkOutlivesTheWorkerAndTheNextAcquireFinishesIt(t *testing.T) {
-	srv, bp := markedServer(t)
-	dir := filepath.Join(t.TempDir(), "marks")
-	first := markedDriver(srv, dir)
-	l, err := first.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, bp, dir, first, l := leftUnconfirmed(t)
 	id := l.LeaseID()
-	releaseFailing(t, srv, first, bp, l)
 	if got := marksOf(t, first, bp); !slices.Equal(got, []string{id}) {
 		t.Fatalf("marks after a failed delete %v, want [%s]", got, id)
 	}
@@ -335,15 +344,8 @@ func mustClient(t *testing.T, d *Driver, bp handlers.BaseParams) *Client {
 // left unconfirmed deletes it and removes the mark; another account's
 // acquire leaves the mark alone.
 func TestCleanupMarkRemovedByTheHostsDestroy(t *testing.T) {
-	srv, bp := markedServer(t)
-	dir := filepath.Join(t.TempDir(), "marks")
-	first := markedDriver(srv, dir)
-	l, err := first.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, bp, dir, _, l := leftUnconfirmed(t)
 	id := l.LeaseID()
-	releaseFailing(t, srv, first, bp, l)
 
 	next := markedDriver(srv, dir)
 	if _, err := next.DestroyLease(t.Context(), &handlers.DestroyLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}); err != nil {

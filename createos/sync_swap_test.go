@@ -3,7 +3,6 @@ package createos
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
@@ -19,17 +18,8 @@ import (
 // instead of archiving the outside file of the same name, with or without
 // followSymlinks.
 func TestSyncInNeverReadsOutsideTheSourceThroughASwappedDirectory(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		link   string // what d becomes; $OUT is the outside directory
-		follow bool
-	}{
-		{"absolute link", "$OUT", false},
-		{"absolute link, followSymlinks", "$OUT", true},
-		{"relative link", "../outside", false},
-		{"relative link, followSymlinks", "../outside", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range safeopentest.SwapCases() {
+		t.Run(tc.Name, func(t *testing.T) {
 			s := newSyncStub(t)
 			base := t.TempDir()
 			src, out := filepath.Join(base, "src"), filepath.Join(base, "outside")
@@ -45,13 +35,13 @@ func TestSyncInNeverReadsOutsideTheSourceThroughASwappedDirectory(t *testing.T) 
 					if err := os.Rename(d, filepath.Join(src, "d-moved")); err != nil {
 						t.Errorf("move d: %v", err)
 					}
-					if err := os.Symlink(strings.ReplaceAll(tc.link, "$OUT", out), d); err != nil {
+					if err := os.Symlink(tc.SwapTarget(out), d); err != nil {
 						t.Errorf("link d: %v", err)
 					}
 				})
 			}
 			t.Cleanup(func() { packLookHook = nil })
-			m := handlers.SyncFileMapping{SourcePath: src, TargetPath: "/paperclip-workspace/x", Kind: "directory", FollowSymlinks: tc.follow}
+			m := handlers.SyncFileMapping{SourcePath: src, TargetPath: "/paperclip-workspace/x", Kind: "directory", FollowSymlinks: tc.Follow}
 			_, err := s.d.SyncIn(t.Context(), s.params(op("o", m)))
 			for _, u := range s.gotUploads() {
 				if safeopentest.HasSecret(u.Body) {

@@ -20,17 +20,8 @@ import (
 // of reading the outside file of the same name, with or without
 // followSymlinks.
 func TestSyncInNeverReadsOutsideTheSourceThroughASwappedDirectory(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		link   string // what d becomes; $OUT is the outside directory
-		follow bool
-	}{
-		{"absolute link", "$OUT", false},
-		{"absolute link, followSymlinks", "$OUT", true},
-		{"relative link", "../outside", false},
-		{"relative link, followSymlinks", "../outside", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range safeopentest.SwapCases() {
+		t.Run(tc.Name, func(t *testing.T) {
 			e := newSyncEnv(t, nil)
 			base := t.TempDir()
 			src, out := filepath.Join(base, "src"), filepath.Join(base, "outside")
@@ -48,13 +39,13 @@ func TestSyncInNeverReadsOutsideTheSourceThroughASwappedDirectory(t *testing.T) 
 					if err := os.Rename(d, filepath.Join(src, "d-moved")); err != nil {
 						t.Errorf("move d: %v", err)
 					}
-					if err := os.Symlink(strings.ReplaceAll(tc.link, "$OUT", out), d); err != nil {
+					if err := os.Symlink(tc.SwapTarget(out), d); err != nil {
 						t.Errorf("link d: %v", err)
 					}
 				})
 			}
 			t.Cleanup(func() { syncCreateHook = nil })
-			_, err := e.in(syncOp("op", handlers.SyncFileMapping{SourcePath: src, TargetPath: e.ws + "/dst", Kind: "directory", FollowSymlinks: tc.follow}))
+			_, err := e.in(syncOp("op", handlers.SyncFileMapping{SourcePath: src, TargetPath: e.ws + "/dst", Kind: "directory", FollowSymlinks: tc.Follow}))
 			for name, content := range syncReadTree(t, e.root) {
 				if safeopentest.HasSecret([]byte(content)) {
 					t.Errorf("the lease holds %s with content from outside the source", name)
