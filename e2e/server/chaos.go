@@ -47,7 +47,7 @@ type chaosFault struct {
 }
 
 var (
-	causeWorker  = regexp.MustCompile(`(?i)worker process exited|signal=SIGKILL|worker (crashed|is not running|unavailable)`)
+	causeWorker  = regexp.MustCompile(`(?i)worker process exited|signal=SIGKILL|worker (crashed|is not running|unavailable)|worker for "[^"]+" is (backoff|crashed|stopped|starting)`)
 	causeOffline = regexp.MustCompile(`(?i)unreachable|connection refused|ECONNREFUSED|could not (reach|connect)`)
 	causeHTTP500 = regexp.MustCompile(`(?i)\b500\b|internal server error|provider (error|outage)`)
 	causeRestart = regexp.MustCompile(`(?i)restart|server (stopped|shut ?down|exited)|process (lost|detached)|orphan`)
@@ -77,6 +77,7 @@ func chaosFaults() []chaosFault {
 type chaosRow struct {
 	driver, fault string
 	runID         string
+	nextRunID     string         // the next heartbeat's run
 	mark          map[string]int // the worker trace before the run
 	injected      string
 	run           string // "succeeded", "failed: <error>", "stuck", …
@@ -111,6 +112,7 @@ func (h *harness) runChaos(ctx context.Context) ([]*chaosRow, error) {
 		}
 	}
 	var rows []*chaosRow
+	homes := h.sessionHomes()
 	for _, f := range chaosFaults() {
 		for _, d := range f.drivers {
 			if !h.chaosSelected(d, f.name) || ctx.Err() != nil {
@@ -121,15 +123,33 @@ func (h *harness) runChaos(ctx context.Context) ([]*chaosRow, error) {
 			fmt.Printf("== chaos: %s on %s\n", f.name, d)
 			h.chaosRow(ctx, f, r)
 			rows = append(rows, r)
-			verdict := "PASS"
-			if len(r.problems) > 0 {
-				verdict = "FAIL: " + strings.Join(r.problems, "; ")
-			}
-			fmt.Printf("   %s on %s: %s (%s)\n", f.name, d, verdict, time.Since(start).Round(time.Second))
+			fmt.Printf("   run: %s; next heartbeat: %s (%s)\n", r.run, r.next, time.Since(start).Round(time.Second))
 		}
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("-chaos-only %q selects no row", h.o.chaosOnly)
+	}
+	// The host's own cleanup of the faulted runs' leases runs on its
+	// schedule (a lease it could not release waits for its sweep): wait
+	// for all of them at once, then look for what each row left.
+	err := step("the host's cleanup of every faulted run's lease", func() error {
+		deadline := time.Now().Add(h.o.chaosCleanup)
+		for _, r := range rows {
+			if r.runID == "" {
+				continue
+			}
+			run := r.runID
+			if err := h.waitLeasesSettled(ctx, h.envIDs[r.driver], r.driver+" "+r.fault, max(time.Until(deadline), time.Second), func(l hostLease) bool { return l.HeartbeatRunID == run }); err != nil {
+				r.fail("the host's cleanup of the run's lease: %v", err)
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = step("what the rows left", func() error { return h.chaosLeftovers(ctx, rows, homes) })
+	}
+	if err != nil {
+		return rows, err
 	}
 	return rows, step("stop the server and the sim; nothing left behind", func() error { return h.stopAndCheck(ctx) })
 }
@@ -149,7 +169,6 @@ func printChaosTable(rows []*chaosRow) {
 // cleanup, the next heartbeat, the leftovers.
 func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	r.run, r.next, r.leftovers = "-", "-", "-"
-	before := h.chaosBaseline()
 	envID := h.envIDs[r.driver]
 	if f.duplex {
 		if err := h.setDuplexBridge(ctx, true); err != nil {
@@ -198,22 +217,35 @@ func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	fmt.Printf("   injected: %s\n", injected)
 
 	h.chaosOutcome(ctx, f, r)
-	if err := h.waitLeasesSettled(ctx, envID, r.driver, h.o.chaosCleanup); err != nil {
-		r.fail("the host's cleanup of the run's lease: %v", err)
+	if err := h.settleLater(ctx, r); err != nil {
+		r.fail("harness: %v", err)
 	}
+	h.lastRunID = ""
 	if err := h.heartbeat(ctx, r.driver, "chaos-"+r.driver+"-"+r.fault+"-next", map[bool]string{true: bridgeDuplex, false: bridgeFile}[f.duplex]); err != nil {
 		r.next = "failed"
 		r.fail("next heartbeat: %v", err)
 	} else {
 		r.next = "succeeded"
 	}
-	left := h.chaosLeftovers(ctx, before)
-	if left == "" {
-		r.leftovers = "none"
-	} else {
-		r.leftovers = left
-		r.fail("left after the host's cleanup: %s", left)
+	r.nextRunID = h.lastRunID
+}
+
+// settleLater leaves the leases of r's run to the host's cleanup: the
+// next heartbeat does not wait for them, the end of the table does.
+func (h *harness) settleLater(ctx context.Context, r *chaosRow) error {
+	leases, err := h.leases(ctx, h.envIDs[r.driver])
+	if err != nil {
+		return err
 	}
+	if h.chaosSettling == nil {
+		h.chaosSettling = map[string]bool{}
+	}
+	for _, l := range leases {
+		if l.HeartbeatRunID == r.runID {
+			h.chaosSettling[l.ID] = true
+		}
+	}
+	return nil
 }
 
 // chaosOutcome waits for the run to end and judges it: succeeded, or
@@ -250,15 +282,6 @@ func (h *harness) chaosOutcome(ctx context.Context, f chaosFault, r *chaosRow) {
 	}
 }
 
-// chaosSnapshot is what exists before a row that the row must not add to.
-type chaosSnapshot struct {
-	leaseRoots, homes map[string]bool
-}
-
-func (h *harness) chaosBaseline() chaosSnapshot {
-	return chaosSnapshot{leaseRoots: h.leaseRoots(), homes: h.sessionHomes()}
-}
-
 // sessionHomes lists the login session homes (handlers.SessionHomeRoot/<uuid>)
 // of the server user.
 func (h *harness) sessionHomes() map[string]bool {
@@ -272,51 +295,120 @@ func (h *harness) sessionHomes() map[string]bool {
 	return m
 }
 
-// chaosLeftovers waits (bounded) until the row left nothing and says what
-// stayed: processes that are not the server's own (server, Postgres,
-// worker), new fake lease roots and session homes, sim sandboxes. What
-// stayed is then taken out of the way of the next rows: processes are
-// killed by pid and sim sandboxes deleted through the provider's API, as
-// an operator would; lease roots and homes are left where they are (the
-// harness did not create them) and only not counted again.
-func (h *harness) chaosLeftovers(ctx context.Context, before chaosSnapshot) string {
-	var procs []int
-	var what []string
-	var sandboxes []simSandbox
-	_ = poll(ctx, 30*time.Second, "nothing of the row left", func() (bool, error) {
-		procs, what, sandboxes = nil, nil, nil
-		for _, p := range h.strayProcesses() {
-			procs = append(procs, p)
-			what = append(what, fmt.Sprintf("process %d %s", p, truncate(procfs.Cmdline(p), 100)))
+// chaosLeftovers waits (bounded) until nothing of the rows is left and
+// puts what stayed in the row it belongs to: the fake lease root of a
+// row's lease (the fault run's or the next heartbeat's) and every process
+// marked with it (PAPERCLIP_FAKE_LEASE_ROOT), the sim sandbox of a row's
+// createos lease. What belongs to no row — another process below the
+// harness that is not the server's own (server, Postgres, worker), a sim
+// sandbox or session home no row's lease names — fails the table. What
+// stayed is then taken out of the way: processes are killed by pid and
+// sim sandboxes deleted through the provider's API, as an operator would;
+// lease roots and homes are left where they are (the harness did not
+// create them).
+func (h *harness) chaosLeftovers(ctx context.Context, rows []*chaosRow, homesBefore map[string]bool) error {
+	type owner struct {
+		row  *chaosRow
+		what string
+	}
+	roots, sandboxes := map[string]owner{}, map[string]owner{}
+	for _, r := range rows {
+		leases, err := h.leases(ctx, h.envIDs[r.driver])
+		if err != nil {
+			return err
 		}
-		for r := range h.leaseRoots() {
-			if !before.leaseRoots[r] {
-				what = append(what, "lease root "+r)
+		for _, l := range leases {
+			if l.HeartbeatRunID == "" || (l.HeartbeatRunID != r.runID && l.HeartbeatRunID != r.nextRunID) {
+				continue
+			}
+			which := "the faulted run's"
+			if l.HeartbeatRunID == r.nextRunID {
+				which = "the next heartbeat's"
+			}
+			if root := l.Metadata.FakeRootDir; root != "" {
+				roots[root] = owner{r, which}
+			}
+			if r.driver == "createos" && l.ProviderLeaseID != "" {
+				sandboxes[l.ProviderLeaseID] = owner{r, which}
 			}
 		}
-		for d := range h.sessionHomes() {
-			if !before.homes[d] {
-				what = append(what, "session home "+d)
+	}
+	var kill []int
+	var sbLeft []string
+	var stray []string
+	left := map[*chaosRow][]string{}
+	_ = poll(ctx, 30*time.Second, "nothing of the rows left", func() (bool, error) {
+		kill, sbLeft, stray = nil, nil, nil
+		left = map[*chaosRow][]string{}
+		for root, o := range roots {
+			if _, err := os.Lstat(root); err == nil {
+				left[o.row] = append(left[o.row], o.what+" lease root "+root)
+			}
+		}
+		for _, pid := range h.strayProcesses() {
+			desc := fmt.Sprintf("process %d %s", pid, truncate(procfs.Cmdline(pid), 100))
+			kill = append(kill, pid)
+			if o, ok := roots[markerOf(pid)]; ok {
+				left[o.row] = append(left[o.row], desc+" (of "+o.what+" lease)")
+			} else {
+				stray = append(stray, desc)
 			}
 		}
 		sbs, err := h.simSandboxes(ctx)
 		if err != nil {
-			what = append(what, "sim sandboxes unknown: "+err.Error())
+			stray = append(stray, "sim sandboxes unknown: "+err.Error())
 		}
-		for _, s := range sbs {
-			sandboxes = append(sandboxes, s)
-			what = append(what, fmt.Sprintf("sim sandbox %s (%s)", s.ID, s.Status))
+		for _, sb := range sbs {
+			sbLeft = append(sbLeft, sb.ID)
+			desc := fmt.Sprintf("sim sandbox %s (%s)", sb.ID, sb.Status)
+			if o, ok := sandboxes[sb.ID]; ok {
+				left[o.row] = append(left[o.row], o.what+" "+desc)
+			} else {
+				stray = append(stray, desc)
+			}
 		}
-		return len(what) == 0, nil
+		for d := range h.sessionHomes() {
+			if !homesBefore[d] {
+				stray = append(stray, "session home "+d)
+			}
+		}
+		return len(left) == 0 && len(stray) == 0, nil
 	})
-	slices.Sort(what)
-	for _, p := range procs {
+	for _, r := range rows {
+		if what := left[r]; len(what) > 0 {
+			slices.Sort(what)
+			r.leftovers = strings.Join(what, ", ")
+			r.fail("left after the host's cleanup: %s", r.leftovers)
+		} else {
+			r.leftovers = "none"
+		}
+	}
+	for _, p := range kill {
 		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
-	for _, s := range sandboxes {
-		_ = h.simDestroy(ctx, s.ID)
+	for _, id := range sbLeft {
+		_ = h.simDestroy(ctx, id)
 	}
-	return strings.Join(what, ", ")
+	if len(stray) > 0 {
+		slices.Sort(stray)
+		return fmt.Errorf("left after the host's cleanup, of no row: %s", strings.Join(stray, ", "))
+	}
+	return nil
+}
+
+// markerOf is the fake lease root a process is marked with
+// (PAPERCLIP_FAKE_LEASE_ROOT in its environment), or "".
+func markerOf(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return ""
+	}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte("PAPERCLIP_FAKE_LEASE_ROOT=")); ok {
+			return string(v)
+		}
+	}
+	return ""
 }
 
 // strayProcesses is the processes below the harness that are neither the

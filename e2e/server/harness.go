@@ -39,6 +39,9 @@ type harness struct {
 	pluginID           string
 	envIDs             map[string]string       // driverKey -> environment id
 	traffic            map[string][]traceEntry // flow name -> what the worker saw
+
+	lastRunID     string          // the run of the last heartbeat
+	chaosSettling map[string]bool // lease ids make chaos leaves to the host's cleanup until its end
 }
 
 const pluginKey = "paperclip.go-sandbox-provider"
