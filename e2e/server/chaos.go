@@ -48,7 +48,7 @@ type chaosFault struct {
 
 var (
 	causeWorker  = regexp.MustCompile(`(?i)worker process exited|signal=SIGKILL|worker (crashed|is not running|unavailable)|worker for "[^"]+" is (backoff|crashed|stopped|starting)`)
-	causeOffline = regexp.MustCompile(`(?i)unreachable|connection refused|ECONNREFUSED|could not (reach|connect)`)
+	causeOffline = regexp.MustCompile(`(?i)unreachable|connection refused|ECONNREFUSED|could not (reach|connect)|CreateOS connection failed`)
 	causeHTTP500 = regexp.MustCompile(`(?i)\b500\b|internal server error|provider (error|outage)`)
 	causeRestart = regexp.MustCompile(`(?i)restart|server (stopped|shut ?down|exited)|process (lost|detached)|orphan`)
 )
@@ -170,6 +170,10 @@ func printChaosTable(rows []*chaosRow) {
 func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	r.run, r.next, r.leftovers = "-", "-", "-"
 	envID := h.envIDs[r.driver]
+	if err := h.waitProvider(ctx); err != nil {
+		r.fail("harness: %v", err)
+		return
+	}
 	if f.duplex {
 		if err := h.setDuplexBridge(ctx, true); err != nil {
 			r.fail("harness: %v", err)
@@ -221,6 +225,9 @@ func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 		r.fail("harness: %v", err)
 	}
 	h.lastRunID = ""
+	if err := h.waitProvider(ctx); err != nil {
+		r.fail("harness: before the next heartbeat: %v", err)
+	}
 	if err := h.heartbeat(ctx, r.driver, "chaos-"+r.driver+"-"+r.fault+"-next", map[bool]string{true: bridgeDuplex, false: bridgeFile}[f.duplex]); err != nil {
 		r.next = "failed"
 		r.fail("next heartbeat: %v", err)
@@ -475,17 +482,51 @@ func releaseHolds(ctx context.Context, h *harness, r *chaosRow) error {
 // the flag that made it hold (later commands do not hold).
 func holdSeen(point, flag string) func(ctx context.Context, h *harness, r *chaosRow) error {
 	return func(ctx context.Context, h *harness, r *chaosRow) error {
-		if err := h.waitHeld(ctx, point); err != nil {
+		if err := h.waitHeld(ctx, r, point); err != nil {
 			return err
 		}
 		return os.Remove(filepath.Join(h.runDir, "tools", flag))
 	}
 }
 
-// waitHeld waits until a process below the harness runs chaos-hold point.
-func (h *harness) waitHeld(ctx context.Context, point string) error {
-	return poll(ctx, 3*time.Minute, "a process held at "+point+" (chaos-hold "+point+")", func() (bool, error) {
-		return len(h.heldAt(point)) > 0, nil
+// waitHeld waits until a process below the harness runs chaos-hold point;
+// a run that ends first cannot be held.
+func (h *harness) waitHeld(ctx context.Context, r *chaosRow, point string) error {
+	var early error
+	err := poll(ctx, 3*time.Minute, "a process held at "+point+" (chaos-hold "+point+")", func() (bool, error) {
+		if len(h.heldAt(point)) > 0 {
+			return true, nil
+		}
+		if status, ended := h.runEnded(ctx, r.runID); ended {
+			early = fmt.Errorf("the run ended (%s) before it reached the hold at %s", status, point)
+			return true, nil
+		}
+		return false, nil
+	})
+	return errors.Join(err, early)
+}
+
+// runEnded reports whether the run is terminal, and its status.
+func (h *harness) runEnded(ctx context.Context, runID string) (string, bool) {
+	var run struct {
+		Status string `json:"status"`
+	}
+	if h.pc.api(ctx, "GET", "/heartbeat-runs/"+runID, nil, &run) != nil {
+		return "", false
+	}
+	switch run.Status {
+	case "succeeded", "failed", "cancelled", "timed_out", "interrupted":
+		return run.Status, true
+	}
+	return run.Status, false
+}
+
+// waitProvider waits until createos-sim answers its API again (after an
+// outage row, before the next heartbeat and the next row).
+func (h *harness) waitProvider(ctx context.Context) error {
+	return poll(ctx, time.Minute, "createos-sim answering GET /v1/rootfs again", func() (bool, error) {
+		err := h.simCall(ctx, "GET", "/v1/rootfs", nil, nil)
+		return err == nil, err
 	})
 }
 
