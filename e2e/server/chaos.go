@@ -78,6 +78,8 @@ type chaosRow struct {
 	driver, fault string
 	runID         string
 	nextRunID     string         // the next heartbeat's run
+	followUps     []string       // what the host ran on its own after the fault: "host retry <id> <status>"
+	retries       []string       // those runs' ids
 	mark          map[string]int // the worker trace before the run
 	injected      string
 	run           string // "succeeded", "failed: <error>", "stuck", …
@@ -123,6 +125,9 @@ func (h *harness) runChaos(ctx context.Context) ([]*chaosRow, error) {
 			fmt.Printf("== chaos: %s on %s\n", f.name, d)
 			h.chaosRow(ctx, f, r)
 			rows = append(rows, r)
+			if len(r.followUps) > 0 {
+				r.next = strings.Join(r.followUps, ", ") + "; then ours " + r.next
+			}
 			fmt.Printf("   run: %s; next heartbeat: %s (%s)\n", r.run, r.next, time.Since(start).Round(time.Second))
 		}
 	}
@@ -138,8 +143,8 @@ func (h *harness) runChaos(ctx context.Context) ([]*chaosRow, error) {
 			if r.runID == "" {
 				continue
 			}
-			run := r.runID
-			if err := h.waitLeasesSettled(ctx, h.envIDs[r.driver], r.driver+" "+r.fault, max(time.Until(deadline), time.Second), func(l hostLease) bool { return l.HeartbeatRunID == run }); err != nil {
+			runs := append([]string{r.runID}, r.retries...)
+			if err := h.waitLeasesSettled(ctx, h.envIDs[r.driver], r.driver+" "+r.fault, max(time.Until(deadline), time.Second), func(l hostLease) bool { return slices.Contains(runs, l.HeartbeatRunID) }); err != nil {
 				r.fail("the host's cleanup of the run's lease: %v", err)
 			}
 		}
@@ -221,6 +226,7 @@ func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	fmt.Printf("   injected: %s\n", injected)
 
 	h.chaosOutcome(ctx, f, r)
+	h.hostFollowUps(ctx, r)
 	if err := h.settleLater(ctx, r); err != nil {
 		r.fail("harness: %v", err)
 	}
@@ -237,6 +243,66 @@ func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	r.nextRunID = h.lastRunID
 }
 
+// agentRun is a row of GET /companies/<id>/heartbeat-runs?agentId=….
+type agentRun struct {
+	ID         string          `json:"id"`
+	Status     string          `json:"status"`
+	Error      json.RawMessage `json:"error"`
+	RetryOfRun string          `json:"retryOfRunId"`
+}
+
+// hostFollowUps waits until the agent has no run queued, running or
+// scheduled for a retry: after a restart the host retries the interrupted
+// run on its own (startup recovery promotes it), and that retry, not ours,
+// is then the agent's next heartbeat. Each retry of the row's run must
+// succeed; it is named in the row and its leases are the row's. Only then
+// does the row's own next heartbeat run, alone (its CreateOS requests are
+// measured).
+func (h *harness) hostFollowUps(ctx context.Context, r *chaosRow) {
+	var runs []agentRun
+	err := poll(ctx, 3*time.Minute, "the agent's runs the host queued or scheduled after the fault", func() (bool, error) {
+		if err := h.pc.api(ctx, "GET", "/companies/"+h.companyID+"/heartbeat-runs?agentId="+h.agentID+"&limit=50&summary=true", nil, &runs); err != nil {
+			return false, err
+		}
+		for _, run := range runs {
+			switch run.Status {
+			case "queued", "running", "scheduled_retry":
+				return false, fmt.Errorf("run %s is %s", run.ID, run.Status)
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		r.fail("%v", err)
+	}
+	retryOf := map[string]string{}
+	for _, run := range runs {
+		retryOf[run.ID] = run.RetryOfRun
+	}
+	for i := len(runs) - 1; i >= 0; i-- { // oldest first
+		run := runs[i]
+		if run.ID == r.runID || !chainsTo(retryOf, run.ID, r.runID) {
+			continue
+		}
+		r.retries = append(r.retries, run.ID)
+		r.followUps = append(r.followUps, fmt.Sprintf("host retry %s %s", run.ID, run.Status))
+		if run.Status != "succeeded" {
+			r.fail("the host's retry %s of the run: %s %s", run.ID, run.Status, truncate(string(run.Error), 300))
+		}
+	}
+}
+
+// chainsTo reports whether run id is a retry (of a retry …) of root.
+func chainsTo(retryOf map[string]string, id, root string) bool {
+	for seen := 0; id != "" && seen <= len(retryOf); seen++ {
+		if id == root {
+			return true
+		}
+		id = retryOf[id]
+	}
+	return false
+}
+
 // settleLater leaves the leases of r's run to the host's cleanup: the
 // next heartbeat does not wait for them, the end of the table does.
 func (h *harness) settleLater(ctx context.Context, r *chaosRow) error {
@@ -248,7 +314,7 @@ func (h *harness) settleLater(ctx context.Context, r *chaosRow) error {
 		h.chaosSettling = map[string]bool{}
 	}
 	for _, l := range leases {
-		if l.HeartbeatRunID == r.runID {
+		if l.HeartbeatRunID == r.runID || slices.Contains(r.retries, l.HeartbeatRunID) {
 			h.chaosSettling[l.ID] = true
 		}
 	}
@@ -325,12 +391,18 @@ func (h *harness) chaosLeftovers(ctx context.Context, rows []*chaosRow, homesBef
 			return err
 		}
 		for _, l := range leases {
-			if l.HeartbeatRunID == "" || (l.HeartbeatRunID != r.runID && l.HeartbeatRunID != r.nextRunID) {
+			which := ""
+			switch {
+			case l.HeartbeatRunID == "":
 				continue
-			}
-			which := "the faulted run's"
-			if l.HeartbeatRunID == r.nextRunID {
+			case l.HeartbeatRunID == r.runID:
+				which = "the faulted run's"
+			case l.HeartbeatRunID == r.nextRunID:
 				which = "the next heartbeat's"
+			case slices.Contains(r.retries, l.HeartbeatRunID):
+				which = "the host retry's"
+			default:
+				continue
 			}
 			if root := l.Metadata.FakeRootDir; root != "" {
 				roots[root] = owner{r, which}
