@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -254,5 +256,52 @@ func TestSimAgentCLIAndSessionKnobs(t *testing.T) {
 	}
 	if code, env := call(t, "POST", url+"/_control/stream-faults", "sim-key", map[string]any{"route": "process.connect", "kind": "no-such-kind"}); code != 400 {
 		t.Errorf("an unknown stream fault kind: %d %v", code, env)
+	}
+}
+
+// The outage controls over HTTP: fail-for answers every API request with
+// the status until it is ended; unreachable answers, then refuses
+// connections (the control API too), and the sim still exits cleanly on
+// a signal meanwhile.
+func TestSimOutageControls(t *testing.T) {
+	url, stop := startSim(t, "--api-key", "sim-key", "--control")
+	defer http.DefaultClient.CloseIdleConnections()
+	for _, bad := range []map[string]any{{"status": 500}, {"status": 200, "duration_ms": 1000}, {"duration_ms": 1000}} {
+		if code, env := call(t, "POST", url+"/_control/fail-for", "sim-key", bad); code != 400 {
+			t.Errorf("fail-for %v: %d %v, want 400", bad, code, env)
+		}
+	}
+	if code, env := call(t, "POST", url+"/_control/fail-for", "sim-key", map[string]any{"status": 500, "duration_ms": 3600000}); code != 200 {
+		t.Fatalf("fail-for: %d %v", code, env)
+	}
+	if code, _ := call(t, "POST", url+"/v1/sandboxes", "sim-key", map[string]any{"shape": "s-1vcpu-1gb"}); code != 500 {
+		t.Fatalf("create in the outage: %d, want 500", code)
+	}
+	if code, _ := call(t, "POST", url+"/_control/fail-for", "sim-key", map[string]any{"status": 500, "duration_ms": 0}); code != 200 {
+		t.Fatalf("ending the outage: %d", code)
+	}
+	if code, _ := call(t, "POST", url+"/v1/sandboxes", "sim-key", map[string]any{"shape": "s-1vcpu-1gb"}); code != 201 {
+		t.Fatalf("create after the outage: %d, want 201", code)
+	}
+
+	for _, bad := range []map[string]any{{}, {"duration_ms": 0}} {
+		if code, env := call(t, "POST", url+"/_control/unreachable", "sim-key", bad); code != 400 {
+			t.Errorf("unreachable %v: %d %v, want 400", bad, code, env)
+		}
+	}
+	if code, _ := call(t, "POST", url+"/_control/unreachable", "wrong", map[string]any{"duration_ms": 3600000}); code != 401 {
+		t.Fatalf("unreachable with a wrong key: %d, want 401", code)
+	}
+	if code, env := call(t, "POST", url+"/_control/unreachable", "sim-key", map[string]any{"duration_ms": 3600000}); code != 200 {
+		t.Fatalf("unreachable: %d %v", code, env)
+	}
+	if resp, err := http.Get(url + "/v1/rootfs"); !errors.Is(err, syscall.ECONNREFUSED) {
+		if err == nil {
+			resp.Body.Close()
+		}
+		t.Fatalf("a request while unreachable: %v, want connection refused", err)
+	}
+	if code := stop("signal"); code != 0 {
+		t.Fatalf("exit code %d while unreachable", code)
 	}
 }

@@ -2,6 +2,7 @@ package createostest
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -18,6 +19,11 @@ import (
 //	POST {prefix}/replay-overlap  {"frames"}: SetReplayOverlap
 //	POST {prefix}/fork-window     {"conflicts"}: SetForkWindow
 //	POST {prefix}/auto-pause      {"id"}: AutoPause, the provider's idle pause
+//	POST {prefix}/fail-for        {"status","duration_ms"}: Faults().FailFor, every API
+//	                              request answered with status for that long
+//	POST {prefix}/unreachable     {"duration_ms"}: Unreachable, connections refused (the
+//	                              control API too) and open ones closed for that long,
+//	                              after this answer is sent
 //	POST {prefix}/reset           remove every fault (the replay overlap stays)
 //	GET  {prefix}/requests        the request log
 //	GET  {prefix}/counts          requests per route: {"total", "routes": {route: n}}
@@ -61,6 +67,18 @@ func (s *Server) controlRoutes(mux *http.ServeMux, prefix string) {
 		}
 		return ok(w)
 	})
+	h("POST "+prefix+"/fail-for", func(w http.ResponseWriter, r *http.Request) error {
+		var b struct {
+			Status     int  `json:"status"`
+			DurationMs *int `json:"duration_ms"`
+		}
+		if decode(r, &b) != nil || b.Status < 400 || b.Status > 599 || b.DurationMs == nil {
+			return failure(http.StatusBadRequest, "want {status (4xx or 5xx), duration_ms}")
+		}
+		s.faults.FailFor(b.Status, time.Duration(*b.DurationMs)*time.Millisecond)
+		return ok(w)
+	})
+	mux.HandleFunc("POST "+prefix+"/unreachable", s.controlUnreachable)
 	h("POST "+prefix+"/stream-faults", s.controlStreamFaults)
 	h("POST "+prefix+"/tree-not-exited", func(w http.ResponseWriter, r *http.Request) error {
 		var b struct {
@@ -89,6 +107,36 @@ var streamFaultKinds = map[string]StreamFaultKind{
 	"end": StreamEnd, "cut": StreamCutMidFrame, "cut-eof": StreamCutMidFrameEOF, "gap": StreamGap,
 	"malformed": StreamMalformed, "evicted": StreamEvicted, "unknown-event": StreamUnknownEvent,
 	"end-before-exit": StreamEndBeforeExit,
+}
+
+// controlUnreachable closes the listener, answers, and then closes the
+// connections, this one included: once the caller has its answer, the
+// server refuses it.
+func (s *Server) controlUnreachable(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		DurationMs *int `json:"duration_ms"`
+	}
+	err := s.authorize(r, false)
+	if err == nil && (decode(r, &b) != nil || b.DurationMs == nil || *b.DurationMs <= 0) {
+		err = failure(http.StatusBadRequest, "want {duration_ms} above 0")
+	}
+	if err != nil {
+		answer(w, err)
+		return
+	}
+	// A complete answer (its length known, flushed) before the
+	// connection goes.
+	respond := func() {
+		body := []byte(`{"status":"success","data":{}}` + "\n")
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Header().Set("Connection", "close")
+		_, _ = w.Write(body)
+		_ = http.NewResponseController(w).Flush()
+	}
+	if err := s.unreachable(time.Duration(*b.DurationMs)*time.Millisecond, respond); err != nil {
+		answer(w, err)
+	}
 }
 
 func (s *Server) controlStreamFaults(w http.ResponseWriter, r *http.Request) error {

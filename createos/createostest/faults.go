@@ -115,6 +115,11 @@ type Faults struct {
 	status        queue[Fault]
 	stream        queue[StreamFault]
 	treeNotExited int
+
+	// An outage (FailFor): every API request until outageEnd is answered
+	// with outageStatus, before and without using the queued faults.
+	outageStatus int
+	outageEnd    time.Time
 }
 
 func newFaults() *Faults {
@@ -155,16 +160,30 @@ func (f *Faults) TreeNotExited(count int) {
 	f.treeNotExited = count
 }
 
-// Reset removes every fault.
+// FailFor answers every API request with status for d from now (a
+// provider outage: "500 to everything for 10 s"), whatever the route and
+// ahead of the faults queued for it, which stay queued. A later call
+// replaces the window; d <= 0 ends it.
+func (f *Faults) FailFor(status int, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.outageStatus, f.outageEnd = status, time.Now().Add(d)
+}
+
+// Reset removes every fault, an outage included.
 func (f *Faults) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.status, f.stream, f.treeNotExited = queue[Fault]{}, queue[StreamFault]{}, 0
+	f.outageStatus, f.outageEnd = 0, time.Time{}
 }
 
 func (f *Faults) take(route Route) Fault {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.outageStatus != 0 && time.Now().Before(f.outageEnd) {
+		return Fault{Status: f.outageStatus, Body: "provider outage (injected)"}
+	}
 	v, _ := f.status.take(route)
 	return v
 }

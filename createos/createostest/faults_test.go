@@ -331,3 +331,48 @@ func TestHeartbeats(t *testing.T) {
 	}
 	a.must("POST", "/sandboxes/"+id+"/processes/"+pid+"/stdin/close", nil, nil)
 }
+
+// FailFor is a provider outage: every route answers the status while the
+// window lasts, the queued faults wait it out, and the window ends by
+// itself, by a call with no duration, or by Reset.
+func TestFailForAnswersEveryRouteUntilTheWindowEnds(t *testing.T) {
+	a := newAPI(t, createostest.Options{})
+	id := a.create()
+	a.srv.Faults().InjectFault(createostest.RouteGet, createostest.Fault{Status: 409}, 1)
+	a.srv.Faults().FailFor(500, time.Hour)
+	for _, rq := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/sandboxes/" + id, nil},
+		{"POST", "/sandboxes/" + id + "/exec", map[string]any{"cmd": "/bin/true"}},
+		{"GET", "/rootfs", nil},
+		{"POST", "/sandboxes", map[string]any{"shape": "test-shape"}},
+	} {
+		if code, env := a.do(rq.method, rq.path, rq.body, nil); code != 500 || env.Status != "error" {
+			t.Fatalf("%s %s in the outage: %d %s, want 500 error", rq.method, rq.path, code, env.Status)
+		}
+	}
+	a.srv.Faults().FailFor(500, 0)
+	if code, _ := a.state(id); code != 409 {
+		t.Fatalf("after the outage the queued 409 should answer first: %d", code)
+	}
+	if code, st := a.state(id); code != 200 || st != "running" {
+		t.Fatalf("after the outage: %d %s", code, st)
+	}
+	if res := a.sh(id, "ls / | wc -l"); res.Result.ExitCode != 0 {
+		t.Fatalf("the sandbox is unusable after the outage: %+v", res)
+	}
+
+	a.srv.Faults().FailFor(503, time.Hour)
+	a.srv.Faults().Reset()
+	if code, _ := a.state(id); code != 200 {
+		t.Fatalf("Reset left the outage on: %d", code)
+	}
+
+	a.srv.Faults().FailFor(503, 50*time.Millisecond)
+	testkit.WaitFor(t, "the outage window to pass", func() bool {
+		code, _ := a.state(id)
+		return code == 200
+	})
+}

@@ -57,6 +57,9 @@ type Server struct {
 
 	opts   Options
 	hs     *httptest.Server
+	gate   *gate          // the listener, closable for a while (Unreachable)
+	bgMu   sync.Mutex     // orders Unreachable's bg.Add and Close's cancel
+	bg     sync.WaitGroup // Unreachable's reopen timers; Close waits for them
 	dir    string
 	faults *Faults
 	rec    recorder
@@ -139,6 +142,8 @@ func Start(opts Options) (*Server, error) {
 		s.hs.Listener.Close()
 		s.hs.Listener = l
 	}
+	s.gate = newGate(s.hs.Listener)
+	s.hs.Listener = s.gate
 	s.hs.Start()
 	s.URL = s.hs.URL
 	return s, nil
@@ -151,7 +156,10 @@ func (s *Server) Close() {
 		// Cancelling ends the streams, waits and commands in flight, so the
 		// listener closes once they answered; then no request can add a
 		// sandbox that the releases below would miss.
+		s.bgMu.Lock()
 		s.cancel()
+		s.bgMu.Unlock()
+		s.bg.Wait()
 		s.hs.CloseClientConnections()
 		s.hs.Close()
 		s.mu.Lock()
@@ -162,6 +170,190 @@ func (s *Server) Close() {
 		}
 		os.RemoveAll(s.dir)
 	})
+}
+
+// Unreachable makes the provider unreachable for d: the listening socket
+// is closed, so new connections are refused (ECONNREFUSED), and every
+// connection already open is closed, streams included; after d the server
+// listens on the same address again. A later call replaces the window
+// (the latest call decides when it reopens); d <= 0 reopens now. The
+// sandboxes, their processes and the request log are untouched.
+func (s *Server) Unreachable(d time.Duration) error { return s.unreachable(d, nil) }
+
+// unreachable is Unreachable; beforeCut, when set, runs once the socket is
+// closed and before the open connections are (the control API answers
+// there).
+func (s *Server) unreachable(d time.Duration, beforeCut func()) error {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.ctx.Err() != nil {
+		return net.ErrClosed
+	}
+	gen, err := s.gate.refuse()
+	if err != nil {
+		return err
+	}
+	if beforeCut != nil {
+		beforeCut()
+	}
+	s.gate.cut()
+	if d <= 0 {
+		return s.gate.up(gen)
+	}
+	s.logf("unreachable for %s: refusing connections on %s", d, s.gate.Addr())
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-s.ctx.Done():
+				return
+			}
+			err := s.gate.up(gen)
+			if err == nil {
+				s.logf("reachable again on %s", s.gate.Addr())
+				return
+			}
+			// The port was taken meanwhile: try again shortly.
+			s.logf("reopen %s: %v", s.gate.Addr(), err)
+			t.Reset(100 * time.Millisecond)
+		}
+	}()
+	return nil
+}
+
+// gate is the server's listener: net.Listener over a socket it can close
+// and reopen on the same address, so that the server refuses connections
+// for a while, and that closes the connections it accepted on request.
+// Serve never sees the socket go: Accept waits while it is down.
+type gate struct {
+	addr net.Addr
+
+	mu     sync.Mutex
+	inner  net.Listener  // nil while down
+	gen    int           // counts downs; an up for an older one is stale
+	upped  chan struct{} // closed when inner comes back (or the gate closes)
+	closed bool
+	conns  map[net.Conn]struct{}
+}
+
+func newGate(l net.Listener) *gate {
+	return &gate{addr: l.Addr(), inner: l, upped: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+}
+
+func (g *gate) Addr() net.Addr { return g.addr }
+
+func (g *gate) Accept() (net.Conn, error) {
+	for {
+		g.mu.Lock()
+		l, upped, closed := g.inner, g.upped, g.closed
+		g.mu.Unlock()
+		if closed {
+			return nil, net.ErrClosed
+		}
+		if l == nil {
+			<-upped
+			continue
+		}
+		c, err := l.Accept()
+		g.mu.Lock()
+		current := g.inner == l && !g.closed
+		if err == nil && current {
+			c = &gateConn{Conn: c, g: g}
+			g.conns[c] = struct{}{}
+		}
+		g.mu.Unlock()
+		switch {
+		case err == nil && current:
+			return c, nil
+		case err == nil:
+			c.Close() // accepted as the socket went down
+		case current:
+			return nil, err
+		}
+	}
+}
+
+// Close closes the socket and ends Accept for good; the connections are
+// the http.Server's to close.
+func (g *gate) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	var err error
+	if g.inner != nil {
+		err = g.inner.Close()
+		g.inner = nil
+	} else {
+		close(g.upped)
+	}
+	return err
+}
+
+// refuse closes the socket; it returns the generation that up must name.
+func (g *gate) refuse() (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return 0, net.ErrClosed
+	}
+	g.gen++
+	var err error
+	if g.inner != nil {
+		err = g.inner.Close()
+		g.inner = nil
+		g.upped = make(chan struct{})
+	}
+	return g.gen, err
+}
+
+// cut closes every connection the gate accepted.
+func (g *gate) cut() {
+	g.mu.Lock()
+	conns := slices.Collect(maps.Keys(g.conns))
+	g.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// up listens on the address again, unless a later down or Close came
+// since the down that returned gen.
+func (g *gate) up(gen int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed || gen != g.gen || g.inner != nil {
+		return nil
+	}
+	l, err := net.Listen(g.addr.Network(), g.addr.String())
+	if err != nil {
+		return err
+	}
+	g.inner = l
+	close(g.upped)
+	return nil
+}
+
+// gateConn is an accepted connection; it leaves the gate's set on Close.
+type gateConn struct {
+	net.Conn
+	g    *gate
+	once sync.Once
+}
+
+func (c *gateConn) Close() error {
+	c.once.Do(func() {
+		c.g.mu.Lock()
+		delete(c.g.conns, c)
+		c.g.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 // Faults returns the fault-injection knobs.

@@ -31,7 +31,11 @@ func (h *harness) envConfig(driver string) map[string]any {
 	// bridge's server (file or duplex gateway) and the stub's API call run
 	// `node` in the sandbox: with this it is the pinned Node 24 the server
 	// runs on, not whatever Node this machine has.
-	return map[string]any{"provider": driver, "path": []string{filepath.Dir(h.node())}}
+	path := []string{filepath.Dir(h.node())}
+	if h.o.chaos {
+		path = append([]string{filepath.Join(h.runDir, "tools", chaosBinDir)}, path...) // the chaos tar (chaos_stub.go)
+	}
+	return map[string]any{"provider": driver, "path": path}
 }
 
 // agentCommand is the stub agent CLI's path as the sandbox sees it.
@@ -121,6 +125,7 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 		return fmt.Errorf("heartbeat run printed no run id: %v", runErr)
 	}
 	runID := m[1]
+	h.lastRunID = runID
 	runLog, err := h.checkRun(ctx, runID, out)
 	if err != nil {
 		return err
@@ -251,6 +256,9 @@ type hostLease struct {
 	HeartbeatRunID       string `json:"heartbeatRunId"`
 	ExecutionWorkspaceID string `json:"executionWorkspaceId"`
 	FailureReason        string `json:"failureReason"`
+	Metadata             struct {
+		FakeRootDir string `json:"fakeRootDir"`
+	} `json:"metadata"`
 }
 
 func (h *harness) leases(ctx context.Context, envID string) ([]hostLease, error) {
@@ -261,14 +269,26 @@ func (h *harness) leases(ctx context.Context, envID string) ([]hostLease, error)
 
 // waitLeasesReleased waits until the host holds no active lease on the
 // environment (named what) and its cleanup of each succeeded.
+// The leases a make chaos row left to the host's cleanup are not waited
+// for here (chaos.go waits for them at the end).
 func (h *harness) waitLeasesReleased(ctx context.Context, envID, what string) error {
-	return poll(ctx, 2*time.Minute, what+" leases released by the host", func() (bool, error) {
+	return h.waitLeasesSettled(ctx, envID, what, 2*time.Minute, func(l hostLease) bool { return !h.chaosSettling[l.ID] })
+}
+
+// waitLeasesSettled is waitLeasesReleased for the leases consider takes,
+// with its bound: after a fault (make chaos) the host's cleanup may take
+// its sweep's time.
+func (h *harness) waitLeasesSettled(ctx context.Context, envID, what string, timeout time.Duration, consider func(hostLease) bool) error {
+	return poll(ctx, timeout, what+" leases released by the host", func() (bool, error) {
 		leases, err := h.leases(ctx, envID)
 		if err != nil {
 			return false, err
 		}
 		for _, l := range leases {
-			if l.Status == "active" || l.CleanupStatus == "pending" {
+			if !consider(l) {
+				continue
+			}
+			if l.Status == "active" || l.Status == "pending_cleanup" || l.CleanupStatus == "pending" {
 				return false, fmt.Errorf("lease %s: status %s, cleanup %s", l.ID, l.Status, l.CleanupStatus)
 			}
 			if l.CleanupStatus == "failed" {

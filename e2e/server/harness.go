@@ -27,6 +27,7 @@ type harness struct {
 
 	leaseRootsBefore map[string]bool
 	sim, server      *proc
+	serverStarts     int
 	registry         *registry
 	platformDir      string // the installed platform package that holds the worker
 	simURL, simKey   string
@@ -38,12 +39,18 @@ type harness struct {
 	pluginID           string
 	envIDs             map[string]string       // driverKey -> environment id
 	traffic            map[string][]traceEntry // flow name -> what the worker saw
+
+	lastRunID     string          // the run of the last heartbeat
+	chaosSettling map[string]bool // lease ids make chaos leaves to the host's cleanup until its end
 }
 
 const pluginKey = "paperclip.go-sandbox-provider"
 
 func newHarness(o options) (*harness, error) {
-	if err := absAll(&o.releaseDir, &o.registryNpm, &o.sim, &o.recorder, &o.npmDir, &o.outDir, &o.fixtures); err != nil {
+	if o.cacheDir == "" {
+		o.cacheDir = o.outDir
+	}
+	if err := absAll(&o.cacheDir, &o.releaseDir, &o.registryNpm, &o.sim, &o.recorder, &o.npmDir, &o.outDir, &o.fixtures); err != nil {
 		return nil, err
 	}
 	h := &harness{o: o, root: os.Geteuid() == 0, logDir: filepath.Join(o.outDir, "logs"), envIDs: map[string]string{}, traffic: map[string][]traceEntry{}}
@@ -64,8 +71,8 @@ func newHarness(o options) (*harness, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return h, err
 	}
-	h.installDir = filepath.Join(o.outDir, "npm")
-	if h.root && !reachableBy(o.outDir) {
+	h.installDir = filepath.Join(o.cacheDir, "npm")
+	if h.root && !reachableBy(o.cacheDir) {
 		// The server user cannot reach out/ (a clone under a mode-700
 		// home): install for this run only, where it can.
 		h.installDir, h.tmpInstall = filepath.Join(dir, "npm"), true
@@ -108,11 +115,17 @@ func (h *harness) serverEnv() []string {
 	}
 }
 
-func (h *harness) run(ctx context.Context) error {
-	steps := []struct {
-		name string
-		f    func(context.Context) error
-	}{
+// namedStep is one step of a run.
+type namedStep struct {
+	name string
+	f    func(context.Context) error
+}
+
+// setupSteps bring a run up to a server with the plugin installed and the
+// fake-plugin and createos environments created; run and runChaos start
+// with them.
+func (h *harness) setupSteps() []namedStep {
+	return []namedStep{
 		{"install the Paperclip server (paperclipai 2026.916.1, Node 24)", func(ctx context.Context) error {
 			return install(ctx, h.o.npmDir, h.installDir, h.logDir)
 		}},
@@ -123,6 +136,11 @@ func (h *harness) run(ctx context.Context) error {
 		{"install the plugin by name from the registry (plugin install/list/inspect/health)", h.installPlugin},
 		{"put the traffic recorder in front of the installed worker (plugin disable, enable)", h.interposeRecorder},
 		{"create and probe the fake-plugin and createos environments", h.createEnvironments},
+	}
+}
+
+func (h *harness) run(ctx context.Context) error {
+	steps := append(h.setupSteps(), []namedStep{
 		{"agent heartbeat on fake-plugin (file bridge)", func(ctx context.Context) error {
 			return h.heartbeat(ctx, "fake-plugin", "heartbeat-fake-plugin", bridgeFile)
 		}},
@@ -136,7 +154,7 @@ func (h *harness) run(ctx context.Context) error {
 		{"disable and re-enable the plugin", h.disableEnable},
 		{"stop the server and the sim; nothing left behind", h.stopAndCheck},
 		{"recorded host traffic", h.writeTraffic},
-	}
+	}...)
 	for _, s := range steps {
 		if err := step(s.name, func() error { return s.f(ctx) }); err != nil {
 			return err
@@ -187,7 +205,19 @@ func (h *harness) prepareRun(ctx context.Context) error {
 	if err := os.MkdirAll(tools, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(tools, "claude"), []byte(stubAgent), 0o755); err != nil {
+	stub := stubAgent
+	if h.o.chaos {
+		stub = chaosStubAgent
+		if err := os.MkdirAll(filepath.Join(tools, chaosBinDir), 0o755); err != nil {
+			return err
+		}
+		for name, script := range map[string]string{"chaos-hold": chaosHold, "tar": chaosTar} {
+			if err := os.WriteFile(filepath.Join(tools, chaosBinDir, name), []byte(script), 0o755); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tools, "claude"), []byte(stub), 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(tools, failingStub), []byte(stubFailingAgent), 0o755)
@@ -198,9 +228,13 @@ func (h *harness) startSim(ctx context.Context) error {
 	if err := os.MkdirAll(simDir, 0o755); err != nil {
 		return err
 	}
-	cmd := exec.Command(h.o.sim, "--listen", "127.0.0.1:0", "--api-key", h.simKey, "--dir", simDir,
-		"--mount", filepath.Join(h.runDir, "tools")+":"+simToolsDir,
-		"--mount", filepath.Dir(h.node())+":"+simNodeDir, "--path", simNodeDir, "--control", "-v")
+	args := []string{"--listen", "127.0.0.1:0", "--api-key", h.simKey, "--dir", simDir,
+		"--mount", filepath.Join(h.runDir, "tools") + ":" + simToolsDir,
+		"--mount", filepath.Dir(h.node()) + ":" + simNodeDir, "--control", "-v"}
+	if h.o.chaos {
+		args = append(args, "--path", simToolsDir+"/"+chaosBinDir) // first: the chaos tar (chaos_stub.go)
+	}
+	cmd := exec.Command(h.o.sim, append(args, "--path", simNodeDir)...)
 	p, err := startProc("createos-sim", h.logDir, cmd)
 	if err != nil {
 		return err
@@ -223,7 +257,12 @@ func (h *harness) startServer(ctx context.Context) error {
 	cmd.Env = h.serverEnv()
 	cmd.Dir = h.runDir
 	h.serverUser(cmd)
-	p, err := startProc("paperclip-server", h.logDir, cmd)
+	h.serverStarts++
+	name := "paperclip-server"
+	if h.serverStarts > 1 {
+		name = fmt.Sprintf("paperclip-server-%d", h.serverStarts) // a restart (make chaos) keeps the first log
+	}
+	p, err := startProc(name, h.logDir, cmd)
 	if err != nil {
 		return err
 	}
@@ -233,8 +272,12 @@ func (h *harness) startServer(ctx context.Context) error {
 		return err
 	}
 	base := readyLine.FindStringSubmatch(line)[1]
+	nCLI := 0
+	if h.pc != nil {
+		nCLI = h.pc.nCLI // a restart (make chaos): the CLI logs go on numbering
+	}
 	h.pc = &paperclip{apiBase: base, node: h.node(), cli: filepath.Join(h.installDir, "node_modules", "paperclipai", "dist", "index.js"),
-		env: append(h.serverEnv()[:3:3], "HOME="+filepath.Join(h.runDir, "cli-home")), logDir: h.logDir, http: &http.Client{}}
+		env: append(h.serverEnv()[:3:3], "HOME="+filepath.Join(h.runDir, "cli-home")), logDir: h.logDir, http: &http.Client{}, nCLI: nCLI}
 	fmt.Println("   server at", base, "as", map[bool]string{true: "nobody (the harness is root)", false: "the current user"}[h.root])
 
 	var companies []struct {

@@ -29,9 +29,14 @@ type options struct {
 	recorder    string // the traffic recorder binary
 	npmDir      string // package.json + package-lock.json of the server install
 	outDir      string // logs, the server install when it can live there, traces
+	cacheDir    string // the server's and the registry's installs; default outDir
 	fixtures    string // where -update writes the recorded heartbeat traffic
 	update      bool
 	timeout     time.Duration
+
+	chaos        bool          // make chaos: the fault table instead of the flows (chaos.go)
+	chaosOnly    string        // comma-separated faults, driver/fault pairs or drivers
+	chaosCleanup time.Duration // how long the host's cleanup of a faulted run may take
 }
 
 func main() {
@@ -42,9 +47,13 @@ func main() {
 	flag.StringVar(&o.recorder, "recorder", "bin/server-e2e-recorder", "the JSON-RPC traffic recorder binary")
 	flag.StringVar(&o.npmDir, "npm", "e2e/server/npm", "directory with the pinned package.json and package-lock.json")
 	flag.StringVar(&o.outDir, "out", "out/server-e2e", "logs and caches")
+	flag.StringVar(&o.cacheDir, "cache", "", "where the server and registry installs live (default -out)")
 	flag.StringVar(&o.fixtures, "fixtures", "testdata/server-e2e", "where -update writes the recorded heartbeat traffic")
 	flag.BoolVar(&o.update, "update", false, "rewrite the recorded-traffic fixtures")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.BoolVar(&o.chaos, "chaos", false, "make chaos: inject each fault once through the server and check the outcome (see docs/server-e2e.md)")
+	flag.StringVar(&o.chaosOnly, "chaos-only", "", "with -chaos, run only these rows: comma-separated faults (kill-execute), driver/fault pairs (createos/kill-release) or drivers")
+	flag.DurationVar(&o.chaosCleanup, "chaos-cleanup", 7*time.Minute, "with -chaos, how long the host's cleanup of a faulted run's lease may take")
 	flag.Parse()
 	os.Exit(run(o))
 }
@@ -61,6 +70,9 @@ func run(o options) int {
 		fmt.Fprintln(os.Stderr, "server-e2e:", err)
 		return 1
 	}
+	if o.chaos {
+		return runChaos(ctx, h, start)
+	}
 	err = h.run(ctx)
 	if cerr := h.close(); err == nil {
 		err = cerr
@@ -70,6 +82,32 @@ func run(o options) int {
 		return 1
 	}
 	fmt.Printf("server-e2e: ok in %s\n", time.Since(start).Round(time.Second))
+	return 0
+}
+
+// runChaos is run for -chaos: the table, then "N passed, M failed" as the
+// last line; the exit status is 1 when a row, the set-up or the final
+// check failed.
+func runChaos(ctx context.Context, h *harness, start time.Time) int {
+	rows, err := h.runChaos(ctx)
+	if cerr := h.close(); err == nil {
+		err = cerr
+	}
+	printChaosTable(rows)
+	failed := 0
+	for _, r := range rows {
+		if len(r.problems) > 0 {
+			failed++
+		}
+	}
+	fmt.Printf("chaos took %s; logs: %s\n", time.Since(start).Round(time.Second), h.logDir)
+	if err != nil {
+		fmt.Printf("chaos: FAIL outside the rows: %v\n", err)
+	}
+	fmt.Printf("%d passed, %d failed\n", len(rows)-failed, failed)
+	if err != nil || failed > 0 {
+		return 1
+	}
 	return 0
 }
 

@@ -302,7 +302,7 @@ func (h *harness) waitRunDone(ctx context.Context, runID string) (string, error)
 		}
 		status = run.Status
 		switch status {
-		case "succeeded", "failed", "cancelled", "timed_out":
+		case "succeeded", "failed", "cancelled", "timed_out", "interrupted":
 			return true, nil
 		}
 		return false, fmt.Errorf("status %s", status)

@@ -59,7 +59,7 @@ log: { type: stdout, format: json, level: http }
 // on a free loopback port, creates the publishing user and publishes every
 // tarball of the release to it.
 func (h *harness) startRegistry(ctx context.Context) error {
-	installDir := filepath.Join(h.o.outDir, "registry")
+	installDir := filepath.Join(h.o.cacheDir, "registry")
 	if err := installLocked(ctx, h.o.registryNpm, installDir, filepath.Join(h.logDir, "npm-ci-registry.log"), verdaccioScript); err != nil {
 		return err
 	}

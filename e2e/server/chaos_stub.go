@@ -1,0 +1,64 @@
+package main
+
+import "strings"
+
+// make chaos holds a run at a known point with files in the tools
+// directory (h.runDir/tools), which both sandboxes see: the fake at its
+// host path, createos at simToolsDir (a read-only mount of the same
+// directory, so the harness writes and the sandbox reads). A held command
+// runs chaosHold (in chaosBinDir), whose command line names the point
+// ("chaos-hold execute"), so the harness finds it in the process tree,
+// and waits until chaosGo exists (at most chaosHoldLimit): a held process
+// the host's cleanup does not end is still there for the leftover check.
+
+const (
+	chaosBinDir = "chaos-bin" // in the tools directory: first on every sandbox command's PATH in chaos mode
+
+	// Flags the harness creates (and removes once the hold is seen).
+	chaosHoldExecute = "chaos-hold-execute" // the stub agent holds before its work
+	chaosHoldSync    = "chaos-hold-sync"    // tar holds on the workspace upload of a sync-in
+	chaosDaemon      = "chaos-daemon"       // the stub agent leaves a daemon that ignores SIGTERM and a big tree
+	chaosGo          = "chaos-go"           // a held process goes on
+
+	chaosHoldLimit = "3000" // tenths of a second a hold waits at most
+)
+
+// chaosHold is chaos-bin/chaos-hold <point>: it waits for chaos-go in the
+// tools directory (its own directory's parent).
+const chaosHold = `#!/bin/sh
+tools=$(dirname "$(dirname "$0")")
+i=0
+while [ ! -e "$tools/` + chaosGo + `" ] && [ $i -lt ` + chaosHoldLimit + ` ]; do
+	sleep 0.1
+	i=$((i+1))
+done
+`
+
+// chaosTar is chaos-bin/tar: with chaos-hold-sync present it holds the
+// extraction of the workspace upload (the host's post-upload command of
+// the workspace sync-in: "tar -xf …/workspace-upload.tar -C …"), then runs
+// the real tar.
+const chaosTar = `#!/bin/sh
+tools=$(dirname "$(dirname "$0")")
+case "$*" in
+*workspace-upload.tar*) [ -e "$tools/` + chaosHoldSync + `" ] && "$tools/` + chaosBinDir + `/chaos-hold" sync ;;
+esac
+exec /usr/bin/tar "$@"
+`
+
+// chaosPrelude runs in the stub agent after its probes: the execute hold,
+// and the daemon of the release fault: a background process that ignores
+// SIGTERM (a teardown must SIGKILL it after its grace) and 20000 files
+// beside the workspace in the lease root (its removal takes a while), so
+// a release has work to do when the worker is killed.
+const chaosPrelude = `tools=$(dirname "$0")
+if [ -e "$tools/` + chaosDaemon + `" ]; then
+	mkdir -p ../chaos-tree && (cd ../chaos-tree && seq 1 20000 | xargs touch)
+	nohup sh -c 'trap "" TERM; exec "$0/` + chaosBinDir + `/chaos-hold" daemon' "$tools" >/dev/null 2>&1 &
+fi
+[ -e "$tools/` + chaosHoldExecute + `" ] && "$tools/` + chaosBinDir + `/chaos-hold" execute
+`
+
+// chaosStubAgent is the stub agent with the chaos prelude: without the
+// flags it is the stub.
+var chaosStubAgent = strings.Replace(stubAgent, "cat >/dev/null\n", "cat >/dev/null\n"+chaosPrelude, 1)
