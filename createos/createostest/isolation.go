@@ -24,11 +24,11 @@ func IsolationRequired() bool {
 // must be (IsolationRequired).
 func RequireIsolation(t testing.TB) {
 	t.Helper()
-	gate(t, Isolation(), IsolationRequired())
+	isolationGate(t, Isolation(), IsolationRequired())
 }
 
-// gate is RequireIsolation's decision, for an isolation error err.
-func gate(t testing.TB, err error, required bool) {
+// isolationGate is RequireIsolation's decision, for an isolation error err.
+func isolationGate(t testing.TB, err error, required bool) {
 	t.Helper()
 	switch {
 	case err == nil:

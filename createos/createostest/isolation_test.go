@@ -32,9 +32,9 @@ func TestIsolationGateFailsWhereIsolationIsRequired(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &gateRecorder{TB: t}
-			gate(r, tc.err, tc.required)
+			isolationGate(r, tc.err, tc.required)
 			if r.fatal != tc.fatal || r.skip != tc.skip {
-				t.Errorf("gate(%v, required %v): fatal %v skip %v, want fatal %v skip %v", tc.err, tc.required, r.fatal, r.skip, tc.fatal, tc.skip)
+				t.Errorf("isolationGate(%v, required %v): fatal %v skip %v, want fatal %v skip %v", tc.err, tc.required, r.fatal, r.skip, tc.fatal, tc.skip)
 			}
 		})
 	}
