@@ -29,9 +29,10 @@ import (
 // records. Writes are atomic (a temporary file renamed), so concurrent
 // workers read a whole mark or none.
 
-// cleanupDirPrefix names the marks directory under os.TempDir(); the
-// user's id follows.
-const cleanupDirPrefix = "paperclip-createos-cleanup-"
+// CleanupDirPrefix names the cleanup marks directory under os.TempDir();
+// the user's id follows. Once every cleanup is confirmed the directory is
+// gone (make server-e2e and make chaos check that).
+const CleanupDirPrefix = "paperclip-createos-cleanup-"
 
 // markTempPrefix starts a mark being written; staleMarkTemp is when one
 // left by a writer that died is removed.
@@ -56,7 +57,7 @@ func (d *Driver) marks() cleanupMarks {
 	if d.cleanupDir != "" {
 		return cleanupMarks{dir: d.cleanupDir}
 	}
-	return cleanupMarks{dir: filepath.Join(os.TempDir(), cleanupDirPrefix+strconv.Itoa(os.Getuid()))}
+	return cleanupMarks{dir: filepath.Join(os.TempDir(), CleanupDirPrefix+strconv.Itoa(os.Getuid()))}
 }
 
 // markAccount names c's account in mark file names: 32 hex digits of the

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
@@ -359,7 +360,7 @@ func (h *harness) chaosOutcome(ctx context.Context, f chaosFault, r *chaosRow) {
 // of the server user.
 func (h *harness) sessionHomes() map[string]bool {
 	m := map[string]bool{}
-	got, _ := filepath.Glob("/tmp/paperclip-adapter-login/*")
+	got, _ := filepath.Glob(filepath.Join(handlers.SessionHomeRoot, "*"))
 	for _, g := range got {
 		if !h.root || ownedBy(g, serverUID) {
 			m[g] = true

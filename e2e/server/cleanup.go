@@ -10,17 +10,23 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
-// leaseRoots lists the fake driver's lease roots in the temp dir the
-// worker uses (its environment has no TMPDIR). When the harness is root
-// the worker runs as the server user, so only that user's roots can be
-// the run's: a root another user's worker (a test running beside this
-// one) makes meanwhile is none of its business.
+// leaseRoots lists the fake driver's lease roots and the createos
+// driver's cleanup marks directory in the temp dir the worker uses (its
+// environment has no TMPDIR): both are gone once the host's cleanup is
+// done. When the harness is root the worker runs as the server user, so
+// only that user's entries can be the run's: one another user's worker (a
+// test running beside this one) makes meanwhile is none of its business.
 func (h *harness) leaseRoots() map[string]bool {
 	m := map[string]bool{}
-	for _, pat := range []string{"/tmp/paperclip-fake-sandbox-*", filepath.Join(os.TempDir(), "paperclip-fake-sandbox-*")} {
+	var pats []string
+	for _, dir := range []string{"/tmp", os.TempDir()} {
+		pats = append(pats, filepath.Join(dir, "paperclip-fake-sandbox-*"), filepath.Join(dir, createos.CleanupDirPrefix+"*"))
+	}
+	for _, pat := range pats {
 		got, _ := filepath.Glob(pat)
 		for _, g := range got {
 			if !h.root || ownedBy(g, serverUID) {
@@ -91,8 +97,8 @@ func (h *harness) stopAndCheck(ctx context.Context) error {
 	}
 	sort.Strings(left)
 	if len(left) > 0 {
-		return fmt.Errorf("fake-plugin lease roots left on disk: %s", strings.Join(left, " "))
+		return fmt.Errorf("fake-plugin lease roots or createos cleanup marks left on disk: %s", strings.Join(left, " "))
 	}
-	fmt.Println("   no process, lease root or sim sandbox left")
+	fmt.Println("   no process, lease root, cleanup mark or sim sandbox left")
 	return nil
 }
