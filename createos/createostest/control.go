@@ -1,6 +1,7 @@
 package createostest
 
 import (
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -26,7 +27,8 @@ import (
 //	                              after this answer is sent
 //	POST {prefix}/reset           remove every fault (the replay overlap stays)
 //	GET  {prefix}/requests        the request log
-//	GET  {prefix}/counts          requests per route: {"total", "routes": {route: n}}
+//	GET  {prefix}/counts          requests per route: {"total", "routes": {route: n},
+//	                              "active_connections_cut": ActiveCuts}
 //	GET  {prefix}/sandboxes       the sandboxes not yet destroyed (not a request)
 func (s *Server) controlRoutes(mux *http.ServeMux, prefix string) {
 	h := func(pattern string, fn handler) {
@@ -45,7 +47,7 @@ func (s *Server) controlRoutes(mux *http.ServeMux, prefix string) {
 	})
 	h("GET "+prefix+"/requests", s.controlRequests)
 	h("GET "+prefix+"/counts", func(w http.ResponseWriter, r *http.Request) error {
-		return success(w, http.StatusOK, map[string]any{"total": s.Count(RouteAny), "routes": s.Counts()})
+		return success(w, http.StatusOK, map[string]any{"total": s.Count(RouteAny), "routes": s.Counts(), "active_connections_cut": s.ActiveCuts()})
 	})
 	h("GET "+prefix+"/sandboxes", s.controlSandboxes)
 	h("POST "+prefix+"/fork-window", func(w http.ResponseWriter, r *http.Request) error {
@@ -134,7 +136,8 @@ func (s *Server) controlUnreachable(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(body)
 		_ = http.NewResponseController(w).Flush()
 	}
-	if err := s.unreachable(time.Duration(*b.DurationMs)*time.Millisecond, respond); err != nil {
+	own, _ := r.Context().Value(connKey{}).(net.Conn)
+	if err := s.unreachable(time.Duration(*b.DurationMs)*time.Millisecond, respond, own); err != nil {
 		answer(w, err)
 	}
 }

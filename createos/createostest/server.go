@@ -144,6 +144,8 @@ func Start(opts Options) (*Server, error) {
 	}
 	s.gate = newGate(s.hs.Listener)
 	s.hs.Listener = s.gate
+	s.hs.Config.ConnState = s.gate.track
+	s.hs.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }
 	s.hs.Start()
 	s.URL = s.hs.URL
 	return s, nil
@@ -178,12 +180,13 @@ func (s *Server) Close() {
 // listens on the same address again. A later call replaces the window
 // (the latest call decides when it reopens); d <= 0 reopens now. The
 // sandboxes, their processes and the request log are untouched.
-func (s *Server) Unreachable(d time.Duration) error { return s.unreachable(d, nil) }
+func (s *Server) Unreachable(d time.Duration) error { return s.unreachable(d, nil, nil) }
 
 // unreachable is Unreachable; beforeCut, when set, runs once the socket is
 // closed and before the open connections are (the control API answers
-// there).
-func (s *Server) unreachable(d time.Duration, beforeCut func()) error {
+// there), and own, the control request's connection, does not count as a
+// client cut at work (ActiveCuts).
+func (s *Server) unreachable(d time.Duration, beforeCut func(), own net.Conn) error {
 	s.bgMu.Lock()
 	defer s.bgMu.Unlock()
 	if s.ctx.Err() != nil {
@@ -196,7 +199,7 @@ func (s *Server) unreachable(d time.Duration, beforeCut func()) error {
 	if beforeCut != nil {
 		beforeCut()
 	}
-	s.gate.cut()
+	s.gate.cut(own)
 	if d <= 0 {
 		return s.gate.up(gen)
 	}
@@ -237,11 +240,18 @@ type gate struct {
 	gen    int           // counts downs; an up for an older one is stale
 	upped  chan struct{} // closed when inner comes back (or the gate closes)
 	closed bool
-	conns  map[net.Conn]struct{}
+	conns  map[net.Conn]bool // accepted, and whether a request is in flight on it
+	// activeCut counts the connections cut while a request was in flight
+	// on them (the request that asked for the cut not counted): the
+	// evidence that an outage hit a client at work.
+	activeCut int
 }
 
+// connKey is the request context's key of the connection it came on.
+type connKey struct{}
+
 func newGate(l net.Listener) *gate {
-	return &gate{addr: l.Addr(), inner: l, upped: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	return &gate{addr: l.Addr(), inner: l, upped: make(chan struct{}), conns: map[net.Conn]bool{}}
 }
 
 func (g *gate) Addr() net.Addr { return g.addr }
@@ -263,7 +273,7 @@ func (g *gate) Accept() (net.Conn, error) {
 		current := g.inner == l && !g.closed
 		if err == nil && current {
 			c = &gateConn{Conn: c, g: g}
-			g.conns[c] = struct{}{}
+			g.conns[c] = false
 		}
 		g.mu.Unlock()
 		switch {
@@ -313,14 +323,38 @@ func (g *gate) refuse() (int, error) {
 	return g.gen, err
 }
 
-// cut closes every connection the gate accepted.
-func (g *gate) cut() {
+// cut closes every connection the gate accepted, counting those with a
+// request in flight but skip.
+func (g *gate) cut(skip net.Conn) {
 	g.mu.Lock()
 	conns := slices.Collect(maps.Keys(g.conns))
+	for c, active := range g.conns {
+		if active && c != skip {
+			g.activeCut++
+		}
+	}
 	g.mu.Unlock()
 	for _, c := range conns {
 		c.Close()
 	}
+}
+
+// track is the http.Server's ConnState hook: which accepted connections
+// have a request in flight.
+func (g *gate) track(c net.Conn, st http.ConnState) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.conns[c]; ok && (st == http.StateActive || st == http.StateIdle) {
+		g.conns[c] = st == http.StateActive
+	}
+}
+
+// ActiveCuts is how many connections an Unreachable has cut while a
+// request was in flight on them, over the server's life.
+func (s *Server) ActiveCuts() int {
+	s.gate.mu.Lock()
+	defer s.gate.mu.Unlock()
+	return s.gate.activeCut
 }
 
 // up listens on the address again, unless a later down or Close came

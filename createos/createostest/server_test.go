@@ -35,6 +35,9 @@ func TestUnreachableRefusesThenListensOnTheSameAddress(t *testing.T) {
 	if sc.Err() == nil {
 		t.Fatal("the open stream ended cleanly; want it cut")
 	}
+	if n := a.srv.ActiveCuts(); n != 1 {
+		t.Errorf("ActiveCuts %d after cutting one stream at work, want 1", n)
+	}
 	if c, err := net.Dial("tcp", addr); !errors.Is(err, syscall.ECONNREFUSED) {
 		if c != nil {
 			c.Close()

@@ -45,6 +45,10 @@ type chaosFault struct {
 	// duplex runs the row, its next heartbeat included, with the
 	// duplex bridge on.
 	duplex bool
+	// hit, when set, proves after the run that the fault reached the
+	// worker: a row whose run succeeds must not pass on a fault that
+	// never happened.
+	hit func(ctx context.Context, h *harness, r *chaosRow) error
 }
 
 var (
@@ -66,9 +70,9 @@ func chaosFaults() []chaosFault {
 		{name: "kill-duplex", drivers: both, cause: causeWorker, duplex: true,
 			arm: holdFlag(chaosHoldExecute), inject: killWorkerAt("a duplex bridge open and the stub agent held", duplexOpenAndHeld), disarm: releaseHolds},
 		{name: "provider-unreachable-10s", drivers: []string{"createos"}, cause: causeOffline,
-			arm: holdFlag(chaosHoldExecute), inject: simOutage("unreachable", map[string]any{"duration_ms": 10000}), disarm: releaseHolds},
+			arm: holdFlag(chaosHoldExecute), inject: simOutage("unreachable", map[string]any{"duration_ms": 10000}), disarm: releaseHolds, hit: cutAtWork},
 		{name: "provider-500-10s", drivers: []string{"createos"}, cause: causeHTTP500,
-			arm: holdFlag(chaosHoldExecute), inject: simOutage("fail-for", map[string]any{"status": 500, "duration_ms": 10000}), disarm: releaseHolds},
+			arm: holdFlag(chaosHoldExecute), inject: simOutage("fail-for", map[string]any{"status": 500, "duration_ms": 10000}), disarm: releaseHolds, hit: answered500},
 		{name: "server-restart", drivers: both, cause: causeRestart,
 			arm: holdFlag(chaosHoldExecute), inject: restartServer, disarm: releaseHolds},
 	}
@@ -82,6 +86,8 @@ type chaosRow struct {
 	followUps     []string       // what the host ran on its own after the fault: "host retry <id> <status>"
 	retries       []string       // those runs' ids
 	mark          map[string]int // the worker trace before the run
+	simBefore     int            // an outage row: the sim's request log length and
+	cutBefore     int            // its active_connections_cut before the outage
 	injected      string
 	run           string // "succeeded", "failed: <error>", "stuck", …
 	next          string // the next heartbeat: "succeeded" or why not
@@ -227,6 +233,11 @@ func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	fmt.Printf("   injected: %s\n", injected)
 
 	h.chaosOutcome(ctx, f, r)
+	if f.hit != nil && err == nil {
+		if herr := f.hit(ctx, h, r); herr != nil {
+			r.fail("the injection missed: %v", herr)
+		}
+	}
 	h.hostFollowUps(ctx, r)
 	if err := h.settleLater(ctx, r); err != nil {
 		r.fail("harness: %v", err)
@@ -517,18 +528,27 @@ func (h *harness) strayProcesses() []int {
 	return out
 }
 
-// holdFlag is an arm that creates a flag in the tools directory.
+// holdFlag is an arm that creates a flag in the tools directory, holding
+// the row's token.
 func holdFlag(name string) func(context.Context, *harness, *chaosRow) error {
 	return func(ctx context.Context, h *harness, r *chaosRow) error {
-		return os.WriteFile(filepath.Join(h.runDir, "tools", name), nil, 0o644)
+		return os.WriteFile(filepath.Join(h.runDir, "tools", name), []byte(r.token()), 0o644)
 	}
 }
 
-// releaseHolds removes every flag and lets a held process go on (chaos-go),
-// then removes chaos-go as well, once no process holds any more: nothing
-// holds in the next heartbeat. A held process that is still there was
-// left by the fault: the leftover check finds it first (chaos-go is only
-// created after it).
+// token names the row's holds: its driver and fault.
+func (r *chaosRow) token() string { return r.driver + "-" + r.fault }
+
+// letGo lets the row's held processes go on.
+func letGo(h *harness, r *chaosRow) error {
+	return os.WriteFile(filepath.Join(h.runDir, "tools", chaosGo+r.token()), nil, 0o644)
+}
+
+// releaseHolds removes every flag, so that nothing holds in the next
+// heartbeat, and, if the row let its holds go (chaos-go-<token>), waits
+// until none of them holds any more. A held process of a row that did not
+// let it go was left by the fault: nothing else ever lets it go, so the
+// leftover check at the end of the table finds it.
 func releaseHolds(ctx context.Context, h *harness, r *chaosRow) error {
 	tools := filepath.Join(h.runDir, "tools")
 	for _, f := range []string{chaosHoldExecute, chaosHoldSync, chaosDaemon} {
@@ -536,13 +556,13 @@ func releaseHolds(ctx context.Context, h *harness, r *chaosRow) error {
 			return err
 		}
 	}
-	goFlag := filepath.Join(tools, chaosGo)
+	goFlag := filepath.Join(tools, chaosGo+r.token())
 	if _, err := os.Stat(goFlag); err != nil {
 		return nil // no hold was let go
 	}
-	err := poll(ctx, 30*time.Second, "the held processes went on after chaos-go", func() (bool, error) {
+	err := poll(ctx, 30*time.Second, "the held processes went on after "+chaosGo+r.token(), func() (bool, error) {
 		for _, point := range []string{"execute", "sync", "daemon"} {
-			if pids := h.heldAt(point); len(pids) > 0 {
+			if pids := h.heldAt(point, r); len(pids) > 0 {
 				return false, fmt.Errorf("still held at %s: %v", point, pids)
 			}
 		}
@@ -551,7 +571,7 @@ func releaseHolds(ctx context.Context, h *harness, r *chaosRow) error {
 	return errors.Join(err, os.Remove(goFlag))
 }
 
-// holdSeen waits until a process runs "chaos-hold <point>", then removes
+// holdSeen waits until a process runs "chaos-hold <point> <token>", then removes
 // the flag that made it hold (later commands do not hold).
 func holdSeen(point, flag string) func(ctx context.Context, h *harness, r *chaosRow) error {
 	return func(ctx context.Context, h *harness, r *chaosRow) error {
@@ -562,12 +582,12 @@ func holdSeen(point, flag string) func(ctx context.Context, h *harness, r *chaos
 	}
 }
 
-// waitHeld waits until a process below the harness runs chaos-hold point;
-// a run that ends first cannot be held.
+// waitHeld waits until a process below the harness runs the row's
+// chaos-hold at point; a run that ends first cannot be held.
 func (h *harness) waitHeld(ctx context.Context, r *chaosRow, point string) error {
 	var early error
 	err := poll(ctx, 3*time.Minute, "a process held at "+point+" (chaos-hold "+point+")", func() (bool, error) {
-		if len(h.heldAt(point)) > 0 {
+		if len(h.heldAt(point, r)) > 0 {
 			return true, nil
 		}
 		if status, ended := h.runEnded(ctx, r.runID); ended {
@@ -603,10 +623,11 @@ func (h *harness) waitProvider(ctx context.Context) error {
 	})
 }
 
-func (h *harness) heldAt(point string) []int {
+// heldAt is the processes below the harness held at point for row r.
+func (h *harness) heldAt(point string, r *chaosRow) []int {
 	var out []int
 	for _, p := range procfs.Descendants(os.Getpid()) {
-		if strings.HasSuffix(procfs.Cmdline(p.PID), "/"+chaosBinDir+"/chaos-hold "+point) {
+		if strings.HasSuffix(procfs.Cmdline(p.PID), "/"+chaosBinDir+"/chaos-hold "+point+" "+r.token()) {
 			out = append(out, p.PID)
 		}
 	}
@@ -687,21 +708,8 @@ func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, er
 	}
 	if r.driver == "createos" {
 		if err := poll(ctx, time.Minute, "the release's sandbox DELETE at the sim", func() (bool, error) {
-			var got struct {
-				Requests []struct {
-					Route  string `json:"route"`
-					Status int    `json:"status"`
-				} `json:"requests"`
-			}
-			if err := h.simCall(ctx, "GET", "/_control/requests", nil, &got); err != nil {
-				return false, err
-			}
-			return slices.ContainsFunc(got.Requests, func(q struct {
-				Route  string `json:"route"`
-				Status int    `json:"status"`
-			}) bool {
-				return q.Route == "sandbox.delete" && q.Status == 0
-			}), nil
+			reqs, err := h.simRequests(ctx)
+			return slices.ContainsFunc(reqs, func(q simRequest) bool { return q.Route == "sandbox.delete" && q.Status == 0 }), err
 		}); err != nil {
 			return "", err
 		}
@@ -726,14 +734,50 @@ func simOutage(control string, body map[string]any) func(context.Context, *harne
 		if err := holdSeen("execute", chaosHoldExecute)(ctx, h, r); err != nil {
 			return "", err
 		}
+		c, err := h.simCounts(ctx)
+		if err != nil {
+			return "", err
+		}
+		reqs, err := h.simRequests(ctx)
+		if err != nil {
+			return "", err
+		}
+		r.simBefore, r.cutBefore = len(reqs), c.ActiveCut
 		if err := h.simCall(ctx, "POST", "/_control/"+control, body, nil); err != nil {
 			return "", err
 		}
-		if err := os.WriteFile(filepath.Join(h.runDir, "tools", chaosGo), nil, 0o644); err != nil {
+		if err := letGo(h, r); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("createos-sim %s %v with the stub agent held in its execute, then the agent let go", control, body), nil
 	}
+}
+
+// cutAtWork proves the unreachable outage cut a connection of the worker
+// at work (the held execute's stream): the sim counts the connections it
+// cut with a request in flight, the control request's own not counted.
+func cutAtWork(ctx context.Context, h *harness, r *chaosRow) error {
+	c, err := h.simCounts(ctx)
+	if err != nil {
+		return err
+	}
+	if c.ActiveCut <= r.cutBefore {
+		return fmt.Errorf("the outage cut no connection with a request in flight (active_connections_cut %d before, %d after)", r.cutBefore, c.ActiveCut)
+	}
+	return nil
+}
+
+// answered500 proves the 500 outage answered at least one of the worker's
+// requests with 500.
+func answered500(ctx context.Context, h *harness, r *chaosRow) error {
+	reqs, err := h.simRequests(ctx)
+	if err != nil {
+		return err
+	}
+	if r.simBefore > len(reqs) || !slices.ContainsFunc(reqs[r.simBefore:], func(q simRequest) bool { return q.Status == 500 }) {
+		return fmt.Errorf("no request after the outage began was answered 500 (%d requests since)", max(len(reqs)-r.simBefore, 0))
+	}
+	return nil
 }
 
 // restartServer waits for the stub agent's hold, SIGTERMs the server (its

@@ -25,6 +25,9 @@ const heartbeatRequestBudget = 70
 type simCounts struct {
 	Total  int            `json:"total"`
 	Routes map[string]int `json:"routes"`
+	// ActiveCut counts the connections an outage cut while a request was
+	// in flight on them.
+	ActiveCut int `json:"active_connections_cut"`
 }
 
 // minus is what c counted since before.
@@ -109,6 +112,22 @@ func (h *harness) simCounts(ctx context.Context) (simCounts, error) {
 	var c simCounts
 	err := h.simCall(ctx, "GET", "/_control/counts", nil, &c)
 	return c, err
+}
+
+// simRequest is one request of the sim's request log: its route and the
+// status it was answered with (0 while it is being served).
+type simRequest struct {
+	Route  string `json:"route"`
+	Status int    `json:"status"`
+}
+
+// simRequests is the sim's request log, oldest first.
+func (h *harness) simRequests(ctx context.Context) ([]simRequest, error) {
+	var got struct {
+		Requests []simRequest `json:"requests"`
+	}
+	err := h.simCall(ctx, "GET", "/_control/requests", nil, &got)
+	return got.Requests, err
 }
 
 // simSandboxes is the sandboxes the sim holds (not yet destroyed).
