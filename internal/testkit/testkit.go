@@ -55,10 +55,26 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 // RemoveOwned removes p, a path a test created itself below root (its own
 // temp directory), and nothing else: tests run as root and feed hostile
 // paths, so a path built from the input under test (a "../" escape, a link
-// the code under test planted) must never be removed through. A link at p
-// is removed as a link; anything else is removed only when its real path
-// lies below root's real path. It returns why p was left, or nil.
+// the code under test planted) must never be removed through. root must be
+// a directory of the current user's, not a symlink (a fixed name in /tmp
+// may be anyone's). A link at p is removed as a link, and only when the
+// directory it is in resolves to root or below; anything else only when its
+// real path lies below root's real path. It returns why p was left, or nil.
 func RemoveOwned(root, p string) error {
+	rfi, err := os.Lstat(root)
+	if err != nil {
+		return err
+	}
+	if !rfi.IsDir() {
+		return fmt.Errorf("testkit: root %s is not a directory (%s): nothing removed", root, rfi.Mode().Type())
+	}
+	if err := ownedByMe(rfi); err != nil {
+		return fmt.Errorf("testkit: root %s: %w: nothing removed", root, err)
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return err
+	}
 	fi, err := os.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -67,18 +83,27 @@ func RemoveOwned(root, p string) error {
 		return err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		return os.Remove(p)
-	}
-	realRoot, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return err
+		dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+		if err != nil {
+			return err
+		}
+		if !within(dir, realRoot, true) {
+			return fmt.Errorf("testkit: the link %s is in %s, outside %s: not removed", p, dir, realRoot)
+		}
+		return os.Remove(filepath.Join(dir, filepath.Base(p)))
 	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(real, realRoot+string(filepath.Separator)) {
+	if !within(real, realRoot, false) {
 		return fmt.Errorf("testkit: %s resolves to %s, outside %s: not removed", p, real, realRoot)
 	}
 	return os.RemoveAll(real)
+}
+
+// within reports whether the real path p lies below root (or is root, with
+// orRoot).
+func within(p, root string, orRoot bool) bool {
+	return (orRoot && p == root) || strings.HasPrefix(p, root+string(filepath.Separator))
 }

@@ -38,32 +38,51 @@ func TestRemoveOwnedRemovesOnlyWhatLiesBelowRoot(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	outsideLink := filepath.Join(outside, "l") // a link of the outside directory's own
+	mustSymlink(t, secret, outsideLink)
 	for _, tc := range []struct {
 		name    string
 		plant   func(root string) string // makes the path to remove
 		removed bool
+		// linkedRoot: RemoveOwned is given a symlink to the test's root
+		// as its root.
+		linkedRoot bool
 	}{
 		{"own directory", func(root string) string {
 			p := filepath.Join(root, "d")
 			mustMkdir(t, filepath.Join(p, "sub"))
 			return p
-		}, true},
+		}, true, false},
 		{"a link to outside is removed as a link", func(root string) string {
 			p := filepath.Join(root, "l")
 			mustSymlink(t, outside, p)
 			return p
-		}, true},
+		}, true, false},
 		{"a dot-dot escape", func(root string) string {
 			return filepath.Join(root, "..", filepath.Base(outside))
-		}, false},
+		}, false, false},
 		{"through a planted directory link", func(root string) string {
 			mustSymlink(t, outside, filepath.Join(root, "via"))
 			return filepath.Join(root, "via", "secret")
-		}, false},
-		{"root itself", func(root string) string { return root }, false},
+		}, false, false},
+		{"a link inside an outside directory reached through a planted directory link", func(root string) string {
+			mustSymlink(t, outside, filepath.Join(root, "via"))
+			return filepath.Join(root, "via", "l")
+		}, false, false},
+		{"root itself", func(root string) string { return root }, false, false},
+		{"a root that is a symlink", func(root string) string {
+			p := filepath.Join(root, "d")
+			mustMkdir(t, p)
+			return p
+		}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
+			if tc.linkedRoot {
+				link := filepath.Join(t.TempDir(), "root")
+				mustSymlink(t, root, link)
+				root = link
+			}
 			p := tc.plant(root)
 			err := RemoveOwned(root, p)
 			if tc.removed && err != nil {
@@ -77,6 +96,9 @@ func TestRemoveOwnedRemovesOnlyWhatLiesBelowRoot(t *testing.T) {
 			}
 			if _, err := os.Stat(secret); err != nil {
 				t.Fatalf("the file outside the root is gone: %v", err)
+			}
+			if _, err := os.Lstat(outsideLink); err != nil {
+				t.Fatalf("the link outside the root is gone: %v", err)
 			}
 		})
 	}
