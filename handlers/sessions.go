@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,9 +91,11 @@ type sessions struct {
 	mu     sync.Mutex
 	routes map[routeKey]*route
 	bySID  map[string]*route
-	// closed remembers ended routes, oldest first in closedOrder.
+	// closed remembers ended routes, oldest first in closedOrder, at most
+	// maxClosed of them besides the unconfirmed ones (see forget).
 	closed      map[routeKey]closedRoute
 	closedOrder []routeKey
+	maxClosed   int // maxClosedRoutes; tests set less
 }
 
 // closedRoute is what is kept of an ended route: its workerSessionId ("" if
@@ -104,7 +107,7 @@ type closedRoute struct {
 }
 
 func newSessions() *sessions {
-	return &sessions{routes: map[routeKey]*route{}, bySID: map[string]*route{}, closed: map[routeKey]closedRoute{}}
+	return &sessions{routes: map[routeKey]*route{}, bySID: map[string]*route{}, closed: map[routeKey]closedRoute{}, maxClosed: maxClosedRoutes}
 }
 
 // opener starts a route's process in its driver.
@@ -173,6 +176,10 @@ func (s *sessions) reserve(ctx context.Context, k *sessionKind, base SessionBase
 // forget moves r to the closed routes. unconfirmed, or an open that failed
 // with its process possibly alive (ErrSessionMayLive), marks it as a route
 // whose end was never confirmed; a route already moved is marked then.
+// Past maxClosed routes the oldest confirmed one is forgotten, never an
+// unconfirmed one: a later close of it would ack a route whose process may
+// run. They are rare (a host retires the worker at its first unconfirmed
+// close), so keeping them all costs next to nothing.
 func (s *sessions) forget(r *route, unconfirmed bool) {
 	key := routeKey{r.k, r.id}
 	unconfirmed = unconfirmed || r.openMayLive()
@@ -189,9 +196,24 @@ func (s *sessions) forget(r *route, unconfirmed bool) {
 	delete(s.bySID, r.sid)
 	s.closed[key] = closedRoute{sid: r.sid, unconfirmed: unconfirmed}
 	s.closedOrder = append(s.closedOrder, key)
-	if len(s.closedOrder) > maxClosedRoutes {
-		delete(s.closed, s.closedOrder[0])
-		s.closedOrder = s.closedOrder[1:]
+	if len(s.closedOrder) > s.maxClosed {
+		s.evictConfirmed()
+	}
+}
+
+// evictConfirmed forgets the oldest closed route whose end was confirmed.
+func (s *sessions) evictConfirmed() {
+	for i, key := range s.closedOrder {
+		if s.closed[key].unconfirmed {
+			continue
+		}
+		delete(s.closed, key)
+		if i == 0 {
+			s.closedOrder = s.closedOrder[1:]
+		} else {
+			s.closedOrder = slices.Delete(s.closedOrder, i, i+1)
+		}
+		return
 	}
 }
 

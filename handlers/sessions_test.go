@@ -619,3 +619,58 @@ func TestLeaseEndLogsAnOpenWhoseProcessMayLive(t *testing.T) {
 		t.Fatalf("close: %s, want the unconfirmed-close error", reply.Raw)
 	}
 }
+
+// TestUnconfirmedClosedRouteIsNeverEvicted: the closed-route memory is
+// bounded, but a route whose end was never confirmed (its open failed with
+// its process possibly alive, or its close was not confirmed) stays in it
+// past the bound, so that no later close of it is acknowledged; the
+// confirmed ones are forgotten oldest first.
+func TestUnconfirmedClosedRouteIsNeverEvicted(t *testing.T) {
+	cases := []struct {
+		name    string
+		command []string
+		opens   bool // the open succeeds (and its close is unconfirmed)
+	}{
+		{"open failed, process may live", []string{"maylive"}, false},
+		{"close unconfirmed", []string{"stuck"}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newLive()
+			p := New(Options{}, d)
+			p.sessions.maxClosed = 2
+			c, _ := rpctest.Serve(t, p, rpc.Options{})
+			t.Cleanup(func() { _ = p.Close(context.Background()) })
+			id := 1
+			call := func(method string, params map[string]any) rpctest.Msg {
+				id++
+				reply, _ := c.Call(id, method, params, "", "")
+				return reply
+			}
+			reply := call("duplexChannelOpen", with(map[string]any{"hostRouteId": "duplex-route-0", "command": tc.command}))
+			if opened := reply.Error == nil; opened != tc.opens {
+				t.Fatalf("open: %s, want opened %v", reply.Raw, tc.opens)
+			}
+			if tc.opens {
+				if reply := call("duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-0"}); reply.Error == nil {
+					t.Fatalf("close of a stuck channel: %s, want the unconfirmed-close error", reply.Raw)
+				}
+			}
+			for i := 1; i <= 3; i++ { // past the bound of 2
+				route := fmt.Sprintf("duplex-route-%d", i)
+				id++
+				openDuplex(t, c, id, route)
+				if reply := call("duplexChannelClose", map[string]any{"hostRouteId": route}); reply.Error != nil {
+					t.Fatalf("close %s: %s", route, reply.Raw)
+				}
+			}
+			reply = call("duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-0"})
+			if reply.Error == nil || reply.Error.Code != rpc.CodeWorkerError || !strings.Contains(reply.Error.Message, "could not be confirmed ended") {
+				t.Fatalf("close of the unconfirmed route past the bound: %s, want the unconfirmed-close error", reply.Raw)
+			}
+			// The oldest confirmed route is forgotten: its id opens again.
+			id++
+			openDuplex(t, c, id, "duplex-route-1")
+		})
+	}
+}
