@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
@@ -10,15 +11,34 @@ import (
 
 // guarded is a live driver that authorizes lease calls: it refuses with
 // refuse, else names env as the lease's environment ("" for the call's).
+// ran records the lease methods that ran.
 type guarded struct {
 	*live
 	refuse error
 	env    string
 	asked  []LeaseCall
+	ran    []string
+}
+
+func (g *guarded) record(method string) {
+	g.mu.Lock()
+	g.ran = append(g.ran, method)
+	g.mu.Unlock()
+}
+
+func (g *guarded) ReleaseLease(ctx context.Context, p *ReleaseLeaseParams) (*TerminationReceipt, error) {
+	g.record("environmentReleaseLease")
+	return g.live.ReleaseLease(ctx, p)
 }
 
 func (g *guarded) ResumeLease(context.Context, *ResumeLeaseParams) (*Lease, error) {
+	g.record("environmentResumeLease")
 	return &Lease{}, nil
+}
+
+func (g *guarded) DestroyLease(ctx context.Context, p *DestroyLeaseParams) (*TerminationReceipt, error) {
+	g.record("environmentDestroyLease")
+	return g.live.DestroyLease(ctx, p)
 }
 
 func (g *guarded) AuthorizeLease(_ context.Context, c *LeaseCall) (string, error) {
@@ -76,11 +96,18 @@ func TestRefusedLeaseCallEndsNothing(t *testing.T) {
 				if reply.Error == nil || reply.Error.Message != "lease-1 belongs to another environment." {
 					t.Fatalf("%s: %s, want the driver's refusal", tc.method, reply.Raw)
 				}
-				if len(g.released) != 0 {
-					t.Fatalf("the driver's release ran for a refused call")
-				}
 			} else if reply.Error != nil {
 				t.Fatalf("%s: %s", tc.method, reply.Raw)
+			}
+			g.mu.Lock()
+			ran := slices.Clone(g.ran)
+			g.mu.Unlock()
+			want := []string{tc.method}
+			if tc.refuse != nil {
+				want = nil // a refused call runs none of the driver's lease methods
+			}
+			if !slices.Equal(ran, want) {
+				t.Fatalf("the driver's lease methods that ran: %v; want %v", ran, want)
 			}
 			if len(g.asked) != 1 || g.asked[0].ProviderLeaseID != "lease-1" || g.asked[0].LeaseMetadata["k"] != "v" || g.asked[0].Base.CompanyID != "co" {
 				t.Fatalf("the driver was asked %+v, want one call naming lease-1 of co with its metadata", g.asked)
