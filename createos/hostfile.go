@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strings"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen"
 )
@@ -61,17 +60,14 @@ func openAsSeen(open safeopen.Opener, name string, seen fs.FileInfo, follow bool
 // leads outside refuses the mapping before anything of it is uploaded.
 
 // openSourceTree opens the directory src, which stat saw as info, as a
-// Tree; another directory in its place by then is errSourceChanged.
+// Tree (safeopen.OpenTreeAsSeen, both drivers' rule); another directory in
+// its place by then is errSourceChanged.
 func openSourceTree(src string, info fs.FileInfo) (*safeopen.Tree, error) {
-	tree, err := safeopen.OpenTree(src)
-	if err != nil {
-		return nil, err
-	}
-	if opened, err := tree.Root().Stat("."); err != nil || !os.SameFile(opened, info) {
-		tree.Close()
+	tree, err := safeopen.OpenTreeAsSeen(src, info)
+	if errors.Is(err, safeopen.ErrChanged) {
 		return nil, errSourceChanged
 	}
-	return tree, nil
+	return tree, err
 }
 
 // followLink resolves the symlink src of tree (the archive entry name) to
@@ -92,7 +88,7 @@ func followLink(tree *safeopen.Tree, src, name string) (string, fs.FileInfo, err
 // a name that leads out of the tree (which no listed name did when it was
 // listed) as errSourceChanged.
 func treeErr(err error) error {
-	if err != nil && strings.Contains(err.Error(), "path escapes from parent") { // os.Root's errPathEscapes is unexported
+	if safeopen.IsEscape(err) {
 		return errSourceChanged
 	}
 	return err

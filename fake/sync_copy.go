@@ -208,16 +208,17 @@ func (c *copier) entry(s, t, erel string, ancestors []fileID) error {
 }
 
 // openHostTree opens the host directory mapping's source src, which Stat
-// saw as fi, as a safeopen.Tree: the copy then reads it through the
-// tree's root, and follows a link only to a name inside it.
+// saw as fi, as a safeopen.Tree (safeopen.OpenTreeAsSeen, both drivers'
+// rule): the copy then reads it through the tree's root, and follows a
+// link only to a name inside it. Another directory in its place is
+// errChanged.
 func (c *copier) openHostTree(src string, fi fs.FileInfo) (*safeopen.Tree, error) {
-	tree, err := safeopen.OpenTree(src)
-	if err != nil {
-		return nil, fmt.Errorf("read source: %w", cleanErr(err))
-	}
-	if opened, err := tree.Root().Stat("."); err != nil || !os.SameFile(opened, fi) {
-		tree.Close()
+	tree, err := safeopen.OpenTreeAsSeen(src, fi)
+	switch {
+	case errors.Is(err, safeopen.ErrChanged):
 		return nil, errChanged
+	case err != nil:
+		return nil, fmt.Errorf("read source: %w", cleanErr(err))
 	}
 	return tree, nil
 }
@@ -435,7 +436,7 @@ func idOf(fi fs.FileInfo) fileID {
 // cleanErr drops the *PathError wrapper, whose path is relative to a root
 // the host never sees, keeping the operation and cause.
 func cleanErr(err error) error {
-	if escapes(err) {
+	if safeopen.IsEscape(err) {
 		return fmt.Errorf("a symlink or path leads outside the fake-plugin lease root (%w)", err)
 	}
 	var pe *fs.PathError
@@ -453,12 +454,8 @@ func cleanErr(err error) error {
 // a name that escapes leads out of the mapping's source directory (read
 // through its root), not out of the lease root.
 func (c *copier) srcErr(err error) error {
-	if c.hostTree != nil && escapes(err) {
+	if c.hostTree != nil && safeopen.IsEscape(err) {
 		return fmt.Errorf("a symlink or path leads outside the source directory (%w)", err)
 	}
 	return cleanErr(err)
 }
-
-// escapes reports os.Root's refusal of a name that leads out of the root
-// (its errPathEscapes is unexported).
-func escapes(err error) bool { return strings.Contains(err.Error(), "path escapes from parent") }

@@ -77,6 +77,40 @@ func OpenTree(dir string) (*Tree, error) {
 	return t, nil
 }
 
+// OpenTreeAsSeen opens the directory dir, which Stat saw as seen, as a
+// Tree (OpenTree). Another directory in its place by then is ErrChanged:
+// the sync decided what to do from seen.
+func OpenTreeAsSeen(dir string, seen fs.FileInfo) (*Tree, error) {
+	t, err := OpenTree(dir)
+	if err != nil {
+		return nil, err
+	}
+	if opened, err := t.root.Stat("."); err != nil || !os.SameFile(opened, seen) {
+		t.Close()
+		return nil, ErrChanged
+	}
+	return t, nil
+}
+
+// errEscapesText is the text of os.Root's refusal of a name that leads
+// out of the root (os's errPathEscapes, which is unexported).
+const errEscapesText = "path escapes from parent"
+
+// IsEscape reports whether err is, or wraps, os.Root's refusal of a name
+// that leads out of the root.
+func IsEscape(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case interface{ Unwrap() []error }:
+		return slices.ContainsFunc(e.Unwrap(), IsEscape)
+	case interface{ Unwrap() error }:
+		return IsEscape(e.Unwrap())
+	default:
+		return err.Error() == errEscapesText
+	}
+}
+
 // Root is the tree's root handle; every access to the tree goes through
 // it.
 func (t *Tree) Root() *os.Root { return t.root }

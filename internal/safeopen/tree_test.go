@@ -2,6 +2,7 @@ package safeopen
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -166,6 +167,84 @@ func TestTreeSwapAfterResolveStaysInside(t *testing.T) {
 			}
 			if _, err := tree.Root().Lstat(r); tc.want == nil && err == nil {
 				t.Errorf("Lstat(%q) through the root left the tree", r)
+			}
+		})
+	}
+}
+
+// TestOpenTreeAsSeen is both drivers' open of a directory mapping's
+// source: the tree opens only when its directory is still the one Stat
+// saw; another directory in its place is ErrChanged.
+func TestOpenTreeAsSeen(t *testing.T) {
+	base := t.TempDir()
+	mk(t, filepath.Join(base, "src", "f"), "f")
+	mk(t, filepath.Join(base, "other", "f"), "f")
+	mk(t, filepath.Join(base, "via"), "->src")
+	stat := func(name string) fs.FileInfo {
+		fi, err := os.Stat(filepath.Join(base, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi
+	}
+	for _, tc := range []struct {
+		name, dir string
+		seen      fs.FileInfo
+		want      error
+	}{
+		{"the directory seen", "src", stat("src"), nil},
+		{"through the link seen", "via", stat("via"), nil},
+		{"another directory in its place", "src", stat("other"), ErrChanged},
+		{"missing", "missing", stat("src"), fs.ErrNotExist},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tree, err := OpenTreeAsSeen(filepath.Join(base, tc.dir), tc.seen)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("OpenTreeAsSeen(%s): %v", tc.dir, err)
+				}
+				tree.Close()
+				return
+			}
+			if !errors.Is(err, tc.want) || tree != nil {
+				if tree != nil {
+					tree.Close()
+				}
+				t.Fatalf("OpenTreeAsSeen(%s) = %v, %v; want %v", tc.dir, tree, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestIsEscape is both drivers' recognition of os.Root's refusal of a
+// name that leads out of the root, however it is wrapped.
+func TestIsEscape(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	_, escape := root.Lstat("../" + filepath.Base(dir))
+	_, missing := root.Lstat("missing")
+	if escape == nil || missing == nil {
+		t.Fatalf("os.Root answered %v and %v, want two errors", escape, missing)
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"os.Root's refusal", escape, true},
+		{"wrapped", fmt.Errorf("read source: %w", escape), true},
+		{"joined", errors.Join(fs.ErrPermission, escape), true},
+		{"nil", nil, false},
+		{"another os.Root error", missing, false},
+		{"the text without the error", fmt.Errorf("%v", escape), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsEscape(tc.err); got != tc.want {
+				t.Errorf("IsEscape(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
 	}
