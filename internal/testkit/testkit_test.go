@@ -44,52 +44,66 @@ func TestRemoveOwnedRemovesOnlyWhatLiesBelowRoot(t *testing.T) {
 		name    string
 		plant   func(root string) string // makes the path to remove
 		removed bool
-		// linkedRoot: RemoveOwned is given a symlink to the test's root
-		// as its root.
-		linkedRoot bool
+		// root is the root RemoveOwned is given: "" the test's own
+		// directory, "link" a symlink to it, "other" it made another
+		// user's (which needs root to set up).
+		root string
 	}{
 		{"own directory", func(root string) string {
 			p := filepath.Join(root, "d")
 			mustMkdir(t, filepath.Join(p, "sub"))
 			return p
-		}, true, false},
+		}, true, ""},
 		{"a link to outside is removed as a link", func(root string) string {
 			p := filepath.Join(root, "l")
 			mustSymlink(t, outside, p)
 			return p
-		}, true, false},
+		}, true, ""},
 		{"a dot-dot escape", func(root string) string {
 			return filepath.Join(root, "..", filepath.Base(outside))
-		}, false, false},
+		}, false, ""},
 		{"through a planted directory link", func(root string) string {
 			mustSymlink(t, outside, filepath.Join(root, "via"))
 			return filepath.Join(root, "via", "secret")
-		}, false, false},
+		}, false, ""},
 		{"a link inside an outside directory reached through a planted directory link", func(root string) string {
 			mustSymlink(t, outside, filepath.Join(root, "via"))
 			return filepath.Join(root, "via", "l")
-		}, false, false},
-		{"root itself", func(root string) string { return root }, false, false},
+		}, false, ""},
+		{"root itself", func(root string) string { return root }, false, ""},
 		{"a root that is a symlink", func(root string) string {
 			p := filepath.Join(root, "d")
 			mustMkdir(t, p)
 			return p
-		}, false, true},
+		}, false, "link"},
+		{"a root of another user's", func(root string) string {
+			p := filepath.Join(root, "d")
+			mustMkdir(t, p)
+			return p
+		}, false, "other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
-			if tc.linkedRoot {
+			if tc.root == "link" {
 				link := filepath.Join(t.TempDir(), "root")
 				mustSymlink(t, root, link)
 				root = link
 			}
 			p := tc.plant(root)
+			if tc.root == "other" {
+				if os.Geteuid() != 0 {
+					t.Skip("making a directory another user's needs root")
+				}
+				if err := os.Lchown(root, 65534, 65534); err != nil {
+					t.Fatal(err)
+				}
+			}
 			err := RemoveOwned(root, p)
 			if tc.removed && err != nil {
 				t.Fatalf("RemoveOwned(%s): %v", p, err)
 			}
 			if !tc.removed && err == nil {
-				t.Fatalf("RemoveOwned(%s) removed a path outside its root", p)
+				t.Fatalf("RemoveOwned(%s, %s) removed it; want it refused", root, p)
 			}
 			if _, err := os.Lstat(p); tc.removed && err == nil {
 				t.Errorf("%s still there", p)
