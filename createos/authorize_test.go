@@ -71,39 +71,52 @@ func TestRefusedLeaseCallLeavesTheLeasesSessions(t *testing.T) {
 }
 
 // TestAuthorizeLeaseRefusesAsTheCallDoes: for release, destroy and resume
-// and every kind of caller, AuthorizeLease sends no request and refuses
-// exactly when the call itself refuses for ownership, with its text.
+// and every kind of caller, AuthorizeLease sends no request and answers
+// the caller's expected outcome, and so does the call itself: the owner
+// and the orphan form (environmentId "") of a destroy are allowed, any
+// other caller is errNotThisEnv; a resume of metadata without an origin
+// fingerprint is allowed and answers expired (ownership unproven).
 func TestAuthorizeLeaseRefusesAsTheCallDoes(t *testing.T) {
 	callers := []struct {
 		name string
 		edit func(bp *handlers.BaseParams, md handlers.Object)
+		want map[handlers.LeaseAction]error // by action; missing: nil
+		// expired: a resume the call answers with an expired lease.
+		expired bool
 	}{
-		{"owner", func(*handlers.BaseParams, handlers.Object) {}},
-		{"other environment", func(bp *handlers.BaseParams, _ handlers.Object) { bp.EnvironmentID = "env-b" }},
-		{"other company", func(bp *handlers.BaseParams, _ handlers.Object) { bp.CompanyID = "company-b" }},
-		{"other origin", func(bp *handlers.BaseParams, _ handlers.Object) {
+		{name: "owner", edit: func(*handlers.BaseParams, handlers.Object) {}},
+		{name: "other environment", edit: func(bp *handlers.BaseParams, _ handlers.Object) { bp.EnvironmentID = "env-b" },
+			want: refusedBy(handlers.LeaseRelease, handlers.LeaseDestroy, handlers.LeaseResume)},
+		{name: "other company", edit: func(bp *handlers.BaseParams, _ handlers.Object) { bp.CompanyID = "company-b" },
+			want: refusedBy(handlers.LeaseRelease, handlers.LeaseDestroy, handlers.LeaseResume)},
+		{name: "other origin", edit: func(bp *handlers.BaseParams, _ handlers.Object) {
 			bp.Config = baseConfig(handlers.Object{"apiUrl": "https://other.example.test"})
-		}},
-		{"orphan form", func(bp *handlers.BaseParams, _ handlers.Object) { bp.EnvironmentID = "" }},
-		{"orphan form of another company", func(bp *handlers.BaseParams, _ handlers.Object) { bp.EnvironmentID, bp.CompanyID = "", "company-b" }},
-		{"metadata without a fingerprint", func(_ *handlers.BaseParams, md handlers.Object) { delete(md, originKey) }},
+		}, want: refusedBy(handlers.LeaseRelease, handlers.LeaseDestroy, handlers.LeaseResume)},
+		// The orphan form is the host's destroy; a release or resume
+		// names its environment.
+		{name: "orphan form", edit: func(bp *handlers.BaseParams, _ handlers.Object) { bp.EnvironmentID = "" },
+			want: refusedBy(handlers.LeaseRelease, handlers.LeaseResume)},
+		{name: "orphan form of another company", edit: func(bp *handlers.BaseParams, _ handlers.Object) { bp.EnvironmentID, bp.CompanyID = "", "company-b" },
+			want: refusedBy(handlers.LeaseRelease, handlers.LeaseDestroy, handlers.LeaseResume)},
+		{name: "metadata without a fingerprint", edit: func(_ *handlers.BaseParams, md handlers.Object) { delete(md, originKey) },
+			want: refusedBy(handlers.LeaseRelease, handlers.LeaseDestroy), expired: true},
 	}
 	calls := []struct {
 		name   string
 		action handlers.LeaseAction
-		call   func(d *Driver, bp handlers.BaseParams, l *handlers.Lease) error
+		call   func(d *Driver, bp handlers.BaseParams, l *handlers.Lease) (expired bool, err error)
 	}{
-		{"release", handlers.LeaseRelease, func(d *Driver, bp handlers.BaseParams, l *handlers.Lease) error {
+		{"release", handlers.LeaseRelease, func(d *Driver, bp handlers.BaseParams, l *handlers.Lease) (bool, error) {
 			_, err := d.ReleaseLease(t.Context(), &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata})
-			return err
+			return false, err
 		}},
-		{"destroy", handlers.LeaseDestroy, func(d *Driver, bp handlers.BaseParams, l *handlers.Lease) error {
+		{"destroy", handlers.LeaseDestroy, func(d *Driver, bp handlers.BaseParams, l *handlers.Lease) (bool, error) {
 			_, err := d.DestroyLease(t.Context(), &handlers.DestroyLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata})
-			return err
+			return false, err
 		}},
-		{"resume", handlers.LeaseResume, func(d *Driver, bp handlers.BaseParams, l *handlers.Lease) error {
-			_, err := d.ResumeLease(t.Context(), &handlers.ResumeLeaseParams{BaseParams: bp, ProviderLeaseID: l.LeaseID(), LeaseMetadata: l.Metadata})
-			return err
+		{"resume", handlers.LeaseResume, func(d *Driver, bp handlers.BaseParams, l *handlers.Lease) (bool, error) {
+			r, err := d.ResumeLease(t.Context(), &handlers.ResumeLeaseParams{BaseParams: bp, ProviderLeaseID: l.LeaseID(), LeaseMetadata: l.Metadata})
+			return r != nil && r.Metadata["expired"] == true, err
 		}},
 	}
 	for _, call := range calls {
@@ -116,19 +129,37 @@ func TestAuthorizeLeaseRefusesAsTheCallDoes(t *testing.T) {
 				bp := base(nil)
 				caller.edit(&bp, l.Metadata)
 				s.reset()
+				want := caller.want[call.action]
 				_, authErr := d.AuthorizeLease(t.Context(), &handlers.LeaseCall{Action: call.action, Base: bp,
 					ProviderLeaseID: l.LeaseID(), LeaseMetadata: l.Metadata})
 				if sent := s.snapshot(); len(sent) != 0 {
 					t.Fatalf("AuthorizeLease sent %v", sent)
 				}
-				err := call.call(d, bp, l)
-				switch {
-				case authErr != nil && (err == nil || err.Error() != authErr.Error()):
-					t.Fatalf("AuthorizeLease refused %q, the call answered %v", authErr, err)
-				case authErr == nil && err != nil && err.Error() == errNotThisEnv.Error():
-					t.Fatalf("AuthorizeLease allowed a call that is refused: %v", err)
+				if authErr != want {
+					t.Fatalf("AuthorizeLease: %v, want %v", authErr, want)
+				}
+				expired, err := call.call(d, bp, l)
+				if err != want {
+					t.Fatalf("the call: %v, want %v", err, want)
+				}
+				if wantExpired := caller.expired && call.action == handlers.LeaseResume; expired != wantExpired {
+					t.Errorf("the call answered expired %v, want %v", expired, wantExpired)
+				}
+				if want != nil {
+					if sent := s.snapshot(); len(sent) != 0 {
+						t.Errorf("a refused call sent %v", sent)
+					}
 				}
 			})
 		}
 	}
+}
+
+// refusedBy is errNotThisEnv for each of actions.
+func refusedBy(actions ...handlers.LeaseAction) map[handlers.LeaseAction]error {
+	m := make(map[handlers.LeaseAction]error, len(actions))
+	for _, a := range actions {
+		m[a] = errNotThisEnv
+	}
+	return m
 }

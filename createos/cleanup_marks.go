@@ -93,22 +93,35 @@ func markName(account, id string) (string, error) {
 // remove the directory, empty, and create it again while it is opened:
 // then it is opened again.
 func (m cleanupMarks) open(create bool) (*os.Root, error) {
-	for try := 0; ; try++ {
-		r, err := m.openOnce(create)
+	var r *os.Root
+	err := retryMoved(create, func() (err error) {
+		r, err = m.openOnce(create)
+		return err
+	})
+	return r, err
+}
+
+// openTries bounds the attempts (retryMoved) that another worker's removal
+// of the empty directory can cost an open or a write.
+const openTries = 8
+
+// retryMoved runs try until it succeeds or fails for another reason than
+// the directory changing under it (errDirMoved, or, when create, the
+// directory gone: fs.ErrNotExist), at most openTries times. A directory
+// that kept changing is errCleanupDir.
+func retryMoved(create bool, try func() error) error {
+	for n := 1; ; n++ {
+		err := try()
 		again := errors.Is(err, errDirMoved) || create && errors.Is(err, fs.ErrNotExist)
-		if again && try < openTries-1 {
+		if again && n < openTries {
 			continue
 		}
 		if errors.Is(err, errDirMoved) {
 			err = errCleanupDir
 		}
-		return r, err
+		return err
 	}
 }
-
-// openTries bounds the attempts of open (and of add's write) that another
-// worker's removal of the empty directory can cost.
-const openTries = 8
 
 // errDirMoved is the directory opened not being the one checked.
 var errDirMoved = errors.New("cleanup marks directory changed while it was opened")
@@ -148,17 +161,14 @@ func (m cleanupMarks) add(account, origin, id string) error {
 		return err
 	}
 	// Another worker may remove the directory, empty, between its creation
-	// and the write; then it is created again.
-	for try := 0; ; try++ {
-		err = m.write(name, data)
-		if !errors.Is(err, fs.ErrNotExist) || try == openTries-1 {
-			return err
-		}
-	}
+	// and the write; then it is created again (one loop: write opens the
+	// directory once).
+	return retryMoved(true, func() error { return m.write(name, data) })
 }
 
+// write opens (creating) the directory once and writes the mark name.
 func (m cleanupMarks) write(name string, data []byte) error {
-	r, err := m.open(true)
+	r, err := m.openOnce(true)
 	if err != nil {
 		return err
 	}
@@ -282,6 +292,23 @@ func (d *Driver) markUnconfirmed(ctx context.Context, c *Client, id string) {
 	}
 }
 
+// poison records that the command containment of scope, sandbox id of c's
+// account, is unproven: in memory (scopes.poison: no new work, never kept
+// warm) and on disk (markUnconfirmed), so a worker killed before the
+// release still leaves the sandbox to the next acquire's cleanup.
+func (d *Driver) poison(ctx context.Context, c *Client, scope, id string) {
+	d.scopes.poison(scope)
+	d.markUnconfirmed(ctx, c, id)
+}
+
+// leftover records that a session's process on scope, sandbox id of c's
+// account, may still run: in memory (scopes.markLeftover: not kept warm,
+// no resume) and on disk (markUnconfirmed), as poison does.
+func (d *Driver) leftover(ctx context.Context, c *Client, scope, id string) {
+	d.scopes.markLeftover(scope)
+	d.markUnconfirmed(ctx, c, id)
+}
+
 // unmark drops the mark of sandbox id of c's account, if any.
 func (d *Driver) unmark(ctx context.Context, c *Client, id string) {
 	if err := d.marks().remove(markAccount(c), id); err != nil {
@@ -320,13 +347,12 @@ func (d *Driver) deleteSandbox(ctx context.Context, c *Client, id string) error 
 }
 
 // finishCleanup deletes the marked sandboxes of c's account, except keep
-// and any this worker holds, removing each mark once its delete is
-// confirmed; a failed delete keeps its mark. Failures are logged, never
+// and any this worker holds (deleteSandbox: a confirmed delete removes the
+// mark, a failed one keeps it). Failures are logged, never
 // returned: the caller's lease is good.
 func (d *Driver) finishCleanup(ctx context.Context, c *Client, keep string) {
 	log := zerolog.Ctx(ctx)
-	m, account := d.marks(), markAccount(c)
-	ids, err := m.list(account)
+	ids, err := d.marks().list(markAccount(c))
 	if err != nil {
 		log.Warn().Str("error", markError(err)).Msg("CreateOS could not read the sandboxes whose cleanup is unconfirmed")
 		return
@@ -335,12 +361,8 @@ func (d *Driver) finishCleanup(ctx context.Context, c *Client, keep string) {
 		if id == keep || d.scopes.holds(id) {
 			continue
 		}
-		if err := c.destroySandbox(ctx, id); err != nil {
+		if err := d.deleteSandbox(ctx, c, id); err != nil {
 			log.Warn().Str("sandbox", id).Str("error", err.Error()).Msg("CreateOS could not delete a sandbox whose cleanup was unconfirmed")
-			continue
-		}
-		if err := m.remove(account, id); err != nil {
-			log.Warn().Str("sandbox", id).Str("error", markError(err)).Msg("CreateOS could not remove the cleanup mark of a deleted sandbox")
 			continue
 		}
 		log.Info().Str("sandbox", id).Msg("CreateOS deleted a sandbox whose cleanup was unconfirmed")

@@ -378,7 +378,11 @@ func TestCleanupMarkOfAnUnprovenLeaseRefusesResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first.scopes.poison(scope)
+	_, c, err := first.configured(bp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.poison(t.Context(), c, scope, id) // as an execute whose cleanup is unconfirmed does (track)
 	rel := &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}
 	if _, err := first.ReleaseLease(t.Context(), rel); !errors.Is(err, errUnconfirmedReuse) {
 		t.Fatalf("release of a poisoned lease: %v", err)

@@ -240,8 +240,8 @@ func messageOf(err, fallback error) string {
 // refuses closing or poisoned leases, registers the call so release and
 // shutdown can stop it, bounds its work by timeoutMs (any positive number,
 // see hostTimeout; none or 0 or less: config.timeoutMs) within the call's
-// budget (working), and poisons the lease on a *CleanupError (in memory
-// and with a cleanup mark).
+// budget (working), and poisons the lease on a *CleanupError
+// (Driver.poison: in memory and with a cleanup mark).
 func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease *handlers.Lease, timeoutMs *float64,
 	work func(ctx context.Context, c *Client) (T, error)) (T, error) {
 	var zero T
@@ -260,10 +260,7 @@ func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease 
 	defer wcancel()
 	v, err := work(wctx, c)
 	if _, poisoned := err.(*CleanupError); poisoned {
-		d.scopes.poison(scope)
-		// On disk too: a worker killed before the release still leaves
-		// the sandbox to the next acquire's cleanup (cleanup_marks.go).
-		d.markUnconfirmed(ctx, c, lease.LeaseID())
+		d.poison(ctx, c, scope, lease.LeaseID())
 	}
 	return v, err
 }

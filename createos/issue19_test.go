@@ -479,3 +479,78 @@ func TestPoisonedLeaseIsMarkedBeforeItsRelease(t *testing.T) {
 		t.Errorf("marks after the next acquire: %v, want none", got)
 	}
 }
+
+// A session whose process may still run (its creation or its termination
+// is unconfirmed) marks its lease on disk at once, as a poisoned command
+// does: a worker killed before the host releases still leaves the sandbox
+// to the next worker. The release then deletes the sandbox, says so in its
+// receipt, and removes the mark.
+func TestUnconfirmedSessionIsMarkedBeforeItsRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		leave func(t *testing.T, s *stub, d *Driver)
+	}{
+		{"creation unconfirmed", func(t *testing.T, s *stub, d *Driver) {
+			s.hook = failing(http.StatusBadGateway, processCreation)
+			if _, err := d.OpenDuplex(t.Context(), duplexParams("cat"), newRecSink(t)); !errors.Is(err, handlers.ErrSessionMayLive) {
+				t.Fatalf("open: %v, want an error wrapping ErrSessionMayLive", err)
+			}
+		}},
+		{"termination unconfirmed", func(t *testing.T, s *stub, d *Driver) {
+			s.connect = neverExits
+			ch, err := d.OpenDuplex(t.Context(), duplexParams("cat"), newRecSink(t))
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			s.mu.Lock()
+			s.hook = failing(http.StatusInternalServerError, processDeletion)
+			s.mu.Unlock()
+			if err := ch.Close(t.Context()); err == nil {
+				t.Fatal("close acknowledged a process whose deletion failed")
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStub(t)
+			d := s.driver()
+			l := acquire(t, d, reuse)
+			tc.leave(t, s, d)
+			s.mu.Lock()
+			s.hook, s.connect = nil, nil
+			s.mu.Unlock()
+			if got := marksOf(t, d, base(reuse)); !slices.Equal(got, []string{l.LeaseID()}) {
+				t.Fatalf("marks before any release: %v, want [%s]", got, l.LeaseID())
+			}
+			receipt, err := d.ReleaseLease(t.Context(), releaseParams(l, reuse))
+			if err != nil || receipt == nil || receipt.State != "destroyed" {
+				t.Fatalf("release: %+v %v, want the sandbox deleted", receipt, err)
+			}
+			if got := marksOf(t, d, base(reuse)); len(got) != 0 {
+				t.Errorf("marks after the release deleted the sandbox: %v, want none", got)
+			}
+		})
+	}
+}
+
+// A lease both poisoned by a command and left with a session's process
+// that may still run is deleted by its release, with the receipt saying
+// so, as a leftover alone is: the poison's errUnconfirmedReuse is for a
+// sandbox the release leaves behind.
+func TestPoisonedLeaseWithASessionLeftoverIsDeletedWithAReceipt(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	l := acquire(t, d, reuse)
+	s.hook = failing(http.StatusBadGateway, processCreation)
+	if _, err := d.OpenDuplex(t.Context(), duplexParams("cat"), newRecSink(t)); !errors.Is(err, handlers.ErrSessionMayLive) {
+		t.Fatalf("open: %v, want an error wrapping ErrSessionMayLive", err)
+	}
+	s.hook = nil
+	poisonLease(t, s, d, l)
+	receipt, err := d.ReleaseLease(t.Context(), releaseParams(l, reuse))
+	if err != nil || receipt == nil || receipt.State != "destroyed" {
+		t.Fatalf("release: %+v %v, want the sandbox deleted with a receipt", receipt, err)
+	}
+	if got := marksOf(t, d, base(reuse)); len(got) != 0 {
+		t.Errorf("marks after the release deleted the sandbox: %v, want none", got)
+	}
+}

@@ -408,7 +408,7 @@ func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, de
 		return nil, err
 	}
 	defer d.scopes.endClosing(scope)
-	defer d.scopes.forget(id)
+	defer d.scopes.forget(leaseRef{bp.CompanyID, bp.EnvironmentID, id}, scope)
 	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
 	return d.endLease(ctx, p.Config, p.LeaseMetadata, scope, id, destroy)
@@ -436,16 +436,6 @@ func (d *Driver) endLease(ctx context.Context, config, md handlers.Object, scope
 	switch {
 	case destroy || !keepsWarm(cfg, md):
 		return nil, d.destroy(ctx, c, scope, id)
-	case d.scopes.poisoned(scope):
-		// Containment unproven: the sandbox must go (the reference's
-		// answer: destroy it), and the mark, written when the lease was
-		// poisoned, outlives this worker.
-		d.markUnconfirmed(ctx, c, id)
-		return nil, errUnconfirmedReuse
-	case d.marked(c, id):
-		// An earlier worker left this sandbox's cleanup unconfirmed: it
-		// is not kept.
-		return nil, d.destroy(ctx, c, scope, id)
 	case d.scopes.hasLeftover(scope):
 		// A session's process may still run: the sandbox is not kept.
 		if err := d.destroy(ctx, c, scope, id); err != nil {
@@ -453,6 +443,15 @@ func (d *Driver) endLease(ctx context.Context, config, md handlers.Object, scope
 		}
 		zerolog.Ctx(ctx).Warn().Str("sandbox", id).Msg("CreateOS sandbox deleted instead of kept: session cleanup was unconfirmed")
 		return &handlers.TerminationReceipt{ProviderLeaseID: id, State: "destroyed"}, nil
+	case d.scopes.poisoned(scope):
+		// Containment unproven: the sandbox must go (the reference's
+		// answer: destroy it); its cleanup mark, written when the lease
+		// was poisoned (Driver.poison), outlives this worker.
+		return nil, errUnconfirmedReuse
+	case d.marked(c, id):
+		// An earlier worker left this sandbox's cleanup unconfirmed: it
+		// is not kept.
+		return nil, d.destroy(ctx, c, scope, id)
 	}
 	// Warm: the provider pauses it after the idle window; no request.
 	return nil, nil

@@ -104,8 +104,9 @@ func isSandboxName(name, scope string) bool {
 // holds (acquired, resumed or resuming, not yet released) is never
 // touched, nor is keep, nor any sandbox whose name is not exactly one this
 // driver generates for scope (isSandboxName): a look-alike such as
-// "<scope>-my-database" is not ours. Failures are logged, never returned:
-// the new lease is good.
+// "<scope>-my-database" is not ours. Deletes go through deleteSandbox: a
+// failed one leaves a cleanup mark, a confirmed one removes any. Failures
+// are logged, never returned: the new lease is good.
 func (d *Driver) reap(ctx context.Context, c *Client, scope, keep string) {
 	log := zerolog.Ctx(ctx)
 	rows, err := c.list(ctx)
@@ -117,7 +118,7 @@ func (d *Driver) reap(ctx context.Context, c *Client, scope, keep string) {
 		if v.id == keep || v.status != "paused" || !isSandboxName(v.name, scope) || d.scopes.holds(v.id) {
 			continue
 		}
-		if err := c.destroySandbox(ctx, v.id); err != nil {
+		if err := d.deleteSandbox(ctx, c, v.id); err != nil {
 			log.Warn().Str("sandbox", v.id).Str("error", err.Error()).Msg("CreateOS could not delete an unreachable paused sandbox")
 			continue
 		}

@@ -152,3 +152,27 @@ func FuzzSandboxName(f *testing.F) {
 		}
 	})
 }
+
+// A reap delete goes through deleteSandbox: one that fails leaves a
+// cleanup mark, so the same acquire's finishCleanup, which runs after
+// the reap, deletes the sandbox and removes the mark.
+func TestReapFailedDeleteIsMarkedAndFinished(t *testing.T) {
+	srv, d, cfg := e2e(t)
+	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
+	p := heartbeatAcquire(bp)
+	ours := seedPaused(t, srv, reuseScopeTag(p)+"-deadbeef")
+	srv.Faults().Inject(createostest.RouteDelete, http.StatusInternalServerError, 1)
+	l, err := d.AcquireLease(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := srv.Sandbox(ours); ok {
+		t.Error("the sandbox whose reap delete failed is left")
+	}
+	if got := marksOf(t, d, bp); len(got) != 0 {
+		t.Errorf("marks after the acquire: %v, want none", got)
+	}
+	if _, err := d.DestroyLease(t.Context(), &handlers.DestroyLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -188,17 +188,15 @@ func (s *scopes) lease(ref leaseRef) (cachedLease, bool) {
 	return l, ok
 }
 
-// forget drops the cached leases id whose scope is being released or
-// destroyed (beginClosing; release and destroy call it before
-// endClosing): the caller's own. Another tenant's lease with the same
-// provider id is not closing under its own scope, and stays.
-func (s *scopes) forget(id string) {
+// forget drops the cached lease ref when it is scope's (a release or
+// destroy of scope forgets its own lease). The entry ref names may be
+// another tenant's lease with the same provider id, acquired or resumed
+// later in the environment on another origin: that one stays.
+func (s *scopes) forget(ref leaseRef, scope string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for ref, l := range s.leases {
-		if ref.id == id && s.closing[l.scope] {
-			delete(s.leases, ref)
-		}
+	if l, ok := s.leases[ref]; ok && l.scope == scope {
+		delete(s.leases, ref)
 	}
 }
 

@@ -35,15 +35,17 @@ var _ handlers.Channel = (*channel)(nil)
 // requests are answered or life ends. close waits for both, so nothing of
 // a channel runs once Close has returned.
 type channel struct {
-	c      *Client
-	name   string // log prefix: "CreateOS login PTY", "CreateOS duplex channel"
-	pty    bool   // a login PTY: pty frames are the output and there is no stdin to close
-	sink   handlers.ChannelSink
-	log    zerolog.Logger
-	delay  time.Duration // between output reconnects
-	replay time.Duration // before replaying past an exit recovered through wait
-	reg    *scopes
-	scope  string
+	c       *Client
+	name    string // log prefix: "CreateOS login PTY", "CreateOS duplex channel"
+	pty     bool   // a login PTY: pty frames are the output and there is no stdin to close
+	sink    handlers.ChannelSink
+	log     zerolog.Logger
+	delay   time.Duration // between output reconnects
+	replay  time.Duration // before replaying past an exit recovered through wait
+	reg     *scopes
+	scope   string
+	sandbox string  // the lease's sandbox id
+	drv     *Driver // records a process that may still run (leftover)
 
 	// life ends every request of the channel and the follower: at the
 	// end of close, or when Close's context ends first.
@@ -79,11 +81,12 @@ type channel struct {
 // newChannel returns a channel that open has yet to start. Its requests
 // and its follower live past the open request: they keep the request's
 // logger and nothing else of its context.
-func (d *Driver) newChannel(ctx context.Context, c *Client, scope, name string, pty bool, sink handlers.ChannelSink) *channel {
+func (d *Driver) newChannel(ctx context.Context, c *Client, scope, sandbox, name string, pty bool, sink handlers.ChannelSink) *channel {
 	log := zerolog.Ctx(ctx).With().Logger()
 	life, end := context.WithCancelCause(log.WithContext(context.Background()))
 	return &channel{
 		c: c, name: name, pty: pty, sink: sink, log: log, delay: d.reconnectDelay, replay: d.replayDelay, reg: d.scopes, scope: scope,
+		sandbox: sandbox, drv: d,
 		life: life, endLife: end, abortFollow: func(error) {},
 		ready: make(chan struct{}), followed: make(chan struct{}), stopped: make(chan struct{}), closed: make(chan struct{}),
 	}
@@ -133,11 +136,15 @@ func (ch *channel) abandon(orphaned bool) {
 	}
 	ch.mu.Unlock()
 	if orphaned {
-		ch.reg.markLeftover(ch.scope)
+		ch.leftover()
 	}
 	ch.endLife(errSessionOver)
 	ch.reg.dropChannel(ch.scope, ch)
 }
+
+// leftover records that the channel's process may still run, in memory
+// and on disk (Driver.leftover).
+func (ch *channel) leftover() { ch.drv.leftover(ch.life, ch.c, ch.scope, ch.sandbox) }
 
 // follow reads the output until the exit frame, a failure past the
 // reconnects, or an abort, and then reports the end to the sink, once.

@@ -180,7 +180,7 @@ func (d *Driver) sessionLease(p *handlers.SessionBase) (cachedLease, error) {
 // error wraps handlers.ErrSessionMayLive too.
 func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sandbox string, body map[string]any,
 	name string, pty bool, sink handlers.ChannelSink) (*channel, error) {
-	ch := d.newChannel(ctx, c, l.scope, name, pty, sink)
+	ch := d.newChannel(ctx, c, l.scope, sandbox, name, pty, sink)
 	if !d.scopes.addChannel(l.scope, ch) {
 		ch.endLife(errSessionOver)
 		return nil, errLeaseClosing

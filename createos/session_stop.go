@@ -32,7 +32,7 @@ func (ch *channel) runStop() {
 	ch.stopErr = err
 	ch.mu.Unlock()
 	if err != nil {
-		ch.reg.markLeftover(ch.scope)
+		ch.leftover()
 		ch.log.Warn().Str("process", ch.pid()).Str("error", err.Error()).Msg(ch.name + " termination is unconfirmed.")
 		ch.abortFollow(err)
 		return
@@ -99,7 +99,7 @@ func (ch *channel) close(ctx context.Context) error {
 	cut := context.AfterFunc(ctx, func() { ch.endLife(errSessionOver) })
 	defer cut()
 	if !ch.awaitStart(ctx) {
-		ch.reg.markLeftover(ch.scope)
+		ch.leftover()
 		return errTreeUnconfirmed
 	}
 	ch.mu.Lock()
