@@ -757,6 +757,9 @@ func simOutage(control string, body map[string]any) func(context.Context, *harne
 // at work (the held execute's stream): the sim counts the connections it
 // cut with a request in flight, the control request's own not counted.
 func cutAtWork(ctx context.Context, h *harness, r *chaosRow) error {
+	if err := h.waitProvider(ctx); err != nil { // the run may end inside the outage
+		return err
+	}
 	c, err := h.simCounts(ctx)
 	if err != nil {
 		return err
