@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // The cause each fault's failed run must name: the host's errors seen in
@@ -77,6 +82,7 @@ func TestMarkerOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitExeced(t, cmd)
 	if got := markerOf(cmd.Process.Pid); got != "/tmp/paperclip-fake-sandbox-123" {
 		t.Fatalf("markerOf(marked child) = %q", got)
 	}
@@ -86,7 +92,20 @@ func TestMarkerOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = unmarked.Process.Kill(); _ = unmarked.Wait() }()
+	waitExeced(t, unmarked)
 	if got := markerOf(unmarked.Process.Pid); got != "" {
 		t.Fatalf("markerOf(unmarked child) = %q", got)
 	}
+}
+
+// waitExeced waits until cmd's process runs its program with its own
+// environment (which starts with cmd.Env[0]): between fork and exec, and
+// for a moment inside exec, /proc shows another one (a make test failure).
+func waitExeced(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	first := []byte(cmd.Env[0] + "\x00")
+	testkit.WaitFor(t, "the child to run with its own environment", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
+		return err == nil && bytes.HasPrefix(b, first)
+	})
 }
