@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"sync"
 	"time"
 )
@@ -36,10 +37,23 @@ var NoPacing Pacer = PacerFunc(func(ctx context.Context, _ string) error {
 // leases, commands and cleanups to one origin share its budget.
 var sharedPacer = NewRequestPacer(RequestInterval)
 
-// RequestPacer spaces request starts per origin, FIFO: each waiter starts at
-// least interval after the previous start to the same origin. A waiter whose
-// context ends leaves at once; its turn stays queued and passes without
-// consuming spacing, so the others keep their order and spacing.
+// Urgent marks ctx's requests as ones that end a session. The pacer starts
+// an urgent request before every queued request that is not urgent (still
+// spaced): the host retires the whole worker when a session close is not
+// acknowledged within 10 s, and on an origin the host's pollers keep busy
+// (two per file-bridge run, an execute every 100 ms each) a close behind
+// them would wait for all of them.
+func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
+
+type urgentKey struct{}
+
+func isUrgent(ctx context.Context) bool { u, _ := ctx.Value(urgentKey{}).(bool); return u }
+
+// RequestPacer spaces request starts per origin: each start is at least
+// interval after the previous start to the same origin, urgent requests
+// first, each class in arrival order. A waiter whose context ends while it
+// is queued leaves at once, and its turn consumes no spacing, so the others
+// keep their order and spacing.
 type RequestPacer struct {
 	interval time.Duration
 
@@ -47,9 +61,11 @@ type RequestPacer struct {
 	accounts map[string]*account
 }
 
+// account is one origin's queue; p.mu guards it.
 type account struct {
-	tail        chan struct{} // closed when the last queued turn is over
-	lastStarted time.Time     // guarded by turn order, not by mu
+	lastStarted time.Time
+	queues      [2][]chan struct{} // urgent, then the rest; a turn's channel closes when it may start
+	timer       *time.Timer        // set while the next start is scheduled
 }
 
 // NewRequestPacer returns a pacer with the given spacing.
@@ -59,41 +75,64 @@ func NewRequestPacer(interval time.Duration) *RequestPacer {
 
 // Wait implements Pacer.
 func (p *RequestPacer) Wait(ctx context.Context, origin string) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	sum := sha256.Sum256([]byte(origin))
 	key := hex.EncodeToString(sum[:])
-	done := make(chan struct{})
+	turn := make(chan struct{})
+	class := 1
+	if isUrgent(ctx) {
+		class = 0
+	}
 	p.mu.Lock()
 	a := p.accounts[key]
 	if a == nil {
 		a = &account{}
 		p.accounts[key] = a
 	}
-	prev := a.tail
-	a.tail = done
+	a.queues[class] = append(a.queues[class], turn)
+	p.startLocked(a)
 	p.mu.Unlock()
 
-	if prev != nil {
-		select {
-		case <-prev:
-		case <-ctx.Done():
-			// Leave now; the turn passes once the earlier ones are over.
-			go func() { <-prev; close(done) }()
-			return context.Cause(ctx)
+	select {
+	case <-turn:
+		return nil
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i := slices.Index(a.queues[class], turn); i >= 0 {
+		a.queues[class] = slices.Delete(a.queues[class], i, i+1)
+	}
+	// Started as ctx ended, the turn is spent; either way the request
+	// does not start.
+	return context.Cause(ctx)
+}
+
+// startLocked starts the queued turns whose time has come and schedules
+// the next one. p.mu is held.
+func (p *RequestPacer) startLocked(a *account) {
+	for a.timer == nil {
+		q := &a.queues[0]
+		if len(*q) == 0 {
+			q = &a.queues[1]
 		}
-	}
-	defer close(done)
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	if remaining := time.Until(a.lastStarted.Add(p.interval)); remaining > 0 {
-		t := time.NewTimer(remaining)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return context.Cause(ctx)
+		if len(*q) == 0 {
+			return
 		}
+		if wait := time.Until(a.lastStarted.Add(p.interval)); wait > 0 {
+			a.timer = time.AfterFunc(wait, func() {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				a.timer = nil
+				p.startLocked(a)
+			})
+			return
+		}
+		turn := (*q)[0]
+		*q = (*q)[1:]
+		a.lastStarted = time.Now()
+		close(turn)
 	}
-	a.lastStarted = time.Now()
-	return nil
 }

@@ -129,3 +129,89 @@ func TestNoPacingHonoursCancellation(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// An urgent request (one that ends a session) starts before the requests
+// queued ahead of it that are not urgent, still spaced; urgent requests
+// keep their own order.
+func TestPacerStartsUrgentRequestsFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		queued string // in arrival order, after a first request: n normal, u urgent
+		want   string // the order they start in
+	}{
+		{"normal only", "nnn", "012"},
+		{"urgent behind normal", "nnu", "201"},
+		{"two urgent keep their order", "nunu", "1302"},
+		{"urgent only", "uu", "01"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := NewRequestPacer(RequestInterval)
+				const origin = "https://pacing.test"
+				if err := p.Wait(t.Context(), origin); err != nil {
+					t.Fatal(err)
+				}
+				var mu sync.Mutex
+				var order []byte
+				var starts []time.Time
+				var wg sync.WaitGroup
+				for i, c := range tc.queued {
+					ctx := t.Context()
+					if c == 'u' {
+						ctx = Urgent(ctx)
+					}
+					wg.Go(func() {
+						if err := p.Wait(ctx, origin); err != nil {
+							t.Error(err)
+						}
+						mu.Lock()
+						order = append(order, byte('0'+i))
+						starts = append(starts, time.Now())
+						mu.Unlock()
+					})
+					synctest.Wait() // queued in this order
+				}
+				wg.Wait()
+				if string(order) != tc.want {
+					t.Errorf("started in the order %s, want %s", order, tc.want)
+				}
+				for i := 1; i < len(starts); i++ {
+					if gap := starts[i].Sub(starts[i-1]); gap != RequestInterval {
+						t.Errorf("start %d came %v after the previous one, want %v", i, gap, RequestInterval)
+					}
+				}
+			})
+		})
+	}
+}
+
+// A cancelled urgent request leaves the queue like any other: the normal
+// request behind it starts on its own turn.
+func TestPacerCancelledUrgentRequestLeaves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewRequestPacer(RequestInterval)
+		const origin = "https://pacing.test"
+		if err := p.Wait(t.Context(), origin); err != nil {
+			t.Fatal(err)
+		}
+		first := time.Now()
+		normal := make(chan time.Time, 1)
+		go func() {
+			_ = p.Wait(t.Context(), origin)
+			normal <- time.Now()
+		}()
+		synctest.Wait()
+		ctx, cancel := context.WithCancelCause(Urgent(t.Context()))
+		urgent := make(chan error, 1)
+		go func() { urgent <- p.Wait(ctx, origin) }()
+		synctest.Wait()
+		reason := errors.New("cancelled")
+		cancel(reason)
+		if err := <-urgent; err != reason {
+			t.Errorf("cancelled urgent wait: %v", err)
+		}
+		if at := <-normal; at.Sub(first) != RequestInterval {
+			t.Errorf("the normal request started %v after the first, want %v", at.Sub(first), RequestInterval)
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -227,6 +228,50 @@ func TestDuplexCloseSequence(t *testing.T) {
 	}
 	if err := ch.Close(t.Context()); err != nil {
 		t.Errorf("second close: %v", err)
+	}
+}
+
+// urgentPacer records how many waits were Urgent; it paces nothing.
+type urgentPacer struct {
+	mu             sync.Mutex
+	urgent, normal int
+}
+
+func (p *urgentPacer) Wait(ctx context.Context, _ string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if isUrgent(ctx) {
+		p.urgent++
+	} else {
+		p.normal++
+	}
+	return nil
+}
+
+func (p *urgentPacer) counts() (urgent, normal int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.urgent, p.normal
+}
+
+// The requests of a close (stdin close, SIGTERM, tree DELETE) are Urgent,
+// so the pacer starts them ahead of the host's pollers; nothing else is.
+// (make server-e2e's createos team: a close behind 16 pollers was
+// acknowledged after the host's 10 s, and the host retired the worker.)
+func TestDuplexCloseRequestsAreUrgent(t *testing.T) {
+	_, d, bp := sessionServer(t, createostest.Options{})
+	p := &urgentPacer{}
+	d.pacer = p
+	l := leaseOn(t, d, bp)
+	ch := openDuplex(t, d, bp, l, newRecSink(t), "sh", "-c", "cat >/dev/null; exec sleep 30")
+	if u, n := p.counts(); u != 0 || n == 0 {
+		t.Fatalf("before the close: %d urgent and %d other waits, want 0 and some", u, n)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := p.counts(); u != 3 {
+		t.Errorf("the close made %d urgent waits, want 3 (stdin close, signal, delete)", u)
 	}
 }
 

@@ -19,12 +19,13 @@ func (ch *channel) Stop() {
 }
 
 // runStop waits for the write in flight to end (beginStopping cut it),
-// ends the process tree and then the follower. A tree whose end is unconfirmed marks the lease leftover, so
+// ends the process tree and then the follower. Its requests are Urgent:
+// the host's close waits on them. A tree whose end is unconfirmed marks the lease leftover, so
 // its sandbox is not kept.
 func (ch *channel) runStop() {
 	defer close(ch.stopped)
 	ch.writeMu.Lock() // the write in flight ends first; later ones are ignored
-	ctx, cancel := withTimeout(ch.life, ch.c.cfg.timeout())
+	ctx, cancel := withTimeout(Urgent(ch.life), ch.c.cfg.timeout())
 	err := ch.terminate(ctx)
 	cancel()
 	ch.writeMu.Unlock()
@@ -114,7 +115,7 @@ func (ch *channel) close(ctx context.Context) error {
 		return nil
 	}
 	if pipeStdin {
-		sctx, cancel := withTimeout(ch.life, ch.c.cfg.timeout())
+		sctx, cancel := withTimeout(Urgent(ch.life), ch.c.cfg.timeout())
 		_, _ = ch.c.json(sctx, http.MethodPost, ch.processPath()+"/stdin/close", nil)
 		cancel()
 	}
