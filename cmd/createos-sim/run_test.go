@@ -136,6 +136,17 @@ func TestSim(t *testing.T) {
 			if _, env := call(t, "GET", url+"/_control/requests", "sim-key", nil); len(env["data"].(map[string]any)["requests"].([]any)) != 8 {
 				t.Fatalf("request log: %v", env)
 			}
+			// The brief log: the arrival times in order, no bodies.
+			_, env = call(t, "GET", url+"/_control/requests?brief=1", "sim-key", nil)
+			var last float64
+			for _, e := range env["data"].(map[string]any)["requests"].([]any) {
+				e := e.(map[string]any)
+				at, _ := e["at_ms"].(float64)
+				if len(e) != 5 || e["body"] != nil || at < last || at == 0 {
+					t.Fatalf("brief request log entry %v (after at_ms %v)", e, last)
+				}
+				last = at
+			}
 			if code := stop(tc.stop); code != 0 {
 				t.Fatalf("exit code %d", code)
 			}

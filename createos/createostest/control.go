@@ -26,7 +26,8 @@ import (
 //	                              control API too) and open ones closed for that long,
 //	                              after this answer is sent
 //	POST {prefix}/reset           remove every fault (the replay overlap stays)
-//	GET  {prefix}/requests        the request log
+//	GET  {prefix}/requests        the request log; with ?brief=1 only each request's
+//	                              seq, route, path, status and at_ms (arrival, Unix ms)
 //	GET  {prefix}/counts          requests per route: {"total", "routes": {route: n},
 //	                              "active_connections_cut": ActiveCuts}
 //	GET  {prefix}/sandboxes       the sandboxes not yet destroyed (not a request)
@@ -178,12 +179,14 @@ func (s *Server) controlFaults(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) controlRequests(w http.ResponseWriter, r *http.Request) error {
+	brief := r.URL.Query().Get("brief") == "1"
 	list := []map[string]any{}
 	for _, q := range s.Requests() {
-		list = append(list, map[string]any{
-			"seq": q.Seq, "route": q.Route, "method": q.Method, "path": q.Path, "query": q.Query,
-			"headers": q.Header, "body": string(q.Body), "status": q.Status,
-		})
+		e := map[string]any{"seq": q.Seq, "route": q.Route, "path": q.Path, "status": q.Status, "at_ms": q.At.UnixMilli()}
+		if !brief {
+			e["method"], e["query"], e["headers"], e["body"] = q.Method, q.Query, q.Header, string(q.Body)
+		}
+		list = append(list, e)
 	}
 	return success(w, http.StatusOK, map[string]any{"requests": list})
 }

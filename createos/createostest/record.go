@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // Request is one recorded request, in arrival order.
@@ -14,8 +15,9 @@ type Request struct {
 	Path   string // URL path, e.g. /v1/sandboxes/sb_x/files
 	Query  string // raw query, e.g. path=%2Ftmp%2Fx
 	Header http.Header
-	Body   []byte // the first maxRecordedBody bytes the handler read
-	Status int    // response status; 0 while the request is in flight
+	Body   []byte    // the first maxRecordedBody bytes the handler read
+	Status int       // response status; 0 while the request is in flight
+	At     time.Time // when it arrived
 }
 
 // maxRecordedBody caps the body bytes kept per recorded request.
@@ -54,6 +56,7 @@ func (r *recorder) start(route Route, hr *http.Request) *Request {
 		Path:   hr.URL.Path,
 		Query:  hr.URL.RawQuery,
 		Header: hr.Header.Clone(),
+		At:     time.Now(),
 	}
 	r.reqs = append(r.reqs, req)
 	hr.Body = &captureBody{ReadCloser: hr.Body, rec: r, req: req}
