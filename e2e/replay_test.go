@@ -55,14 +55,17 @@ var hostTemp = regexp.MustCompile(`/tmp/paperclip-(?:[a-z]+-)*[A-Za-z0-9]{6}\b`)
 
 // replayer rewrites recorded requests for this machine: the recorded run
 // directory, the host's temp directories and each recorded lease (root
-// and id) become this test's.
+// and id) become this test's. The real agent CLI's directory becomes one
+// without it: the replay is of the host's calls, and the agent's execute
+// finds no CLI (exit 127, a result like any other).
 type replayer struct {
-	run, host string
-	subs      []string // old, new pairs
+	run, host, claude string
+	subs              []string // old, new pairs
 }
 
 func (r *replayer) rewrite(raw json.RawMessage) json.RawMessage {
 	s := strings.ReplaceAll(string(raw), "{{RUN}}", r.run)
+	s = strings.ReplaceAll(s, "{{CLAUDE}}", r.claude)
 	s = strings.NewReplacer(r.subs...).Replace(s)
 	s = hostTemp.ReplaceAllStringFunc(s, func(p string) string {
 		if strings.HasPrefix(p, "/tmp/paperclip-fake-sandbox-") {
@@ -120,12 +123,12 @@ func stageHostSide(t *testing.T, method string, params json.RawMessage) {
 // error code where it got an error). A refusal of a shape the real host
 // sends, such as the cwd "/" of its managed-runtime scripts, fails here.
 func TestReplayRecordedHostFlows(t *testing.T) {
-	for _, name := range []string{"heartbeat-fake-plugin", "setup-session"} {
+	for _, name := range []string{"heartbeat-fake-plugin", "heartbeat-fake-plugin-real-cli", "setup-session"} {
 		t.Run(name, func(t *testing.T) {
 			reqs, replies := readRecorded(t, name)
 			w := startRPCWorker(t)
 			result(t, "initialize", mustCall(w, 1, "initialize", map[string]any{"manifest": map[string]any{}, "config": map[string]any{}}))
-			r := &replayer{run: filepath.Join(t.TempDir(), "run"), host: t.TempDir()}
+			r := &replayer{run: filepath.Join(t.TempDir(), "run"), host: t.TempDir(), claude: filepath.Join(t.TempDir(), "no-claude")}
 			for _, req := range reqs {
 				params := r.rewrite(req.Params)
 				if req.Method == "environmentSyncIn" || req.Method == "environmentSyncOut" {

@@ -95,23 +95,13 @@ func bridgeOf(runLog string, es []traceEntry, agentCmd string) bridgeEvidence {
 		}
 	}
 	reqs := requestsOf(es)
-	for _, r := range reqs {
-		if r.Method != "environmentExecute" {
-			continue
-		}
-		var p struct {
-			Command string            `json:"command"`
-			Args    []string          `json:"args"`
-			Env     map[string]string `json:"env"`
-		}
-		_ = json.Unmarshal(r.Params, &p)
-		_, token := p.Env["PAPERCLIP_BRIDGE_TOKEN"]
-		if p.Env["PAPERCLIP_API_BRIDGE_MODE"] == "queue_v1" && token {
+	for _, x := range executesOf(reqs) {
+		_, token := x.Env["PAPERCLIP_BRIDGE_TOKEN"]
+		if x.Env["PAPERCLIP_API_BRIDGE_MODE"] == "queue_v1" && token {
 			ev.FileBridge = true // the start of the in-sandbox queue server
 		}
-		line := p.Command + " " + strings.Join(p.Args, " ")
-		if strings.Contains(line, agentCmd) && strings.Contains(line, "stream-json") {
-			ev.AgentMode = p.Env["PAPERCLIP_API_BRIDGE_MODE"]
+		if x.runsAgent() && strings.Contains(x.line(), agentCmd) {
+			ev.AgentMode = x.Env["PAPERCLIP_API_BRIDGE_MODE"]
 		}
 	}
 	for _, r := range reqs {
@@ -150,6 +140,32 @@ func requestsOf(es []traceEntry) []request {
 			if i, ok := byID[string(m.ID)]; ok && len(m.Result) > 0 {
 				out[i].Result = m.Result
 			}
+		}
+	}
+	return out
+}
+
+// execute is the params of one environmentExecute the host sent.
+type execute struct {
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+}
+
+func (x execute) line() string { return x.Command + " " + strings.Join(x.Args, " ") }
+
+// runsAgent reports whether the execute runs the agent CLI: its
+// stream-json transcript is what the adapter asks for (the host's probes
+// of the CLI do not).
+func (x execute) runsAgent() bool { return strings.Contains(x.line(), "stream-json") }
+
+// executesOf is the environmentExecute requests of reqs, in order.
+func executesOf(reqs []request) []execute {
+	var out []execute
+	for _, r := range reqs {
+		var x execute
+		if r.Method == "environmentExecute" && json.Unmarshal(r.Params, &x) == nil {
+			out = append(out, x)
 		}
 	}
 	return out

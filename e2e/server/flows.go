@@ -31,7 +31,9 @@ func (h *harness) envConfig(driver string) map[string]any {
 	// bridge's server (file or duplex gateway) and the stub's API call run
 	// `node` in the sandbox: with this it is the pinned Node 24 the server
 	// runs on, not whatever Node this machine has.
-	path := []string{filepath.Dir(h.node())}
+	// The real CLI's directory too, so the login's `claude setup-token`
+	// resolves by name (heartbeats run it by its absolute path).
+	path := []string{filepath.Dir(h.node()), h.claudeDir()}
 	if h.o.chaos {
 		path = append([]string{filepath.Join(h.runDir, "tools", chaosBinDir)}, path...) // the chaos tar (chaos_stub.go)
 	}

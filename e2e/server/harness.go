@@ -40,6 +40,11 @@ type harness struct {
 	envIDs             map[string]string       // driverKey -> environment id
 	traffic            map[string][]traceEntry // flow name -> what the worker saw
 
+	model        *model            // the scripted model the real agent CLI talks to (model.go)
+	sandboxToken string            // the value only the sandboxes have (realcli.go)
+	realAgents   []realAgent       // the agents that run the real CLI
+	scaleBridges map[string]string // conversation key -> the bridge mode its agent must run with (realscale.go)
+
 	lastRunID     string          // the run of the last heartbeat
 	chaosSettling map[string]bool // lease ids make chaos leaves to the host's cleanup until its end
 }
@@ -53,7 +58,7 @@ func newHarness(o options) (*harness, error) {
 	if err := absAll(&o.cacheDir, &o.releaseDir, &o.registryNpm, &o.sim, &o.recorder, &o.npmDir, &o.outDir, &o.fixtures); err != nil {
 		return nil, err
 	}
-	h := &harness{o: o, root: os.Geteuid() == 0, logDir: filepath.Join(o.outDir, "logs"), envIDs: map[string]string{}, traffic: map[string][]traceEntry{}}
+	h := &harness{o: o, root: os.Geteuid() == 0, logDir: filepath.Join(o.outDir, "logs"), envIDs: map[string]string{}, scaleBridges: map[string]string{}, traffic: map[string][]traceEntry{}}
 	if err := os.RemoveAll(h.logDir); err != nil {
 		return nil, err
 	}
@@ -148,6 +153,21 @@ func (h *harness) run(ctx context.Context) error {
 			return h.heartbeat(ctx, "createos", "heartbeat-createos", bridgeFile)
 		}},
 		{"agent heartbeat on fake-plugin over the duplex bridge (enableSandboxDuplexBridge on)", h.duplexHeartbeat},
+		{"real agent CLI heartbeat on fake-plugin (file bridge)", func(ctx context.Context) error {
+			return h.realHeartbeat(ctx, "fake-plugin", bridgeFile, "heartbeat-fake-plugin-real-cli")
+		}},
+		{"real agent CLI heartbeat on fake-plugin (duplex bridge)", func(ctx context.Context) error {
+			return h.realHeartbeat(ctx, "fake-plugin", bridgeDuplex, "heartbeat-fake-plugin-real-cli-duplex")
+		}},
+		{"real agent CLI heartbeat on createos (file bridge)", func(ctx context.Context) error {
+			return h.realHeartbeat(ctx, "createos", bridgeFile, "heartbeat-createos-real-cli")
+		}},
+		{"real agent CLI heartbeat on createos (duplex bridge)", func(ctx context.Context) error {
+			return h.realHeartbeat(ctx, "createos", bridgeDuplex, "heartbeat-createos-real-cli-duplex")
+		}},
+		{"real agents at scale, all at once: a team of 8 on each driver, a long run on createos", h.scale},
+		{"the real CLI's login on fake-plugin", func(ctx context.Context) error { return h.login(ctx, "fake-plugin") }},
+		{"the real CLI's login on createos", func(ctx context.Context) error { return h.login(ctx, "createos") }},
 		{"custom-image setup session on fake-plugin", h.setupSession},
 		{"no orphaned sandboxes: a failed reusable createos run, the next run's acquire, an environment delete", h.orphans},
 		{"known limitation: a failed reusable createos run, then a plain environment delete", h.orphanGap},
@@ -173,6 +193,9 @@ func (h *harness) close() error {
 		if p != nil {
 			p.stop(10 * time.Second)
 		}
+	}
+	if err := h.model.close(); err != nil {
+		errs = append(errs, fmt.Errorf("the scripted model: %w", err))
 	}
 	if left := procfs.Descendants(os.Getpid()); len(left) > 0 {
 		killDescendants()
@@ -220,7 +243,18 @@ func (h *harness) prepareRun(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(tools, "claude"), []byte(stub), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(tools, failingStub), []byte(stubFailingAgent), 0o755)
+	if err := os.WriteFile(filepath.Join(tools, failingStub), []byte(stubFailingAgent), 0o755); err != nil {
+		return err
+	}
+	if err := h.prepareRealCLI(); err != nil {
+		return err
+	}
+	m, err := startModel(h.logDir)
+	if err != nil {
+		return err
+	}
+	h.model = m
+	return nil
 }
 
 func (h *harness) startSim(ctx context.Context) error {
@@ -230,11 +264,13 @@ func (h *harness) startSim(ctx context.Context) error {
 	}
 	args := []string{"--listen", "127.0.0.1:0", "--api-key", h.simKey, "--dir", simDir,
 		"--mount", filepath.Join(h.runDir, "tools") + ":" + simToolsDir,
-		"--mount", filepath.Dir(h.node()) + ":" + simNodeDir, "--control", "-v"}
+		"--mount", filepath.Dir(h.node()) + ":" + simNodeDir,
+		"--mount", h.claudeDir() + ":" + simClaudeDir, "--mount", h.sandboxOnlyDir() + ":" + simSandboxDir,
+		"--control", "-v"}
 	if h.o.chaos {
 		args = append(args, "--path", simToolsDir+"/"+chaosBinDir) // first: the chaos tar (chaos_stub.go)
 	}
-	cmd := exec.Command(h.o.sim, append(args, "--path", simNodeDir)...)
+	cmd := exec.Command(h.o.sim, append(args, "--path", simNodeDir, "--path", simClaudeDir)...)
 	p, err := startProc("createos-sim", h.logDir, cmd)
 	if err != nil {
 		return err

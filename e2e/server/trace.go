@@ -163,7 +163,9 @@ func elideChannelBytes(raw json.RawMessage) json.RawMessage {
 
 // redact replaces secret values in one recorded message: every string
 // under a key that names a secret, and the run's known secrets anywhere.
-// The run directory becomes {{RUN}} so fixtures do not churn.
+// The run directory becomes {{RUN}} and the real CLI's directory
+// {{CLAUDE}}, so fixtures do not churn (and a replay does not run the
+// CLI).
 func (h *harness) redact(raw json.RawMessage) json.RawMessage {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
@@ -189,6 +191,7 @@ func (h *harness) redact(raw json.RawMessage) json.RawMessage {
 				t = strings.ReplaceAll(t, s, "[redacted]")
 			}
 			t = secretAssign.ReplaceAllString(t, "${1}'[redacted]'")
+			t = strings.ReplaceAll(t, h.claudeDir(), "{{CLAUDE}}")
 			return strings.ReplaceAll(t, h.runDir, "{{RUN}}")
 		}
 		return x

@@ -1,0 +1,399 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Real agents at scale: a team of teamSize agents that start their
+// heartbeats together on each driver, and one long run on createos, all
+// at once, sharing the machine (2 cores here). The long run has a
+// createos environment of its own, on a second origin of the sim
+// (http://localhost:<port>): the worker spaces requests per API origin
+// (createos/pacer.go), so on the team's origin it would wait behind the
+// team's requests, as a second CreateOS account does not. The sim's
+// requests are told apart by the sandbox their path names.
+const (
+	teamSize = 8
+
+	longRunTicks = 32
+	longRunDelay = 4 * time.Second // the model's time before each answer
+	longRunMin   = 2 * time.Minute
+)
+
+// scale runs the teams and the long run, overlapped: the long run starts
+// on createos with the file bridge, and the fake team runs on the file
+// bridge meanwhile; once the long run's CLI is running (its bridge is
+// up), the duplex bridge is turned on and the createos team runs on it
+// while the long run goes on. Each run's bridge is checked from the
+// worker traffic (its agent execute's PAPERCLIP_API_BRIDGE_MODE). The
+// lines come in a fixed order; then nothing may be left on either
+// driver.
+//
+// The createos team is on the duplex bridge because on the file bridge
+// two host pollers per run (the bridge queue and the run-log tail, each
+// an execute every 100 ms) keep the worker's 300 ms request spacing of
+// the origin saturated, and a bridge request, several executes that must
+// finish within the host's 10 s iteration timeout, then times out now
+// and again (docs/decisions.md, "Issue 20").
+func (h *harness) scale(ctx context.Context) (err error) {
+	agents, err := h.realAgentsUpTo(ctx, 2*teamSize+1)
+	if err != nil {
+		return err
+	}
+	longEnv, err := h.longRunEnvironment(ctx)
+	if err != nil {
+		return err
+	}
+	mark := h.traceMark()
+	long, skip, err := h.startLongRun(ctx, agents[2*teamSize], longEnv)
+	if err != nil {
+		return err
+	}
+	lines := make([]string, 3)
+	errs := make([]error, 4)
+	lines[0], errs[0] = h.team(ctx, "fake-plugin", bridgeFile, agents[:teamSize], otherRun{})
+	errs[3] = poll(ctx, time.Minute, "the long run's CLI asked the model", func() (bool, error) {
+		return h.model.result(long.key).Requests > 0, nil
+	})
+	if errs[3] == nil {
+		if errs[3] = h.setDuplexBridge(ctx, true); errs[3] == nil {
+			lines[1], errs[1] = h.team(ctx, "createos", bridgeDuplex, agents[teamSize:2*teamSize], otherRun{longEnv, long.agent.ID})
+			errs[3] = h.setDuplexBridge(ctx, false)
+		}
+	}
+	lines[2], errs[2] = h.finishLongRun(ctx, long, longEnv, skip)
+	calls := h.traceSince(mark)
+	h.traffic["scale"] = calls
+	if n, slowest := closeAcks(calls); n > 0 && lines[1] != "" {
+		lines[1] += fmt.Sprintf("; %d session closes acknowledged, the slowest in %s (the host retires a worker after 10 s)", n, slowest.Round(10*time.Millisecond))
+	}
+	for _, l := range lines {
+		if l != "" {
+			fmt.Println("   " + l)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var wrong []string
+	for key, want := range h.scaleBridges {
+		if got := agentBridgeMode(calls, key); got != want {
+			wrong = append(wrong, fmt.Sprintf("%s ran its agent with PAPERCLIP_API_BRIDGE_MODE=%q, want %s", key, got, want))
+		}
+	}
+	if len(wrong) > 0 {
+		return errors.New(strings.Join(wrong, "; "))
+	}
+	if err := errors.Join(h.nothingHeld(ctx, "fake-plugin"), h.nothingHeld(ctx, "createos")); err != nil {
+		return err
+	}
+	return h.pc.api(ctx, "DELETE", "/environments/"+longEnv, nil, nil)
+}
+
+// bridgeModes are PAPERCLIP_API_BRIDGE_MODE of each bridge.
+var bridgeModes = map[string]string{bridgeFile: "queue_v1", bridgeDuplex: "http2_v1"}
+
+// agentBridgeMode is PAPERCLIP_API_BRIDGE_MODE of the agent execute of
+// the conversation key: the execute running the CLI (stream-json) whose
+// ANTHROPIC_BASE_URL is the conversation's. The host's probes of the CLI
+// carry the agent's environment too, but no bridge.
+func agentBridgeMode(calls []traceEntry, key string) string {
+	for _, x := range executesOf(requestsOf(calls)) {
+		if x.runsAgent() && strings.HasSuffix(x.Env["ANTHROPIC_BASE_URL"], "/c/"+key) {
+			return x.Env["PAPERCLIP_API_BRIDGE_MODE"]
+		}
+	}
+	return ""
+}
+
+// longRunEnvironment creates the long run's createos environment, on
+// the sim's second origin.
+func (h *harness) longRunEnvironment(ctx context.Context) (string, error) {
+	cfg := h.envConfig("createos")
+	cfg["apiUrl"] = strings.Replace(h.simURL, "://127.0.0.1:", "://localhost:", 1)
+	var env struct {
+		ID string `json:"id"`
+	}
+	if err := h.pc.api(ctx, "POST", "/companies/"+h.companyID+"/environments", map[string]any{"name": "e2e createos long run", "driver": "sandbox", "config": cfg}, &env); err != nil {
+		return "", err
+	}
+	return env.ID, nil
+}
+
+// otherRun names the agent and environment of runs alongside a team
+// (the long run).
+type otherRun struct{ envID, agentID string }
+
+// team starts the heartbeats of the agents together on the driver's
+// environment and checks every one. For createos it counts the sim's
+// requests while the team ran, less those on the sandboxes of the other
+// run, which runs alongside.
+func (h *harness) team(ctx context.Context, driver, bridge string, agents []realAgent, other otherRun) (string, error) {
+	runs := make([]*realRun, len(agents))
+	for i, a := range agents {
+		key := fmt.Sprintf("team-%s-%d", driver, i+1)
+		var err error
+		if runs[i], err = h.readyReal(ctx, a, h.envIDs[driver], driver, bridge, key, 0, append(h.workTurns(driver, key, a), finalTurn(key))); err != nil {
+			return "", err
+		}
+		h.scaleBridges[key] = bridgeModes[bridge]
+	}
+	skip := 0
+	if driver == "createos" {
+		before, err := h.simLog(ctx, 0)
+		if err != nil {
+			return "", err
+		}
+		skip = len(before)
+	}
+	start := time.Now()
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = h.wake(ctx, r); errs[i] == nil {
+				errs[i] = h.waitReal(ctx, r)
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	ids := map[string]bool{}
+	for _, r := range runs {
+		ids[r.runID] = true
+	}
+	leaseErr := h.waitLeasesSettled(ctx, h.envIDs[driver], driver+" team", 3*time.Minute, func(l hostLease) bool { return ids[l.HeartbeatRunID] })
+	succeeded, slowest := 0, time.Duration(0)
+	for i, r := range runs {
+		if errs[i] == nil {
+			_, errs[i] = h.checkReal(ctx, r)
+		}
+		if errs[i] == nil {
+			succeeded++
+		}
+		slowest = max(slowest, r.wall)
+	}
+	line := fmt.Sprintf("team %s: %d of %d succeeded; %s %s, %s bridge; slowest run %s, all done in %s",
+		driver, succeeded, len(runs), realCLI, realCLIVersion, bridge, slowest.Round(100*time.Millisecond), wall.Round(100*time.Millisecond))
+	if driver == "createos" {
+		reqs, err := h.simLog(ctx, skip)
+		if err != nil {
+			return line, err
+		}
+		others, err := h.sandboxesOfAgent(ctx, other.envID, other.agentID)
+		if err != nil {
+			return line, err
+		}
+		var times []time.Time
+		for _, q := range reqs {
+			if !others[q.sandbox()] {
+				times = append(times, q.at())
+			}
+		}
+		line += fmt.Sprintf("; CreateOS requests %d in total, %d in the busiest 60 s (the long run's sandbox's not counted)", len(times), busiest(times, time.Minute))
+	}
+	return line, errors.Join(append(errs, leaseErr)...)
+}
+
+// startLongRun starts one real agent whose conversation lasts at least
+// longRunMin, with a tool call every few seconds, on createos with the
+// file bridge. skip is the length of the sim's request log before it.
+func (h *harness) startLongRun(ctx context.Context, a realAgent, envID string) (*realRun, int, error) {
+	before, err := h.simLog(ctx, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	const key = "long-run"
+	turns := append(append(h.workTurns("createos", key, a), tickTurns(longRunTicks)...), finalTurn(key))
+	r, err := h.startReal(ctx, a, envID, "createos", bridgeFile, key, longRunDelay, turns)
+	if err != nil {
+		return nil, 0, err
+	}
+	h.scaleBridges[key] = bridgeModes[bridgeFile]
+	return r, len(before), nil
+}
+
+// finishLongRun waits for the long run and checks it; its line has the
+// sim's requests on its sandbox per minute.
+func (h *harness) finishLongRun(ctx context.Context, r *realRun, envID string, skip int) (string, error) {
+	runErr := h.waitReal(ctx, r)
+	leaseErr := h.waitLeasesReleased(ctx, envID, "the long run's")
+	end := time.Now()
+	if err := errors.Join(runErr, leaseErr); err != nil {
+		return "", err
+	}
+	if _, err := h.checkReal(ctx, r); err != nil {
+		return "", err
+	}
+	conv := h.model.result(r.key)
+	span := conv.Last.Sub(conv.First)
+	if span < longRunMin {
+		return "", fmt.Errorf("the long run's conversation lasted %s, want at least %s", span.Round(time.Second), longRunMin)
+	}
+	mine, err := h.sandboxesOfAgent(ctx, envID, r.agent.ID)
+	if err != nil {
+		return "", err
+	}
+	reqs, err := h.simLog(ctx, skip)
+	if err != nil {
+		return "", err
+	}
+	var times []time.Time
+	for _, q := range reqs {
+		if mine[q.sandbox()] {
+			times = append(times, q.at())
+		}
+	}
+	var perMinute []string
+	for _, n := range perWindow(times, r.start, end, time.Minute) {
+		perMinute = append(perMinute, fmt.Sprint(n))
+	}
+	return fmt.Sprintf("long run: %s in %s; %s %s on createos, file bridge; %d tool calls checked over %s, one every %s; CreateOS requests on its sandbox %d, per minute: %s",
+		r.status, r.wall.Round(time.Second), realCLI, realCLIVersion, conv.Checked, span.Round(time.Second),
+		(span / time.Duration(max(conv.Checked, 1))).Round(100*time.Millisecond), len(times), strings.Join(perMinute, " ")), nil
+}
+
+// sandboxesOfAgent is the provider lease ids (sandbox ids) of the
+// agent's runs on the environment.
+func (h *harness) sandboxesOfAgent(ctx context.Context, envID, agentID string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if agentID == "" {
+		return out, nil
+	}
+	leases, err := h.leases(ctx, envID)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range leases {
+		var run struct {
+			AgentID string `json:"agentId"`
+		}
+		if l.HeartbeatRunID == "" || l.ProviderLeaseID == "" {
+			continue
+		}
+		if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+l.HeartbeatRunID, nil, &run); err != nil {
+			return nil, err
+		}
+		if run.AgentID == agentID {
+			out[l.ProviderLeaseID] = true
+		}
+	}
+	return out, nil
+}
+
+// simEntry is one request of the sim's brief request log.
+type simEntry struct {
+	Path string `json:"path"`
+	AtMs int64  `json:"at_ms"`
+}
+
+var sandboxPath = regexp.MustCompile(`^/v1/sandboxes/([^/]+)`)
+
+// sandbox is the sandbox the request's path names ("" for none).
+func (e simEntry) sandbox() string {
+	if m := sandboxPath.FindStringSubmatch(e.Path); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+func (e simEntry) at() time.Time { return time.UnixMilli(e.AtMs) }
+
+// simLog is the sim's brief request log after its first skip entries.
+func (h *harness) simLog(ctx context.Context, skip int) ([]simEntry, error) {
+	var got struct {
+		Requests []simEntry `json:"requests"`
+	}
+	if err := h.simCall(ctx, "GET", "/_control/requests?brief=1", nil, &got); err != nil {
+		return nil, err
+	}
+	return got.Requests[min(skip, len(got.Requests)):], nil
+}
+
+// nothingHeld checks that the driver holds no sandbox once the host
+// released its leases: createos-sim holds none, and no fake lease root
+// is left beyond those there before the run.
+func (h *harness) nothingHeld(ctx context.Context, driver string) error {
+	if driver == "createos" {
+		return poll(ctx, 30*time.Second, "createos-sim holds no sandbox", func() (bool, error) {
+			held, err := h.simSandboxes(ctx)
+			if err != nil || len(held) > 0 {
+				return false, fmt.Errorf("the sim holds %s (%v)", sandboxIDs(held), err)
+			}
+			return true, nil
+		})
+	}
+	return poll(ctx, 30*time.Second, "no fake lease root left", func() (bool, error) {
+		var left []string
+		for d := range h.leaseRoots() {
+			if !h.leaseRootsBefore[d] && strings.Contains(d, "paperclip-fake-sandbox-") {
+				left = append(left, d)
+			}
+		}
+		if len(left) > 0 {
+			return false, fmt.Errorf("left: %s", strings.Join(left, " "))
+		}
+		return true, nil
+	})
+}
+
+// busiest is the most of times (in order) that fall in one window.
+func busiest(times []time.Time, window time.Duration) int {
+	most, j := 0, 0
+	for i := range times {
+		for times[i].Sub(times[j]) >= window {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
+}
+
+// perWindow counts times in consecutive windows from start to end.
+func perWindow(times []time.Time, start, end time.Time, window time.Duration) []int {
+	out := make([]int, int(end.Sub(start)/window)+1)
+	for _, t := range times {
+		if i := int(t.Sub(start) / window); i >= 0 && i < len(out) {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// closeAcks counts the session closes (duplex and login) answered with a
+// result in calls, and the slowest answer.
+func closeAcks(calls []traceEntry) (int, time.Duration) {
+	asked := map[string]time.Time{}
+	n, slowest := 0, time.Duration(0)
+	for _, e := range calls {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Result json.RawMessage `json:"result"`
+		}
+		at, err := time.Parse(time.RFC3339Nano, e.T)
+		if err != nil || json.Unmarshal(e.Msg, &m) != nil || len(m.ID) == 0 {
+			continue
+		}
+		switch {
+		case e.Dir == "in" && (m.Method == "duplexChannelClose" || m.Method == "loginPtyClose"):
+			asked[string(m.ID)] = at
+		case e.Dir == "out" && m.Method == "" && len(m.Result) > 0:
+			if t0, ok := asked[string(m.ID)]; ok {
+				n++
+				slowest = max(slowest, at.Sub(t0))
+				delete(asked, string(m.ID))
+			}
+		}
+	}
+	return n, slowest
+}
