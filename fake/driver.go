@@ -25,6 +25,9 @@ type Driver struct {
 	leases map[string]*lease
 	closed bool
 	booted bool // boot ran: the driver is a user of children
+	// madeHomeRoot: this driver created handlers.SessionHomeRoot and has
+	// not removed it yet (sessionhome.go).
+	madeHomeRoot bool
 
 	bootOnce  sync.Once
 	swept     chan struct{}      // closed when boot's sweep is over (or never started)
@@ -150,6 +153,7 @@ func (d *Driver) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	d.dropHomeRoot()
 	return errors.Join(errs...)
 }
 

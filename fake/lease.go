@@ -223,6 +223,7 @@ func (d *Driver) expire(l *lease) {
 	l.op.Lock()
 	defer l.op.Unlock()
 	_, _ = l.teardown(context.Background(), true, 0)
+	d.dropHomeRoot()
 }
 
 // ResumeLease implements handlers.LeaseResumer. A lease this worker does
@@ -316,6 +317,9 @@ func (d *Driver) endLease(ctx context.Context, p *handlers.ReleaseLeaseParams, r
 		drain = 0
 	}
 	confirmed, err := l.teardown(ctx, remove, drain)
+	if remove {
+		d.dropHomeRoot()
+	}
 	if err != nil || !confirmed {
 		return nil, err
 	}

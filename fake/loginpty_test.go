@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/uuid"
@@ -21,11 +22,70 @@ import (
 func newHome(t *testing.T) string {
 	home := filepath.Join(handlers.SessionHomeRoot, uuid.NewString())
 	t.Cleanup(func() {
+		if _, err := os.Lstat(handlers.SessionHomeRoot); errors.Is(err, fs.ErrNotExist) {
+			return // the driver removed the root it made, and the home with it
+		}
 		if err := testkit.RemoveOwned(handlers.SessionHomeRoot, home); err != nil {
 			t.Errorf("session home left: %v", err)
 		}
 	})
 	return home
+}
+
+// The login root the driver made goes with its last login home: after a
+// lease's destroy, or the driver's close, nothing of the logins is left
+// (make server-e2e's server user left an empty root that then refused the
+// tests' logins as root). A root the driver found stays.
+func TestLoginHomeRootGoesWithTheLastLogin(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rootFirst bool // the root is there before the login
+		end       func(t *testing.T, e *sessionEnv)
+	}{
+		{"destroy", false, func(t *testing.T, e *sessionEnv) {
+			if _, err := e.d.DestroyLease(context.Background(), &handlers.DestroyLeaseParams{BaseParams: e.b, ProviderLeaseID: e.lease.ProviderLeaseID}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"close", false, func(t *testing.T, e *sessionEnv) {
+			if err := e.d.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a root that was there", true, func(t *testing.T, e *sessionEnv) {
+			if _, err := e.d.DestroyLease(context.Background(), &handlers.DestroyLeaseParams{BaseParams: e.b, ProviderLeaseID: e.lease.ProviderLeaseID}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := os.Lstat(handlers.SessionHomeRoot); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("%s is there before the test (%v): a login root left by an earlier run; remove it", handlers.SessionHomeRoot, err)
+			}
+			if tc.rootFirst {
+				if err := os.Mkdir(handlers.SessionHomeRoot, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					if err := syscall.Rmdir(handlers.SessionHomeRoot); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						t.Errorf("remove the test's root: %v", err)
+					}
+				})
+			}
+			e := loginEnv(t, map[string]string{"claude": "echo token > \"$HOME/.credentials.json\"\n"})
+			home := newHome(t)
+			_, s := e.login(t, "claude", home)
+			wantCode(t, s.exit(t), code(0))
+			tc.end(t, e)
+			_, err := os.Lstat(handlers.SessionHomeRoot)
+			if gone := errors.Is(err, fs.ErrNotExist); gone == tc.rootFirst {
+				t.Fatalf("after the end, the root is gone: %t (%v); want %t", gone, err, !tc.rootFirst)
+			}
+			if _, err := os.Lstat(home); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("the home is left: %v", err)
+			}
+		})
+	}
 }
 
 // loginEnv is a lease whose path holds fake CLIs, written by scripts.

@@ -23,7 +23,10 @@ import (
 // lease that opened a login on a home holds it — no other lease of the
 // driver may use it — and deletes it when the lease is removed (teardown
 // with remove), through a handle of the root: the credentials the CLI
-// wrote do not outlive the lease.
+// wrote do not outlive the lease. A root this driver created goes too
+// once no login home is left in it (dropHomeRoot): on a machine whose
+// users take turns (make server-e2e's server user, then the tests as
+// root) another user's empty root would refuse every later login.
 
 // claimHome prepares home for a login of l and records it as l's, unless
 // another lease holds it. It runs under d.mu, so that two leases cannot
@@ -36,7 +39,9 @@ func (d *Driver) claimHome(l *lease, home string) error {
 			return state.Userf("sessionHome %s is in use by another fake-plugin lease; start the login again from Paperclip.", home)
 		}
 	}
-	if err := prepareHome(home); err != nil {
+	made, err := prepareHome(home)
+	d.madeHomeRoot = d.madeHomeRoot || made
+	if err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -55,70 +60,99 @@ func (l *lease) hasHome(home string) bool {
 	return ok
 }
 
-// prepareHome makes home, a valid session home, ready for a login.
-func prepareHome(home string) error {
-	root, err := openHomeRoot(true)
+// prepareHome makes home, a valid session home, ready for a login. made
+// reports that it created the root.
+func prepareHome(home string) (made bool, err error) {
+	root, made, err := openHomeRoot(true)
 	if err != nil {
-		return err
+		return made, err
 	}
 	defer root.Close()
 	leaf := filepath.Base(home)
 	if err := root.Mkdir(leaf, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("create session home %s: %w", home, cleanErr(err))
+		return made, fmt.Errorf("create session home %s: %w", home, cleanErr(err))
 	}
 	fi, err := root.Lstat(leaf)
 	if err != nil {
-		return fmt.Errorf("look at session home %s: %w", home, cleanErr(err))
+		return made, fmt.Errorf("look at session home %s: %w", home, cleanErr(err))
 	}
 	if why := notOwnDir(fi); why != "" {
-		return state.Userf("sessionHome %s %s; remove it or start the login again from Paperclip.", home, why)
+		return made, state.Userf("sessionHome %s %s; remove it or start the login again from Paperclip.", home, why)
 	}
 	f, err := root.OpenFile(leaf, os.O_RDONLY|dirOnly|nonblock, 0)
 	if err != nil {
-		return fmt.Errorf("open session home %s: %w", home, cleanErr(err))
+		return made, fmt.Errorf("open session home %s: %w", home, cleanErr(err))
 	}
 	defer f.Close()
 	if held, err := f.Stat(); err != nil || !os.SameFile(fi, held) {
-		return state.Userf("sessionHome %s changed while the fake-plugin driver opened it; start the login again from Paperclip.", home)
+		return made, state.Userf("sessionHome %s changed while the fake-plugin driver opened it; start the login again from Paperclip.", home)
 	}
 	if err := f.Chmod(0o700); err != nil {
-		return fmt.Errorf("set the mode of session home %s: %w", home, cleanErr(err))
+		return made, fmt.Errorf("set the mode of session home %s: %w", home, cleanErr(err))
 	}
-	return nil
+	return made, nil
+}
+
+// dropHomeRoot removes handlers.SessionHomeRoot when this driver created
+// it and no login home is left in it: rmdir, which removes only an empty
+// directory and never a link. A root that is not this user's directory,
+// or not empty (a home of a lease still being torn down, whose own
+// teardown comes back here), stays.
+func (d *Driver) dropHomeRoot() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.madeHomeRoot {
+		return
+	}
+	fi, err := os.Lstat(handlers.SessionHomeRoot)
+	if errors.Is(err, fs.ErrNotExist) {
+		d.madeHomeRoot = false
+		return
+	}
+	if err != nil || notOwnDir(fi) != "" {
+		return
+	}
+	if syscall.Rmdir(handlers.SessionHomeRoot) == nil {
+		d.madeHomeRoot = false
+	}
 }
 
 // openHomeRoot opens handlers.SessionHomeRoot, first creating it (0700)
-// when create and it is missing; without create a missing root is nil.
-func openHomeRoot(create bool) (*os.Root, error) {
+// when create and it is missing (made); without create a missing root is
+// nil.
+func openHomeRoot(create bool) (root *os.Root, made bool, err error) {
 	const name = handlers.SessionHomeRoot
 	fi, err := os.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		if !create {
-			return nil, nil
+			return nil, false, nil
 		}
-		if err = os.Mkdir(name, 0o700); err == nil || errors.Is(err, fs.ErrExist) {
+		if err = os.Mkdir(name, 0o700); err == nil {
+			made = true
+		}
+		if err == nil || errors.Is(err, fs.ErrExist) {
 			fi, err = os.Lstat(name)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("prepare %s: %w", name, cleanErr(err))
+		return nil, made, fmt.Errorf("prepare %s: %w", name, cleanErr(err))
 	}
 	why := notOwnDir(fi)
 	if why == "" && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
 		why = "can be changed by other users (it is group- or world-writable and not sticky)"
 	}
 	if why != "" {
-		return nil, state.Userf("The login home directory %s %s; fix or remove it so that logins can use it.", name, why)
+		return nil, made, state.Userf("The login home directory %s %s; fix or remove it so that logins can use it.", name, why)
 	}
-	root, err := os.OpenRoot(name)
+	root, err = os.OpenRoot(name)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", name, cleanErr(err))
+		return nil, made, fmt.Errorf("open %s: %w", name, cleanErr(err))
 	}
 	if held, err := root.Stat("."); err != nil || !os.SameFile(fi, held) {
 		root.Close()
-		return nil, state.Userf("The login home directory %s changed while the fake-plugin driver opened it; retry the login.", name)
+		return nil, made, state.Userf("The login home directory %s changed while the fake-plugin driver opened it; retry the login.", name)
 	}
-	return root, nil
+	return root, made, nil
 }
 
 // notOwnDir says why fi is not a directory of this user, "" when it is.
@@ -144,7 +178,7 @@ func (l *lease) removeHomes() error {
 	if len(homes) == 0 {
 		return nil
 	}
-	root, err := openHomeRoot(false)
+	root, _, err := openHomeRoot(false)
 	if err != nil || root == nil {
 		return err
 	}

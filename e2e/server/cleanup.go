@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos"
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
-// leaseRoots lists the fake driver's lease roots and the createos
-// driver's cleanup marks directory in the temp dir the worker uses (its
-// environment has no TMPDIR): both are gone once the host's cleanup is
+// leaseRoots lists the fake driver's lease roots, the createos driver's
+// cleanup marks directory in the temp dir the worker uses (its
+// environment has no TMPDIR) and the fake's login root
+// (handlers.SessionHomeRoot): all are gone once the host's cleanup is
 // done. When the harness is root the worker runs as the server user, so
 // only that user's entries can be the run's: one another user's worker (a
 // test running beside this one) makes meanwhile is none of its business.
@@ -26,6 +28,7 @@ func (h *harness) leaseRoots() map[string]bool {
 	for _, dir := range []string{"/tmp", os.TempDir()} {
 		pats = append(pats, filepath.Join(dir, "paperclip-fake-sandbox-*"), filepath.Join(dir, createos.CleanupDirPrefix+"*"))
 	}
+	pats = append(pats, handlers.SessionHomeRoot)
 	for _, pat := range pats {
 		got, _ := filepath.Glob(pat)
 		for _, g := range got {
@@ -97,7 +100,7 @@ func (h *harness) stopAndCheck(ctx context.Context) error {
 	}
 	sort.Strings(left)
 	if len(left) > 0 {
-		return fmt.Errorf("fake-plugin lease roots or createos cleanup marks left on disk: %s", strings.Join(left, " "))
+		return fmt.Errorf("fake-plugin lease roots or login root, or createos cleanup marks, left on disk: %s", strings.Join(left, " "))
 	}
 	fmt.Println("   no process, lease root, cleanup mark or sim sandbox left")
 	return nil
