@@ -58,6 +58,11 @@ func (d *Driver) acquire(ctx context.Context, p *handlers.AcquireLeaseParams) (*
 	if err != nil {
 		return nil, err
 	}
+	return d.acquireWith(ctx, cfg, c, p)
+}
+
+// acquireWith is acquire with p.Config parsed (cfg) and its client.
+func (d *Driver) acquireWith(ctx context.Context, cfg Config, c *Client, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
 	ctx, cancel := working(ctx, cfg.timeout())
 	defer cancel()
 	lp, err := d.plan(ctx, c, p)
@@ -179,18 +184,17 @@ func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 	fail := func(err error) *handlers.ProbeResult {
 		return &handlers.ProbeResult{OK: false, Summary: messageOf(err, errProbe)}
 	}
+	cfg, c, err := d.configured(p.Config)
+	if err != nil {
+		return fail(err), "", Config{}
+	}
 	actx, acancel := leaving(ctx)
 	defer acancel()
-	lease, err := d.acquire(actx, &handlers.AcquireLeaseParams{BaseParams: p.BaseParams, RunID: "probe"})
+	lease, err := d.acquireWith(actx, cfg, c, &handlers.AcquireLeaseParams{BaseParams: p.BaseParams, RunID: "probe"})
 	if err != nil {
 		return fail(err), "", Config{}
 	}
 	id := lease.LeaseID()
-	cfg, _ := ParseConfig(p.Config) // acquire parsed it
-	c, err := d.client(cfg)
-	if err != nil {
-		return fail(err), id, cfg
-	}
 	ectx, cancel := leaving(ctx)
 	defer cancel()
 	ectx, ecancel := working(ectx, cfg.timeout())
