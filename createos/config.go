@@ -12,7 +12,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// Config defaults and limits (spec §5).
+// Config defaults and limits (the reference's config.ts).
 const (
 	// OfficialAPIURL is the only origin the host-level CREATEOS_API_KEY is
 	// ever sent to.

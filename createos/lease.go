@@ -128,9 +128,9 @@ func prepareWorkspace(ctx context.Context, c *Client, v sandboxView, marker stri
 	return nil
 }
 
-// leaseMetadata is what acquire records (spec §6.1, v0.3 keys), with the
-// origin's fingerprint for apiUrl, and reuseScope: the host reuse scope's
-// tag when the host can resume the lease, else null.
+// leaseMetadata is what acquire records (the reference's v0.3 keys), with
+// the origin's fingerprint for apiUrl, and reuseScope: the host reuse
+// scope's tag when the host can resume the lease, else null.
 func leaseMetadata(p *handlers.BaseParams, cfg Config, lp leasePlan, adapterType string, marker string) handlers.Object {
 	return handlers.Object{
 		"provider": Key, originKey: originFingerprint(cfg.APIURL),
@@ -280,8 +280,9 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 }
 
 // drifted reports whether the config no longer builds the lease's sandbox
-// (spec §6.5 step 4, v0.3): shape, snapshot, the requested rootfs for the
-// lease's adapter, region, the idle window and the base egress list.
+// (the reference's v0.3 drift check on resume): shape, snapshot, the
+// requested rootfs for the lease's adapter, region, the idle window and
+// the base egress list.
 func drifted(md handlers.Object, cfg Config) bool {
 	adapter, _ := md["adapterType"].(string)
 	var autoPause any
