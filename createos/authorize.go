@@ -21,11 +21,11 @@ func (d *Driver) AuthorizeLease(_ context.Context, c *handlers.LeaseCall) (strin
 
 // callOwner checks that a lease call's caller owns the lease its metadata
 // describes (metadataMatches: provider, company, environment, API origin;
-// spec §6.5 step 1 and release's first step) and returns the params the
-// call acts with: a destroy's orphan form (environmentId "") takes the
-// environment the metadata records (orphanBase). A resume of metadata
-// without an origin fingerprint is not refused but unproven: it answers
-// expired, touching nothing. Any other mismatch is errNotThisEnv.
+// the reference's resume and release check it first) and returns the
+// params the call acts with: a destroy's orphan form (environmentId "")
+// takes the environment the metadata records (orphanBase). A resume of
+// metadata without an origin fingerprint is not refused but unproven: it
+// answers expired, touching nothing. Any other mismatch is errNotThisEnv.
 func callOwner(c *handlers.LeaseCall) (bp handlers.BaseParams, unproven bool, err error) {
 	bp = c.Base
 	if c.Action == handlers.LeaseDestroy {

@@ -20,7 +20,7 @@ import (
 // Cleanup marks are the sandboxes whose cleanup this driver could not
 // confirm (a delete that failed or went unanswered, a lease whose process
 // containment is unproven), kept on disk where the next worker finds them:
-// the worker has no HOME (paperclip-protocol §4.1), so under os.TempDir(),
+// the host starts the worker without HOME, so under os.TempDir(),
 // in a directory of its own user, mode 0700. One file per sandbox, named by
 // its account (API origin and a hash of the API key, never the key) and its
 // id, holding the id and the origin. A confirmed delete (2xx or 404)

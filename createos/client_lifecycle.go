@@ -11,10 +11,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// The v0.2 and v0.3 control-plane calls (spec §1.3 E1, E2, E17–E20, and
-// the sandbox list), each one request. A call whose answer is known in
-// advance is not made: create, fork and resume answers carry the state,
-// and a state already reached needs no read.
+// The v0.2 and v0.3 control-plane calls (create, get, egress, patch, fork,
+// the rootfs catalog and the sandbox list), each one request. A call whose
+// answer is known in advance is not made: create, fork and resume answers
+// carry the state, and a state already reached needs no read.
 
 // sandboxView is the part of a sandbox row the driver reads.
 type sandboxView struct {
@@ -61,10 +61,10 @@ func (c *Client) getView(ctx context.Context, id string) (sandboxView, error) {
 	return v, nil
 }
 
-// createBody is what POST /sandboxes sends (spec §1.6): shape, the
-// effective rootfs and region when set, egress when the list is not empty,
-// the idle window when there is one, a name when the lease is reusable
-// (the reaper finds a scope's sandboxes by it), and never ingress.
+// createBody is what POST /sandboxes sends: shape, the effective rootfs and
+// region when set, egress when the list is not empty, the idle window when
+// there is one, a name when the lease is reusable (the reaper finds a
+// scope's sandboxes by it), and never ingress.
 type createBody struct {
 	rootfs, region *string
 	egress         []string
@@ -101,7 +101,7 @@ func (c *Client) create(ctx context.Context, b createBody) (sandboxView, error) 
 	return v, nil
 }
 
-// putEgress replaces the sandbox's egress allowlist (E17).
+// putEgress replaces the sandbox's egress allowlist (PUT …/egress).
 func (c *Client) putEgress(ctx context.Context, id string, egress []string) error {
 	if egress == nil {
 		egress = []string{}
@@ -110,7 +110,8 @@ func (c *Client) putEgress(ctx context.Context, id string, egress []string) erro
 	return err
 }
 
-// patchAutoPause sets the idle window, or disables it for nil (E18).
+// patchAutoPause sets the idle window (PATCH /sandboxes/{id}), or disables
+// it for nil.
 func (c *Client) patchAutoPause(ctx context.Context, id string, autoPause *int64) error {
 	body := map[string]any{"disable_auto_pause": true}
 	if autoPause != nil {
@@ -130,7 +131,7 @@ func sameEgress(have, want []string) bool {
 	return slices.Equal(have, want)
 }
 
-// rootfsDefault is the provider's default root filesystem (E20).
+// rootfsDefault is the provider's default root filesystem (GET /rootfs).
 func (c *Client) rootfsDefault(ctx context.Context) (string, error) {
 	data, err := c.json(ctx, http.MethodGet, "/rootfs", nil)
 	if err != nil {
@@ -184,9 +185,9 @@ const (
 	forkRetry     = 250 * time.Millisecond
 )
 
-// fork forks the paused source sandbox into a running one (E19), sending
-// ["*"] when egress is empty because the endpoint inherits the source's
-// list otherwise.
+// fork forks the paused source sandbox into a running one (POST …/fork),
+// sending ["*"] when egress is empty because the endpoint inherits the
+// source's list otherwise.
 func (c *Client) fork(ctx context.Context, source string, egress []string) (sandboxView, error) {
 	if _, err := identifier(source); err != nil {
 		return sandboxView{}, err
@@ -214,11 +215,11 @@ func (c *Client) fork(ctx context.Context, source string, egress []string) (sand
 	}
 }
 
-// forkLease forks a lease's sandbox from the paused template source (spec
-// §1.6): the fork (409s waited out), running, then the idle window,
-// patched only when the fork's row does not already show it. The source's
-// state is read only when the fork is refused, to say why. A failure after
-// the fork deletes it; if that fails too, the error names it.
+// forkLease forks a lease's sandbox from the paused template source: the
+// fork (409s waited out), running, then the idle window, patched only when
+// the fork's row does not already show it. The source's state is read only
+// when the fork is refused, to say why. A failure after the fork deletes
+// it; if that fails too, the error names it.
 func (d *Driver) forkLease(ctx context.Context, c *Client, source string, egress []string, autoPause *int64) (sandboxView, error) {
 	v, err := c.fork(ctx, source, egress)
 	if isStatus(err, http.StatusBadRequest) {

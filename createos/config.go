@@ -2,6 +2,7 @@ package createos
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/url"
 	"slices"
@@ -11,7 +12,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// Config defaults and limits (spec §5).
+// Config defaults and limits (the reference's config.ts).
 const (
 	// OfficialAPIURL is the only origin the host-level CREATEOS_API_KEY is
 	// ever sent to.
@@ -19,6 +20,10 @@ const (
 	DefaultTimeoutMs = 300000
 	maxTimeoutMs     = 86400000
 	apiKeyEnv        = "CREATEOS_API_KEY"
+
+	// The bounds of autoPauseAfterSeconds: a minute to a day.
+	minAutoPauseSeconds = 60
+	maxAutoPauseSeconds = 86400
 )
 
 // Config is a parsed and validated environment config.
@@ -68,7 +73,7 @@ func ParseConfig(raw handlers.Object) (Config, error) {
 	if v, ok := raw["timeoutMs"]; ok && v != nil {
 		f, isNum := number(v)
 		if !isNum || math.IsNaN(f) || f != math.Trunc(f) || f < 1 || f > maxTimeoutMs {
-			return c, newError("timeoutMs must be an integer between 1 and 86400000.")
+			return c, errTimeoutRange
 		}
 		timeout = int64(f)
 	}
@@ -116,7 +121,8 @@ func parseV02(raw handlers.Object, c *Config) error {
 }
 
 var (
-	errAutoPauseRange = newError("autoPauseAfterSeconds must be an integer between 60 and 86400.")
+	errTimeoutRange   = newError(fmt.Sprintf("timeoutMs must be an integer between 1 and %d.", maxTimeoutMs))
+	errAutoPauseRange = newError(fmt.Sprintf("autoPauseAfterSeconds must be an integer between %d and %d.", minAutoPauseSeconds, maxAutoPauseSeconds))
 	errRootfsMap      = newError("rootfsByAdapter must be an object of adapter names to root filesystems.")
 	errRootfsEntries  = newError("rootfsByAdapter must contain non-empty adapter and root filesystem strings.")
 	errEgressList     = newError("egressAllowlist must be an array of non-empty host or CIDR strings.")
@@ -129,7 +135,7 @@ func autoPause(v any) (int64, error) {
 		return DefaultAutoPauseAfterSeconds, nil
 	}
 	f, ok := number(v)
-	if !ok || math.IsNaN(f) || f != math.Trunc(f) || f < 60 || f > 86400 {
+	if !ok || math.IsNaN(f) || f != math.Trunc(f) || f < minAutoPauseSeconds || f > maxAutoPauseSeconds {
 		return 0, errAutoPauseRange
 	}
 	return int64(f), nil

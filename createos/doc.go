@@ -31,7 +31,7 @@
 //     reference, so an unanswered cleanup is reported unconfirmed while
 //     the host still listens. A positive timeoutMs is at least 1 ms.
 //   - A process-stream line past the frame limit is too large even when
-//     it is blank (spec §1.8: any line).
+//     it is blank (the reference limits any line).
 //   - Sessions (v0.2 on the v0.1 lease rules): a lease acquired or resumed
 //     here is cached for session opens, which carry no config; release,
 //     destroy and shutdown forget it. A session's process whose creation

@@ -206,7 +206,7 @@ func (d *Driver) Declaration() handlers.DriverDeclaration {
 					"description": "Operation and default command timeout in milliseconds. This is not a sandbox lifetime."},
 				"reuseLease": handlers.Object{"type": "boolean", "default": false,
 					"description": "Keep the sandbox after a run (CreateOS pauses it when idle) and resume it for subsequent runs instead of deleting it."},
-				"autoPauseAfterSeconds": handlers.Object{"type": "integer", "minimum": 60, "maximum": 86400, "default": DefaultAutoPauseAfterSeconds,
+				"autoPauseAfterSeconds": handlers.Object{"type": "integer", "minimum": minAutoPauseSeconds, "maximum": maxAutoPauseSeconds, "default": DefaultAutoPauseAfterSeconds,
 					"description": "Idle seconds after which CreateOS pauses a reusable sandbox."},
 				"rootfsByAdapter": handlers.Object{"type": "object", "additionalProperties": handlers.Object{"type": "string"},
 					"description": "Root filesystem per agent adapter type; overrides rootfs for that adapter."},

@@ -113,7 +113,7 @@ func timedOut(ctx context.Context) bool {
 	return ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded)
 }
 
-// Messages of the reference plugin (spec §10), verbatim.
+// Messages of the reference plugin, verbatim.
 var (
 	errConnection        = newError("CreateOS connection failed.")
 	errInvalidJSON       = newError("CreateOS returned invalid JSON.")
@@ -192,7 +192,7 @@ func errDidNotReach(desired, status string) error {
 	return newError("CreateOS sandbox did not reach " + desired + "; provider state is " + status + ".")
 }
 
-// v0.3 messages (spec §10).
+// v0.3 messages of the reference plugin, verbatim.
 var (
 	errRootfsDefault     = newError("CreateOS rootfs catalog did not provide a valid default.")
 	errTemplateNotPaused = newError("CreateOS template sandbox must be paused before it can be forked.")

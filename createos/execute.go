@@ -92,7 +92,7 @@ func commandScript(cmd commandSpec, stdinPath, gatePath string) (string, error) 
 	return strings.Join(append(lines, last), "\n"), nil
 }
 
-// gateLines are the script's first lines for a start gate (spec §2.4):
+// gateLines are the script's first lines for the v0.3 start gate:
 // spin until the gate file exists, then delete it. None without a gate.
 func gateLines(gatePath string) ([]string, error) {
 	if gatePath == "" {

@@ -12,7 +12,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// Ordinary commands over streaming exec (spec §2.5, v0.3 executeStream):
+// Ordinary commands over streaming exec (v0.3 executeStream):
 // one POST /exec?stream=true whose body carries the script and, when
 // there is one, stdin as a string ("atomic stdin"), and whose answer is
 // the command's NDJSON frames. Nothing is staged and nothing is left to
@@ -20,7 +20,7 @@ import (
 // provider kills the tree of a dropped exec), and a failed start does not
 // poison the lease.
 
-// Messages of the v0.3 stream (spec §10).
+// Messages of the v0.3 stream, verbatim from the reference.
 var (
 	errCommandStreamError  = newError("CreateOS command stream reported an error.")
 	errCommandStreamEvent  = newError("CreateOS returned an invalid command stream event.")

@@ -16,17 +16,17 @@ import (
 // before its exit is recovered through wait, and again after that.
 const maxReconnects = 3
 
-// waitQuery is the E16 wait the reference sends: the whole tree, 30 s.
+// waitQuery is the process wait the reference sends: the whole tree, 30 s.
 const waitQuery = "/wait?scope=tree&timeout_ms=30000"
 
-// v0.3 messages of the exit recovery (spec §10).
+// v0.3 messages of the exit recovery, verbatim from the reference.
 var (
 	errJournalInvalid   = newError("CreateOS process output journal is invalid.")
 	errReplayIncomplete = newError("CreateOS process stream ended before all output could be replayed.")
 )
 
-// follower reads one managed process's output journal (spec §1.8,
-// execute.ts followProcess of v0.3).
+// follower reads one managed process's output journal over /connect
+// (execute.ts followProcess of v0.3).
 type follower struct {
 	c    *Client
 	path string // /sandboxes/{id}/processes/{pid}
@@ -38,8 +38,8 @@ type follower struct {
 	delay   time.Duration // between reconnects (250 ms)
 	replay  time.Duration // before replaying past a recovered exit (1 s)
 	// attached, when set, runs once, when the first connect has answered
-	// and before its body is read: a command opens its start gate there
-	// (spec §2.4). Its error ends the follow.
+	// and before its body is read: a command opens its start gate there.
+	// Its error ends the follow.
 	attached func(ctx context.Context) error
 }
 
@@ -129,7 +129,7 @@ func (f *follower) ended(ctx context.Context, s *followState) (*exitStatus, erro
 	return nil, errReplayIncomplete
 }
 
-// recover asks E16 wait for the exit of the whole tree, again at once
+// recover asks GET …/wait for the exit of the whole tree, again at once
 // while it answers 408 (the wait timed out), until ctx ends.
 func (f *follower) recover(ctx context.Context) (*recoveredExit, error) {
 	for {

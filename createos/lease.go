@@ -58,6 +58,11 @@ func (d *Driver) acquire(ctx context.Context, p *handlers.AcquireLeaseParams) (*
 	if err != nil {
 		return nil, err
 	}
+	return d.acquireWith(ctx, cfg, c, p)
+}
+
+// acquireWith is acquire with p.Config parsed (cfg) and its client.
+func (d *Driver) acquireWith(ctx context.Context, cfg Config, c *Client, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
 	ctx, cancel := working(ctx, cfg.timeout())
 	defer cancel()
 	lp, err := d.plan(ctx, c, p)
@@ -123,9 +128,9 @@ func prepareWorkspace(ctx context.Context, c *Client, v sandboxView, marker stri
 	return nil
 }
 
-// leaseMetadata is what acquire records (spec §6.1, v0.3 keys), with the
-// origin's fingerprint for apiUrl, and reuseScope: the host reuse scope's
-// tag when the host can resume the lease, else null.
+// leaseMetadata is what acquire records (the reference's v0.3 keys), with
+// the origin's fingerprint for apiUrl, and reuseScope: the host reuse
+// scope's tag when the host can resume the lease, else null.
 func leaseMetadata(p *handlers.BaseParams, cfg Config, lp leasePlan, adapterType string, marker string) handlers.Object {
 	return handlers.Object{
 		"provider": Key, originKey: originFingerprint(cfg.APIURL),
@@ -179,18 +184,17 @@ func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 	fail := func(err error) *handlers.ProbeResult {
 		return &handlers.ProbeResult{OK: false, Summary: messageOf(err, errProbe)}
 	}
+	cfg, c, err := d.configured(p.Config)
+	if err != nil {
+		return fail(err), "", Config{}
+	}
 	actx, acancel := leaving(ctx)
 	defer acancel()
-	lease, err := d.acquire(actx, &handlers.AcquireLeaseParams{BaseParams: p.BaseParams, RunID: "probe"})
+	lease, err := d.acquireWith(actx, cfg, c, &handlers.AcquireLeaseParams{BaseParams: p.BaseParams, RunID: "probe"})
 	if err != nil {
 		return fail(err), "", Config{}
 	}
 	id := lease.LeaseID()
-	cfg, _ := ParseConfig(p.Config) // acquire parsed it
-	c, err := d.client(cfg)
-	if err != nil {
-		return fail(err), id, cfg
-	}
 	ectx, cancel := leaving(ctx)
 	defer cancel()
 	ectx, ecancel := working(ectx, cfg.timeout())
@@ -276,8 +280,9 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 }
 
 // drifted reports whether the config no longer builds the lease's sandbox
-// (spec §6.5 step 4, v0.3): shape, snapshot, the requested rootfs for the
-// lease's adapter, region, the idle window and the base egress list.
+// (the reference's v0.3 drift check on resume): shape, snapshot, the
+// requested rootfs for the lease's adapter, region, the idle window and
+// the base egress list.
 func drifted(md handlers.Object, cfg Config) bool {
 	adapter, _ := md["adapterType"].(string)
 	var autoPause any

@@ -16,7 +16,8 @@ import (
 )
 
 // leasePlan is what an acquire asks the provider for, worked out before
-// any request but the catalog's (spec §5.3, §6.4).
+// any request but the catalog's: the reference's effective rootfs, egress
+// and idle window.
 type leasePlan struct {
 	requestedRootfs *string  // the adapter's or the config's rootfs; nil for the default
 	rootfs          *string  // effective: requested, or the catalog's default; nil with a snapshot
@@ -63,9 +64,10 @@ func reuseScopeTag(p *handlers.AcquireLeaseParams) string {
 
 // The name form of a reusable sandbox: its scope tag, "-" and
 // sandboxSuffixLen lowercase hex digits of random suffix (names are unique
-// per account). The API has no tags or labels (spec §1.3 E1, the sandbox
-// list), so the exact form is the only proof that this driver created a
-// sandbox: sandboxName writes it and isSandboxName, its inverse, reads it.
+// per account). The API has no tags or labels (neither POST /sandboxes nor
+// the sandbox list has any), so the exact form is the only proof that this
+// driver created a sandbox: sandboxName writes it and isSandboxName, its
+// inverse, reads it.
 const sandboxSuffixLen = 8
 
 // sandboxName is a new reusable sandbox's provider name in scope.

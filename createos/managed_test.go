@@ -10,8 +10,8 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// v0.3 managed processes against createostest (spec §1.8, §2.3, §2.4,
-// §7.3): the start gate and the exit recovered through wait, as exact
+// v0.3 managed processes against createostest, after the reference's v0.3
+// tests: the start gate and the exit recovered through wait, as exact
 // request sequences from the server's log, output connections included.
 
 const (

@@ -114,9 +114,9 @@ func (p *process) follow(ctx context.Context) (*exitStatus, error) {
 	return f.follow(ctx)
 }
 
-// attach closes stdin (E11; 409: already closed or exited) and uploads
-// the empty gate file (E6), in that order, as the reference's requests
-// reach a paced origin: connect, stdin/close, gate.
+// attach closes stdin (POST …/stdin/close; 409: already closed or exited)
+// and uploads the empty gate file (PUT …/files), in that order, as the
+// reference's requests reach a paced origin: connect, stdin/close, gate.
 func (p *process) attach(ctx context.Context) error {
 	if _, err := p.c.json(ctx, http.MethodPost, p.base()+"/"+p.processID+"/stdin/close", nil); err != nil && !isStatus(err, http.StatusConflict) {
 		return err

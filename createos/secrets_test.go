@@ -87,7 +87,7 @@ func TestNoSecretsInErrorsLogsOrMetadata(t *testing.T) {
 // The configured URL, in any spelling, and the key reach no result, error,
 // log line, streamed chunk or metadata through a whole lifecycle, failures
 // included. The one sanctioned echo is environmentValidateConfig's
-// normalizedConfig, which the host persists as the config (protocol §6.1).
+// normalizedConfig, which the host persists as the config.
 func TestConfiguredURLReachesNoResultErrorOrLog(t *testing.T) {
 	over := handlers.Object{"apiUrl": "https://" + urlCanary + ".example.test:8443/v1/", "reuseLease": true}
 	ctx, logs := logContext(t)

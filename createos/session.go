@@ -15,7 +15,8 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// maxInputChunk is the most one E14 input carries: 262,144 decoded bytes.
+// maxInputChunk is the most one POST …/input carries: 262,144 decoded
+// bytes.
 const maxInputChunk = 256 << 10
 
 // writeBudget bounds one Write, all its inputs together: the host's write
@@ -185,9 +186,9 @@ func (ch *channel) pid() string {
 }
 
 // Write implements handlers.Channel: it sends p to the process's input in
-// E14 inputs of at most maxInputChunk bytes, in order, one write at a
-// time. An empty p, or a write once stop or close began, is ignored (as
-// the reference does); after the exit frame it is refused without a
+// POST …/input requests of at most maxInputChunk bytes, in order, one write
+// at a time. An empty p, or a write once stop or close began, is ignored
+// (as the reference does); after the exit frame it is refused without a
 // request. A stop or close that begins while a write is in flight cuts it
 // (the route table stops from a second goroutine, and a process that does
 // not read its input would otherwise hold the stop).

@@ -92,7 +92,7 @@ func TestDuplexSplitsLargeWrites(t *testing.T) {
 }
 
 // Each argv element is one argument: shell syntax arrives literally in the
-// E10 body and in the program's argv, and nothing runs it.
+// POST …/processes body and in the program's argv, and nothing runs it.
 func TestDuplexArgvIsLiteral(t *testing.T) {
 	srv, d, bp := sessionServer(t, createostest.Options{})
 	l := leaseOn(t, d, bp)

@@ -203,7 +203,7 @@ func lastBody(t *testing.T, srv *createostest.Server, route createostest.Route) 
 	return nil
 }
 
-// inputs decodes every E14 input from request index from on.
+// inputs decodes every POST …/input from request index from on.
 func inputs(t *testing.T, srv *createostest.Server, from int) [][]byte {
 	t.Helper()
 	var out [][]byte

@@ -27,8 +27,9 @@ const (
 
 // OpenDuplex implements handlers.DuplexOpener: p.Command runs as a pipe
 // process in the workspace of a lease acquired or resumed by this worker,
-// each element one argument (E10 {cmd, args, cwd}; no shell). Its stdout
-// is the channel's output; stderr is dropped, as in the reference.
+// each element one argument (POST …/processes {cmd, args, cwd}; no
+// shell). Its stdout is the channel's output; stderr is dropped, as in the
+// reference.
 func (d *Driver) OpenDuplex(ctx context.Context, p *handlers.DuplexOpenParams, out handlers.ChannelSink) (handlers.Channel, error) {
 	if handlers.ArgvProblem(p.Command) != "" {
 		return nil, errDuplexCommand
@@ -52,10 +53,10 @@ func (d *Driver) OpenDuplex(ctx context.Context, p *handlers.DuplexOpenParams, o
 }
 
 // OpenLoginPty implements handlers.LoginPtyOpener: the session home is
-// revalidated and created (E8 mkdir -p), then the key's login command runs
-// in a LoginPtyCols × LoginPtyRows pseudo-terminal through /bin/bash -lc
-// (loginScript), in the workspace of a lease acquired or resumed by this
-// worker.
+// revalidated and created (exec mkdir -p), then the key's login command
+// runs in a LoginPtyCols × LoginPtyRows pseudo-terminal through
+// /bin/bash -lc (loginScript), in the workspace of a lease acquired or
+// resumed by this worker.
 func (d *Driver) OpenLoginPty(ctx context.Context, p *handlers.LoginPtyOpenParams, out handlers.ChannelSink) (handlers.Channel, error) {
 	log := zerolog.Ctx(ctx)
 	log.Info().Str("loginCommandKey", p.LoginCommandKey).Msg(loginName + " open requested.")
@@ -95,7 +96,7 @@ func (d *Driver) OpenLoginPty(ctx context.Context, p *handlers.LoginPtyOpenParam
 	return ch, nil
 }
 
-// prepareLoginHome creates the session home (E8 /bin/mkdir -p -- home).
+// prepareLoginHome creates the session home (exec /bin/mkdir -p -- home).
 func prepareLoginHome(ctx context.Context, c *Client, sandbox, home string) error {
 	ctx, cancel := working(ctx, c.cfg.timeout())
 	defer cancel()
@@ -223,9 +224,9 @@ func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sand
 	return nil, why
 }
 
-// createSession creates a session's process (E10 with body, never
-// retried). The host's close of the route (ctx's cancellation) does not
-// cut the request: its answer is awaited, within ctx's deadline and
+// createSession creates a session's process (POST …/processes with body,
+// never retried). The host's close of the route (ctx's cancellation) does
+// not cut the request: its answer is awaited, within ctx's deadline and
 // config.timeoutMs (working), so that the process it creates is known and
 // the open can end it.
 func createSession(ctx context.Context, c *Client, sandbox string, body map[string]any) (string, error) {

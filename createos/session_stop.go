@@ -89,13 +89,13 @@ func (ch *channel) Close(ctx context.Context) error {
 }
 
 // close ends the channel: in pipe mode, unless the exit was read or stop
-// already began, it closes stdin (E11; its answer does not matter, 404 and
-// 409 are what the reference tolerates and the stop decides); then it
-// stops the process (or waits for the stop in progress), ends the
-// follower, whose Exit is then delivered, and releases the channel. It
-// answers nil only when the tree's end is confirmed. ctx bounds it all:
-// when ctx ends first, every request of the channel is cut, and the end
-// is unconfirmed.
+// already began, it closes stdin (POST …/stdin/close; its answer does not
+// matter, 404 and 409 are what the reference tolerates and the stop
+// decides); then it stops the process (or waits for the stop in progress),
+// ends the follower, whose Exit is then delivered, and releases the
+// channel. It answers nil only when the tree's end is confirmed. ctx bounds
+// it all: when ctx ends first, every request of the channel is cut, and the
+// end is unconfirmed.
 func (ch *channel) close(ctx context.Context) error {
 	cut := context.AfterFunc(ctx, func() { ch.endLife(errSessionOver) })
 	defer cut()

@@ -13,8 +13,8 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// Session tests against the reference fixture's stub provider (spec
-// §7.0), where the frames and the answers are exactly what a test says.
+// Session tests against the reference fixture's stub provider, where the
+// frames and the answers are exactly what a test says.
 
 const stubHome = "/tmp/paperclip-adapter-login/7c9e6679-7425-40de-944b-e07fc1f90ae7"
 
@@ -55,9 +55,10 @@ func TestLoginPTYDeliversRawBytesAcrossFrames(t *testing.T) {
 	}
 }
 
-// The home is made by E8 and the CLI runs through bash -lc in a 120×30
+// The home is made by exec and the CLI runs through bash -lc in a 120×30
 // PTY in the workspace, with HOME, its own home variable and TERM, and
-// neither env nor timeout_ms in the body (spec §6.10, §7.2).
+// neither env nor timeout_ms in the body, as in the reference's v0.2 login
+// tests.
 func TestLoginBodyPerKey(t *testing.T) {
 	const script = `login_command=$(command -v '%[1]s') || exit 127; login_path="$PATH"; ` +
 		`case "$login_command" in */.asdf/shims/*) login_command=$(asdf which '%[1]s') || exit 127; login_path="${login_command%%/*}:$PATH";; esac; ` +

@@ -10,14 +10,13 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// Interactive setup and snapshot templates (spec §6.11, v0.3). A setup
-// sandbox is created from the base rootfs (or forked from a snapshot
-// template) with auto-pause disabled; the operator shapes it through the
-// CreateOS CLI; capture pauses it, and the paused sandbox is the
-// template that leases fork from (config "snapshot"). The host's browser
-// terminal connects only ssh payloads, so for a createos_cli payload an
-// operator sees the command to run (createos sandbox shell <id>), not a
-// terminal.
+// Interactive setup and snapshot templates (v0.3). A setup sandbox is
+// created from the base rootfs (or forked from a snapshot template) with
+// auto-pause disabled; the operator shapes it through the CreateOS CLI;
+// capture pauses it, and the paused sandbox is the template that leases
+// fork from (config "snapshot"). The host's browser terminal connects only
+// ssh payloads, so for a createos_cli payload an operator sees the command
+// to run (createos sandbox shell <id>), not a terminal.
 
 var (
 	_ handlers.InteractiveSetup = (*Driver)(nil)

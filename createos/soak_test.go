@@ -47,9 +47,10 @@ import (
 //
 // Afterwards: every call was answered; every sandbox the server created is
 // gone, unless a call said its cleanup is unconfirmed or its create
-// response was lost (the spec's documented leak, §6.4); no process, no
-// goroutine and no temp file is left; the heap after the warm-up tenth and
-// at the end differ by less than soakHeapBound.
+// response was lost (the reference's documented leak: create has no
+// idempotency key); no process, no goroutine and no temp file is left; the
+// heap after the warm-up tenth and at the end differ by less than
+// soakHeapBound.
 
 const (
 	soakCompany = "company-soak"

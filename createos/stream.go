@@ -36,7 +36,8 @@ func newFrameReader(r io.Reader) *frameReader {
 // next returns the next non-blank frame, io.EOF at the end of the stream
 // (a final unterminated line is parsed too), errStreamBroken when the read
 // failed, or a protocol error. Any line longer than the limit is too
-// large, a blank one too (spec §1.8), however many bytes it takes.
+// large, a blank one too (the reference limits any line), however many
+// bytes it takes.
 func (f *frameReader) next() (object, error) {
 	for !f.eof {
 		line, err := f.readLine()

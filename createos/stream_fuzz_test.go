@@ -34,11 +34,11 @@ func readFrames(t *testing.T, data []byte, limit, size int) ([]object, error) {
 	}
 }
 
-// linesOf is what the process stream holds, read line by line (spec
-// §1.8): every line that is not blank (the last one too, without its
-// newline) is a frame, in order; the first line longer than limit units,
-// blank or not, or the first that is no JSON object, ends the stream with
-// the reference's error.
+// linesOf is what the process stream holds, read line by line as the
+// reference reads it: every line that is not blank (the last one too,
+// without its newline) is a frame, in order; the first line longer than
+// limit units, blank or not, or the first that is no JSON object, ends the
+// stream with the reference's error.
 func linesOf(data []byte, limit int) ([]object, error) {
 	var frames []object
 	for _, line := range bytes.Split(data, []byte("\n")) {

@@ -22,7 +22,7 @@ import (
 )
 
 // stub is the in-process CreateOS provider of the reference plugin tests
-// (spec §7.0), served over memNet: one sandbox sb_test, processes
+// (their fixture), served over memNet: one sandbox sb_test, processes
 // proc_test, a connect stream that prints paperclip-createos-ready and
 // exits 0. It records every call and fails the test when a request lacks
 // the configured key. Knobs override single routes.

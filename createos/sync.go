@@ -9,12 +9,12 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
-// Native file sync (spec §3, file-sync.ts v0.1 U-late): every mapping
-// travels as one file through the files API, directories as a tar archive,
-// and lands by a guarded shell command (d.command: streaming exec, or a
-// managed process where the origin has none).
+// Native file sync (file-sync.ts v0.1 U-late): every mapping travels as one
+// file through the files API, directories as a tar archive, and lands by a
+// guarded shell command (d.command: streaming exec, or a managed process
+// where the origin has none).
 //
-// Port decisions (spec §3 asks for them to be recorded):
+// Port decisions of the file sync:
 //   - followSymlinks is honoured (U-late): host directory uploads
 //     dereference links iff it is true; 14009eb's rejection is not ported,
 //     except for a link that leads outside the source directory (issue 19):

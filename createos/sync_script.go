@@ -84,10 +84,10 @@ func (s *transferScript) build() (string, error) {
 	return strings.Join(s.cmds, " && "), nil
 }
 
-// guarded starts a script with the guard of candidate (spec §3.2): it
-// canonicalises the path at use time and exits unless it still lies in the
-// workspace; later commands use "$resolved". It needs GNU realpath -m;
-// without it the guard fails closed.
+// guarded starts a script with the reference's in-sandbox guard of
+// candidate: it canonicalises the path at use time and exits unless it
+// still lies in the workspace; later commands use "$resolved". It needs GNU
+// realpath -m; without it the guard fails closed.
 func guarded(candidate string) (*transferScript, error) {
 	if err := assertRemotePath(candidate); err != nil {
 		return nil, err

@@ -11,9 +11,9 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// syncStub is the stub provider of file-sync.test.ts (spec §7.4): uploads
-// are collected, GET /files serves downloads, and every streamed command
-// (a transfer command) exits with exitFor(its command), 0 by default.
+// syncStub is the stub provider of file-sync.test.ts: uploads are
+// collected, GET /files serves downloads, and every streamed command (a
+// transfer command) exits with exitFor(its command), 0 by default.
 type syncStub struct {
 	*stub
 	d     *Driver

@@ -19,7 +19,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
-// Ports of file-sync.test.ts (spec §7.4), against the stub provider.
+// Ports of file-sync.test.ts, against the stub provider.
 
 func fileMapping(src, dst string) handlers.SyncFileMapping {
 	return handlers.SyncFileMapping{SourcePath: src, TargetPath: dst, Kind: "file"}

@@ -2,7 +2,8 @@ package state
 
 import (
 	"sync"
-	"unicode/utf16"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
 )
 
 // MaxExecutionIDUnits is the longest executionId, in UTF-16 code units.
@@ -27,7 +28,7 @@ func ValidateExecutionID(id string) error {
 	if id == "" {
 		return ErrExecutionIDInvalid
 	}
-	if len(utf16.Encode([]rune(id))) > MaxExecutionIDUnits {
+	if utf16.Len(id) > MaxExecutionIDUnits {
 		return ErrExecutionIDTooLong
 	}
 	return nil

@@ -50,12 +50,12 @@
 // paths under /paperclip-workspace and /tmp are accepted (400 otherwise),
 // PUT creates missing parents, GET of a missing file is 404.
 //
-// States follow spec §1.4: create is synchronous unless SetTransitionReads
-// makes the transitional state ("creating", "pausing", "resuming",
-// "forking", "destroying") visible for n GETs. Pause needs "running",
-// resume "paused" or "error" (409 otherwise). DELETE kills and removes
-// everything at once; the row then reads "destroyed" for SetDestroyedReads
-// GETs, then 404.
+// States are the ones CreateOS reports: create is synchronous unless
+// SetTransitionReads makes the transitional state ("creating", "pausing",
+// "resuming", "forking", "destroying") visible for n GETs. Pause needs
+// "running", resume "paused" or "error" (409 otherwise). DELETE kills and
+// removes everything at once; the row then reads "destroyed" for
+// SetDestroyedReads GETs, then 404.
 //
 // # Commands and managed processes
 //

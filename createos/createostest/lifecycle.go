@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// The sandbox lifecycle routes (spec §1.3 E1–E5, E17–E20).
+// The sandbox lifecycle routes: create, get, delete, pause, resume,
+// egress, patch, fork, the rootfs catalog and the sandbox list.
 
 type createBody struct {
 	Shape     *string           `json:"shape"`

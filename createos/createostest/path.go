@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
 )
 
 // checkPath accepts Options.Path: absolute, clean sandbox directories that
@@ -28,7 +30,7 @@ func (s *Server) writeProfile(home string) error {
 	}
 	words := make([]string, len(s.opts.Path))
 	for i, d := range s.opts.Path {
-		words[i] = "'" + d + "'"
+		words[i] = shquote.Quote(d)
 	}
 	profile := "# createos-sim: Options.Path (--path) comes first on PATH.\nPATH=" +
 		strings.Join(words, ":") + ":\"$PATH\"\nexport PATH\n"

@@ -5,33 +5,33 @@ import (
 	"time"
 )
 
-// Route names an endpoint of the spec's endpoint table; faults and request
-// counts are keyed by it.
+// Route names a CreateOS endpoint; faults and request counts are keyed by
+// it.
 type Route string
 
-// Routes (spec §1.3, E1–E20; E21 GET /shapes is called by no version and
+// Routes, one per endpoint served (GET /shapes, which no version calls, is
 // not served).
 const (
-	RouteCreate     Route = "sandbox.create"  // E1 POST /sandboxes
-	RouteGet        Route = "sandbox.get"     // E2 GET /sandboxes/{id}
-	RouteDelete     Route = "sandbox.delete"  // E3 DELETE /sandboxes/{id}
-	RoutePause      Route = "sandbox.pause"   // E4 POST /sandboxes/{id}/pause
-	RouteResume     Route = "sandbox.resume"  // E5 POST /sandboxes/{id}/resume
-	RouteFilesPut   Route = "files.put"       // E6 PUT /sandboxes/{id}/files?path=
-	RouteFilesGet   Route = "files.get"       // E7 GET /sandboxes/{id}/files?path=
-	RouteExec       Route = "exec"            // E8 POST /sandboxes/{id}/exec
-	RouteExecStream Route = "exec.stream"     // E9 POST /sandboxes/{id}/exec?stream=true
-	RouteProcCreate Route = "process.create"  // E10 POST /sandboxes/{id}/processes
-	RouteStdinClose Route = "process.stdin"   // E11 POST …/processes/{pid}/stdin/close
-	RouteConnect    Route = "process.connect" // E12 GET …/processes/{pid}/connect?after=
-	RouteProcDelete Route = "process.delete"  // E13 DELETE …/processes/{pid}?grace_ms=
-	RouteInput      Route = "process.input"   // E14 POST …/processes/{pid}/input
-	RouteSignal     Route = "process.signal"  // E15 POST …/processes/{pid}/signal
-	RouteWait       Route = "process.wait"    // E16 GET …/processes/{pid}/wait
-	RouteEgress     Route = "sandbox.egress"  // E17 PUT /sandboxes/{id}/egress
-	RoutePatch      Route = "sandbox.patch"   // E18 PATCH /sandboxes/{id}
-	RouteFork       Route = "sandbox.fork"    // E19 POST /sandboxes/{id}/fork
-	RouteRootfs     Route = "catalog.rootfs"  // E20 GET /rootfs
+	RouteCreate     Route = "sandbox.create"  // POST /sandboxes
+	RouteGet        Route = "sandbox.get"     // GET /sandboxes/{id}
+	RouteDelete     Route = "sandbox.delete"  // DELETE /sandboxes/{id}
+	RoutePause      Route = "sandbox.pause"   // POST /sandboxes/{id}/pause
+	RouteResume     Route = "sandbox.resume"  // POST /sandboxes/{id}/resume
+	RouteFilesPut   Route = "files.put"       // PUT /sandboxes/{id}/files?path=
+	RouteFilesGet   Route = "files.get"       // GET /sandboxes/{id}/files?path=
+	RouteExec       Route = "exec"            // POST /sandboxes/{id}/exec
+	RouteExecStream Route = "exec.stream"     // POST /sandboxes/{id}/exec?stream=true
+	RouteProcCreate Route = "process.create"  // POST /sandboxes/{id}/processes
+	RouteStdinClose Route = "process.stdin"   // POST …/processes/{pid}/stdin/close
+	RouteConnect    Route = "process.connect" // GET …/processes/{pid}/connect?after=
+	RouteProcDelete Route = "process.delete"  // DELETE …/processes/{pid}?grace_ms=
+	RouteInput      Route = "process.input"   // POST …/processes/{pid}/input
+	RouteSignal     Route = "process.signal"  // POST …/processes/{pid}/signal
+	RouteWait       Route = "process.wait"    // GET …/processes/{pid}/wait
+	RouteEgress     Route = "sandbox.egress"  // PUT /sandboxes/{id}/egress
+	RoutePatch      Route = "sandbox.patch"   // PATCH /sandboxes/{id}
+	RouteFork       Route = "sandbox.fork"    // POST /sandboxes/{id}/fork
+	RouteRootfs     Route = "catalog.rootfs"  // GET /rootfs
 	RouteList       Route = "sandbox.list"    // GET /sandboxes (SDK listSandboxes)
 	RouteUnknown    Route = "unknown"         // anything else (404)
 	RouteAny        Route = "*"               // fault wildcard: every route

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Sandbox states (spec §1.4).
+// Sandbox states, as CreateOS reports them.
 const (
 	StateCreating   = "creating"
 	StateRunning    = "running"

@@ -434,7 +434,7 @@ func (s *Server) SetEvictedAsFrame(on bool) { s.evictedFrame.Store(on) }
 
 // SetReplayOverlap makes /connect?after=N resend up to n frames at or
 // below N that the journal still holds before the frames after N, as the
-// provider may (spec §1.8: the client de-duplicates); default 0.
+// provider may (the client de-duplicates them); default 0.
 func (s *Server) SetReplayOverlap(n int) { s.replayOverlap.Store(int64(max(n, 0))) }
 
 func (s *Server) logf(format string, args ...any) {
