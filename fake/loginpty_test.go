@@ -32,6 +32,31 @@ func newHome(t *testing.T) string {
 	return home
 }
 
+// Another worker of this user may remove the empty login root while a
+// login makes its home in it: the home is made in a new root.
+func TestLoginHomeSurvivesItsRootBeingRemoved(t *testing.T) {
+	if _, err := os.Lstat(handlers.SessionHomeRoot); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s is there before the test (%v): a login root left by an earlier run; remove it", handlers.SessionHomeRoot, err)
+	}
+	removals := 0
+	rootOpened = func() {
+		if removals == 0 {
+			removals++
+			if err := syscall.Rmdir(handlers.SessionHomeRoot); err != nil {
+				t.Errorf("remove the root: %v", err)
+			}
+		}
+	}
+	t.Cleanup(func() { rootOpened = nil })
+	e := loginEnv(t, map[string]string{"claude": "true\n"})
+	home := newHome(t)
+	_, s := e.login(t, "claude", home)
+	wantCode(t, s.exit(t), code(0))
+	if fi, err := os.Lstat(home); err != nil || !fi.IsDir() || removals != 1 {
+		t.Fatalf("home after the root was removed once (%d): %v", removals, err)
+	}
+}
+
 // The login root the driver made goes with its last login home: after a
 // lease's destroy, or the driver's close, nothing of the logins is left
 // (make server-e2e's server user left an empty root that then refused the

@@ -61,15 +61,40 @@ func (l *lease) hasHome(home string) bool {
 }
 
 // prepareHome makes home, a valid session home, ready for a login. made
-// reports that it created the root.
+// reports that it created the root. Another worker of this user may
+// remove an empty root between its creation and the home's (its
+// dropHomeRoot): the home is then made again in a new root, a few times.
 func prepareHome(home string) (made bool, err error) {
+	for range 3 {
+		m, err := prepareHomeOnce(home)
+		made = made || m
+		if !errors.Is(err, errRootGone) {
+			return made, err
+		}
+	}
+	return made, fmt.Errorf("create session home %s: %w", home, errRootGone)
+}
+
+// errRootGone: the login root was removed while the home was being made.
+var errRootGone = errors.New("the login root was removed meanwhile")
+
+// rootOpened, when set by tests, runs once prepareHomeOnce holds the root
+// and before it makes the home.
+var rootOpened func()
+
+func prepareHomeOnce(home string) (made bool, err error) {
 	root, made, err := openHomeRoot(true)
 	if err != nil {
 		return made, err
 	}
 	defer root.Close()
+	if rootOpened != nil {
+		rootOpened()
+	}
 	leaf := filepath.Base(home)
-	if err := root.Mkdir(leaf, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := root.Mkdir(leaf, 0o700); errors.Is(err, fs.ErrNotExist) {
+		return made, errRootGone
+	} else if err != nil && !errors.Is(err, fs.ErrExist) {
 		return made, fmt.Errorf("create session home %s: %w", home, cleanErr(err))
 	}
 	fi, err := root.Lstat(leaf)
@@ -134,6 +159,9 @@ func openHomeRoot(create bool) (root *os.Root, made bool, err error) {
 			fi, err = os.Lstat(name)
 		}
 	}
+	if create && errors.Is(err, fs.ErrNotExist) {
+		return nil, made, errRootGone
+	}
 	if err != nil {
 		return nil, made, fmt.Errorf("prepare %s: %w", name, cleanErr(err))
 	}
@@ -145,6 +173,9 @@ func openHomeRoot(create bool) (root *os.Root, made bool, err error) {
 		return nil, made, state.Userf("The login home directory %s %s; fix or remove it so that logins can use it.", name, why)
 	}
 	root, err = os.OpenRoot(name)
+	if create && errors.Is(err, fs.ErrNotExist) {
+		return nil, made, errRootGone
+	}
 	if err != nil {
 		return nil, made, fmt.Errorf("open %s: %w", name, cleanErr(err))
 	}
