@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // Reference harness values (fake-driver.md §7.1).
@@ -271,20 +272,13 @@ func TestReleaseStopsRunningCommandsBeforeRemovingTheRoot(t *testing.T) {
 	b := base("env-1", nil)
 	l := acquire(t, d, b, "run-1")
 	done := make(chan *handlers.ExecuteResult, 1)
-	started := make(chan struct{})
 	s := &sink{}
 	go func() {
 		r, _ := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "sh",
 			Args: []string{"-c", `trap '' TERM; sleep 60 & echo up; while :; do sleep 0.05; done`}}, s)
 		done <- r
 	}()
-	go func() {
-		for s.get("stdout") == "" {
-			time.Sleep(5 * time.Millisecond)
-		}
-		close(started)
-	}()
-	<-started
+	testkit.WaitFor(t, "the command's first output", func() bool { return s.get("stdout") != "" })
 	rc, err := d.ReleaseLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID, CancelActiveWork: true})
 	if !receiptIs(rc, err, "destroyed") {
 		t.Fatalf("release = %+v, %v", rc, err)
@@ -344,9 +338,7 @@ func TestExactCancellation(t *testing.T) {
 			Args: []string{"-c", `trap '' TERM; echo up; while :; do sleep 0.05; done`}}, s)
 		done <- r
 	}()
-	for s.get("stdout") == "" {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the command's first output", func() bool { return s.get("stdout") != "" })
 	_, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "true", ExecutionID: str("exec-1")}, nil)
 	if err == nil || err.Error() != `Environment execution "exec-1" is already active.` {
 		t.Fatalf("duplicate: %v", err)
@@ -393,12 +385,10 @@ func TestCancelRacingTheStartWins(t *testing.T) {
 			r, err := d.CancelExecution(ctx, &handlers.CancelExecutionParams{BaseParams: b, Lease: *l, ExecutionID: "race"})
 			cancelled <- err == nil && r.Cancelled
 		}()
-		for {
-			if e, ok := d.drv.execs.Lookup(execKey(b, l, "race")); ok && e.stopRequested() {
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testkit.WaitFor(t, "the cancel to reach the execution", func() bool {
+			e, ok := d.drv.execs.Lookup(execKey(b, l, "race"))
+			return ok && e.stopRequested()
+		})
 	}
 	r, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "touch", Args: []string{marker}, ExecutionID: str("race")}, nil)
 	if err != nil || r.ExitCode == nil || *r.ExitCode != 130 {

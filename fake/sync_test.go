@@ -21,6 +21,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen/safeopentest"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // syncEnv is a driver with one lease and a host scratch directory.
@@ -684,8 +685,8 @@ func TestSyncPostUploadTimeout(t *testing.T) {
 			}
 			pgid := syncReadInt(t, filepath.Join(e.ws, "pgid"))
 			child := syncReadInt(t, filepath.Join(e.ws, "child"))
-			syncWaitFor(t, "the process group to be gone", func() bool { return !groupAlive(pgid) })
-			syncWaitFor(t, "the background child to be gone", func() bool {
+			testkit.WaitFor(t, "the process group to be gone", func() bool { return !groupAlive(pgid) })
+			testkit.WaitFor(t, "the background child to be gone", func() bool {
 				return errors.Is(syscall.Kill(child, 0), syscall.ESRCH) || !groupAlive(pgid)
 			})
 		})
@@ -729,7 +730,7 @@ func TestSyncStoppedByRelease(t *testing.T) {
 	o.PostUploadCommands = []handlers.PostUploadCommand{{Command: "touch started; sleep 30"}}
 	errc := make(chan error, 1)
 	go func() { _, err := e.in(o); errc <- err }()
-	syncWaitFor(t, "the command to start", func() bool { _, err := os.Stat(filepath.Join(e.ws, "started")); return err == nil })
+	testkit.WaitFor(t, "the command to start", func() bool { _, err := os.Stat(filepath.Join(e.ws, "started")); return err == nil })
 	id := e.lease.LeaseID()
 	rec, err := e.d.DestroyLease(context.Background(), &handlers.DestroyLeaseParams{BaseParams: e.base, ProviderLeaseID: &id, CancelActiveWork: true})
 	if err != nil || rec == nil {
@@ -838,17 +839,6 @@ func syncReadInt(t *testing.T, p string) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func syncWaitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestSyncConcurrentCallsSameTarget(t *testing.T) {

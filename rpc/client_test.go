@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
 
@@ -327,9 +328,7 @@ func TestClientProcessKilledFailsPendingCalls(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Call(context.Background(), "slow", nil, nil) }()
 	// Wait until the call is in flight before killing.
-	for c.Pending() != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "the call in flight", func() bool { return c.Pending() == 1 })
 	c.Kill()
 	var ce *rpc.CallError
 	if err := <-done; !errors.As(err, &ce) || ce.Code != rpc.CodeWorkerUnavailable || !strings.Contains(ce.Message, "killed") {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
 
@@ -86,9 +87,7 @@ func TestContextEndCancelsInFlightAndServeReturnsNil(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx); outW.Close() }()
 	go fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":1,"method":"slow"}`)
-	for srv.InFlight() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "the request in flight", func() bool { return srv.InFlight() != 0 })
 	cancel()
 	line, err := bufio.NewReader(outR).ReadString('\n')
 	if err != nil || !strings.Contains(line, fmt.Sprintf(`"code":%d`, rpc.CodeWorkerError)) {
