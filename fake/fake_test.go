@@ -447,16 +447,10 @@ func TestRequestedExpiresAtDestroysTheLease(t *testing.T) {
 		t.Errorf("expiresAt = %s, want %s", *l.ExpiresAt, isoMillis(want))
 	}
 	root := l.Metadata["fakeRootDir"].(string)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(root); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("lease not destroyed at its expiry")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the lease destroyed at its expiry", func() bool {
+		_, err := os.Stat(root)
+		return os.IsNotExist(err)
+	})
 	past := "2000-01-01T00:00:00Z"
 	if _, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: b, RunID: "run-2", RequestedExpiresAt: &past}); err == nil {
 		t.Fatal("past expiry accepted")

@@ -122,11 +122,7 @@ func TestSim(t *testing.T) {
 				}
 			}
 			// kill -0 may have found nohup before it executed sleep.
-			for deadline := time.Now().Add(10 * time.Second); len(running(job)) != 1; time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s on the host: pids %v", job, running(job))
-				}
-			}
+			testkit.WaitFor(t, job+" running on the host, once", func() bool { return len(running(job)) == 1 })
 			if code, _ := call(t, "POST", url+"/_control/faults", "sim-key", map[string]any{"route": "sandbox.get", "status": 503, "count": 1}); code != 200 {
 				t.Fatalf("control: %d", code)
 			}
