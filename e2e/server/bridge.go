@@ -97,7 +97,7 @@ func bridgeOf(runLog string, es []traceEntry, agentCmd string) bridgeEvidence {
 	reqs := requestsOf(es)
 	for _, x := range executesOf(reqs) {
 		_, token := x.Env["PAPERCLIP_BRIDGE_TOKEN"]
-		if x.Env["PAPERCLIP_API_BRIDGE_MODE"] == "queue_v1" && token {
+		if x.Env["PAPERCLIP_API_BRIDGE_MODE"] == bridgeModes[bridgeFile] && token {
 			ev.FileBridge = true // the start of the in-sandbox queue server
 		}
 		if x.runsAgent() && strings.Contains(x.line(), agentCmd) {
@@ -267,7 +267,7 @@ func (ev bridgeEvidence) duplexProblems() []string {
 	if ev.FileBridge {
 		out = append(out, "the host started the file bridge (an execute with PAPERCLIP_API_BRIDGE_MODE=queue_v1)")
 	}
-	if ev.AgentMode != "http2_v1" {
+	if ev.AgentMode != bridgeModes[bridgeDuplex] {
 		out = append(out, fmt.Sprintf("the agent ran with PAPERCLIP_API_BRIDGE_MODE=%q, want http2_v1", ev.AgentMode))
 	}
 	if len(ev.Opens) != 1 {
@@ -275,7 +275,7 @@ func (ev bridgeEvidence) duplexProblems() []string {
 	}
 	d := ev.Opens[0]
 	switch {
-	case d.Mode != "http2_v1":
+	case d.Mode != bridgeModes[bridgeDuplex]:
 		out = append(out, fmt.Sprintf("duplexChannelOpen argv has PAPERCLIP_API_BRIDGE_MODE=%q", d.Mode))
 	case !d.Answered:
 		out = append(out, "duplexChannelOpen was not answered with the route's pair")
@@ -303,7 +303,7 @@ func (ev bridgeEvidence) fileProblems() []string {
 	if !ev.FileBridge {
 		out = append(out, "no execute started the file bridge")
 	}
-	if ev.AgentMode != "queue_v1" {
+	if ev.AgentMode != bridgeModes[bridgeFile] {
 		out = append(out, fmt.Sprintf("the agent ran with PAPERCLIP_API_BRIDGE_MODE=%q, want queue_v1", ev.AgentMode))
 	}
 	return out

@@ -91,6 +91,9 @@ const (
 	bridgeDuplex = "duplex"
 )
 
+// bridgeModes is each bridge's PAPERCLIP_API_BRIDGE_MODE.
+var bridgeModes = map[string]string{bridgeFile: "queue_v1", bridgeDuplex: "http2_v1"}
+
 // heartbeat points the agent at the driver's environment and the stub
 // CLI, runs one heartbeat with the CLI, and checks its outcome: status
 // succeeded, the file the stub wrote in its sandbox cwd is back in the
@@ -181,9 +184,9 @@ func (h *harness) duplexHeartbeat(ctx context.Context) (err error) {
 // duplex pass elsewhere is not an accident of the check.
 func (h *harness) checkBridge(driver, want, runLog string, calls []traceEntry, workspace string) (string, error) {
 	ev := bridgeOf(runLog, calls, h.agentCommand(driver))
-	problems, mode := ev.fileProblems(), "queue_v1"
+	problems, mode := ev.fileProblems(), bridgeModes[want]
 	if want == bridgeDuplex {
-		problems, mode = ev.duplexProblems(), "http2_v1"
+		problems = ev.duplexProblems()
 	}
 	if len(problems) > 0 {
 		return "", fmt.Errorf("the run's API bridge is not the %s bridge: %s", want, strings.Join(problems, "; "))

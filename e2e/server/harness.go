@@ -40,10 +40,9 @@ type harness struct {
 	envIDs             map[string]string       // driverKey -> environment id
 	traffic            map[string][]traceEntry // flow name -> what the worker saw
 
-	model        *model            // the scripted model the real agent CLI talks to (model.go)
-	sandboxToken string            // the value only the sandboxes have (realcli.go)
-	realAgents   []realAgent       // the agents that run the real CLI
-	scaleBridges map[string]string // conversation key -> the bridge mode its agent must run with (realscale.go)
+	model        *model      // the scripted model the real agent CLI talks to (model.go)
+	sandboxToken string      // the value only the sandboxes have (realcli.go)
+	realAgents   []realAgent // the agents that run the real CLI
 
 	lastRunID     string          // the run of the last heartbeat
 	chaosSettling map[string]bool // lease ids make chaos leaves to the host's cleanup until its end
@@ -58,7 +57,7 @@ func newHarness(o options) (*harness, error) {
 	if err := absAll(&o.cacheDir, &o.releaseDir, &o.registryNpm, &o.sim, &o.recorder, &o.npmDir, &o.outDir, &o.fixtures); err != nil {
 		return nil, err
 	}
-	h := &harness{o: o, root: os.Geteuid() == 0, logDir: filepath.Join(o.outDir, "logs"), envIDs: map[string]string{}, scaleBridges: map[string]string{}, traffic: map[string][]traceEntry{}}
+	h := &harness{o: o, root: os.Geteuid() == 0, logDir: filepath.Join(o.outDir, "logs"), envIDs: map[string]string{}, traffic: map[string][]traceEntry{}}
 	if err := os.RemoveAll(h.logDir); err != nil {
 		return nil, err
 	}

@@ -218,13 +218,13 @@ func tickTurns(n int) []turn {
 
 // realRun is one heartbeat of a real agent.
 type realRun struct {
-	agent          realAgent
-	driver, bridge string
-	key            string
-	runID          string
-	status         string
-	start          time.Time
-	wall           time.Duration
+	agent  realAgent
+	bridge string // the bridge the run must have (bridgeFile, bridgeDuplex)
+	key    string
+	runID  string
+	status string
+	start  time.Time
+	wall   time.Duration
 }
 
 // wakeOnIssue is the wakeup of a run on the agent's issue: a run's key
@@ -246,7 +246,7 @@ func (h *harness) readyReal(ctx context.Context, a realAgent, envID, driver, bri
 	if err := os.Remove(filepath.Join(h.agentWorkspace(a.ID), realNote)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	return &realRun{agent: a, driver: driver, bridge: bridge, key: key}, nil
+	return &realRun{agent: a, bridge: bridge, key: key}, nil
 }
 
 // wake starts r's heartbeat.

@@ -58,13 +58,17 @@ func (h *harness) scale(ctx context.Context) (err error) {
 	}
 	lines := make([]string, 3)
 	errs := make([]error, 4)
-	lines[0], errs[0] = h.team(ctx, "fake-plugin", bridgeFile, agents[:teamSize], otherRun{})
+	runs := []*realRun{long}
+	var team []*realRun
+	lines[0], team, errs[0] = h.team(ctx, "fake-plugin", bridgeFile, agents[:teamSize], otherRun{})
+	runs = append(runs, team...)
 	errs[3] = poll(ctx, time.Minute, "the long run's CLI asked the model", func() (bool, error) {
 		return h.model.result(long.key).Requests > 0, nil
 	})
 	if errs[3] == nil {
 		if errs[3] = h.setDuplexBridge(ctx, true); errs[3] == nil {
-			lines[1], errs[1] = h.team(ctx, "createos", bridgeDuplex, agents[teamSize:2*teamSize], otherRun{longEnv, long.agent.ID})
+			lines[1], team, errs[1] = h.team(ctx, "createos", bridgeDuplex, agents[teamSize:2*teamSize], otherRun{longEnv, long.agent.ID})
+			runs = append(runs, team...)
 			errs[3] = h.setDuplexBridge(ctx, false)
 		}
 	}
@@ -83,9 +87,9 @@ func (h *harness) scale(ctx context.Context) (err error) {
 		return err
 	}
 	var wrong []string
-	for key, want := range h.scaleBridges {
-		if got := agentBridgeMode(calls, key); got != want {
-			wrong = append(wrong, fmt.Sprintf("%s ran its agent with PAPERCLIP_API_BRIDGE_MODE=%q, want %s", key, got, want))
+	for _, r := range runs {
+		if got, want := agentBridgeMode(calls, r.key), bridgeModes[r.bridge]; got != want {
+			wrong = append(wrong, fmt.Sprintf("%s ran its agent with PAPERCLIP_API_BRIDGE_MODE=%q, want %s", r.key, got, want))
 		}
 	}
 	if len(wrong) > 0 {
@@ -96,9 +100,6 @@ func (h *harness) scale(ctx context.Context) (err error) {
 	}
 	return h.pc.api(ctx, "DELETE", "/environments/"+longEnv, nil, nil)
 }
-
-// bridgeModes are PAPERCLIP_API_BRIDGE_MODE of each bridge.
-var bridgeModes = map[string]string{bridgeFile: "queue_v1", bridgeDuplex: "http2_v1"}
 
 // agentBridgeMode is PAPERCLIP_API_BRIDGE_MODE of the agent execute of
 // the conversation key: the execute running the CLI (stream-json) whose
@@ -135,21 +136,20 @@ type otherRun struct{ envID, agentID string }
 // environment and checks every one. For createos it counts the sim's
 // requests while the team ran, less those on the sandboxes of the other
 // run, which runs alongside.
-func (h *harness) team(ctx context.Context, driver, bridge string, agents []realAgent, other otherRun) (string, error) {
+func (h *harness) team(ctx context.Context, driver, bridge string, agents []realAgent, other otherRun) (string, []*realRun, error) {
 	runs := make([]*realRun, len(agents))
 	for i, a := range agents {
 		key := fmt.Sprintf("team-%s-%d", driver, i+1)
 		var err error
 		if runs[i], err = h.readyReal(ctx, a, h.envIDs[driver], driver, bridge, key, 0, append(h.workTurns(driver, key, a), finalTurn(key))); err != nil {
-			return "", err
+			return "", nil, err
 		}
-		h.scaleBridges[key] = bridgeModes[bridge]
 	}
 	skip := 0
 	if driver == "createos" {
 		before, err := h.simLog(ctx, 0)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		skip = len(before)
 	}
@@ -187,11 +187,11 @@ func (h *harness) team(ctx context.Context, driver, bridge string, agents []real
 	if driver == "createos" {
 		reqs, err := h.simLog(ctx, skip)
 		if err != nil {
-			return line, err
+			return line, runs, err
 		}
 		others, err := h.sandboxesOfAgent(ctx, other.envID, other.agentID)
 		if err != nil {
-			return line, err
+			return line, runs, err
 		}
 		var times []time.Time
 		for _, q := range reqs {
@@ -201,7 +201,7 @@ func (h *harness) team(ctx context.Context, driver, bridge string, agents []real
 		}
 		line += fmt.Sprintf("; CreateOS requests %d in total, %d in the busiest 60 s (the long run's sandbox's not counted)", len(times), busiest(times, time.Minute))
 	}
-	return line, errors.Join(append(errs, leaseErr)...)
+	return line, runs, errors.Join(append(errs, leaseErr)...)
 }
 
 // startLongRun starts one real agent whose conversation lasts at least
@@ -218,7 +218,6 @@ func (h *harness) startLongRun(ctx context.Context, a realAgent, envID string) (
 	if err != nil {
 		return nil, 0, err
 	}
-	h.scaleBridges[key] = bridgeModes[bridgeFile]
 	return r, len(before), nil
 }
 
