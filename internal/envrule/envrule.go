@@ -4,24 +4,20 @@
 // plugin's messages, before anything runs; nothing is dropped or rewritten.
 package envrule
 
-import "strings"
+import (
+	"strings"
 
-// Error is a refusal whose text is the reference plugin's message verbatim.
-type Error struct{ msg string }
-
-func (e *Error) Error() string { return e.msg }
-
-// OperatorMessage marks the text as written for operators (rpc.Operator).
-func (e *Error) OperatorMessage() string { return e.msg }
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
+)
 
 // The reference messages (the CreateOS plugin's, which the host shows as
 // they are).
 var (
 	// ErrName refuses a name that is not [A-Za-z_][A-Za-z0-9_]*: one with
 	// "=" or a NUL could not reach the command as that name.
-	ErrName = &Error{msg: "Invalid sandbox environment variable."}
+	ErrName = operator.New("Invalid sandbox environment variable.")
 	// ErrNUL refuses a value with a NUL, which no command can receive.
-	ErrNUL = &Error{msg: "Sandbox command values cannot contain NUL."}
+	ErrNUL = operator.New("Sandbox command values cannot contain NUL.")
 )
 
 // ValidName reports whether name is a shell identifier:
