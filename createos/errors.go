@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // Error is an operator-facing error whose text is the reference plugin's
@@ -77,14 +77,14 @@ func mayHaveCreated(err error) bool {
 }
 
 // mayLiveError is a session open's error when the process it asked for
-// may still run: err's text, matching handlers.ErrSessionMayLive too, so
+// may still run: err's text, matching sessions.ErrSessionMayLive too, so
 // the route table does not acknowledge the host's close of the route.
 type mayLiveError struct{ err error }
 
 func mayLive(err error) error { return &mayLiveError{err} }
 
 func (e *mayLiveError) Error() string   { return e.err.Error() }
-func (e *mayLiveError) Unwrap() []error { return []error{e.err, handlers.ErrSessionMayLive} }
+func (e *mayLiveError) Unwrap() []error { return []error{e.err, sessions.ErrSessionMayLive} }
 
 // CleanupError marks a failure after which process containment on the lease
 // is unproven; the driver then refuses to reuse the lease until it is

@@ -15,6 +15,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // Regression tests of issue 19 (items 3, 4, 5 and 7) and of its audit of
@@ -235,8 +236,8 @@ func (tn tenant) acquire(t *testing.T, d *Driver) *handlers.Lease {
 	return l
 }
 
-func (tn tenant) open(t *testing.T, d *Driver, l *handlers.Lease, sink handlers.ChannelSink) (handlers.Channel, error) {
-	return d.OpenDuplex(t.Context(), &handlers.DuplexOpenParams{SessionBase: sessionBase(tn.bp, l), Command: []string{"cat"}}, sink)
+func (tn tenant) open(t *testing.T, d *Driver, l *handlers.Lease, sink sessions.ChannelSink) (sessions.Channel, error) {
+	return d.OpenDuplex(t.Context(), &sessions.DuplexOpenParams{SessionBase: sessionBase(tn.bp, l), Command: []string{"cat"}}, sink)
 }
 
 // Item 3: company X on origin X and company Y on origin Y both hold a
@@ -379,7 +380,7 @@ func TestHostCloseDuringCreationEndsTheProcessFirst(t *testing.T) {
 // Item 4, unconfirmed: the host closes the route while the creation is at
 // the provider, and the process the creation made cannot be confirmed
 // ended (its DELETE fails). The open's error wraps
-// handlers.ErrSessionMayLive, and the lease is marked leftover: its
+// sessions.ErrSessionMayLive, and the lease is marked leftover: its
 // release deletes the sandbox instead of keeping it.
 func TestHostCloseDuringCreationWithAnUnconfirmedEndMayLive(t *testing.T) {
 	s := newStub(t)
@@ -400,7 +401,7 @@ func TestHostCloseDuringCreationWithAnUnconfirmedEndMayLive(t *testing.T) {
 	s.mu.Unlock()
 	close(proceed)
 	err := <-opened
-	if !errors.Is(err, handlers.ErrSessionMayLive) {
+	if !errors.Is(err, sessions.ErrSessionMayLive) {
 		t.Fatalf("open: %v, want an error wrapping ErrSessionMayLive", err)
 	}
 	if s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test") < 0 {
@@ -492,7 +493,7 @@ func TestUnconfirmedSessionIsMarkedBeforeItsRelease(t *testing.T) {
 	}{
 		{"creation unconfirmed", func(t *testing.T, s *stub, d *Driver) {
 			s.hook = failing(http.StatusBadGateway, processCreation)
-			if _, err := d.OpenDuplex(t.Context(), duplexParams("cat"), newRecSink(t)); !errors.Is(err, handlers.ErrSessionMayLive) {
+			if _, err := d.OpenDuplex(t.Context(), duplexParams("cat"), newRecSink(t)); !errors.Is(err, sessions.ErrSessionMayLive) {
 				t.Fatalf("open: %v, want an error wrapping ErrSessionMayLive", err)
 			}
 		}},
@@ -541,7 +542,7 @@ func TestPoisonedLeaseWithASessionLeftoverIsDeletedWithAReceipt(t *testing.T) {
 	d := s.driver()
 	l := acquire(t, d, reuse)
 	s.hook = failing(http.StatusBadGateway, processCreation)
-	if _, err := d.OpenDuplex(t.Context(), duplexParams("cat"), newRecSink(t)); !errors.Is(err, handlers.ErrSessionMayLive) {
+	if _, err := d.OpenDuplex(t.Context(), duplexParams("cat"), newRecSink(t)); !errors.Is(err, sessions.ErrSessionMayLive) {
 		t.Fatalf("open: %v, want an error wrapping ErrSessionMayLive", err)
 	}
 	s.hook = nil

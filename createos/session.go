@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // maxInputChunk is the most one POST …/input carries: 262,144 decoded
@@ -23,7 +23,7 @@ const maxInputChunk = 256 << 10
 // request times out after 30 s.
 const writeBudget = hostDefaultBudget - replyMargin
 
-var _ handlers.Channel = (*channel)(nil)
+var _ sessions.Channel = (*channel)(nil)
 
 // channel is one session's managed process (the v0.2 reference's
 // openManagedProcess in process-session.ts): a duplex pipe process or a
@@ -39,7 +39,7 @@ type channel struct {
 	c       *Client
 	name    string // log prefix: "CreateOS login PTY", "CreateOS duplex channel"
 	pty     bool   // a login PTY: pty frames are the output and there is no stdin to close
-	sink    handlers.ChannelSink
+	sink    sessions.ChannelSink
 	log     zerolog.Logger
 	delay   time.Duration // between output reconnects
 	replay  time.Duration // before replaying past an exit recovered through wait
@@ -82,7 +82,7 @@ type channel struct {
 // newChannel returns a channel that open has yet to start. Its requests
 // and its follower live past the open request: they keep the request's
 // logger and nothing else of its context.
-func (d *Driver) newChannel(ctx context.Context, c *Client, scope, sandbox, name string, pty bool, sink handlers.ChannelSink) *channel {
+func (d *Driver) newChannel(ctx context.Context, c *Client, scope, sandbox, name string, pty bool, sink sessions.ChannelSink) *channel {
 	log := zerolog.Ctx(ctx).With().Logger()
 	life, end := context.WithCancelCause(log.WithContext(context.Background()))
 	return &channel{
@@ -185,7 +185,7 @@ func (ch *channel) pid() string {
 	return ch.procID
 }
 
-// Write implements handlers.Channel: it sends p to the process's input in
+// Write implements sessions.Channel: it sends p to the process's input in
 // POST …/input requests of at most maxInputChunk bytes, in order, one write
 // at a time. An empty p, or a write once stop or close began, is ignored
 // (as the reference does); after the exit frame it is refused without a

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // Helpers of the session tests: a sink that records what a channel
@@ -25,7 +26,7 @@ type exitCall struct {
 	transportClosed bool
 }
 
-// recSink is a handlers.ChannelSink that records its calls and fails the
+// recSink is a sessions.ChannelSink that records its calls and fails the
 // test on a call after Exit.
 type recSink struct {
 	t       *testing.T
@@ -149,14 +150,14 @@ func leaseOn(t *testing.T, d *Driver, bp handlers.BaseParams) *handlers.Lease {
 	return l
 }
 
-func sessionBase(bp handlers.BaseParams, l *handlers.Lease) handlers.SessionBase {
-	return handlers.SessionBase{HostRouteID: "duplex-route-1", DriverKey: Key, CompanyID: bp.CompanyID,
+func sessionBase(bp handlers.BaseParams, l *handlers.Lease) sessions.SessionBase {
+	return sessions.SessionBase{HostRouteID: "duplex-route-1", DriverKey: Key, CompanyID: bp.CompanyID,
 		EnvironmentID: bp.EnvironmentID, ProviderLeaseID: l.LeaseID()}
 }
 
-func openDuplex(t *testing.T, d *Driver, bp handlers.BaseParams, l *handlers.Lease, sink handlers.ChannelSink, argv ...string) handlers.Channel {
+func openDuplex(t *testing.T, d *Driver, bp handlers.BaseParams, l *handlers.Lease, sink sessions.ChannelSink, argv ...string) sessions.Channel {
 	t.Helper()
-	ch, err := d.OpenDuplex(t.Context(), &handlers.DuplexOpenParams{SessionBase: sessionBase(bp, l), Command: argv}, sink)
+	ch, err := d.OpenDuplex(t.Context(), &sessions.DuplexOpenParams{SessionBase: sessionBase(bp, l), Command: argv}, sink)
 	if err != nil {
 		t.Fatalf("open %q: %v", argv, err)
 	}

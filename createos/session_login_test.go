@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // Login PTYs against createostest: the login script really runs under
@@ -64,7 +64,7 @@ func TestLoginPTYRunsTheResolvedCLI(t *testing.T) {
 			ctx, logs := logContext(t)
 			sink := newRecSink(t)
 			from := len(srv.Requests())
-			ch, err := d.OpenLoginPty(ctx, &handlers.LoginPtyOpenParams{SessionBase: sessionBase(bp, l), LoginCommandKey: tc.key, SessionHome: testHome}, sink)
+			ch, err := d.OpenLoginPty(ctx, &sessions.LoginPtyOpenParams{SessionBase: sessionBase(bp, l), LoginCommandKey: tc.key, SessionHome: testHome}, sink)
 			if err != nil {
 				t.Fatal(err)
 			}

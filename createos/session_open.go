@@ -11,12 +11,12 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 var (
-	_ handlers.DuplexOpener   = (*Driver)(nil)
-	_ handlers.LoginPtyOpener = (*Driver)(nil)
+	_ sessions.DuplexOpener   = (*Driver)(nil)
+	_ sessions.LoginPtyOpener = (*Driver)(nil)
 )
 
 // Log prefixes of the two session kinds.
@@ -25,13 +25,13 @@ const (
 	duplexName = "CreateOS duplex channel"
 )
 
-// OpenDuplex implements handlers.DuplexOpener: p.Command runs as a pipe
+// OpenDuplex implements sessions.DuplexOpener: p.Command runs as a pipe
 // process in the workspace of a lease acquired or resumed by this worker,
 // each element one argument (POST …/processes {cmd, args, cwd}; no
 // shell). Its stdout is the channel's output; stderr is dropped, as in the
 // reference.
-func (d *Driver) OpenDuplex(ctx context.Context, p *handlers.DuplexOpenParams, out handlers.ChannelSink) (handlers.Channel, error) {
-	if handlers.ArgvProblem(p.Command) != "" {
+func (d *Driver) OpenDuplex(ctx context.Context, p *sessions.DuplexOpenParams, out sessions.ChannelSink) (sessions.Channel, error) {
+	if sessions.ArgvProblem(p.Command) != "" {
 		return nil, errDuplexCommand
 	}
 	l, err := d.sessionLease(&p.SessionBase)
@@ -52,18 +52,18 @@ func (d *Driver) OpenDuplex(ctx context.Context, p *handlers.DuplexOpenParams, o
 	return ch, nil
 }
 
-// OpenLoginPty implements handlers.LoginPtyOpener: the session home is
+// OpenLoginPty implements sessions.LoginPtyOpener: the session home is
 // revalidated and created (exec mkdir -p), then the key's login command
 // runs in a LoginPtyCols × LoginPtyRows pseudo-terminal through
 // /bin/bash -lc (loginScript), in the workspace of a lease acquired or
 // resumed by this worker.
-func (d *Driver) OpenLoginPty(ctx context.Context, p *handlers.LoginPtyOpenParams, out handlers.ChannelSink) (handlers.Channel, error) {
+func (d *Driver) OpenLoginPty(ctx context.Context, p *sessions.LoginPtyOpenParams, out sessions.ChannelSink) (sessions.Channel, error) {
 	log := zerolog.Ctx(ctx)
 	log.Info().Str("loginCommandKey", p.LoginCommandKey).Msg(loginName + " open requested.")
-	if !handlers.ValidSessionHome(p.SessionHome) {
+	if !sessions.ValidSessionHome(p.SessionHome) {
 		return nil, errLoginHome
 	}
-	cmd, ok := handlers.LoginCommands[p.LoginCommandKey]
+	cmd, ok := sessions.LoginCommands[p.LoginCommandKey]
 	if !ok {
 		return nil, errLoginCommand
 	}
@@ -87,7 +87,7 @@ func (d *Driver) OpenLoginPty(ctx context.Context, p *handlers.LoginPtyOpenParam
 	log.Info().Str("sandbox", p.ProviderLeaseID).Msg(loginName + " home prepared.")
 	body := map[string]any{
 		"cmd": "/bin/bash", "args": []string{"-lc", script}, "cwd": workspaceDir,
-		"pty": map[string]int{"cols": handlers.LoginPtyCols, "rows": handlers.LoginPtyRows},
+		"pty": map[string]int{"cols": sessions.LoginPtyCols, "rows": sessions.LoginPtyRows},
 	}
 	ch, err := d.openSession(ctx, c, l, p.ProviderLeaseID, body, loginName, true, out)
 	if err != nil {
@@ -116,7 +116,7 @@ func prepareLoginHome(ctx context.Context, c *Client, sandbox, home string) erro
 // 127), whose directory goes first on PATH; the result must be executable
 // (else exit 126); then exec env with the login environment (in name
 // order), PATH, the CLI and its arguments. Every value is quoted once.
-func loginScript(cmd handlers.LoginCommand, home string) (string, error) {
+func loginScript(cmd sessions.LoginCommand, home string) (string, error) {
 	words := make([]string, 0, len(cmd.Argv))
 	for _, a := range cmd.Argv {
 		q, err := shellQuote(a)
@@ -159,7 +159,7 @@ func prefixEach(sep string, words []string) string {
 // refusal comes before the open sends anything (the login PTY's home is
 // prepared after it); openSession's registration checks again, as a
 // release may begin meanwhile.
-func (d *Driver) sessionLease(p *handlers.SessionBase) (cachedLease, error) {
+func (d *Driver) sessionLease(p *sessions.SessionBase) (cachedLease, error) {
 	l, ok := d.scopes.lease(leaseRef{p.CompanyID, p.EnvironmentID, p.ProviderLeaseID})
 	if !ok {
 		return cachedLease{}, errSessionLease
@@ -174,13 +174,13 @@ func (d *Driver) sessionLease(p *handlers.SessionBase) (cachedLease, error) {
 // (createSession) and starts following it. The channel is registered
 // first, so a release that begins meanwhile closes it too. A creation that
 // may have succeeded without a usable process id (mayHaveCreated) marks
-// the lease leftover, and the open's error wraps handlers.ErrSessionMayLive.
+// the lease leftover, and the open's error wraps sessions.ErrSessionMayLive.
 // A process created after the host closed the route (ctx ended), or after
 // a release or a shutdown stopped waiting for it, is ended before the open
 // returns; if its end is unconfirmed, the lease is marked leftover and the
-// error wraps handlers.ErrSessionMayLive too.
+// error wraps sessions.ErrSessionMayLive too.
 func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sandbox string, body map[string]any,
-	name string, pty bool, sink handlers.ChannelSink) (*channel, error) {
+	name string, pty bool, sink sessions.ChannelSink) (*channel, error) {
 	ch := d.newChannel(ctx, c, l.scope, sandbox, name, pty, sink)
 	if !d.scopes.addChannel(l.scope, ch) {
 		ch.endLife(errSessionOver)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // A release or a shutdown that meets a session still being opened: the
@@ -48,11 +48,11 @@ func waitCloseBegan(t *testing.T, d *Driver) {
 }
 
 type openResult struct {
-	ch  handlers.Channel
+	ch  sessions.Channel
 	err error
 }
 
-func openAsync(d *Driver, sink handlers.ChannelSink) chan openResult {
+func openAsync(d *Driver, sink sessions.ChannelSink) chan openResult {
 	done := make(chan openResult, 1)
 	go func() {
 		ch, err := d.OpenDuplex(context.Background(), duplexParams("sleep", "30"), sink)

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // Sessions whose output stream keeps ending without an exit frame, past
@@ -81,7 +81,7 @@ func TestLoginPTYRecoversItsExitThroughWait(t *testing.T) {
 	srv.Faults().Stream(rConnect, createostest.StreamFault{Kind: createostest.StreamEndBeforeExit}, createostest.Always)
 	sink := newRecSink(t)
 	from := len(srv.Requests())
-	ch, err := d.OpenLoginPty(t.Context(), &handlers.LoginPtyOpenParams{SessionBase: sessionBase(bp, l), LoginCommandKey: "codex", SessionHome: testHome}, sink)
+	ch, err := d.OpenLoginPty(t.Context(), &sessions.LoginPtyOpenParams{SessionBase: sessionBase(bp, l), LoginCommandKey: "codex", SessionHome: testHome}, sink)
 	if err != nil {
 		t.Fatal(err)
 	}

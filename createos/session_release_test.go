@@ -7,6 +7,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // How sessions and the lease's end meet, against createostest.
@@ -57,7 +58,7 @@ func TestUnconfirmedSessionCleanupDestroysInsteadOfKeeping(t *testing.T) {
 				t.Errorf("sandbox %+v", sb)
 			}
 			// The lease is gone: no session opens on it, resume expires it.
-			if _, err := d.OpenDuplex(t.Context(), &handlers.DuplexOpenParams{SessionBase: sessionBase(bp, l), Command: []string{"true"}}, newRecSink(t)); err != errSessionLease {
+			if _, err := d.OpenDuplex(t.Context(), &sessions.DuplexOpenParams{SessionBase: sessionBase(bp, l), Command: []string{"true"}}, newRecSink(t)); err != errSessionLease {
 				t.Errorf("open after release: %v", err)
 			}
 			r, err := d.ResumeLease(t.Context(), &handlers.ResumeLeaseParams{BaseParams: bp, ProviderLeaseID: l.LeaseID(), LeaseMetadata: l.Metadata})
@@ -105,14 +106,14 @@ func TestReleaseClosesOpenSessionsFirst(t *testing.T) {
 func TestSessionLeaseCache(t *testing.T) {
 	srv, d, bp := sessionServer(t, createostest.Options{})
 	l := leaseOn(t, d, bp)
-	open := func() (handlers.Channel, *recSink, error) {
+	open := func() (sessions.Channel, *recSink, error) {
 		sink := newRecSink(t)
-		ch, err := d.OpenDuplex(t.Context(), &handlers.DuplexOpenParams{SessionBase: sessionBase(bp, l), Command: []string{"sleep", "30"}}, sink)
+		ch, err := d.OpenDuplex(t.Context(), &sessions.DuplexOpenParams{SessionBase: sessionBase(bp, l), Command: []string{"sleep", "30"}}, sink)
 		return ch, sink, err
 	}
 	other := sessionBase(bp, l)
 	other.CompanyID = "company-b"
-	if _, err := d.OpenDuplex(t.Context(), &handlers.DuplexOpenParams{SessionBase: other, Command: []string{"true"}}, newRecSink(t)); err != errSessionLease {
+	if _, err := d.OpenDuplex(t.Context(), &sessions.DuplexOpenParams{SessionBase: other, Command: []string{"true"}}, newRecSink(t)); err != errSessionLease {
 		t.Fatalf("another company's open: %v", err)
 	}
 	if _, err := d.ReleaseLease(t.Context(), &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}); err != nil {

@@ -5,7 +5,7 @@ import (
 	"net/http"
 )
 
-// Stop implements handlers.Channel: the first call starts the stopper and
+// Stop implements sessions.Channel: the first call starts the stopper and
 // returns; the exit reaches the sink when the follower ends.
 func (ch *channel) Stop() {
 	ch.mu.Lock()
@@ -63,7 +63,7 @@ func (ch *channel) terminate(ctx context.Context) error {
 	return err
 }
 
-// Close implements handlers.Channel. The first call closes the channel;
+// Close implements sessions.Channel. The first call closes the channel;
 // later calls wait for its answer within their own ctx.
 func (ch *channel) Close(ctx context.Context) error {
 	ch.mu.Lock()

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // Session tests against the reference fixture's stub provider, where the
@@ -18,13 +18,13 @@ import (
 
 const stubHome = "/tmp/paperclip-adapter-login/7c9e6679-7425-40de-944b-e07fc1f90ae7"
 
-func loginParams(key, home string) *handlers.LoginPtyOpenParams {
-	return &handlers.LoginPtyOpenParams{SessionBase: handlers.SessionBase{HostRouteID: "0e9c1c57-0f5e-4c55-9c1b-7b3e0e1d2f00",
+func loginParams(key, home string) *sessions.LoginPtyOpenParams {
+	return &sessions.LoginPtyOpenParams{SessionBase: sessions.SessionBase{HostRouteID: "0e9c1c57-0f5e-4c55-9c1b-7b3e0e1d2f00",
 		DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", ProviderLeaseID: "sb_test"}, LoginCommandKey: key, SessionHome: home}
 }
 
-func duplexParams(argv ...string) *handlers.DuplexOpenParams {
-	return &handlers.DuplexOpenParams{SessionBase: handlers.SessionBase{HostRouteID: "duplex-route-1", DriverKey: Key,
+func duplexParams(argv ...string) *sessions.DuplexOpenParams {
+	return &sessions.DuplexOpenParams{SessionBase: sessions.SessionBase{HostRouteID: "duplex-route-1", DriverKey: Key,
 		CompanyID: "company-a", EnvironmentID: "env-a", ProviderLeaseID: "sb_test"}, Command: argv}
 }
 
@@ -154,7 +154,7 @@ func TestSessionOpenRefusals(t *testing.T) {
 	}
 }
 
-func loginOpen(p *handlers.LoginPtyOpenParams) func(d *Driver) error {
+func loginOpen(p *sessions.LoginPtyOpenParams) func(d *Driver) error {
 	return func(d *Driver) error {
 		ch, err := d.OpenLoginPty(context.Background(), p, nil)
 		if ch != nil {
@@ -164,7 +164,7 @@ func loginOpen(p *handlers.LoginPtyOpenParams) func(d *Driver) error {
 	}
 }
 
-func duplexOpen(p *handlers.DuplexOpenParams) func(d *Driver) error {
+func duplexOpen(p *sessions.DuplexOpenParams) func(d *Driver) error {
 	return func(d *Driver) error {
 		ch, err := d.OpenDuplex(context.Background(), p, nil)
 		if ch != nil {
@@ -217,7 +217,7 @@ func TestSessionCreationFailure(t *testing.T) {
 			ctx, logs := logContext(t)
 			_, err := d.OpenLoginPty(ctx, loginParams("codex", stubHome), newRecSink(t))
 			wantErr(t, err, fmt.Sprintf("CreateOS request failed (HTTP %d) during process creation.", tc.status))
-			if errors.Is(err, handlers.ErrSessionMayLive) != tc.destroy {
+			if errors.Is(err, sessions.ErrSessionMayLive) != tc.destroy {
 				t.Errorf("%v: wraps ErrSessionMayLive %v, want %v", err, !tc.destroy, tc.destroy)
 			}
 			wantLogs(t, logs.String(), tc.log)

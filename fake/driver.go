@@ -25,7 +25,7 @@ type Driver struct {
 	leases map[string]*lease
 	closed bool
 	booted bool // boot ran: the driver is a user of children
-	// madeHomeRoot: this driver created handlers.SessionHomeRoot and has
+	// madeHomeRoot: this driver created sessions.SessionHomeRoot and has
 	// not removed it yet (sessionhome.go).
 	madeHomeRoot bool
 

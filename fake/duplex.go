@@ -12,17 +12,17 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
-var _ handlers.DuplexOpener = (*Driver)(nil)
+var _ sessions.DuplexOpener = (*Driver)(nil)
 
 // stderrCap is how much of a duplex process's stderr its log keeps.
 const stderrCap = 1 << 20
 
-// OpenDuplex implements handlers.DuplexOpener: argv runs directly (no
+// OpenDuplex implements sessions.DuplexOpener: argv runs directly (no
 // shell; each element one argument) in the lease workspace, found through
 // the lease's PATH (commandPATH of the path of its last acquire or
 // resume), with only PATH and the lease's marker in its environment; its
@@ -30,7 +30,7 @@ const stderrCap = 1 << 20
 // stderr never reaches the channel or the host: it goes to a file of the
 // lease root (stderrLog). A program that cannot be run is an exit, 127 or
 // 126, not an error.
-func (d *Driver) OpenDuplex(_ context.Context, p *handlers.DuplexOpenParams, out handlers.ChannelSink) (handlers.Channel, error) {
+func (d *Driver) OpenDuplex(_ context.Context, p *sessions.DuplexOpenParams, out sessions.ChannelSink) (sessions.Channel, error) {
 	l, err := d.sessionLease(&p.SessionBase)
 	if err != nil {
 		return nil, err
@@ -49,9 +49,9 @@ func (d *Driver) OpenDuplex(_ context.Context, p *handlers.DuplexOpenParams, out
 	return s, nil
 }
 
-// checkArgv refuses a command that cannot be an argv (handlers.ArgvProblem).
+// checkArgv refuses a command that cannot be an argv (sessions.ArgvProblem).
 func checkArgv(argv []string) error {
-	if why := handlers.ArgvProblem(argv); why != "" {
+	if why := sessions.ArgvProblem(argv); why != "" {
 		return state.Userf("The duplex command cannot run: %s; give the program and its arguments as non-empty strings without NUL characters.", why)
 	}
 	return nil

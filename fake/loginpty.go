@@ -12,31 +12,31 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
-var _ handlers.LoginPtyOpener = (*Driver)(nil)
+var _ sessions.LoginPtyOpener = (*Driver)(nil)
 
-// OpenLoginPty implements handlers.LoginPtyOpener: the fixed command of
-// the loginCommandKey (handlers.LoginCommands) runs in a pseudo-terminal
-// of handlers.LoginPtyCols × LoginPtyRows that is its stdin, stdout,
+// OpenLoginPty implements sessions.LoginPtyOpener: the fixed command of
+// the loginCommandKey (sessions.LoginCommands) runs in a pseudo-terminal
+// of sessions.LoginPtyCols × LoginPtyRows that is its stdin, stdout,
 // stderr and controlling terminal, in a session of its own, in the lease
 // workspace, with PATH (the lease's, see OpenDuplex), the lease's marker,
 // HOME (and CODEX_HOME or GROK_HOME) at the session home and TERM. The
-// home is checked (handlers.ValidSessionHome) before anything is touched,
+// home is checked (sessions.ValidSessionHome) before anything is touched,
 // then prepared (sessionhome.go). The channel's output is what the
 // terminal shows, raw bytes; a CLI that is not installed prints why and
 // exits 127 (126 when it cannot be run).
-func (d *Driver) OpenLoginPty(_ context.Context, p *handlers.LoginPtyOpenParams, out handlers.ChannelSink) (handlers.Channel, error) {
+func (d *Driver) OpenLoginPty(_ context.Context, p *sessions.LoginPtyOpenParams, out sessions.ChannelSink) (sessions.Channel, error) {
 	l, err := d.sessionLease(&p.SessionBase)
 	if err != nil {
 		return nil, err
 	}
-	if !handlers.ValidSessionHome(p.SessionHome) {
-		return nil, state.Userf("sessionHome %q is not a login home the host gives (%s/<uuid>); start the login again from Paperclip.", p.SessionHome, handlers.SessionHomeRoot)
+	if !sessions.ValidSessionHome(p.SessionHome) {
+		return nil, state.Userf("sessionHome %q is not a login home the host gives (%s/<uuid>); start the login again from Paperclip.", p.SessionHome, sessions.SessionHomeRoot)
 	}
-	lc, ok := handlers.LoginCommands[p.LoginCommandKey]
+	lc, ok := sessions.LoginCommands[p.LoginCommandKey]
 	if !ok {
 		return nil, state.Userf("loginCommandKey %q is not one of %s.", p.LoginCommandKey, loginKeys())
 	}
@@ -57,8 +57,8 @@ func (d *Driver) OpenLoginPty(_ context.Context, p *handlers.LoginPtyOpenParams,
 
 // loginKeys lists the loginCommandKeys, for a message.
 func loginKeys() string {
-	keys := make([]string, 0, len(handlers.LoginCommands))
-	for k := range handlers.LoginCommands {
+	keys := make([]string, 0, len(sessions.LoginCommands))
+	for k := range sessions.LoginCommands {
 		keys = append(keys, fmt.Sprintf("%q", k))
 	}
 	sort.Strings(keys)
@@ -67,7 +67,7 @@ func loginKeys() string {
 
 // startLogin starts lc in a new terminal, or makes the session one that
 // says why the CLI cannot run and exits 127 or 126.
-func (s *session) startLogin(lc handlers.LoginCommand, home string) error {
+func (s *session) startLogin(lc sessions.LoginCommand, home string) error {
 	dir, err := s.l.sessionCwd()
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ func openTerminal() (master, tty *os.File, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("open a pseudo-terminal: %w", err)
 	}
-	if err := pty.Setsize(m, &pty.Winsize{Rows: handlers.LoginPtyRows, Cols: handlers.LoginPtyCols}); err != nil {
+	if err := pty.Setsize(m, &pty.Winsize{Rows: sessions.LoginPtyRows, Cols: sessions.LoginPtyCols}); err != nil {
 		m.Close()
 		tty.Close()
 		return nil, nil, fmt.Errorf("size the pseudo-terminal: %w", err)

@@ -15,17 +15,18 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // newHome is a fresh session home, removed when the test ends whatever
 // the driver did with it (a link planted there is removed as a link).
 func newHome(t *testing.T) string {
-	home := filepath.Join(handlers.SessionHomeRoot, uuid.NewString())
+	home := filepath.Join(sessions.SessionHomeRoot, uuid.NewString())
 	t.Cleanup(func() {
-		if _, err := os.Lstat(handlers.SessionHomeRoot); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(sessions.SessionHomeRoot); errors.Is(err, fs.ErrNotExist) {
 			return // the driver removed the root it made, and the home with it
 		}
-		if err := testkit.RemoveOwned(handlers.SessionHomeRoot, home); err != nil {
+		if err := testkit.RemoveOwned(sessions.SessionHomeRoot, home); err != nil {
 			t.Errorf("session home left: %v", err)
 		}
 	})
@@ -35,14 +36,14 @@ func newHome(t *testing.T) string {
 // Another worker of this user may remove the empty login root while a
 // login makes its home in it: the home is made in a new root.
 func TestLoginHomeSurvivesItsRootBeingRemoved(t *testing.T) {
-	if _, err := os.Lstat(handlers.SessionHomeRoot); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("%s is there before the test (%v): a login root left by an earlier run; remove it", handlers.SessionHomeRoot, err)
+	if _, err := os.Lstat(sessions.SessionHomeRoot); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s is there before the test (%v): a login root left by an earlier run; remove it", sessions.SessionHomeRoot, err)
 	}
 	removals := 0
 	rootOpened = func() {
 		if removals == 0 {
 			removals++
-			if err := syscall.Rmdir(handlers.SessionHomeRoot); err != nil {
+			if err := syscall.Rmdir(sessions.SessionHomeRoot); err != nil {
 				t.Errorf("remove the root: %v", err)
 			}
 		}
@@ -84,15 +85,15 @@ func TestLoginHomeRootGoesWithTheLastLogin(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := os.Lstat(handlers.SessionHomeRoot); !errors.Is(err, fs.ErrNotExist) {
-				t.Fatalf("%s is there before the test (%v): a login root left by an earlier run; remove it", handlers.SessionHomeRoot, err)
+			if _, err := os.Lstat(sessions.SessionHomeRoot); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("%s is there before the test (%v): a login root left by an earlier run; remove it", sessions.SessionHomeRoot, err)
 			}
 			if tc.rootFirst {
-				if err := os.Mkdir(handlers.SessionHomeRoot, 0o700); err != nil {
+				if err := os.Mkdir(sessions.SessionHomeRoot, 0o700); err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() {
-					if err := syscall.Rmdir(handlers.SessionHomeRoot); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					if err := syscall.Rmdir(sessions.SessionHomeRoot); err != nil && !errors.Is(err, fs.ErrNotExist) {
 						t.Errorf("remove the test's root: %v", err)
 					}
 				})
@@ -102,7 +103,7 @@ func TestLoginHomeRootGoesWithTheLastLogin(t *testing.T) {
 			_, s := e.login(t, "claude", home)
 			wantCode(t, s.exit(t), code(0))
 			tc.end(t, e)
-			_, err := os.Lstat(handlers.SessionHomeRoot)
+			_, err := os.Lstat(sessions.SessionHomeRoot)
 			if gone := errors.Is(err, fs.ErrNotExist); gone == tc.rootFirst {
 				t.Fatalf("after the end, the root is gone: %t (%v); want %t", gone, err, !tc.rootFirst)
 			}
@@ -125,10 +126,10 @@ func loginEnv(t *testing.T, scripts map[string]string) *sessionEnv {
 
 // login opens the login terminal of key on home; the channel is closed
 // when the test ends.
-func (e *sessionEnv) login(t *testing.T, key, home string) (handlers.Channel, *chanSink) {
+func (e *sessionEnv) login(t *testing.T, key, home string) (sessions.Channel, *chanSink) {
 	t.Helper()
 	s := newChanSink()
-	ch, err := e.d.OpenLoginPty(context.Background(), &handlers.LoginPtyOpenParams{SessionBase: e.session(), LoginCommandKey: key, SessionHome: home}, s)
+	ch, err := e.d.OpenLoginPty(context.Background(), &sessions.LoginPtyOpenParams{SessionBase: e.session(), LoginCommandKey: key, SessionHome: home}, s)
 	if err != nil {
 		t.Fatalf("open login %s: %v", key, err)
 	}
@@ -214,14 +215,14 @@ func TestLoginPtyRefusals(t *testing.T) {
 	for _, tc := range []struct{ name, key, home, want string }{
 		{"unknown command", "gemini", home, `loginCommandKey "gemini" is not one of "claude", "codex", "grok".`},
 		{"home outside the root", "claude", "/tmp/" + uuid.NewString(), "is not a login home"},
-		{"home with a dot-dot", "claude", handlers.SessionHomeRoot + "/../" + uuid.NewString(), "is not a login home"},
-		{"home that is the root", "claude", handlers.SessionHomeRoot, "is not a login home"},
+		{"home with a dot-dot", "claude", sessions.SessionHomeRoot + "/../" + uuid.NewString(), "is not a login home"},
+		{"home that is the root", "claude", sessions.SessionHomeRoot, "is not a login home"},
 		{"home below a home", "claude", home + "/x", "is not a login home"},
 		{"uppercase uuid", "claude", strings.ToUpper(home), "is not a login home"},
 		{"empty home", "claude", "", "is not a login home"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.d.OpenLoginPty(context.Background(), &handlers.LoginPtyOpenParams{SessionBase: e.session(), LoginCommandKey: tc.key, SessionHome: tc.home}, newChanSink())
+			_, err := e.d.OpenLoginPty(context.Background(), &sessions.LoginPtyOpenParams{SessionBase: e.session(), LoginCommandKey: tc.key, SessionHome: tc.home}, newChanSink())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
@@ -242,7 +243,7 @@ func TestLoginPtySessionHome(t *testing.T) {
 	wantCode(t, s.exit(t), code(0))
 	syncCheckMode(t, home, 0o700)
 	syncCheckFile(t, filepath.Join(home, ".credentials.json"), "token\n")
-	if fi, err := os.Lstat(handlers.SessionHomeRoot); err != nil || !fi.IsDir() {
+	if fi, err := os.Lstat(sessions.SessionHomeRoot); err != nil || !fi.IsDir() {
 		t.Fatalf("root: %v", err)
 	}
 
@@ -258,7 +259,7 @@ func TestLoginPtySessionHome(t *testing.T) {
 	if err := os.Symlink(e.ws, link); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.d.OpenLoginPty(context.Background(), &handlers.LoginPtyOpenParams{SessionBase: e.session(), LoginCommandKey: "claude", SessionHome: link}, newChanSink())
+	_, err := e.d.OpenLoginPty(context.Background(), &sessions.LoginPtyOpenParams{SessionBase: e.session(), LoginCommandKey: "claude", SessionHome: link}, newChanSink())
 	if err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
 		t.Fatalf("symlink home: err = %v", err)
 	}
@@ -266,7 +267,7 @@ func TestLoginPtySessionHome(t *testing.T) {
 	other := acquire(t, e.d, e.b, "run-2")
 	ob := e.session()
 	ob.ProviderLeaseID = *other.ProviderLeaseID
-	_, err = e.d.OpenLoginPty(context.Background(), &handlers.LoginPtyOpenParams{SessionBase: ob, LoginCommandKey: "claude", SessionHome: home}, newChanSink())
+	_, err = e.d.OpenLoginPty(context.Background(), &sessions.LoginPtyOpenParams{SessionBase: ob, LoginCommandKey: "claude", SessionHome: home}, newChanSink())
 	if err == nil || !strings.Contains(err.Error(), "in use by another fake-plugin lease") {
 		t.Fatalf("another lease's home: err = %v", err)
 	}
@@ -382,11 +383,11 @@ func TestSessionsLeaveNoDescriptor(t *testing.T) {
 	}
 	<-e.d.swept // the boot sweep reads the temp dir in the background
 	before := openFDs(t)
-	for _, open := range []func() (handlers.Channel, *chanSink){
-		func() (handlers.Channel, *chanSink) { return e.duplex(t, "cat") },
-		func() (handlers.Channel, *chanSink) { return e.duplex(t, "no-such-program") },
-		func() (handlers.Channel, *chanSink) { return e.login(t, "claude", newHome(t)) },
-		func() (handlers.Channel, *chanSink) { return e.login(t, missing, newHome(t)) },
+	for _, open := range []func() (sessions.Channel, *chanSink){
+		func() (sessions.Channel, *chanSink) { return e.duplex(t, "cat") },
+		func() (sessions.Channel, *chanSink) { return e.duplex(t, "no-such-program") },
+		func() (sessions.Channel, *chanSink) { return e.login(t, "claude", newHome(t)) },
+		func() (sessions.Channel, *chanSink) { return e.login(t, missing, newHome(t)) },
 	} {
 		ch, s := open()
 		if err := ch.Close(context.Background()); err != nil {

@@ -12,7 +12,7 @@ import (
 // helperEnv set, the test binary is a helper worker instead (sweep_test.go).
 //
 // The login tests use the machine's one login root
-// (handlers.SessionHomeRoot), and one of them checks that the driver
+// (sessions.SessionHomeRoot), and one of them checks that the driver
 // removes the root it made: two runs of this package at once (a -count
 // run beside a make test of another clone) would see each other's. So
 // the package holds an exclusive lock on the temp directory while it

@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // Live sessions (duplexChannel*, loginPty*): each is one process of a
-// lease that a handlers.Channel carries; the route table in handlers does
+// lease that a sessions.Channel carries; the route table in handlers does
 // the wire. The process is a lease process like an executed command: it
 // carries the lease's marker, leads a process group of its own (a login
 // terminal: a session of its own, whose id is its group's), dies with the
@@ -37,11 +38,11 @@ var readBuffers = sync.Pool{New: func() any { b := make([]byte, readSize); retur
 // errSessionOver is a write to a session whose process has ended.
 var errSessionOver = errors.New("the session's process has ended")
 
-// session is one live session's process: a handlers.Channel.
+// session is one live session's process: a sessions.Channel.
 type session struct {
 	l    *lease
 	e    *execution // its entry in the lease's running set: stopCh asks the process to end; done closes once Exit was called
-	sink handlers.ChannelSink
+	sink sessions.ChannelSink
 	msg  []byte // the driver's own output, before the process's (a login CLI that is missing)
 
 	cmd  *exec.Cmd // nil when nothing was started: code is known at once
@@ -54,17 +55,17 @@ type session struct {
 	code   *int          // its exit code, nil when a signal ended it; set before exited closes
 }
 
-var _ handlers.Channel = (*session)(nil)
+var _ sessions.Channel = (*session)(nil)
 
 // sessionLease is the lease a session opens in, owned by the caller.
-func (d *Driver) sessionLease(p *handlers.SessionBase) (*lease, error) {
+func (d *Driver) sessionLease(p *sessions.SessionBase) (*lease, error) {
 	owner := handlers.BaseParams{DriverKey: p.DriverKey, CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID}
 	return d.activeLease(&owner, p.ProviderLeaseID)
 }
 
 // newSession joins a new session to l's running set; a lease being
 // released refuses it. The caller starts it or abandons it.
-func (l *lease) newSession(sink handlers.ChannelSink) (*session, error) {
+func (l *lease) newSession(sink sessions.ChannelSink) (*session, error) {
 	e := newExecution()
 	e.session = true
 	if err := l.join(e); err != nil {
@@ -197,7 +198,7 @@ func (s *session) closeFiles() {
 	}
 }
 
-// Write implements handlers.Channel: p goes to the process's input,
+// Write implements sessions.Channel: p goes to the process's input,
 // blocking until the process has taken it (or Close).
 func (s *session) Write(p []byte) error {
 	if s.in == nil || isClosed(s.exited) {
@@ -212,11 +213,11 @@ func (s *session) Write(p []byte) error {
 	return nil
 }
 
-// Stop implements handlers.Channel: supervise terminates the process's
+// Stop implements sessions.Channel: supervise terminates the process's
 // group, SIGTERM then SIGKILL after killGrace.
 func (s *session) Stop() { s.e.stop("stopped by the host") }
 
-// Close implements handlers.Channel: it stops the process, waits until it
+// Close implements sessions.Channel: it stops the process, waits until it
 // is reaped, ends what is left of its group, closes its files and waits
 // for the exit to be reported. It fails when ctx ends first or a member of
 // the group survived SIGKILL.

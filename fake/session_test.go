@@ -14,6 +14,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // chanSink records what a channel hands its sink, and checks the sink's
@@ -111,12 +112,12 @@ func newSessionEnv(t *testing.T, config handlers.Object) *sessionEnv {
 	return &sessionEnv{d: d, b: b, lease: l, root: l.Metadata["fakeRootDir"].(string), ws: l.Metadata["remoteCwd"].(string)}
 }
 
-func (e *sessionEnv) session() handlers.SessionBase {
-	return handlers.SessionBase{HostRouteID: "route-1", DriverKey: Key, CompanyID: e.b.CompanyID, EnvironmentID: e.b.EnvironmentID, ProviderLeaseID: *e.lease.ProviderLeaseID}
+func (e *sessionEnv) session() sessions.SessionBase {
+	return sessions.SessionBase{HostRouteID: "route-1", DriverKey: Key, CompanyID: e.b.CompanyID, EnvironmentID: e.b.EnvironmentID, ProviderLeaseID: *e.lease.ProviderLeaseID}
 }
 
 // closeAtEnd closes ch when the test ends; the close must succeed.
-func closeAtEnd(t *testing.T, ch handlers.Channel) {
+func closeAtEnd(t *testing.T, ch sessions.Channel) {
 	t.Cleanup(func() {
 		if err := ch.Close(context.Background()); err != nil {
 			t.Errorf("close at the end of the test: %v", err)
@@ -125,10 +126,10 @@ func closeAtEnd(t *testing.T, ch handlers.Channel) {
 }
 
 // duplex opens argv; the channel is closed when the test ends.
-func (e *sessionEnv) duplex(t *testing.T, argv ...string) (handlers.Channel, *chanSink) {
+func (e *sessionEnv) duplex(t *testing.T, argv ...string) (sessions.Channel, *chanSink) {
 	t.Helper()
 	s := newChanSink()
-	ch, err := e.d.OpenDuplex(context.Background(), &handlers.DuplexOpenParams{SessionBase: e.session(), Command: argv}, s)
+	ch, err := e.d.OpenDuplex(context.Background(), &sessions.DuplexOpenParams{SessionBase: e.session(), Command: argv}, s)
 	if err != nil {
 		t.Fatalf("open duplex %q: %v", argv, err)
 	}
@@ -318,7 +319,7 @@ func TestDuplexRefusals(t *testing.T) {
 	unknown.ProviderLeaseID = "fake-plugin://run-9/none"
 	for _, tc := range []struct {
 		name string
-		base handlers.SessionBase
+		base sessions.SessionBase
 		argv []string
 		want string
 	}{
@@ -330,7 +331,7 @@ func TestDuplexRefusals(t *testing.T) {
 		{"an unknown lease", unknown, []string{"true"}, "is not active in this worker"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ch, err := e.d.OpenDuplex(context.Background(), &handlers.DuplexOpenParams{SessionBase: tc.base, Command: tc.argv}, newChanSink())
+			ch, err := e.d.OpenDuplex(context.Background(), &sessions.DuplexOpenParams{SessionBase: tc.base, Command: tc.argv}, newChanSink())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				if ch != nil {
 					_ = ch.Close(context.Background())
@@ -345,7 +346,7 @@ func TestDuplexRefusals(t *testing.T) {
 		l.closing = true
 		l.mu.Unlock()
 		defer func() { l.mu.Lock(); l.closing = false; l.mu.Unlock() }()
-		_, err := e.d.OpenDuplex(context.Background(), &handlers.DuplexOpenParams{SessionBase: e.session(), Command: []string{"true"}}, newChanSink())
+		_, err := e.d.OpenDuplex(context.Background(), &sessions.DuplexOpenParams{SessionBase: e.session(), Command: []string{"true"}}, newChanSink())
 		if err == nil || !strings.Contains(err.Error(), "is being released") {
 			t.Fatalf("err = %v", err)
 		}

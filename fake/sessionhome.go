@@ -10,11 +10,11 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
-// A login's HOME is its session home, handlers.SessionHomeRoot/<uuid>, on
+// A login's HOME is its session home, sessions.SessionHomeRoot/<uuid>, on
 // this machine: the fake's sandbox is the worker's machine. The root is
 // created 0700 when missing and must be a real directory of this user
 // that no other user can change; the home is created 0700, or, when it is
@@ -118,7 +118,7 @@ func prepareHomeOnce(home string) (made bool, err error) {
 	return made, nil
 }
 
-// dropHomeRoot removes handlers.SessionHomeRoot when this driver created
+// dropHomeRoot removes sessions.SessionHomeRoot when this driver created
 // it and no login home is left in it: rmdir, which removes only an empty
 // directory and never a link. A root that is not this user's directory,
 // or not empty (a home of a lease still being torn down, whose own
@@ -129,7 +129,7 @@ func (d *Driver) dropHomeRoot() {
 	if !d.madeHomeRoot {
 		return
 	}
-	fi, err := os.Lstat(handlers.SessionHomeRoot)
+	fi, err := os.Lstat(sessions.SessionHomeRoot)
 	if errors.Is(err, fs.ErrNotExist) {
 		d.madeHomeRoot = false
 		return
@@ -137,16 +137,16 @@ func (d *Driver) dropHomeRoot() {
 	if err != nil || notOwnDir(fi) != "" {
 		return
 	}
-	if syscall.Rmdir(handlers.SessionHomeRoot) == nil {
+	if syscall.Rmdir(sessions.SessionHomeRoot) == nil {
 		d.madeHomeRoot = false
 	}
 }
 
-// openHomeRoot opens handlers.SessionHomeRoot, first creating it (0700)
+// openHomeRoot opens sessions.SessionHomeRoot, first creating it (0700)
 // when create and it is missing (made); without create a missing root is
 // nil.
 func openHomeRoot(create bool) (root *os.Root, made bool, err error) {
-	const name = handlers.SessionHomeRoot
+	const name = sessions.SessionHomeRoot
 	fi, err := os.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		if !create {

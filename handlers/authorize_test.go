@@ -113,8 +113,8 @@ func TestRefusedLeaseCallEndsNothing(t *testing.T) {
 				t.Fatalf("the driver was asked %+v, want one call naming lease-1 of co with its metadata", g.asked)
 			}
 			exited := len(before) == 1 && before[0].Method == "duplexChannel.exit"
-			if exited != tc.ends || g.chans[0].isClosed() != tc.ends {
-				t.Fatalf("lines before the reply %v, channel closed %v; want the session ended: %v", before, g.chans[0].isClosed(), tc.ends)
+			if exited != tc.ends || g.Chan(0).IsClosed() != tc.ends {
+				t.Fatalf("lines before the reply %v, channel closed %v; want the session ended: %v", before, g.Chan(0).IsClosed(), tc.ends)
 			}
 		})
 	}

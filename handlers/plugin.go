@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // Options configure a Plugin.
@@ -37,7 +38,7 @@ type Plugin struct {
 	sortedDrivers []string
 	opts          Options
 	started       time.Time
-	sessions      *sessions
+	sessions      *sessions.Table
 
 	mu          sync.Mutex
 	initialized bool
@@ -51,13 +52,14 @@ func New(opts Options, drivers ...Driver) *Plugin {
 	if opts.CloseTimeout <= 0 {
 		opts.CloseTimeout = 5 * time.Second
 	}
-	p := &Plugin{drivers: map[string]Driver{}, opts: opts, started: time.Now(), sessions: newSessions()}
+	p := &Plugin{drivers: map[string]Driver{}, opts: opts, started: time.Now()}
 	for _, d := range drivers {
 		p.drivers[d.Key()] = d
 		p.order = append(p.order, d.Key())
 		p.sortedDrivers = append(p.sortedDrivers, d.Key())
 	}
 	sort.Strings(p.sortedDrivers)
+	p.sessions = newSessions(p, drivers)
 	return p
 }
 
@@ -93,7 +95,7 @@ func (p *Plugin) Dispatch(ctx context.Context, method string, params json.RawMes
 			return p.routeEnv(ctx, m, params)
 		}
 	}
-	if serve := p.sessionMethod(method); serve != nil {
+	if serve := p.sessions.Method(method); serve != nil {
 		return serve(ctx, params)
 	}
 	for _, name := range knownGeneric {
@@ -138,9 +140,7 @@ func (p *Plugin) leaseFirst(ctx context.Context, d Driver, c *LeaseCall) error {
 			return err
 		}
 	}
-	ectx, cancel := context.WithTimeout(ctx, closeBudget)
-	defer cancel()
-	p.sessions.endLease(ectx, leaseRef{driver: d.Key(), company: c.Base.CompanyID, environment: env, lease: c.ProviderLeaseID})
+	p.sessions.EndLease(ctx, sessions.LeaseRef{Driver: d.Key(), Company: c.Base.CompanyID, Environment: env, Lease: c.ProviderLeaseID})
 	return nil
 }
 
@@ -171,13 +171,7 @@ func (p *Plugin) SupportedMethods() []string {
 			}
 		}
 	}
-	if p.servesDuplex() {
-		out = append(out, duplexMethods...)
-	}
-	if p.servesLogin() {
-		out = append(out, loginMethods...)
-	}
-	return out
+	return append(out, p.sessions.Methods()...)
 }
 
 // InitializeParams are initialize's params; the manifest is kept opaque.
@@ -250,7 +244,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 	p.closeOnce.Do(func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.CloseTimeout)
 		defer cancel()
-		p.sessions.endAll(cctx) // before the drivers: a channel's exit goes out while it can
+		p.sessions.EndAll(cctx) // before the drivers: a channel's exit goes out while it can
 		var wg sync.WaitGroup
 		errs := make([]error, len(p.order))
 		for i, key := range p.order {

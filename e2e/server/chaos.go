@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // make chaos (server-e2e -chaos): through the same real server, with the
@@ -367,11 +367,11 @@ func (h *harness) chaosOutcome(ctx context.Context, f chaosFault, r *chaosRow) {
 	}
 }
 
-// sessionHomes lists the login session homes (handlers.SessionHomeRoot/<uuid>)
+// sessionHomes lists the login session homes (sessions.SessionHomeRoot/<uuid>)
 // of the server user.
 func (h *harness) sessionHomes() map[string]bool {
 	m := map[string]bool{}
-	got, _ := filepath.Glob(filepath.Join(handlers.SessionHomeRoot, "*"))
+	got, _ := filepath.Glob(filepath.Join(sessions.SessionHomeRoot, "*"))
 	for _, g := range got {
 		if !h.root || ownedBy(g, serverUID) {
 			m[g] = true

@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos"
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // leaseRoots lists the fake driver's lease roots, the createos driver's
 // cleanup marks directory in the temp dir the worker uses (its
 // environment has no TMPDIR) and the fake's login root
-// (handlers.SessionHomeRoot): all are gone once the host's cleanup is
+// (sessions.SessionHomeRoot): all are gone once the host's cleanup is
 // done. When the harness is root the worker runs as the server user, so
 // only that user's entries can be the run's: one another user's worker (a
 // test running beside this one) makes meanwhile is none of its business.
@@ -28,7 +28,7 @@ func (h *harness) leaseRoots() map[string]bool {
 	for _, dir := range []string{"/tmp", os.TempDir()} {
 		pats = append(pats, filepath.Join(dir, "paperclip-fake-sandbox-*"), filepath.Join(dir, createos.CleanupDirPrefix+"*"))
 	}
-	pats = append(pats, handlers.SessionHomeRoot)
+	pats = append(pats, sessions.SessionHomeRoot)
 	for _, pat := range pats {
 		got, _ := filepath.Glob(pat)
 		for _, g := range got {

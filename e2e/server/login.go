@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // The host's login flow for the real CLI: the Claude setup-token login
@@ -97,7 +97,7 @@ func loginOf(es []traceEntry) loginSession {
 // boxWidth is the width of the widest box the CLI drew (╭──╮ or ╰──╯).
 // Claude Code draws its boxes one column narrower than the terminal
 // (seen at 100 and 120 columns), so this tells the terminal's width: the
-// worker's handlers.LoginPtyCols (the host sends no size).
+// worker's sessions.LoginPtyCols (the host sends no size).
 func boxWidth(out string) int {
 	widest := 0
 	for _, m := range boxLine.FindAllString(out, -1) {
@@ -203,8 +203,8 @@ func (h *harness) login(ctx context.Context, driver string) error {
 		problems = append(problems, fmt.Sprintf("%d loginPtyOpen requests, want 1", s.Opens))
 	case s.Key != "claude":
 		problems = append(problems, fmt.Sprintf("loginCommandKey %q, want claude", s.Key))
-	case boxWidth(s.Output) != handlers.LoginPtyCols-1:
-		problems = append(problems, fmt.Sprintf("the CLI drew its box %d wide, want %d: the terminal is not %d columns", boxWidth(s.Output), handlers.LoginPtyCols-1, handlers.LoginPtyCols))
+	case boxWidth(s.Output) != sessions.LoginPtyCols-1:
+		problems = append(problems, fmt.Sprintf("the CLI drew its box %d wide, want %d: the terminal is not %d columns", boxWidth(s.Output), sessions.LoginPtyCols-1, sessions.LoginPtyCols))
 	}
 	if !strings.Contains(text, loginScreen) || !strings.Contains(s.Output, realCLIVersion) {
 		problems = append(problems, fmt.Sprintf("the first screen lacks %q or the CLI's version %s", loginScreen, realCLIVersion))

@@ -1,4 +1,4 @@
-package handlers
+package sessions
 
 import (
 	"context"
@@ -15,36 +15,29 @@ var (
 	loginMethods  = []string{"loginPtyOpen", "loginPtyInput", "loginPtyStop", "loginPtyClose"}
 )
 
-// servesDuplex reports whether an enabled driver runs duplex channels.
-func (p *Plugin) servesDuplex() bool {
-	for _, d := range p.drivers {
-		if _, ok := d.(DuplexOpener); ok {
-			return true
-		}
+// Methods lists the methods the table serves, as supportedMethods reports
+// them.
+func (t *Table) Methods() []string {
+	var out []string
+	if t.duplex {
+		out = append(out, duplexMethods...)
 	}
-	return false
+	if t.login {
+		out = append(out, loginMethods...)
+	}
+	return out
 }
 
-// servesLogin reports whether an enabled driver runs login PTYs.
-func (p *Plugin) servesLogin() bool {
-	for _, d := range p.drivers {
-		if _, ok := d.(LoginPtyOpener); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// sessionMethod returns how to serve method when it is a live-session
-// method this worker serves, else nil.
-func (p *Plugin) sessionMethod(method string) func(context.Context, json.RawMessage) (any, error) {
+// Method returns how to serve method when it is a live-session method the
+// table serves, else nil.
+func (t *Table) Method(method string) func(context.Context, json.RawMessage) (any, error) {
 	switch method {
 	case "duplexChannelOpen", "duplexChannelClose", "duplexChannelWrite", "duplexChannelStop":
-		if !p.servesDuplex() {
+		if !t.duplex {
 			return nil
 		}
 	case "loginPtyOpen", "loginPtyClose", "loginPtyInput", "loginPtyStop":
-		if !p.servesLogin() {
+		if !t.login {
 			return nil
 		}
 	default:
@@ -52,27 +45,28 @@ func (p *Plugin) sessionMethod(method string) func(context.Context, json.RawMess
 	}
 	switch method {
 	case "duplexChannelOpen":
-		return p.openDuplex
+		return t.openDuplex
 	case "loginPtyOpen":
-		return p.openLogin
+		return t.openLogin
 	case "duplexChannelClose":
-		return p.closeFor(duplexKind)
+		return t.closeFor(duplexKind)
 	case "loginPtyClose":
-		return p.closeFor(loginKind)
+		return t.closeFor(loginKind)
 	}
 	return func(ctx context.Context, raw json.RawMessage) (any, error) {
-		return p.admitInput(method, raw)(ctx)
+		return t.admitInput(method, raw)(ctx)
 	}
 }
 
-// Admit implements rpc.Admitter: the writes, input and stops of channels
-// are taken in on the reader, so that they reach the channel in the order
-// the host sent them.
-func (p *Plugin) Admit(method string, raw json.RawMessage) func(context.Context) (any, error) {
+// Admit is rpc.Admitter's Admit for the session methods: the writes,
+// input and stops of channels are taken in on the reader, so that they
+// reach the channel in the order the host sent them; nil for any other
+// method.
+func (t *Table) Admit(method string, raw json.RawMessage) func(context.Context) (any, error) {
 	switch method {
 	case "duplexChannelWrite", "duplexChannelStop", "loginPtyInput", "loginPtyStop":
-		if p.sessionMethod(method) != nil {
-			return p.admitInput(method, raw)
+		if t.Method(method) != nil {
+			return t.admitInput(method, raw)
 		}
 	}
 	return nil
@@ -88,9 +82,9 @@ type inputParams struct {
 
 // admitInput queues a write or stop on its channel. A pair that names no
 // live route of the method's kind is ignored (null), as the host expects.
-func (p *Plugin) admitInput(method string, raw json.RawMessage) func(context.Context) (any, error) {
+func (t *Table) admitInput(method string, raw json.RawMessage) func(context.Context) (any, error) {
 	var in inputParams
-	if err := decodeParams(raw, &in); err != nil {
+	if err := t.s.DecodeParams(raw, &in); err != nil {
 		return answered(err)
 	}
 	k, stop, fields := duplexKind, method == "duplexChannelStop", []string{"hostRouteId", in.HostRouteID, "workerSessionId", in.WorkerSessionID}
@@ -98,7 +92,7 @@ func (p *Plugin) admitInput(method string, raw json.RawMessage) func(context.Con
 		k, stop, fields = loginKind, method == "loginPtyStop", []string{"workerSessionId", in.WorkerSessionID}
 		in.HostRouteID = "" // login input is keyed by the session alone
 	}
-	if err := need(fields...); err != nil {
+	if err := t.s.Need(fields...); err != nil {
 		return answered(err)
 	}
 	var data []byte
@@ -109,7 +103,7 @@ func (p *Plugin) admitInput(method string, raw json.RawMessage) func(context.Con
 		}
 		data = b
 	}
-	r := p.sessions.lookup(k, in.WorkerSessionID, in.HostRouteID)
+	r := t.lookup(k, in.WorkerSessionID, in.HostRouteID)
 	if r == nil {
 		return answered(nil)
 	}
@@ -156,16 +150,30 @@ func (r *route) write(data []byte) func(context.Context) (any, error) {
 	}
 }
 
-// openParams check what every open needs.
-func (b *SessionBase) check() error {
+// checker is implemented by the open params: check reports, with need
+// (Surface.Need), the required fields that are empty.
+type checker interface {
+	check(need func(pairs ...string) error) error
+}
+
+// decodeOpen reads an open's params and checks its required fields.
+func (t *Table) decodeOpen(raw json.RawMessage, o checker) error {
+	if err := t.s.DecodeParams(raw, o); err != nil {
+		return err
+	}
+	return o.check(t.s.Need)
+}
+
+// check checks what every open needs.
+func (b *SessionBase) check(need func(...string) error) error {
 	return need("hostRouteId", b.HostRouteID, "driverKey", b.DriverKey, "companyId", b.CompanyID,
 		"environmentId", b.EnvironmentID, "providerLeaseId", b.ProviderLeaseID)
 }
 
-func (o *DuplexOpenParams) check() error { return o.SessionBase.check() }
+func (o *DuplexOpenParams) check(need func(...string) error) error { return o.SessionBase.check(need) }
 
-func (o *LoginPtyOpenParams) check() error {
-	if err := o.SessionBase.check(); err != nil {
+func (o *LoginPtyOpenParams) check(need func(...string) error) error {
+	if err := o.SessionBase.check(need); err != nil {
 		return err
 	}
 	return need("loginCommandKey", o.LoginCommandKey, "sessionHome", o.SessionHome)
@@ -182,12 +190,12 @@ type loginOpened struct {
 	WorkerSessionID string `json:"workerSessionId"`
 }
 
-func (p *Plugin) openDuplex(ctx context.Context, raw json.RawMessage) (any, error) {
+func (t *Table) openDuplex(ctx context.Context, raw json.RawMessage) (any, error) {
 	var o DuplexOpenParams
-	if err := decodeParams(raw, &o); err != nil {
+	if err := t.decodeOpen(raw, &o); err != nil {
 		return nil, err
 	}
-	d, err := p.driverFor(ctx, &o.DriverKey)
+	d, err := t.s.Driver(ctx, &o.DriverKey)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +203,7 @@ func (p *Plugin) openDuplex(ctx context.Context, raw json.RawMessage) (any, erro
 	if !ok {
 		return nil, rpc.InvalidParams("driver %s does not run duplex channels.", d.Key())
 	}
-	r, err := p.sessions.open(ctx, duplexKind, o.SessionBase, func(ctx context.Context, out ChannelSink) (Channel, error) {
+	r, err := t.open(ctx, duplexKind, o.SessionBase, func(ctx context.Context, out ChannelSink) (Channel, error) {
 		return op.OpenDuplex(ctx, &o, out)
 	})
 	if err != nil {
@@ -204,12 +212,12 @@ func (p *Plugin) openDuplex(ctx context.Context, raw json.RawMessage) (any, erro
 	return duplexOpened{HostRouteID: r.id, WorkerSessionID: r.sid}, nil
 }
 
-func (p *Plugin) openLogin(ctx context.Context, raw json.RawMessage) (any, error) {
+func (t *Table) openLogin(ctx context.Context, raw json.RawMessage) (any, error) {
 	var o LoginPtyOpenParams
-	if err := decodeParams(raw, &o); err != nil {
+	if err := t.decodeOpen(raw, &o); err != nil {
 		return nil, err
 	}
-	d, err := p.driverFor(ctx, &o.DriverKey)
+	d, err := t.s.Driver(ctx, &o.DriverKey)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +228,7 @@ func (p *Plugin) openLogin(ctx context.Context, raw json.RawMessage) (any, error
 	if _, ok := LoginCommands[o.LoginCommandKey]; !ok {
 		return nil, rpc.InvalidParams(`"loginCommandKey" must be "claude", "codex" or "grok".`)
 	}
-	r, err := p.sessions.open(ctx, loginKind, o.SessionBase, func(ctx context.Context, out ChannelSink) (Channel, error) {
+	r, err := t.open(ctx, loginKind, o.SessionBase, func(ctx context.Context, out ChannelSink) (Channel, error) {
 		return op.OpenLoginPty(ctx, &o, out)
 	})
 	if err != nil {
@@ -230,34 +238,17 @@ func (p *Plugin) openLogin(ctx context.Context, raw json.RawMessage) (any, error
 }
 
 // closeFor serves a close of kind k: keyed by hostRouteId alone.
-func (p *Plugin) closeFor(k *sessionKind) func(context.Context, json.RawMessage) (any, error) {
+func (t *Table) closeFor(k *sessionKind) func(context.Context, json.RawMessage) (any, error) {
 	return func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var c struct {
 			HostRouteID string `json:"hostRouteId"`
 		}
-		if err := decodeParams(raw, &c); err != nil {
+		if err := t.s.DecodeParams(raw, &c); err != nil {
 			return nil, err
 		}
-		if err := need("hostRouteId", c.HostRouteID); err != nil {
+		if err := t.s.Need("hostRouteId", c.HostRouteID); err != nil {
 			return nil, err
 		}
-		return p.sessions.closeRoute(ctx, k, c.HostRouteID)
+		return t.closeRoute(ctx, k, c.HostRouteID)
 	}
-}
-
-// declare adds what the route table serves for d to its declaration.
-func declare(d Driver) DriverDeclaration {
-	decl := d.Declaration()
-	if _, ok := d.(LoginPtyOpener); ok {
-		decl.SupportsLoginPty = true
-	}
-	if _, ok := d.(DuplexOpener); ok {
-		caps := make(map[string]bool, len(decl.SandboxCapabilities)+1)
-		for k, v := range decl.SandboxCapabilities {
-			caps[k] = v
-		}
-		caps["duplexCommandStream"] = true
-		decl.SandboxCapabilities = caps
-	}
-	return decl
 }
