@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 )
 
 // Key is the driverKey of this driver.
@@ -33,8 +33,8 @@ type Driver struct {
 	swept     chan struct{}      // closed when boot's sweep is over (or never started)
 	stopSweep context.CancelFunc // ends the sweep early: Close
 
-	setups *state.Setups
-	execs  *state.Executions[*execution]
+	setups *setupStore
+	execs  *executions[*execution]
 
 	// beforeSpawn, when set by tests, runs after an execution is registered
 	// and before its process starts.
@@ -63,8 +63,8 @@ func New(opts ...Option) *Driver {
 		tmpDir: os.TempDir(),
 		now:    time.Now,
 		leases: map[string]*lease{},
-		setups: state.NewSetups(),
-		execs:  state.NewExecutions[*execution](),
+		setups: newSetupStore(),
+		execs:  newExecutions[*execution](),
 		swept:  make(chan struct{}),
 	}
 	for _, o := range opts {
@@ -111,7 +111,7 @@ func (d *Driver) boot(ctx context.Context) {
 func (d *Driver) Key() string { return Key }
 
 // errClosed is returned for work that would start after shutdown began.
-var errClosed = state.UserText("The fake-plugin driver is shutting down; retry once the worker has restarted.")
+var errClosed = operator.New("The fake-plugin driver is shutting down; retry once the worker has restarted.")
 
 // Close stops every command of every lease and removes every lease root,
 // reusable ones included: a restarted worker cannot resume them anyway.

@@ -13,8 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 var _ handlers.DuplexOpener = (*Driver)(nil)
@@ -52,7 +52,7 @@ func (d *Driver) OpenDuplex(_ context.Context, p *handlers.DuplexOpenParams, out
 // checkArgv refuses a command that cannot be an argv (handlers.ArgvProblem).
 func checkArgv(argv []string) error {
 	if why := handlers.ArgvProblem(argv); why != "" {
-		return state.Userf("The duplex command cannot run: %s; give the program and its arguments as non-empty strings without NUL characters.", why)
+		return operator.Errorf("The duplex command cannot run: %s; give the program and its arguments as non-empty strings without NUL characters.", why)
 	}
 	return nil
 }

@@ -20,8 +20,8 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // execution is one running command. Its owner is the Execute call that
@@ -91,7 +91,7 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 		return nil, err // the CreateOS driver's refusal, word for word
 	}
 	if _, ok := p.Env[markerVar]; ok {
-		return nil, state.Userf("env %s is set by the fake-plugin driver itself (it marks the lease's processes); leave it out of env.", markerVar)
+		return nil, operator.Errorf("env %s is set by the fake-plugin driver itself (it marks the lease's processes); leave it out of env.", markerVar)
 	}
 
 	e := newExecution()

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 )
 
 var _ handlers.LoginPtyOpener = (*Driver)(nil)
@@ -34,11 +34,11 @@ func (d *Driver) OpenLoginPty(_ context.Context, p *handlers.LoginPtyOpenParams,
 		return nil, err
 	}
 	if !handlers.ValidSessionHome(p.SessionHome) {
-		return nil, state.Userf("sessionHome %q is not a login home the host gives (%s/<uuid>); start the login again from Paperclip.", p.SessionHome, handlers.SessionHomeRoot)
+		return nil, operator.Errorf("sessionHome %q is not a login home the host gives (%s/<uuid>); start the login again from Paperclip.", p.SessionHome, handlers.SessionHomeRoot)
 	}
 	lc, ok := handlers.LoginCommands[p.LoginCommandKey]
 	if !ok {
-		return nil, state.Userf("loginCommandKey %q is not one of %s.", p.LoginCommandKey, loginKeys())
+		return nil, operator.Errorf("loginCommandKey %q is not one of %s.", p.LoginCommandKey, loginKeys())
 	}
 	s, err := l.newSession(out)
 	if err != nil {
