@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 )
 
 // Key is the driverKey of this driver.
@@ -109,9 +108,6 @@ func (d *Driver) boot(ctx context.Context) {
 
 // Key implements handlers.Driver.
 func (d *Driver) Key() string { return Key }
-
-// errClosed is returned for work that would start after shutdown began.
-var errClosed = operator.New("The fake-plugin driver is shutting down; retry once the worker has restarted.")
 
 // Close stops every command of every lease and removes every lease root,
 // reusable ones included: a restarted worker cannot resume them anyway.

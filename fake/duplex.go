@@ -13,8 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
 )
 
 var _ handlers.DuplexOpener = (*Driver)(nil)
@@ -52,7 +50,7 @@ func (d *Driver) OpenDuplex(_ context.Context, p *handlers.DuplexOpenParams, out
 // checkArgv refuses a command that cannot be an argv (handlers.ArgvProblem).
 func checkArgv(argv []string) error {
 	if why := handlers.ArgvProblem(argv); why != "" {
-		return operator.Errorf("The duplex command cannot run: %s; give the program and its arguments as non-empty strings without NUL characters.", why)
+		return errDuplexArgv(why)
 	}
 	return nil
 }
@@ -182,7 +180,7 @@ func (g *stderrLog) cannotRun(w *os.File, command, why string) {
 	w.Close()
 	g.r.Close()
 	if why != "" {
-		_, _ = io.WriteString(g.file, fmt.Sprintf("fake-plugin: cannot run %s: %s\n", shquote.Quote(command), why))
+		_, _ = io.WriteString(g.file, stderrCannotRun(command, why))
 	}
 	g.file.Close()
 	close(g.done)

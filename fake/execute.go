@@ -20,8 +20,6 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
 )
 
 // execution is one running command. Its owner is the Execute call that
@@ -73,13 +71,13 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 
 	leaseID := p.Lease.LeaseID()
 	if leaseID == "" {
-		return failed(1, "fake-plugin: the lease has no providerLeaseId; acquire a lease before executing commands.\n", meta), nil
+		return failed(1, stderrLine(errNoLeaseID), meta), nil
 	}
 	d.mu.Lock()
 	l, ok := d.leases[leaseID]
 	d.mu.Unlock()
 	if !ok {
-		return failed(1, fmt.Sprintf("fake-plugin: lease %s is not active in this worker (released, destroyed, expired, or lost in a worker restart); acquire a new lease.\n", leaseID), meta), nil
+		return failed(1, stderrLine(errLeaseNotActive(leaseID)), meta), nil
 	}
 	if err := l.owned(&p.BaseParams); err != nil {
 		return nil, err
@@ -91,7 +89,7 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 		return nil, err // the CreateOS driver's refusal, word for word
 	}
 	if _, ok := p.Env[markerVar]; ok {
-		return nil, operator.Errorf("env %s is set by the fake-plugin driver itself (it marks the lease's processes); leave it out of env.", markerVar)
+		return nil, errMarkerInEnv()
 	}
 
 	e := newExecution()
@@ -160,7 +158,7 @@ func (r *run) start() (*proc, *handlers.ExecuteResult, error) {
 	if r.e.stopRequested() { // a cancel raced the start and won: nothing runs
 		r.e.stopped = true
 		r.meta["cancelled"] = true
-		return nil, failed(130, "fake-plugin: execution cancelled before it started.\n", r.meta), nil
+		return nil, failed(130, stderrCancelledEarly, r.meta), nil
 	}
 	cmd, res := r.prepare()
 	if cmd == nil {
@@ -180,7 +178,7 @@ func (r *run) prepare() (*exec.Cmd, *handlers.ExecuteResult) {
 		if err != nil {
 			why = unwrapPathErr(err).Error()
 		}
-		return nil, failed(1, fmt.Sprintf("fake-plugin: cannot use cwd %s: %s\n", cwd, why), r.meta)
+		return nil, failed(1, stderrBadCwd(cwd, why), r.meta)
 	}
 	path, err := lookPath(r.p.Command, commandPATH(r.path, r.p.Env), cwd)
 	if err != nil {
@@ -188,7 +186,7 @@ func (r *run) prepare() (*exec.Cmd, *handlers.ExecuteResult) {
 		if errors.Is(err, os.ErrPermission) {
 			code = 126
 		}
-		return nil, failed(code, fmt.Sprintf("fake-plugin: cannot run %s: %s\n", shquote.Quote(r.p.Command), describeLookErr(err)), r.meta)
+		return nil, failed(code, stderrCannotRun(r.p.Command, describeLookErr(err)), r.meta)
 	}
 	return newCommand(path, append([]string{r.p.Command}, r.p.Args...), buildEnv(r.p.Env, r.l.root, r.path), cwd), nil
 }
@@ -224,7 +222,7 @@ func (r *run) spawn(cmd *exec.Cmd) (*proc, *handlers.ExecuteResult, error) {
 	if startErr != nil {
 		outR.Close()
 		errR.Close()
-		return nil, failed(127, fmt.Sprintf("fake-plugin: cannot run %s: %v\n", shquote.Quote(r.p.Command), unwrapPathErr(startErr)), r.meta), nil
+		return nil, failed(127, stderrCannotRun(r.p.Command, unwrapPathErr(startErr)), r.meta), nil
 	}
 	return &proc{cmd: cmd, ch: ch, outR: outR, errR: errR}, nil, nil
 }

@@ -3,18 +3,11 @@ package fake
 import (
 	"sync"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
 )
 
 // maxExecutionIDUnits is the longest executionId, in UTF-16 code units.
 const maxExecutionIDUnits = 512
-
-// Reference messages for executionId problems.
-var (
-	errExecutionIDInvalid = operator.New("Environment executionId must be a non-empty opaque string.")
-	errExecutionIDTooLong = operator.New("Environment executionId exceeds the 512-character limit.")
-)
 
 // executionKey identifies one execution exactly.
 type executionKey struct {
@@ -55,7 +48,7 @@ func (r *executions[T]) Register(k executionKey, v T) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.entries[k]; ok {
-		return operator.Errorf("Environment execution \"%s\" is already active.", k.ExecutionID)
+		return errExecutionActive(k.ExecutionID)
 	}
 	r.entries[k] = v
 	return nil

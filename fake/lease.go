@@ -16,7 +16,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 )
 
 // drainTimeout bounds how long a release without cancelActiveWork waits
@@ -73,7 +72,7 @@ func isoMillis(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.
 // ambiguous.
 func checkIDPart(name, v string) error {
 	if strings.ContainsAny(v, "/?#") || strings.TrimSpace(v) != v {
-		return operator.Errorf("%s %q cannot be used in a fake-plugin lease id: it must not contain '/', '?', '#' or surrounding spaces.", name, v)
+		return errIDPart(name, v)
 	}
 	return nil
 }
@@ -95,7 +94,7 @@ func (d *Driver) newLease(id string, p *handlers.BaseParams, c Config) (*lease, 
 // owned checks that the call comes from the lease's company and environment.
 func (l *lease) owned(p *handlers.BaseParams) error {
 	if l.companyID != p.CompanyID || l.environmentID != p.EnvironmentID {
-		return operator.Errorf("fake-plugin lease %s belongs to another company or environment; use a lease acquired for this environment.", l.id)
+		return errLeaseNotOwned(l.id)
 	}
 	return nil
 }
@@ -106,7 +105,7 @@ func (l *lease) join(e *execution) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closing || l.gone {
-		return operator.Errorf("fake-plugin lease %s is being released; acquire a new lease.", l.id)
+		return errLeaseReleasing(l.id)
 	}
 	l.running[e] = struct{}{}
 	return nil
@@ -174,10 +173,10 @@ func requestedExpiry(at *string, now time.Time) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, *at)
 	if err != nil {
-		return time.Time{}, operator.Errorf("requestedExpiresAt %q is not an ISO-8601 timestamp.", *at)
+		return time.Time{}, errExpiryNotTime(*at)
 	}
 	if !t.After(now) {
-		return time.Time{}, operator.Errorf("requestedExpiresAt %s is already past; the lease would end before it starts.", isoMillis(t))
+		return time.Time{}, errExpiryPast(isoMillis(t))
 	}
 	return t, nil
 }
@@ -458,13 +457,13 @@ func (d *Driver) RealizeWorkspace(_ context.Context, p *handlers.RealizeWorkspac
 // activeLease returns the lease id names, owned by the caller.
 func (d *Driver) activeLease(p *handlers.BaseParams, id string) (*lease, error) {
 	if id == "" {
-		return nil, operator.New("The lease has no providerLeaseId; acquire a fake-plugin lease first.")
+		return nil, errNoLeaseID
 	}
 	d.mu.Lock()
 	l, ok := d.leases[id]
 	d.mu.Unlock()
 	if !ok {
-		return nil, operator.Errorf("fake-plugin lease %s is not active in this worker (released, destroyed, expired, or lost in a worker restart); acquire a new lease.", id)
+		return nil, errLeaseNotActive(id)
 	}
 	if err := l.owned(p); err != nil {
 		return nil, err

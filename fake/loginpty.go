@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 )
 
 var _ handlers.LoginPtyOpener = (*Driver)(nil)
@@ -34,11 +33,11 @@ func (d *Driver) OpenLoginPty(_ context.Context, p *handlers.LoginPtyOpenParams,
 		return nil, err
 	}
 	if !handlers.ValidSessionHome(p.SessionHome) {
-		return nil, operator.Errorf("sessionHome %q is not a login home the host gives (%s/<uuid>); start the login again from Paperclip.", p.SessionHome, handlers.SessionHomeRoot)
+		return nil, errSessionHomeShape(p.SessionHome)
 	}
 	lc, ok := handlers.LoginCommands[p.LoginCommandKey]
 	if !ok {
-		return nil, operator.Errorf("loginCommandKey %q is not one of %s.", p.LoginCommandKey, loginKeys())
+		return nil, errLoginKey(p.LoginCommandKey, loginKeys())
 	}
 	s, err := l.newSession(out)
 	if err != nil {
@@ -77,7 +76,7 @@ func (s *session) startLogin(lc handlers.LoginCommand, home string) error {
 	name := lc.Argv[0]
 	prog, err := lookPath(name, pathEnv, s.l.workspace)
 	if err != nil {
-		s.notStarted(exitCodeOf(err), fmt.Sprintf("fake-plugin: %s: %s\r\n", name, describeLookErr(err)))
+		s.notStarted(exitCodeOf(err), stderrLogin(name, describeLookErr(err)))
 		return nil
 	}
 	master, tty, err := openTerminal()
@@ -96,7 +95,7 @@ func (s *session) startLogin(lc handlers.LoginCommand, home string) error {
 	tty.Close() // the child holds it: the master reads EIO once no process does
 	if startErr != nil {
 		master.Close()
-		s.notStarted(exitCodeOf(startErr), fmt.Sprintf("fake-plugin: %s: %v\r\n", name, unwrapPathErr(startErr)))
+		s.notStarted(exitCodeOf(startErr), stderrLogin(name, unwrapPathErr(startErr)))
 		return nil
 	}
 	s.started(cmd, ch, master, master, nil)

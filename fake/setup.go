@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 )
 
 // Redacted placeholders: the fake never shows a real host, port or command.
@@ -114,7 +113,7 @@ func (d *Driver) CaptureTemplate(_ context.Context, p *handlers.CaptureTemplateP
 	s, found, err := d.setups.UpdateSession(owner(p.BaseParams), id, func(s *setupRecord) error {
 		switch s.Status {
 		case statusCancelled, statusTimedOut, statusFailed:
-			return operator.Errorf("Fake setup session cannot be captured from status %s.", s.Status)
+			return errCaptureStatus(s.Status)
 		}
 		s.Status = statusCapturing
 		ref = templateRef(s.EnvironmentID, s.SessionID)
@@ -128,7 +127,7 @@ func (d *Driver) CaptureTemplate(_ context.Context, p *handlers.CaptureTemplateP
 		return nil
 	})
 	if !found {
-		return nil, operator.New("Fake setup session not found.")
+		return nil, errSetupNotFound
 	}
 	if err != nil {
 		return nil, err
