@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -81,7 +82,7 @@ func (d *Driver) Start(ctx context.Context) {
 
 // boot runs once, at Start or, for a host that sends no initialize, at
 // the first acquire: the worker becomes a subreaper with a reaper
-// (children.go), then ends what dead workers left in the temp dir
+// (proctree.Children), then ends what dead workers left in the temp dir
 // (sweep.go) in the background — initialize is not held for it, and no
 // lease needs it: the sweep only touches dead workers' roots. Close waits
 // for it. New does none of it: a driver built to print the manifest
@@ -95,7 +96,7 @@ func (d *Driver) boot(ctx context.Context) {
 			return
 		}
 		d.booted = true
-		children.use()
+		proctree.Children.Use()
 		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		d.stopSweep = cancel
 		go func() {
@@ -111,7 +112,7 @@ func (d *Driver) Key() string { return Key }
 
 // Close stops every command of every lease and removes every lease root,
 // reusable ones included: a restarted worker cannot resume them anyway.
-// Strays (see markerVar), which no lease's teardown may end, end here.
+// Strays (see proctree.MarkerVar), which no lease's teardown may end, end here.
 // Only the first call does anything.
 func (d *Driver) Close(ctx context.Context) error {
 	d.mu.Lock()
@@ -131,8 +132,8 @@ func (d *Driver) Close(ctx context.Context) error {
 	d.leases = map[string]*lease{}
 	d.mu.Unlock()
 	if booted {
-		defer children.release()
-		defer terminate(ctx, children.strays)
+		defer proctree.Children.Release()
+		defer proctree.Terminate(ctx, killGrace, proctree.Children.Strays)
 		select { // the sweep is the driver's: it ends before the driver does
 		case <-d.swept:
 		case <-ctx.Done():

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -97,7 +98,7 @@ func (s *session) spawnDuplex(cmd *exec.Cmd, errs *stderrLog, errW *os.File) err
 	}
 	growPipe(outR)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	ch, startErr := children.start(cmd, s.l.root)
+	ch, startErr := proctree.Children.Start(cmd, s.l.root)
 	inR.Close()
 	outW.Close()
 	if startErr != nil {

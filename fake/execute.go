@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 )
@@ -61,7 +62,7 @@ func (e *execution) stopRequested() bool {
 
 // Execute implements handlers.Driver: command and args run directly (no
 // shell) in their own process group, in the cwd the host asks for (see
-// (*run).cwd), with only PATH, the lease's marker (markerVar) and the
+// (*run).cwd), with only PATH, the lease's marker (proctree.MarkerVar) and the
 // explicit env.
 func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	c := parseConfig(p.Config)
@@ -88,8 +89,8 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 	if err := envrule.Check(p.Env); err != nil {
 		return nil, err // the CreateOS driver's refusal, word for word
 	}
-	if _, ok := p.Env[markerVar]; ok {
-		return nil, errMarkerInEnv()
+	if _, ok := p.Env[proctree.MarkerVar]; ok {
+		return nil, errMarkerInEnv
 	}
 
 	e := newExecution()
@@ -129,7 +130,7 @@ type run struct {
 // proc is a started command and the worker's ends of its output pipes.
 type proc struct {
 	cmd        *exec.Cmd
-	ch         child
+	ch         proctree.Child
 	outR, errR *os.File
 }
 
@@ -216,7 +217,7 @@ func (r *run) spawn(cmd *exec.Cmd) (*proc, *handlers.ExecuteResult, error) {
 	growPipe(outR)
 	growPipe(errR)
 	cmd.Stdout, cmd.Stderr = outW, errW
-	ch, startErr := children.start(cmd, r.l.root)
+	ch, startErr := proctree.Children.Start(cmd, r.l.root)
 	outW.Close()
 	errW.Close()
 	if startErr != nil {
@@ -348,11 +349,11 @@ func commandPATH(dirs []string, env map[string]string) string {
 }
 
 // buildEnv is the whole environment of a command of the lease marked
-// marker: PATH (commandPATH of dirs and env), the marker (markerVar), then
+// marker: PATH (commandPATH of dirs and env), the marker (proctree.MarkerVar), then
 // the explicit env, which envrule.Check has accepted. Nothing is inherited
 // from the worker.
 func buildEnv(env map[string]string, marker string, dirs []string) []string {
-	out := []string{"PATH=" + commandPATH(dirs, env), markerVar + "=" + marker}
+	out := []string{"PATH=" + commandPATH(dirs, env), proctree.MarkerVar + "=" + marker}
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		if k != "PATH" {

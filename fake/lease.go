@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -353,7 +354,7 @@ func (d *Driver) callerLease(p handlers.BaseParams, id string, orphanOK bool) (*
 
 // teardown stops the lease's commands (after waiting up to drain for them
 // to finish; live sessions are stopped at once), ends every process the
-// lease started (see markerVar) and, with remove, deletes its root and the
+// lease started (see proctree.MarkerVar) and, with remove, deletes its root and the
 // session homes it used (sessionhome.go). It reports whether the lease's execution
 // is confirmed over (endProcesses).
 func (l *lease) teardown(ctx context.Context, remove bool, drain time.Duration) (bool, error) {
@@ -402,27 +403,27 @@ func (l *lease) endClosing(remove bool) {
 	}
 }
 
-// endProcesses ends every process attributed to the lease (markerVar)
+// endProcesses ends every process attributed to the lease (proctree.MarkerVar)
 // and reports whether the lease's execution is confirmed over: none of its
 // processes is left, no stray either, which could be the lease's, and the
 // worker is a subreaper, so nothing left its tree unseen. Strays are left
 // running: they may be another lease's.
 func (l *lease) endProcesses(ctx context.Context) bool {
 	ours := func(m string) bool { return m == l.root }
-	if !terminate(ctx, func() []tproc { return leaseProcs(ours) }) {
+	if !proctree.Terminate(ctx, killGrace, func() []proctree.Proc { return proctree.LeaseProcs(ours) }) {
 		zerolog.Ctx(ctx).Warn().Str("leaseId", l.id).Msg("fake lease processes survived SIGKILL; termination unconfirmed")
 		return false
 	}
-	if strays := children.strays(); len(strays) > 0 {
+	if strays := proctree.Children.Strays(); len(strays) > 0 {
 		pids := make([]int, len(strays))
 		for i, p := range strays {
-			pids[i] = p.pid
+			pids[i] = p.PID
 		}
 		zerolog.Ctx(ctx).Warn().Str("leaseId", l.id).Ints("strays", pids).
 			Msg("processes that cleared the lease marker and left their group are running; termination unconfirmed")
 		return false
 	}
-	return children.tracking()
+	return proctree.Children.Tracking()
 }
 
 // waitDone waits for each of running to finish and reports whether all

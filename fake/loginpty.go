@@ -12,6 +12,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -91,7 +92,7 @@ func (s *session) startLogin(lc handlers.LoginCommand, home string) error {
 		// its stdin; on Linux it dies with the worker (sessionAttr).
 		SysProcAttr: sessionAttr(),
 	}
-	ch, startErr := children.start(cmd, s.l.root)
+	ch, startErr := proctree.Children.Start(cmd, s.l.root)
 	tty.Close() // the child holds it: the master reads EIO once no process does
 	if startErr != nil {
 		master.Close()

@@ -3,6 +3,7 @@ package fake
 import (
 	"fmt"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
@@ -32,8 +33,9 @@ func errCaptureStatus(status string) error {
 // The driver, its config and its leases.
 var (
 	// errClosed is returned for work that would start after shutdown began.
-	errClosed    = operator.New("The fake-plugin driver is shutting down; retry once the worker has restarted.")
-	errNoLeaseID = operator.New("The lease has no providerLeaseId; acquire a fake-plugin lease first.")
+	errClosed      = operator.New("The fake-plugin driver is shutting down; retry once the worker has restarted.")
+	errNoLeaseID   = operator.New("The lease has no providerLeaseId; acquire a fake-plugin lease first.")
+	errMarkerInEnv = operator.Errorf("env %s is set by the fake-plugin driver itself (it marks the lease's processes); leave it out of env.", proctree.MarkerVar)
 )
 
 func errConfig(problems string) error {
@@ -62,10 +64,6 @@ func errExpiryNotTime(at string) error {
 
 func errExpiryPast(at string) error {
 	return operator.Errorf("requestedExpiresAt %s is already past; the lease would end before it starts.", at)
-}
-
-func errMarkerInEnv() error {
-	return operator.Errorf("env %s is set by the fake-plugin driver itself (it marks the lease's processes); leave it out of env.", markerVar)
 }
 
 // Sessions: duplex channels and login terminals.
@@ -121,9 +119,7 @@ func errSyncCommandCwd(where string, i, k int, err error) error {
 	return operator.Errorf("%s (operations[%d]) postUploadCommands[%d] cwd: %w", where, i, k, err)
 }
 
-func errSyncStopped(id string, err error) error {
-	return operator.Errorf("operation %q: %w", id, err)
-}
+func errSyncStopped(id string, err error) error { return operator.Errorf("operation %q: %w", id, err) }
 
 func errSyncMapping(id string, index int, from, to string, err error) error {
 	return operator.Errorf("operation %q files[%d] (%s -> %s): %w", id, index, from, to, err)

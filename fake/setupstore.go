@@ -2,9 +2,8 @@ package fake
 
 import "sync"
 
-// What the driver keeps in worker memory — setup sessions and captured
-// templates here, active executions in executions.go — is lost when the
-// worker restarts, by design.
+// Setup sessions, templates and active executions (executions.go) live in
+// worker memory only: a worker that restarts has lost them, by design.
 
 // setupRecord is an interactive setup session of a driver.
 type setupRecord struct {
