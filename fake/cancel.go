@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // CancelExecution implements handlers.ExecutionCanceller. It stops exactly
@@ -13,10 +12,10 @@ import (
 // run (a cancel that wins the race with the start) or its process group is
 // gone. Unknown or finished ids answer cancelled:false and leave no state.
 func (d *Driver) CancelExecution(ctx context.Context, p *handlers.CancelExecutionParams) (*handlers.CancelExecutionResult, error) {
-	if err := state.ValidateExecutionID(p.ExecutionID); err != nil {
+	if err := validateExecutionID(p.ExecutionID); err != nil {
 		return nil, err
 	}
-	key := state.ExecKey{CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID, ProviderLeaseID: p.Lease.LeaseID(), ExecutionID: p.ExecutionID}
+	key := executionKey{CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID, ProviderLeaseID: p.Lease.LeaseID(), ExecutionID: p.ExecutionID}
 	e, ok := d.execs.Lookup(key)
 	if !ok {
 		return &handlers.CancelExecutionResult{ExecutionID: p.ExecutionID, Cancelled: false}, nil
@@ -36,6 +35,6 @@ func (d *Driver) CancelExecution(ctx context.Context, p *handlers.CancelExecutio
 }
 
 // execKey is the registry key of executionID on lease l.
-func execKey(b handlers.BaseParams, l *handlers.Lease, executionID string) state.ExecKey {
-	return state.ExecKey{CompanyID: b.CompanyID, EnvironmentID: b.EnvironmentID, ProviderLeaseID: l.LeaseID(), ExecutionID: executionID}
+func execKey(b handlers.BaseParams, l *handlers.Lease, executionID string) executionKey {
+	return executionKey{CompanyID: b.CompanyID, EnvironmentID: b.EnvironmentID, ProviderLeaseID: l.LeaseID(), ExecutionID: executionID}
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // Config defaults, as the reference plugin has them.
@@ -109,7 +108,7 @@ func (c Config) check() error {
 	if len(c.errs) == 0 {
 		return nil
 	}
-	return state.Userf("Invalid fake-plugin config: %s", strings.Join(c.errs, " "))
+	return errConfig(strings.Join(c.errs, " "))
 }
 
 // normalized is the config as environmentValidateConfig returns it.

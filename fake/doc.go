@@ -11,7 +11,7 @@
 // process the lease started is gone, also those that left its process
 // group or session: while a driver runs the worker is a subreaper that
 // reaps what it adopts, and every command carries the lease's marker
-// (children.go, proctree.go). While a process runs that no lease can be
+// (package proctree). While a process runs that no lease can be
 // shown to own, no receipt is answered (null: termination unconfirmed).
 // Every root records its owning worker (owner.go); a driver that boots
 // (Start, or the first acquire) first ends what workers that died left in
@@ -21,7 +21,7 @@
 // The driver builds for Linux and macOS; what differs lives in _linux.go
 // files and their _darwin.go/_other.go counterparts. macOS has no child
 // subreaper, no Pdeathsig, no pidfd and no /proc: its process table comes
-// from sysctl (proc_darwin.go), a teardown ends what carries the lease's
+// from sysctl (proctree), a teardown ends what carries the lease's
 // marker wherever it went, and since an orphan that cleared its marker
 // cannot be found there, releases on macOS answer no receipt.
 //

@@ -9,8 +9,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // Key is the driverKey of this driver.
@@ -33,8 +33,8 @@ type Driver struct {
 	swept     chan struct{}      // closed when boot's sweep is over (or never started)
 	stopSweep context.CancelFunc // ends the sweep early: Close
 
-	setups *state.Setups
-	execs  *state.Executions[*execution]
+	setups *setupStore
+	execs  *executions[*execution]
 
 	// beforeSpawn, when set by tests, runs after an execution is registered
 	// and before its process starts.
@@ -63,8 +63,8 @@ func New(opts ...Option) *Driver {
 		tmpDir: os.TempDir(),
 		now:    time.Now,
 		leases: map[string]*lease{},
-		setups: state.NewSetups(),
-		execs:  state.NewExecutions[*execution](),
+		setups: newSetupStore(),
+		execs:  newExecutions[*execution](),
 		swept:  make(chan struct{}),
 	}
 	for _, o := range opts {
@@ -82,7 +82,7 @@ func (d *Driver) Start(ctx context.Context) {
 
 // boot runs once, at Start or, for a host that sends no initialize, at
 // the first acquire: the worker becomes a subreaper with a reaper
-// (children.go), then ends what dead workers left in the temp dir
+// (proctree.Children), then ends what dead workers left in the temp dir
 // (sweep.go) in the background — initialize is not held for it, and no
 // lease needs it: the sweep only touches dead workers' roots. Close waits
 // for it. New does none of it: a driver built to print the manifest
@@ -96,7 +96,7 @@ func (d *Driver) boot(ctx context.Context) {
 			return
 		}
 		d.booted = true
-		children.use()
+		proctree.Children.Use()
 		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		d.stopSweep = cancel
 		go func() {
@@ -110,12 +110,9 @@ func (d *Driver) boot(ctx context.Context) {
 // Key implements handlers.Driver.
 func (d *Driver) Key() string { return Key }
 
-// errClosed is returned for work that would start after shutdown began.
-var errClosed = state.UserText("The fake-plugin driver is shutting down; retry once the worker has restarted.")
-
 // Close stops every command of every lease and removes every lease root,
 // reusable ones included: a restarted worker cannot resume them anyway.
-// Strays (see markerVar), which no lease's teardown may end, end here.
+// Strays (see proctree.MarkerVar), which no lease's teardown may end, end here.
 // Only the first call does anything.
 func (d *Driver) Close(ctx context.Context) error {
 	d.mu.Lock()
@@ -135,8 +132,8 @@ func (d *Driver) Close(ctx context.Context) error {
 	d.leases = map[string]*lease{}
 	d.mu.Unlock()
 	if booted {
-		defer children.release()
-		defer terminate(ctx, children.strays)
+		defer proctree.Children.Release()
+		defer proctree.Terminate(ctx, killGrace, proctree.Children.Strays)
 		select { // the sweep is the driver's: it ends before the driver does
 		case <-d.swept:
 		case <-ctx.Done():

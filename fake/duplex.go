@@ -12,9 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 var _ sessions.DuplexOpener = (*Driver)(nil)
@@ -52,7 +51,7 @@ func (d *Driver) OpenDuplex(_ context.Context, p *sessions.DuplexOpenParams, out
 // checkArgv refuses a command that cannot be an argv (sessions.ArgvProblem).
 func checkArgv(argv []string) error {
 	if why := sessions.ArgvProblem(argv); why != "" {
-		return state.Userf("The duplex command cannot run: %s; give the program and its arguments as non-empty strings without NUL characters.", why)
+		return errDuplexArgv(why)
 	}
 	return nil
 }
@@ -99,7 +98,7 @@ func (s *session) spawnDuplex(cmd *exec.Cmd, errs *stderrLog, errW *os.File) err
 	}
 	growPipe(outR)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	ch, startErr := children.start(cmd, s.l.root)
+	ch, startErr := proctree.Children.Start(cmd, s.l.root)
 	inR.Close()
 	outW.Close()
 	if startErr != nil {
@@ -182,7 +181,7 @@ func (g *stderrLog) cannotRun(w *os.File, command, why string) {
 	w.Close()
 	g.r.Close()
 	if why != "" {
-		_, _ = io.WriteString(g.file, fmt.Sprintf("fake-plugin: cannot run %s: %s\n", shquote.Quote(command), why))
+		_, _ = io.WriteString(g.file, stderrCannotRun(command, why))
 	}
 	g.file.Close()
 	close(g.done)

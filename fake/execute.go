@@ -18,10 +18,9 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // execution is one running command. Its owner is the Execute call that
@@ -63,7 +62,7 @@ func (e *execution) stopRequested() bool {
 
 // Execute implements handlers.Driver: command and args run directly (no
 // shell) in their own process group, in the cwd the host asks for (see
-// (*run).cwd), with only PATH, the lease's marker (markerVar) and the
+// (*run).cwd), with only PATH, the lease's marker (proctree.MarkerVar) and the
 // explicit env.
 func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	c := parseConfig(p.Config)
@@ -73,13 +72,13 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 
 	leaseID := p.Lease.LeaseID()
 	if leaseID == "" {
-		return failed(1, "fake-plugin: the lease has no providerLeaseId; acquire a lease before executing commands.\n", meta), nil
+		return failed(1, stderrLine(errNoLeaseID), meta), nil
 	}
 	d.mu.Lock()
 	l, ok := d.leases[leaseID]
 	d.mu.Unlock()
 	if !ok {
-		return failed(1, fmt.Sprintf("fake-plugin: lease %s is not active in this worker (released, destroyed, expired, or lost in a worker restart); acquire a new lease.\n", leaseID), meta), nil
+		return failed(1, stderrLine(errLeaseNotActive(leaseID)), meta), nil
 	}
 	if err := l.owned(&p.BaseParams); err != nil {
 		return nil, err
@@ -90,8 +89,8 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 	if err := envrule.Check(p.Env); err != nil {
 		return nil, err // the CreateOS driver's refusal, word for word
 	}
-	if _, ok := p.Env[markerVar]; ok {
-		return nil, state.Userf("env %s is set by the fake-plugin driver itself (it marks the lease's processes); leave it out of env.", markerVar)
+	if _, ok := p.Env[proctree.MarkerVar]; ok {
+		return nil, errMarkerInEnv
 	}
 
 	e := newExecution()
@@ -131,7 +130,7 @@ type run struct {
 // proc is a started command and the worker's ends of its output pipes.
 type proc struct {
 	cmd        *exec.Cmd
-	ch         child
+	ch         proctree.Child
 	outR, errR *os.File
 }
 
@@ -160,7 +159,7 @@ func (r *run) start() (*proc, *handlers.ExecuteResult, error) {
 	if r.e.stopRequested() { // a cancel raced the start and won: nothing runs
 		r.e.stopped = true
 		r.meta["cancelled"] = true
-		return nil, failed(130, "fake-plugin: execution cancelled before it started.\n", r.meta), nil
+		return nil, failed(130, stderrCancelledEarly, r.meta), nil
 	}
 	cmd, res := r.prepare()
 	if cmd == nil {
@@ -180,7 +179,7 @@ func (r *run) prepare() (*exec.Cmd, *handlers.ExecuteResult) {
 		if err != nil {
 			why = unwrapPathErr(err).Error()
 		}
-		return nil, failed(1, fmt.Sprintf("fake-plugin: cannot use cwd %s: %s\n", cwd, why), r.meta)
+		return nil, failed(1, stderrBadCwd(cwd, why), r.meta)
 	}
 	path, err := lookPath(r.p.Command, commandPATH(r.path, r.p.Env), cwd)
 	if err != nil {
@@ -188,7 +187,7 @@ func (r *run) prepare() (*exec.Cmd, *handlers.ExecuteResult) {
 		if errors.Is(err, os.ErrPermission) {
 			code = 126
 		}
-		return nil, failed(code, fmt.Sprintf("fake-plugin: cannot run %s: %s\n", shquote.Quote(r.p.Command), describeLookErr(err)), r.meta)
+		return nil, failed(code, stderrCannotRun(r.p.Command, describeLookErr(err)), r.meta)
 	}
 	return newCommand(path, append([]string{r.p.Command}, r.p.Args...), buildEnv(r.p.Env, r.l.root, r.path), cwd), nil
 }
@@ -218,13 +217,13 @@ func (r *run) spawn(cmd *exec.Cmd) (*proc, *handlers.ExecuteResult, error) {
 	growPipe(outR)
 	growPipe(errR)
 	cmd.Stdout, cmd.Stderr = outW, errW
-	ch, startErr := children.start(cmd, r.l.root)
+	ch, startErr := proctree.Children.Start(cmd, r.l.root)
 	outW.Close()
 	errW.Close()
 	if startErr != nil {
 		outR.Close()
 		errR.Close()
-		return nil, failed(127, fmt.Sprintf("fake-plugin: cannot run %s: %v\n", shquote.Quote(r.p.Command), unwrapPathErr(startErr)), r.meta), nil
+		return nil, failed(127, stderrCannotRun(r.p.Command, unwrapPathErr(startErr)), r.meta), nil
 	}
 	return &proc{cmd: cmd, ch: ch, outR: outR, errR: errR}, nil, nil
 }
@@ -350,11 +349,11 @@ func commandPATH(dirs []string, env map[string]string) string {
 }
 
 // buildEnv is the whole environment of a command of the lease marked
-// marker: PATH (commandPATH of dirs and env), the marker (markerVar), then
+// marker: PATH (commandPATH of dirs and env), the marker (proctree.MarkerVar), then
 // the explicit env, which envrule.Check has accepted. Nothing is inherited
 // from the worker.
 func buildEnv(env map[string]string, marker string, dirs []string) []string {
-	out := []string{"PATH=" + commandPATH(dirs, env), markerVar + "=" + marker}
+	out := []string{"PATH=" + commandPATH(dirs, env), proctree.MarkerVar + "=" + marker}
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		if k != "PATH" {

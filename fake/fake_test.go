@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
@@ -36,7 +37,7 @@ func newDriver(t *testing.T) *tdriver {
 
 // receiptsConfirmed: the worker is a subreaper (Linux), so a teardown can
 // confirm that nothing of a lease runs; elsewhere the fake sends no
-// termination receipt (see children_other.go).
+// termination receipt (see proctree's children_other.go).
 var receiptsConfirmed = runtime.GOOS == "linux"
 
 // receiptIs reports whether a release or destroy answered as it must: a
@@ -193,7 +194,7 @@ func TestEscalatesToSIGKILLAfterTimeoutIfTheChildIgnoresSIGTERM(t *testing.T) {
 
 // processAlive reports a live (non-zombie) process.
 func processAlive(pid int) bool {
-	_, zombie, err := procStat(pid) // the platform's process table
+	_, zombie, err := proctree.Stat(pid) // the platform's process table
 	return err == nil && !zombie
 }
 

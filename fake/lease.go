@@ -15,8 +15,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // drainTimeout bounds how long a release without cancelActiveWork waits
@@ -73,7 +73,7 @@ func isoMillis(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.
 // ambiguous.
 func checkIDPart(name, v string) error {
 	if strings.ContainsAny(v, "/?#") || strings.TrimSpace(v) != v {
-		return state.Userf("%s %q cannot be used in a fake-plugin lease id: it must not contain '/', '?', '#' or surrounding spaces.", name, v)
+		return errIDPart(name, v)
 	}
 	return nil
 }
@@ -95,7 +95,7 @@ func (d *Driver) newLease(id string, p *handlers.BaseParams, c Config) (*lease, 
 // owned checks that the call comes from the lease's company and environment.
 func (l *lease) owned(p *handlers.BaseParams) error {
 	if l.companyID != p.CompanyID || l.environmentID != p.EnvironmentID {
-		return state.Userf("fake-plugin lease %s belongs to another company or environment; use a lease acquired for this environment.", l.id)
+		return errLeaseNotOwned(l.id)
 	}
 	return nil
 }
@@ -106,7 +106,7 @@ func (l *lease) join(e *execution) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closing || l.gone {
-		return state.Userf("fake-plugin lease %s is being released; acquire a new lease.", l.id)
+		return errLeaseReleasing(l.id)
 	}
 	l.running[e] = struct{}{}
 	return nil
@@ -174,10 +174,10 @@ func requestedExpiry(at *string, now time.Time) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, *at)
 	if err != nil {
-		return time.Time{}, state.Userf("requestedExpiresAt %q is not an ISO-8601 timestamp.", *at)
+		return time.Time{}, errExpiryNotTime(*at)
 	}
 	if !t.After(now) {
-		return time.Time{}, state.Userf("requestedExpiresAt %s is already past; the lease would end before it starts.", isoMillis(t))
+		return time.Time{}, errExpiryPast(isoMillis(t))
 	}
 	return t, nil
 }
@@ -354,7 +354,7 @@ func (d *Driver) callerLease(p handlers.BaseParams, id string, orphanOK bool) (*
 
 // teardown stops the lease's commands (after waiting up to drain for them
 // to finish; live sessions are stopped at once), ends every process the
-// lease started (see markerVar) and, with remove, deletes its root and the
+// lease started (see proctree.MarkerVar) and, with remove, deletes its root and the
 // session homes it used (sessionhome.go). It reports whether the lease's execution
 // is confirmed over (endProcesses).
 func (l *lease) teardown(ctx context.Context, remove bool, drain time.Duration) (bool, error) {
@@ -403,27 +403,27 @@ func (l *lease) endClosing(remove bool) {
 	}
 }
 
-// endProcesses ends every process attributed to the lease (markerVar)
+// endProcesses ends every process attributed to the lease (proctree.MarkerVar)
 // and reports whether the lease's execution is confirmed over: none of its
 // processes is left, no stray either, which could be the lease's, and the
 // worker is a subreaper, so nothing left its tree unseen. Strays are left
 // running: they may be another lease's.
 func (l *lease) endProcesses(ctx context.Context) bool {
 	ours := func(m string) bool { return m == l.root }
-	if !terminate(ctx, func() []tproc { return leaseProcs(ours) }) {
+	if !proctree.Terminate(ctx, killGrace, func() []proctree.Proc { return proctree.LeaseProcs(ours) }) {
 		zerolog.Ctx(ctx).Warn().Str("leaseId", l.id).Msg("fake lease processes survived SIGKILL; termination unconfirmed")
 		return false
 	}
-	if strays := children.strays(); len(strays) > 0 {
+	if strays := proctree.Children.Strays(); len(strays) > 0 {
 		pids := make([]int, len(strays))
 		for i, p := range strays {
-			pids[i] = p.pid
+			pids[i] = p.PID
 		}
 		zerolog.Ctx(ctx).Warn().Str("leaseId", l.id).Ints("strays", pids).
 			Msg("processes that cleared the lease marker and left their group are running; termination unconfirmed")
 		return false
 	}
-	return children.tracking()
+	return proctree.Children.Tracking()
 }
 
 // waitDone waits for each of running to finish and reports whether all
@@ -458,13 +458,13 @@ func (d *Driver) RealizeWorkspace(_ context.Context, p *handlers.RealizeWorkspac
 // activeLease returns the lease id names, owned by the caller.
 func (d *Driver) activeLease(p *handlers.BaseParams, id string) (*lease, error) {
 	if id == "" {
-		return nil, state.UserText("The lease has no providerLeaseId; acquire a fake-plugin lease first.")
+		return nil, errNoLeaseID
 	}
 	d.mu.Lock()
 	l, ok := d.leases[id]
 	d.mu.Unlock()
 	if !ok {
-		return nil, state.Userf("fake-plugin lease %s is not active in this worker (released, destroyed, expired, or lost in a worker restart); acquire a new lease.", id)
+		return nil, errLeaseNotActive(id)
 	}
 	if err := l.owned(p); err != nil {
 		return nil, err

@@ -12,8 +12,8 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 var _ sessions.LoginPtyOpener = (*Driver)(nil)
@@ -34,11 +34,11 @@ func (d *Driver) OpenLoginPty(_ context.Context, p *sessions.LoginPtyOpenParams,
 		return nil, err
 	}
 	if !sessions.ValidSessionHome(p.SessionHome) {
-		return nil, state.Userf("sessionHome %q is not a login home the host gives (%s/<uuid>); start the login again from Paperclip.", p.SessionHome, sessions.SessionHomeRoot)
+		return nil, errSessionHomeShape(p.SessionHome)
 	}
 	lc, ok := sessions.LoginCommands[p.LoginCommandKey]
 	if !ok {
-		return nil, state.Userf("loginCommandKey %q is not one of %s.", p.LoginCommandKey, loginKeys())
+		return nil, errLoginKey(p.LoginCommandKey, loginKeys())
 	}
 	s, err := l.newSession(out)
 	if err != nil {
@@ -77,7 +77,7 @@ func (s *session) startLogin(lc sessions.LoginCommand, home string) error {
 	name := lc.Argv[0]
 	prog, err := lookPath(name, pathEnv, s.l.workspace)
 	if err != nil {
-		s.notStarted(exitCodeOf(err), fmt.Sprintf("fake-plugin: %s: %s\r\n", name, describeLookErr(err)))
+		s.notStarted(exitCodeOf(err), stderrLogin(name, describeLookErr(err)))
 		return nil
 	}
 	master, tty, err := openTerminal()
@@ -92,11 +92,11 @@ func (s *session) startLogin(lc sessions.LoginCommand, home string) error {
 		// its stdin; on Linux it dies with the worker (sessionAttr).
 		SysProcAttr: sessionAttr(),
 	}
-	ch, startErr := children.start(cmd, s.l.root)
+	ch, startErr := proctree.Children.Start(cmd, s.l.root)
 	tty.Close() // the child holds it: the master reads EIO once no process does
 	if startErr != nil {
 		master.Close()
-		s.notStarted(exitCodeOf(startErr), fmt.Sprintf("fake-plugin: %s: %v\r\n", name, unwrapPathErr(startErr)))
+		s.notStarted(exitCodeOf(startErr), stderrLogin(name, unwrapPathErr(startErr)))
 		return nil
 	}
 	s.started(cmd, ch, master, master, nil)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
@@ -188,7 +189,7 @@ func TestLoginPtyEnvironment(t *testing.T) {
 				}
 			}
 			slices.Sort(names)
-			if wantNames := []string{"HOME", markerVar, "PATH", "TERM", tc.homeVar}; !slices.Equal(names, sorted(wantNames)) {
+			if wantNames := []string{"HOME", proctree.MarkerVar, "PATH", "TERM", tc.homeVar}; !slices.Equal(names, sorted(wantNames)) {
 				t.Errorf("environment has %v, want %v", names, sorted(wantNames))
 			}
 		})

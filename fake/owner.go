@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"sync"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 )
 
 // ownerFile, in every lease root, names the worker that owns the root (its
 // pid, its start time and the boot it runs in) and the root's path as
-// created, its commands' marker (markerVar), so that a later worker can
+// created, its commands' marker (proctree.MarkerVar), so that a later worker can
 // tell a root whose worker died (sweep.go) from one in use. It is written
 // right after the root is created, before anything runs in it. A command
 // can rewrite it (the fake is not an isolation boundary); the sweep never
@@ -30,17 +32,17 @@ type rootOwner struct {
 
 // thisWorker is this process as an owner.
 var thisWorker = sync.OnceValues(func() (rootOwner, error) {
-	start, err := startTime(os.Getpid())
+	start, err := proctree.StartTime(os.Getpid())
 	if err != nil {
 		return rootOwner{}, fmt.Errorf("read this worker's start time: %w", err)
 	}
-	return rootOwner{PID: os.Getpid(), Start: start, Boot: bootID()}, nil
+	return rootOwner{PID: os.Getpid(), Start: start, Boot: proctree.BootID()}, nil
 })
 
 // alive reports whether o is a process running now: the same boot, and a
 // live process with o's pid and start time.
 func (o rootOwner) alive() bool {
-	return o.PID > 0 && o.Boot == bootID() && (tproc{pid: o.PID, start: o.Start}).alive()
+	return o.PID > 0 && o.Boot == proctree.BootID() && (proctree.Proc{PID: o.PID, Start: o.Start}).Alive()
 }
 
 // writeOwner records this worker as the owner of the root dir holds,

@@ -2,14 +2,14 @@ package fake
 
 import (
 	"context"
-	"errors"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 )
 
 // killGrace is the time between SIGTERM and SIGKILL, as the reference has it.
@@ -35,53 +35,6 @@ func msDuration(ms float64) time.Duration {
 		return math.MaxInt64
 	}
 	return time.Duration(ms * float64(time.Millisecond))
-}
-
-// groupAlive reports whether process group pgid has a member that is not a
-// zombie.
-func groupAlive(pgid int) bool {
-	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	// kill(2) also reaches zombies, which no signal can end; look closer.
-	procs, err := listProcs()
-	if err != nil {
-		return true
-	}
-	for _, p := range procs {
-		if p.PGID == pgid && !p.Zombie() {
-			return true
-		}
-	}
-	return false
-}
-
-// waitGroupGone polls until pgid has no live member or d passes.
-func waitGroupGone(ctx context.Context, pgid int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if !groupAlive(pgid) {
-			return true
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return !groupAlive(pgid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// terminateGroup sends SIGTERM to the group, SIGKILL after grace, and
-// reports whether the group is confirmed gone.
-func terminateGroup(ctx context.Context, pgid int, grace time.Duration) bool {
-	if !groupAlive(pgid) {
-		return true
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	if waitGroupGone(ctx, pgid, grace) {
-		return true
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	return waitGroupGone(context.WithoutCancel(ctx), pgid, 2*time.Second)
 }
 
 // lookPath resolves command the way the child would: through the child's
@@ -135,19 +88,19 @@ const (
 
 // newCommand is a command in its own process group that, on Linux, dies
 // with the worker's thread that started it (groupAttr). Start it with
-// children.start.
+// proctree.Children.Start.
 func newCommand(path string, args, env []string, dir string) *exec.Cmd {
 	return &exec.Cmd{Path: path, Args: args, Env: env, Dir: dir, SysProcAttr: groupAttr()}
 }
 
-// supervise owns cmd, a started command (ch, children.start): it waits
+// supervise owns cmd, a started command (ch, proctree.Children.Start): it waits
 // until the command exits, timeout passes (0: none), stop is closed or ctx
 // ends — the last three terminate the whole group, SIGTERM then SIGKILL
 // after killGrace — and reaps it. It reports why the wait ended and, for a
 // termination, whether the group is confirmed gone. The group stays known
-// (children.groupMarker) while a member is left; a release ends what
+// (proctree.Children.GroupMarker) while a member is left; a release ends what
 // outlives the command (lease.endProcesses).
-func supervise(ctx context.Context, cmd *exec.Cmd, ch child, timeout time.Duration, stop <-chan struct{}) (end groupEnd, confirmed bool, waitErr error) {
+func supervise(ctx context.Context, cmd *exec.Cmd, ch proctree.Child, timeout time.Duration, stop <-chan struct{}) (end groupEnd, confirmed bool, waitErr error) {
 	pgid := cmd.Process.Pid
 	exited := make(chan struct{})
 	go func() { waitErr = cmd.Wait(); close(exited) }()
@@ -167,9 +120,9 @@ func supervise(ctx context.Context, cmd *exec.Cmd, ch child, timeout time.Durati
 		end = endCancelled
 	}
 	if end != endExited {
-		confirmed = terminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
+		confirmed = proctree.TerminateGroup(context.WithoutCancel(ctx), pgid, killGrace)
 	}
 	<-exited
-	children.waited(ch, !groupAlive(pgid))
+	proctree.Children.Waited(ch, !proctree.GroupAlive(pgid))
 	return end, confirmed, waitErr
 }

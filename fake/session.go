@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
@@ -46,7 +47,7 @@ type session struct {
 	msg  []byte // the driver's own output, before the process's (a login CLI that is missing)
 
 	cmd  *exec.Cmd // nil when nothing was started: code is known at once
-	ch   child
+	ch   proctree.Child
 	in   *os.File   // the process's input: its stdin pipe or the terminal's master
 	out  *os.File   // its output: its stdout pipe or the terminal's master
 	errs *stderrLog // a duplex process's stderr
@@ -91,7 +92,7 @@ func (s *session) notStarted(code int, msg string) {
 
 // started makes s the session of cmd, started as ch, with the worker's
 // ends of its input and output (and stderr log, nil for none).
-func (s *session) started(cmd *exec.Cmd, ch child, in, out *os.File, errs *stderrLog) {
+func (s *session) started(cmd *exec.Cmd, ch proctree.Child, in, out *os.File, errs *stderrLog) {
 	s.cmd, s.ch, s.in, s.out, s.errs = cmd, ch, in, out, errs
 	go s.supervise()
 	go s.pump()
@@ -228,7 +229,7 @@ func (s *session) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("close session: its process was not reaped: %w", ctx.Err())
 	}
-	gone := s.cmd == nil || terminateGroup(ctx, s.cmd.Process.Pid, killGrace)
+	gone := s.cmd == nil || proctree.TerminateGroup(ctx, s.cmd.Process.Pid, killGrace)
 	s.closeFiles()
 	select {
 	case <-s.e.done:

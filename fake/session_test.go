@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
@@ -138,8 +139,8 @@ func (e *sessionEnv) duplex(t *testing.T, argv ...string) (sessions.Channel, *ch
 }
 
 // procs is every live process attributed to the lease.
-func (e *sessionEnv) procs() []tproc {
-	return workerProcs(func(m string) bool { return m == e.root })
+func (e *sessionEnv) procs() []proctree.Proc {
+	return proctree.WorkerProcs(func(m string) bool { return m == e.root })
 }
 
 func (e *sessionEnv) noProcs(t *testing.T) {
@@ -298,7 +299,7 @@ func TestDuplexEnvironmentAndCwd(t *testing.T) {
 	t.Setenv("PAPERCLIP_FAKE_SESSION_SECRET", "leaked")
 	_, s := e.duplex(t, "env")
 	wantCode(t, s.exit(t), code(0))
-	want := "PATH=" + bin + ":" + defaultPATH + "\n" + markerVar + "=" + e.root + "\n"
+	want := "PATH=" + bin + ":" + defaultPATH + "\n" + proctree.MarkerVar + "=" + e.root + "\n"
 	if got := string(s.output()); got != want {
 		t.Errorf("environment = %q, want %q", got, want)
 	}

@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // A login's HOME is its session home, sessions.SessionHomeRoot/<uuid>, on
@@ -36,7 +35,7 @@ func (d *Driver) claimHome(l *lease, home string) error {
 	defer d.mu.Unlock()
 	for _, o := range d.leases {
 		if o != l && o.hasHome(home) {
-			return state.Userf("sessionHome %s is in use by another fake-plugin lease; start the login again from Paperclip.", home)
+			return errSessionHomeInUse(home)
 		}
 	}
 	made, err := prepareHome(home)
@@ -102,7 +101,7 @@ func prepareHomeOnce(home string) (made bool, err error) {
 		return made, fmt.Errorf("look at session home %s: %w", home, cleanErr(err))
 	}
 	if why := notOwnDir(fi); why != "" {
-		return made, state.Userf("sessionHome %s %s; remove it or start the login again from Paperclip.", home, why)
+		return made, errSessionHomeNotOwn(home, why)
 	}
 	f, err := root.OpenFile(leaf, os.O_RDONLY|dirOnly|nonblock, 0)
 	if err != nil {
@@ -110,7 +109,7 @@ func prepareHomeOnce(home string) (made bool, err error) {
 	}
 	defer f.Close()
 	if held, err := f.Stat(); err != nil || !os.SameFile(fi, held) {
-		return made, state.Userf("sessionHome %s changed while the fake-plugin driver opened it; start the login again from Paperclip.", home)
+		return made, errSessionHomeChanged(home)
 	}
 	if err := f.Chmod(0o700); err != nil {
 		return made, fmt.Errorf("set the mode of session home %s: %w", home, cleanErr(err))
@@ -170,7 +169,7 @@ func openHomeRoot(create bool) (root *os.Root, made bool, err error) {
 		why = "can be changed by other users (it is group- or world-writable and not sticky)"
 	}
 	if why != "" {
-		return nil, made, state.Userf("The login home directory %s %s; fix or remove it so that logins can use it.", name, why)
+		return nil, made, errHomeRootUnfit(name, why)
 	}
 	root, err = os.OpenRoot(name)
 	if create && errors.Is(err, fs.ErrNotExist) {
@@ -181,7 +180,7 @@ func openHomeRoot(create bool) (root *os.Root, made bool, err error) {
 	}
 	if held, err := root.Stat("."); err != nil || !os.SameFile(fi, held) {
 		root.Close()
-		return nil, made, state.Userf("The login home directory %s changed while the fake-plugin driver opened it; retry the login.", name)
+		return nil, made, errHomeRootChanged(name)
 	}
 	return root, made, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // Redacted placeholders: the fake never shows a real host, port or command.
@@ -35,13 +34,13 @@ func templateRef(environmentID, sessionID string) string {
 
 // owner is the scope a setup call acts in: sessions belong to the company's
 // environment that started them, and are absent to every other.
-func owner(p handlers.BaseParams) state.Scope {
-	return state.Scope{CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID}
+func owner(p handlers.BaseParams) scope {
+	return scope{CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID}
 }
 
 // present is the reference's presentation of a session: raw template refs
 // never appear in it.
-func present(s state.SetupSession, includePayload bool) *handlers.SetupSession {
+func present(s setupRecord, includePayload bool) *handlers.SetupSession {
 	id := s.ProviderLeaseID
 	out := &handlers.SetupSession{
 		ProviderLeaseID: &id,
@@ -76,7 +75,7 @@ func present(s state.SetupSession, includePayload bool) *handlers.SetupSession {
 // existing session returns it unchanged.
 func (d *Driver) StartInteractiveSetup(_ context.Context, p *handlers.StartSetupParams) (*handlers.SetupSession, error) {
 	c := parseConfig(p.Config)
-	s := d.setups.StartSession(owner(p.BaseParams), state.SetupSession{
+	s := d.setups.StartSession(owner(p.BaseParams), setupRecord{
 		ProviderLeaseID:   setupLeaseID(p.EnvironmentID, p.SessionID),
 		SessionID:         p.SessionID,
 		EnvironmentID:     p.EnvironmentID,
@@ -110,11 +109,11 @@ func (d *Driver) CaptureTemplate(_ context.Context, p *handlers.CaptureTemplateP
 		id = *p.ProviderLeaseID
 	}
 	var ref string
-	var tmpl state.Template
-	s, found, err := d.setups.UpdateSession(owner(p.BaseParams), id, func(s *state.SetupSession) error {
+	var tmpl templateRecord
+	s, found, err := d.setups.UpdateSession(owner(p.BaseParams), id, func(s *setupRecord) error {
 		switch s.Status {
 		case statusCancelled, statusTimedOut, statusFailed:
-			return state.Userf("Fake setup session cannot be captured from status %s.", s.Status)
+			return errCaptureStatus(s.Status)
 		}
 		s.Status = statusCapturing
 		ref = templateRef(s.EnvironmentID, s.SessionID)
@@ -122,13 +121,13 @@ func (d *Driver) CaptureTemplate(_ context.Context, p *handlers.CaptureTemplateP
 		if source == nil {
 			source = s.SourceTemplateRef
 		}
-		tmpl = state.Template{Ref: ref, Image: c.Image, SourceTemplateRef: source, PreviousTemplateRef: p.PreviousTemplateRef}
+		tmpl = templateRecord{Ref: ref, Image: c.Image, SourceTemplateRef: source, PreviousTemplateRef: p.PreviousTemplateRef}
 		s.Status = statusPromoted
 		s.CapturedRef = &ref
 		return nil
 	})
 	if !found {
-		return nil, state.UserText("Fake setup session not found.")
+		return nil, errSetupNotFound
 	}
 	if err != nil {
 		return nil, err
@@ -162,7 +161,7 @@ func (d *Driver) CancelInteractiveSetup(_ context.Context, p *handlers.CancelSet
 	}
 	found := false
 	if p.ProviderLeaseID != nil {
-		_, found, _ = d.setups.UpdateSession(owner(p.BaseParams), *p.ProviderLeaseID, func(s *state.SetupSession) error {
+		_, found, _ = d.setups.UpdateSession(owner(p.BaseParams), *p.ProviderLeaseID, func(s *setupRecord) error {
 			s.Status = status
 			return nil
 		})

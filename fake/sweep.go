@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 )
 
 // A worker killed outright (SIGKILL, OOM) ends nothing: its commands'
 // direct children die with it (Pdeathsig), but what they started lives
 // on, reparented elsewhere, and its lease roots stay. So a booting driver
 // sweeps its temp dir first: each root whose owner (ownerFile) is dead is
-// ended — every process marked with it (markerVar), or with the path the
+// ended — every process marked with it (proctree.MarkerVar), or with the path the
 // owner file says it was created at (a command may have moved it), is
 // terminated with whatever it started — and then removed. What a live
 // worker owns is never touched: neither its roots nor the processes marked
@@ -45,11 +47,11 @@ func (d *Driver) sweep(ctx context.Context) {
 	if len(found.dead) == 0 {
 		return // no dead worker's root: no process to look for
 	}
-	left := func() []tproc {
-		all, _ := listProcs()
-		return found.leftovers(snapshot(all))
+	left := func() []proctree.Proc {
+		all, _ := proctree.List()
+		return found.leftovers(proctree.Snapshot(all))
 	}
-	if !terminate(ctx, left) {
+	if !proctree.Terminate(ctx, killGrace, left) {
 		log.Warn().Int("roots", len(found.dead)).Msg("fake sweep: processes of dead workers survived SIGKILL; their roots stay")
 		return
 	}
@@ -166,14 +168,14 @@ func ownerOf(path string) (rootOwner, fs.FileInfo, error) {
 }
 
 // leftovers is what of procs a sweep ends: each process attributed to a
-// root of this temp dir whose owner is dead (markerVar), unless it is
+// root of this temp dir whose owner is dead (proctree.MarkerVar), unless it is
 // below a live owner, or is this worker or one of its ancestors. Roots are judged when first met, so that a worker that
 // creates its first root while the sweep runs is seen live. (This worker
 // is spared by its roots being live, not by its descendants: a process of
 // a dead worker may be below it, when it is the subreaper that process
 // was reparented to.)
-func (r *roots) leftovers(procs []tproc) []tproc {
-	attr := attribute(procs, nil)
+func (r *roots) leftovers(procs []proctree.Proc) []proctree.Proc {
+	attr := proctree.Attribute(procs, nil)
 	ended := map[string]bool{}
 	for _, m := range attr {
 		if ok, _ := filepath.Match(rootPattern, filepath.Base(m)); ok && filepath.Dir(m) == r.tmpDir {
@@ -182,9 +184,9 @@ func (r *roots) leftovers(procs []tproc) []tproc {
 		}
 	}
 	spared := spared(procs, r.owners)
-	var out []tproc
+	var out []proctree.Proc
 	for _, p := range procs {
-		if ended[attr[p.pid]] && !spared[p.pid] {
+		if ended[attr[p.PID]] && !spared[p.PID] {
 			out = append(out, p)
 		}
 	}
@@ -193,14 +195,14 @@ func (r *roots) leftovers(procs []tproc) []tproc {
 
 // spared is the pids of procs a sweep never ends: the live owners, what
 // runs below them, this process and its ancestors.
-func spared(procs []tproc, owners []rootOwner) map[int]bool {
-	byPID := make(map[int]tproc, len(procs))
+func spared(procs []proctree.Proc, owners []rootOwner) map[int]bool {
+	byPID := make(map[int]proctree.Proc, len(procs))
 	for _, p := range procs {
-		byPID[p.pid] = p
+		byPID[p.PID] = p
 	}
-	isOwner := func(p tproc) bool {
+	isOwner := func(p proctree.Proc) bool {
 		for _, o := range owners {
-			if o.PID == p.pid && o.Start == p.start {
+			if o.PID == p.PID && o.Start == p.Start {
 				return true
 			}
 		}
@@ -211,10 +213,10 @@ func spared(procs []tproc, owners []rootOwner) map[int]bool {
 		// Walk up from p; a live owner on the way spares p.
 		for q, depth := p, 0; depth <= len(procs); depth++ {
 			if isOwner(q) {
-				out[p.pid] = true
+				out[p.PID] = true
 				break
 			}
-			next, ok := byPID[q.ppid]
+			next, ok := byPID[q.PPID]
 			if !ok {
 				break
 			}
@@ -222,8 +224,8 @@ func spared(procs []tproc, owners []rootOwner) map[int]bool {
 		}
 	}
 	out[os.Getpid()] = true
-	for q, ok := byPID[os.Getppid()]; ok && !out[q.pid]; q, ok = byPID[q.ppid] {
-		out[q.pid] = true
+	for q, ok := byPID[os.Getppid()]; ok && !out[q.PID]; q, ok = byPID[q.PPID] {
+		out[q.PID] = true
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
@@ -30,7 +31,7 @@ const (
 
 // helperScript is the harness's command; it also records the pids of its
 // two sleeps in the workspace ($1: move the root first).
-const helperScript = `if [ -n "$1" ]; then cd / && mv "$` + markerVar + `" "$` + markerVar + `.m" && cd "$` + markerVar + `.m/workspace"; fi
+const helperScript = `if [ -n "$1" ]; then cd / && mv "$` + proctree.MarkerVar + `" "$` + proctree.MarkerVar + `.m" && cd "$` + proctree.MarkerVar + `.m/workspace"; fi
 sleep 1000 & echo $! > pids.tmp; echo $$ >> pids.tmp; mv pids.tmp pids; exec sleep 1001`
 
 // helperWorker is the helper's main: it prints the lease root, then runs
@@ -65,7 +66,7 @@ func helperWorker(dir string) int {
 // helper is a running helper worker.
 type helper struct {
 	cmd   *exec.Cmd
-	ch    child
+	ch    proctree.Child
 	stdin io.WriteCloser
 	root  string
 	pids  []int // sleep 1000, then the shell that became sleep 1001
@@ -94,7 +95,7 @@ func startHelper(t *testing.T, dir string, move bool) *helper {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.ch, err = children.start(cmd, ""); err != nil {
+	if h.ch, err = proctree.Children.Start(cmd, ""); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.stop(t) })
@@ -131,7 +132,7 @@ func (h *helper) stop(t *testing.T) {
 	}
 	h.stdin.Close()
 	_ = h.cmd.Wait()
-	children.waited(h.ch, true)
+	proctree.Children.Waited(h.ch, true)
 }
 
 // A worker that starts ends what a SIGKILLed predecessor left — the
@@ -204,26 +205,26 @@ func TestSweepLeftovers(t *testing.T) {
 		verdicts: map[string]verdict{deadRoot: rootDead, liveRoot: rootLive, goneRoot: rootMissing},
 		owners:   []rootOwner{{PID: b + 50, Start: 5}, {PID: b + 54, Start: 9}},
 	}
-	procs := []tproc{
-		{pid: parent, ppid: 1, marker: deadRoot},      // this worker's parent: spared
-		{pid: self, ppid: parent, marker: deadRoot},   // this worker: spared
-		{pid: b + 10, ppid: 1, marker: deadRoot},      // a dead worker's daemon
-		{pid: b + 11, ppid: b + 10},                   // and what it started
-		{pid: b + 12, ppid: self, marker: deadRoot},   // one reparented to this worker
-		{pid: b + 20, ppid: 1, marker: liveRoot},      // a live root's
-		{pid: b + 50, ppid: 1, start: 5},              // a live owner
-		{pid: b + 51, ppid: b + 50, marker: deadRoot}, // below it: spared, whatever its marker
-		{pid: b + 52, ppid: b + 51},                   // and below that
-		{pid: b + 54, ppid: 1, start: 8},              // an owner's pid with another start: not that owner
-		{pid: b + 55, ppid: b + 54, marker: deadRoot},
-		{pid: b + 60, ppid: 1, marker: "/elsewhere/paperclip-fake-sandbox-1"}, // another temp dir
-		{pid: b + 61, ppid: 1, marker: tmp + "/not-a-root"},                   // not a root's name
-		{pid: b + 62, ppid: 1, marker: goneRoot},                              // a root no longer there: not known dead
-		{pid: b + 70, ppid: 1},                                                // no marker at all
+	procs := []proctree.Proc{
+		{PID: parent, PPID: 1, Marker: deadRoot},      // this worker's parent: spared
+		{PID: self, PPID: parent, Marker: deadRoot},   // this worker: spared
+		{PID: b + 10, PPID: 1, Marker: deadRoot},      // a dead worker's daemon
+		{PID: b + 11, PPID: b + 10},                   // and what it started
+		{PID: b + 12, PPID: self, Marker: deadRoot},   // one reparented to this worker
+		{PID: b + 20, PPID: 1, Marker: liveRoot},      // a live root's
+		{PID: b + 50, PPID: 1, Start: 5},              // a live owner
+		{PID: b + 51, PPID: b + 50, Marker: deadRoot}, // below it: spared, whatever its marker
+		{PID: b + 52, PPID: b + 51},                   // and below that
+		{PID: b + 54, PPID: 1, Start: 8},              // an owner's pid with another start: not that owner
+		{PID: b + 55, PPID: b + 54, Marker: deadRoot},
+		{PID: b + 60, PPID: 1, Marker: "/elsewhere/paperclip-fake-sandbox-1"}, // another temp dir
+		{PID: b + 61, PPID: 1, Marker: tmp + "/not-a-root"},                   // not a root's name
+		{PID: b + 62, PPID: 1, Marker: goneRoot},                              // a root no longer there: not known dead
+		{PID: b + 70, PPID: 1},                                                // no marker at all
 	}
 	var got []int
 	for _, p := range r.leftovers(procs) {
-		got = append(got, p.pid)
+		got = append(got, p.PID)
 	}
 	if want := []int{b + 10, b + 11, b + 12, b + 55}; !slices.Equal(got, want) {
 		t.Errorf("leftovers = %v, want %v", got, want)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
-	"github.com/paperclip-sandbox/sandbox-plugin/state"
 )
 
 // Native file sync: environmentSyncIn copies host paths into the lease
@@ -135,7 +134,7 @@ func planSync(ops []handlers.SyncOperation, in bool, roots []string) ([]operatio
 		for j, f := range op.Files {
 			m, err := planMapping(j, f, in, roots)
 			if err != nil {
-				return nil, state.Userf("%s (operations[%d]) files[%d]: %w", where, i, j, err)
+				return nil, errSyncFile(where, i, j, err)
 			}
 			plan.files = append(plan.files, m)
 			if in {
@@ -147,7 +146,7 @@ func planSync(ops []handlers.SyncOperation, in bool, roots []string) ([]operatio
 			}
 		}
 		if len(op.PostUploadCommands) > 0 && !in {
-			return nil, state.Userf("%s (operations[%d]): environmentSyncOut cannot run post-upload commands; send them with environmentSyncIn", where, i)
+			return nil, errSyncOutCommands(where, i)
 		}
 		plan.cwd = commonDir(targetDirs)
 		if len(targetDirs) == 0 {
@@ -156,12 +155,12 @@ func planSync(ops []handlers.SyncOperation, in bool, roots []string) ([]operatio
 		for k, c := range op.PostUploadCommands {
 			cp := commandPlan{command: c.Command}
 			if c.Command == "" {
-				return nil, state.Userf("%s (operations[%d]) postUploadCommands[%d]: the command is empty", where, i, k)
+				return nil, errSyncEmptyCommand(where, i, k)
 			}
 			if c.Cwd != "" {
 				rel, err := sandboxRel(c.Cwd, roots...)
 				if err != nil {
-					return nil, state.Userf("%s (operations[%d]) postUploadCommands[%d] cwd: %w", where, i, k, err)
+					return nil, errSyncCommandCwd(where, i, k, err)
 				}
 				cp.cwd = rel
 			}
@@ -247,7 +246,7 @@ func (s *syncer) operation(ctx context.Context, op operationPlan) (handlers.Sync
 	res := handlers.SyncOperationResult{OperationID: op.id}
 	for _, m := range op.files {
 		if err := context.Cause(ctx); err != nil {
-			return res, state.Userf("operation %q: %w", op.id, err)
+			return res, errSyncStopped(op.id, err)
 		}
 		c := &copier{ctx: ctx, follow: m.follow, exclude: m.exclude, hostSrc: s.in}
 		if s.in {
@@ -256,7 +255,7 @@ func (s *syncer) operation(ctx context.Context, op operationPlan) (handlers.Sync
 			c.src, c.dst = s.root, hostFS{}
 		}
 		if err := c.mapping(m); err != nil {
-			return res, state.Userf("operation %q files[%d] (%s -> %s): %w", op.id, m.index, m.from, m.to, err)
+			return res, errSyncMapping(op.id, m.index, m.from, m.to, err)
 		}
 		res.FilesTransferred += c.files
 		res.BytesTransferred += c.bytes
@@ -265,7 +264,7 @@ func (s *syncer) operation(ctx context.Context, op operationPlan) (handlers.Sync
 		if err := s.postUpload(ctx, op, i, cmd); err != nil {
 			// Its text names the operation, the command's index and how
 			// it ended, never the command or its output.
-			return res, state.Userf("%w", err)
+			return res, errSyncCommand(err)
 		}
 	}
 	return res, nil

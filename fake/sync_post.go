@@ -9,12 +9,14 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 )
 
 // postUpload runs one post-upload command verbatim as `sh -c <command>`
 // in its own process group, with only PATH (commandPATH: the config's
 // path, then the default; sh itself is found through it) and the lease's marker
-// (markerVar) in its environment, stdin and output on /dev/null (output
+// (proctree.MarkerVar) in its environment, stdin and output on /dev/null (output
 // may hold secrets and is never returned), in a cwd inside the lease root
 // opened through the lease's held root at use time (rootdir.go). Its
 // timeout is its own timeoutMs, else the config's (0 or less: none, a
@@ -80,22 +82,22 @@ func (s *syncer) stopCause(ctx context.Context, ws syscall.WaitStatus) error {
 // opened through the held handle at use time: the child starts in the
 // directory the handle reaches (fdPath), whatever a command did to the
 // root's path.
-func (s *syncer) start(command, rel string) (*exec.Cmd, child, error) {
+func (s *syncer) start(command, rel string) (*exec.Cmd, proctree.Child, error) {
 	dir, err := openDirIn(s.root, rel)
 	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, errNotDir) {
-		return nil, child{}, fmt.Errorf("cwd %s is not a directory", filepath.Join(s.l.root, rel))
+		return nil, proctree.Child{}, fmt.Errorf("cwd %s is not a directory", filepath.Join(s.l.root, rel))
 	} else if err != nil {
-		return nil, child{}, fmt.Errorf("cwd %s: %w", filepath.Join(s.l.root, rel), cleanErr(err))
+		return nil, proctree.Child{}, fmt.Errorf("cwd %s: %w", filepath.Join(s.l.root, rel), cleanErr(err))
 	}
 	defer dir.Close() // the child holds its cwd once started
 	sh, err := lookPath("sh", commandPATH(s.path, nil), "/")
 	if err != nil {
-		return nil, child{}, fmt.Errorf("no sh to run it: %w", err)
+		return nil, proctree.Child{}, fmt.Errorf("no sh to run it: %w", err)
 	}
 	cmd := newCommand(sh, []string{"sh", "-c", command}, buildEnv(nil, s.l.root, s.path), fdPath(dir))
-	ch, err := children.start(cmd, s.l.root)
+	ch, err := proctree.Children.Start(cmd, s.l.root)
 	if err != nil {
-		return nil, child{}, fmt.Errorf("start: %w", unwrapPathErr(err))
+		return nil, proctree.Child{}, fmt.Errorf("start: %w", unwrapPathErr(err))
 	}
 	return cmd, ch, nil
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen/safeopentest"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
@@ -685,9 +686,9 @@ func TestSyncPostUploadTimeout(t *testing.T) {
 			}
 			pgid := syncReadInt(t, filepath.Join(e.ws, "pgid"))
 			child := syncReadInt(t, filepath.Join(e.ws, "child"))
-			testkit.WaitFor(t, "the process group to be gone", func() bool { return !groupAlive(pgid) })
+			testkit.WaitFor(t, "the process group to be gone", func() bool { return !proctree.GroupAlive(pgid) })
 			testkit.WaitFor(t, "the background child to be gone", func() bool {
-				return errors.Is(syscall.Kill(child, 0), syscall.ESRCH) || !groupAlive(pgid)
+				return errors.Is(syscall.Kill(child, 0), syscall.ESRCH) || !proctree.GroupAlive(pgid)
 			})
 		})
 	}

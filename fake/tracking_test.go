@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
@@ -141,12 +142,12 @@ func TestCommandsCarryTheLeaseMarker(t *testing.T) {
 	d := newDriver(t)
 	b := harnessBase()
 	l := acquire(t, d, b, "r")
-	r := execute(t, d, b, l, nil, "sh", "-c", `printf %s "$`+markerVar+`"`)
+	r := execute(t, d, b, l, nil, "sh", "-c", `printf %s "$`+proctree.MarkerVar+`"`)
 	if r.Stdout != l.Metadata["fakeRootDir"] {
 		t.Errorf("marker = %q, want the lease root %q", r.Stdout, l.Metadata["fakeRootDir"])
 	}
 	_, err := d.Execute(context.Background(), &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "true",
-		Env: map[string]string{markerVar: "/elsewhere"}}, nil)
+		Env: map[string]string{proctree.MarkerVar: "/elsewhere"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "set by the fake-plugin driver itself") {
 		t.Fatalf("execute with the marker in env: %v", err)
 	}

@@ -1,4 +1,4 @@
-package state
+package fake
 
 import (
 	"errors"
@@ -11,23 +11,23 @@ func TestValidateExecutionID(t *testing.T) {
 		id   string
 		want error
 	}{
-		{"", ErrExecutionIDInvalid},
+		{"", errExecutionIDInvalid},
 		{"a", nil},
 		{strings.Repeat("x", 512), nil},
-		{strings.Repeat("x", 513), ErrExecutionIDTooLong},
+		{strings.Repeat("x", 513), errExecutionIDTooLong},
 		{strings.Repeat("😀", 256), nil}, // 512 UTF-16 units
-		{strings.Repeat("😀", 256) + "x", ErrExecutionIDTooLong},
+		{strings.Repeat("😀", 256) + "x", errExecutionIDTooLong},
 	}
 	for _, tc := range cases {
-		if got := ValidateExecutionID(tc.id); !errors.Is(got, tc.want) {
-			t.Errorf("ValidateExecutionID(len %d) = %v, want %v", len(tc.id), got, tc.want)
+		if got := validateExecutionID(tc.id); !errors.Is(got, tc.want) {
+			t.Errorf("validateExecutionID(len %d) = %v, want %v", len(tc.id), got, tc.want)
 		}
 	}
 }
 
 func TestExecutionsRegistry(t *testing.T) {
-	r := NewExecutions[int]()
-	k := ExecKey{"c", "e", "l", "x"}
+	r := newExecutions[int]()
+	k := executionKey{"c", "e", "l", "x"}
 	if err := r.Register(k, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -50,17 +50,17 @@ func TestExecutionsRegistry(t *testing.T) {
 }
 
 func TestSetupsStore(t *testing.T) {
-	s := NewSetups()
-	c := Scope{CompanyID: "c", EnvironmentID: "e"}
-	first := s.StartSession(c, SetupSession{ProviderLeaseID: "id", Status: "waiting_for_user"})
-	again := s.StartSession(c, SetupSession{ProviderLeaseID: "id", Status: "starting"})
+	s := newSetupStore()
+	c := scope{CompanyID: "c", EnvironmentID: "e"}
+	first := s.StartSession(c, setupRecord{ProviderLeaseID: "id", Status: "waiting_for_user"})
+	again := s.StartSession(c, setupRecord{ProviderLeaseID: "id", Status: "starting"})
 	if first.Status != again.Status {
 		t.Fatal("start replaced an existing session")
 	}
-	if _, found, _ := s.UpdateSession(c, "nope", func(*SetupSession) error { return nil }); found {
+	if _, found, _ := s.UpdateSession(c, "nope", func(*setupRecord) error { return nil }); found {
 		t.Fatal("update found an unknown session")
 	}
-	s.PutTemplate("c", Template{Ref: "r"})
+	s.PutTemplate("c", templateRecord{Ref: "r"})
 	if !s.DeleteTemplate("c", "r") || s.DeleteTemplate("c", "r") || s.DeleteTemplate("c", "unknown") {
 		t.Fatal("soft delete semantics")
 	}
@@ -72,18 +72,18 @@ func TestSetupsStore(t *testing.T) {
 // Issue 10 #4: a session or template of one scope does not exist for
 // another, whatever id it names.
 func TestSetupsAreScoped(t *testing.T) {
-	s := NewSetups()
-	own := Scope{CompanyID: "c", EnvironmentID: "e"}
-	s.StartSession(own, SetupSession{ProviderLeaseID: "id", Status: "waiting_for_user"})
-	s.PutTemplate("c", Template{Ref: "r"})
-	for _, other := range []Scope{{"evil", "e"}, {"c", "other"}, {"evil", "other"}} {
+	s := newSetupStore()
+	own := scope{CompanyID: "c", EnvironmentID: "e"}
+	s.StartSession(own, setupRecord{ProviderLeaseID: "id", Status: "waiting_for_user"})
+	s.PutTemplate("c", templateRecord{Ref: "r"})
+	for _, other := range []scope{{"evil", "e"}, {"c", "other"}, {"evil", "other"}} {
 		if _, ok := s.Session(other, "id"); ok {
 			t.Errorf("%+v sees c's session", other)
 		}
-		if _, found, _ := s.UpdateSession(other, "id", func(v *SetupSession) error { v.Status = "cancelled"; return nil }); found {
+		if _, found, _ := s.UpdateSession(other, "id", func(v *setupRecord) error { v.Status = "cancelled"; return nil }); found {
 			t.Errorf("%+v updated c's session", other)
 		}
-		if got := s.StartSession(other, SetupSession{ProviderLeaseID: "id", Status: "starting"}); got.Status != "starting" {
+		if got := s.StartSession(other, setupRecord{ProviderLeaseID: "id", Status: "starting"}); got.Status != "starting" {
 			t.Errorf("%+v starting the same id got c's session %+v", other, got)
 		}
 	}

@@ -1,4 +1,4 @@
-package fake
+package proctree
 
 import (
 	"encoding/binary"
@@ -21,7 +21,7 @@ func procargs(argc uint32, path string, pad int, strs ...string) []byte {
 
 func TestProcArgsEnvFindsTheMarker(t *testing.T) {
 	const root = "/tmp/paperclip-fake-sandbox-1"
-	marker := markerVar + "=" + root
+	marker := MarkerVar + "=" + root
 	apple := []string{"executable_path=/bin/sleep", "ptr_munge=", "main_stack="}
 	cases := []struct {
 		name   string
@@ -31,7 +31,7 @@ func TestProcArgsEnvFindsTheMarker(t *testing.T) {
 	}{
 		{"marker among the environment", procargs(2, "/bin/sleep", 6, append([]string{"sleep", "999", "PATH=/usr/bin", marker, "TZ=UTC"}, apple...)...), true, root},
 		{"no padding", procargs(1, "/bin/sh", 0, "sh", marker), true, root},
-		{"first marker wins", procargs(1, "/bin/sh", 3, "sh", marker, markerVar+"=/elsewhere"), true, root},
+		{"first marker wins", procargs(1, "/bin/sh", 3, "sh", marker, MarkerVar+"=/elsewhere"), true, root},
 		{"an argument that looks like the marker is an argument", procargs(2, "/usr/bin/env", 4, "env", marker, "PATH=/usr/bin"), true, ""},
 		{"no environment", procargs(1, "/bin/true", 2, "true"), true, ""},
 		{"cleared environment, apple strings only", procargs(1, "/bin/sh", 2, append([]string{"sh"}, apple...)...), true, ""},

@@ -1,4 +1,4 @@
-package fake
+package proctree
 
 import (
 	"errors"
@@ -28,9 +28,9 @@ const (
 	statZombie = 5 // SZOMB: exited, waiting to be reaped
 )
 
-// listProcs is every process of the machine but the kernel (pid 0, its
+// List is every process of the machine but the kernel (pid 0, its
 // own parent), in the records /proc gives on Linux.
-func listProcs() ([]procfs.Proc, error) {
+func List() ([]procfs.Proc, error) {
 	kps, err := unix.SysctlKinfoProcSlice("kern.proc.all")
 	if err != nil {
 		return nil, err
@@ -62,11 +62,11 @@ func stateOf(stat int8) string {
 
 // descendants is every live process below pid.
 func descendants(pid int) []procfs.Proc {
-	all, _ := listProcs()
+	all, _ := List()
 	return procfs.DescendantsIn(all, pid)
 }
 
-// leaseProcs is every live process a lease teardown looks at whose
+// LeaseProcs is every live process a lease teardown looks at whose
 // attribution keep accepts. The worker is no subreaper here
 // (children_other.go): what a lease's command leaves behind is reparented
 // to launchd and leaves the worker's tree. So a teardown looks below the
@@ -74,8 +74,8 @@ func descendants(pid int) []procfs.Proc {
 // marker or an ancestor's only: the process group of a command long gone
 // may have been reused by anything of this user's, so it names no lease
 // outside the worker's tree.
-func leaseProcs(keep func(marker string) bool) []tproc {
-	all, _ := listProcs()
+func LeaseProcs(keep func(marker string) bool) []Proc {
+	all, _ := List()
 	self := os.Getpid()
 	below := map[int]bool{}
 	for _, p := range procfs.DescendantsIn(all, self) {
@@ -90,12 +90,12 @@ func leaseProcs(keep func(marker string) bool) []tproc {
 			outside = append(outside, p)
 		}
 	}
-	return append(attributed(snapshot(tree), children.groupMarker, keep), attributed(snapshot(outside), nil, keep)...)
+	return append(attributed(Snapshot(tree), Children.GroupMarker, keep), attributed(Snapshot(outside), nil, keep)...)
 }
 
-// procStat reads pid's start time (microseconds since the epoch) and
+// Stat reads pid's start time (microseconds since the epoch) and
 // whether it is a zombie.
-func procStat(pid int) (start uint64, zombie bool, err error) {
+func Stat(pid int) (start uint64, zombie bool, err error) {
 	k, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
 	if err != nil {
 		return 0, false, err // no such process: the record is empty (EIO)
@@ -121,9 +121,9 @@ func processEnv(pid int) ([]byte, error) {
 	return env, nil
 }
 
-// bootID names the running boot of the machine (kern.bootsessionuuid);
+// BootID names the running boot of the machine (kern.bootsessionuuid);
 // "" when it cannot be read.
-func bootID() string {
+func BootID() string {
 	id, _ := unix.Sysctl("kern.bootsessionuuid")
 	return strings.TrimSpace(id)
 }
@@ -133,8 +133,8 @@ func bootID() string {
 // reused between the check and the kill would be signalled; macOS hands
 // out pids in increasing order, so that takes the whole pid space
 // wrapping around within that instant.
-func signalProc(p tproc, sig unix.Signal) {
-	if start, err := startTime(p.pid); err == nil && start == p.start {
-		_ = unix.Kill(p.pid, sig)
+func signalProc(p Proc, sig unix.Signal) {
+	if start, err := StartTime(p.PID); err == nil && start == p.Start {
+		_ = unix.Kill(p.PID, sig)
 	}
 }

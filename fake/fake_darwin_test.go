@@ -6,70 +6,14 @@ package fake
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
-
-func TestProcessTableShowsThisProcess(t *testing.T) {
-	all, err := listProcs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, p := range all {
-		if p.PID == os.Getpid() {
-			found = true
-			if p.PPID != os.Getppid() || p.PGID != syscall.Getpgrp() || p.Zombie() {
-				t.Errorf("this process is listed as %+v; want parent %d, group %d, alive", p, os.Getppid(), syscall.Getpgrp())
-			}
-		}
-	}
-	if !found {
-		t.Fatalf("kern.proc.all lists %d processes, not this one (%d)", len(all), os.Getpid())
-	}
-	start, zombie, err := procStat(os.Getpid())
-	if now := uint64(time.Now().UnixMicro()); err != nil || zombie || start == 0 || start > now {
-		t.Errorf("procStat(self) = %d, %v, %v; want a start before %d", start, zombie, err, now)
-	}
-	if bootID() == "" {
-		t.Error("kern.bootsessionuuid gave no boot id")
-	}
-}
-
-func TestAReapedChildIsNoProcess(t *testing.T) {
-	cmd := exec.Command("/usr/bin/true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	if start, _, err := procStat(cmd.Process.Pid); err == nil {
-		t.Errorf("procStat of reaped process %d = start %d, no error", cmd.Process.Pid, start)
-	}
-	if (tproc{pid: cmd.Process.Pid, start: 1}).alive() {
-		t.Errorf("reaped process %d is alive", cmd.Process.Pid)
-	}
-}
-
-func TestMarkerIsReadFromProcArgs(t *testing.T) {
-	const root = "/tmp/paperclip-fake-sandbox-marker-test"
-	cmd := exec.Command("/bin/sleep", "30", markerVar+"=/not/the/marker")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", markerVar + "=" + root}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	// Until it execs, the child shows this process's strings.
-	testkit.WaitFor(t, "the child's marker", func() bool { return markerOf(cmd.Process.Pid) == root })
-	if m := markerOf(os.Getpid()); m != "" {
-		t.Errorf("this process has marker %q", m)
-	}
-}
 
 func TestHeldNameFollowsARename(t *testing.T) {
 	dir := t.TempDir()
@@ -116,7 +60,7 @@ func TestReleaseEndsAnOrphanButAnswersNoReceipt(t *testing.T) {
 	if err != nil || rc != nil {
 		t.Fatalf("release = %+v, %v; want no receipt", rc, err)
 	}
-	if _, zombie, err := procStat(pid); err == nil && !zombie {
+	if _, zombie, err := proctree.Stat(pid); err == nil && !zombie {
 		t.Errorf("the orphan %d survived the release", pid)
 	}
 }
@@ -124,7 +68,7 @@ func TestReleaseEndsAnOrphanButAnswersNoReceipt(t *testing.T) {
 // parentOf is the parent of pid, -1 when pid is not listed.
 func parentOf(t *testing.T, pid int) int {
 	t.Helper()
-	all, err := listProcs()
+	all, err := proctree.List()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package fake
+package proctree
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 // 32-bit argc, the executable path and its NUL padding, argc
 // NUL-terminated arguments, then NUL-terminated NAME=value strings — the
 // environment, followed by the kernel's own "apple" strings
-// (executable_path=…, ptr_munge=…), which never name markerVar. The
+// (executable_path=…, ptr_munge=…), which never name MarkerVar. The
 // arguments are skipped, so an argument that looks like the marker is
 // not read as one; an empty argv[0] cannot be told from the padding, so
 // one more string is skipped then. ok is false for a record too short to

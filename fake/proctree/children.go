@@ -1,4 +1,4 @@
-package fake
+package proctree
 
 import (
 	"os"
@@ -16,17 +16,17 @@ import (
 // left its process group or started a session of its own — is reparented
 // to the worker when its parent dies, never to init, so it stays in the
 // worker's process tree, where a teardown finds it (proctree.go). Orphans that exit are then the worker's to reap, and
-// children reaps them, on every SIGCHLD and after every Wait of its own.
+// the reaper reaps them, on every SIGCHLD and after every Wait of its own.
 //
 // The worker's direct children are the commands the fake started, whose
 // exec.Cmd.Wait reaps them; the reaper never waits for one of those. So
-// every child process of the worker starts through childRegistry.start
+// every child process of the worker starts through Registry.Start
 // (the worker starts no other), or the reaper could take its exit status
 // from the exec.Cmd waiting for it.
 
-// childRegistry is the worker's bookkeeping of the processes it is the
+// Registry is the worker's bookkeeping of the processes it is the
 // parent of, and the owner of the reaper goroutine.
-type childRegistry struct {
+type Registry struct {
 	// spawn is held for reading across a Start and its record, for writing
 	// while reaping: the reaper never sees a started child not yet recorded.
 	spawn sync.RWMutex
@@ -43,24 +43,24 @@ type childRegistry struct {
 }
 
 // group is one process group a lease's command leads: marker is the
-// lease's (see markerVar), seq tells this group from a later one that
+// lease's (see MarkerVar), seq tells this group from a later one that
 // reuses the id.
 type group struct {
 	marker string
 	seq    uint64
 }
 
-// child is a started command: its pid, which is its process group's id.
-type child struct {
+// Child is a started command: its pid, which is its process group's id.
+type Child struct {
 	pid int
 	seq uint64
 }
 
-var children = &childRegistry{direct: map[int]struct{}{}, groups: map[int]group{}}
+var Children = &Registry{direct: map[int]struct{}{}, groups: map[int]group{}}
 
-// use registers a booted driver: the first makes the worker a subreaper
+// Use registers a booted driver: the first makes the worker a subreaper
 // and starts the reaper.
-func (c *childRegistry) use() {
+func (c *Registry) Use() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.users++
@@ -76,10 +76,10 @@ func (c *childRegistry) use() {
 	go c.reaper(sig, c.kick, c.stop, c.done)
 }
 
-// release ends a driver's registration: the last ends the reaper, after a
+// Release ends a driver's registration: the last ends the reaper, after a
 // final reap. The worker stays a subreaper; orphans that exit while no
 // driver runs wait for the next one (or the worker's exit).
-func (c *childRegistry) release() {
+func (c *Registry) Release() {
 	c.mu.Lock()
 	c.users--
 	var stop, done chan struct{}
@@ -94,15 +94,15 @@ func (c *childRegistry) release() {
 	}
 }
 
-// tracking reports whether orphans of lease commands stay in the worker's
+// Tracking reports whether orphans of lease commands stay in the worker's
 // tree, which is what lets a teardown confirm that none is left.
-func (c *childRegistry) tracking() bool {
+func (c *Registry) Tracking() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.subreaper
 }
 
-func (c *childRegistry) reaper(sig chan os.Signal, kick, stop, done chan struct{}) {
+func (c *Registry) reaper(sig chan os.Signal, kick, stop, done chan struct{}) {
 	defer close(done)
 	defer signal.Stop(sig)
 	for {
@@ -123,7 +123,7 @@ func (c *childRegistry) reaper(sig chan os.Signal, kick, stop, done chan struct{
 // exited child the kernel names is one of those. When it names a child an
 // exec.Cmd waits for, reap leaves it (and what exited after it) until that
 // Wait kicks the reaper again (waited).
-func (c *childRegistry) reap() {
+func (c *Registry) reap() {
 	c.spawn.Lock()
 	defer c.spawn.Unlock()
 	for {
@@ -141,26 +141,26 @@ func (c *childRegistry) reap() {
 	}
 }
 
-// start starts cmd, a command of the lease marked marker in a process
+// Start starts cmd, a command of the lease marked marker in a process
 // group of its own, and records it.
-func (c *childRegistry) start(cmd *exec.Cmd, marker string) (child, error) {
+func (c *Registry) Start(cmd *exec.Cmd, marker string) (Child, error) {
 	c.spawn.RLock()
 	defer c.spawn.RUnlock()
 	if err := cmd.Start(); err != nil {
-		return child{}, err
+		return Child{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
-	ch := child{pid: cmd.Process.Pid, seq: c.seq}
+	ch := Child{pid: cmd.Process.Pid, seq: c.seq}
 	c.direct[ch.pid] = struct{}{}
 	c.groups[ch.pid] = group{marker: marker, seq: ch.seq}
 	return ch, nil
 }
 
-// waited records that ch's exec.Cmd.Wait returned; with groupGone (no
+// Waited records that ch's exec.Cmd.Wait returned; with groupGone (no
 // member of its group is left) its group is forgotten too.
-func (c *childRegistry) waited(ch child, groupGone bool) {
+func (c *Registry) Waited(ch Child, groupGone bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.direct, ch.pid)
@@ -173,19 +173,19 @@ func (c *childRegistry) waited(ch child, groupGone bool) {
 	}
 }
 
-// strays is every live process below the worker that no lease can be
-// shown to own (see markerVar). It is read while no start is under way:
+// Strays is every live process below the worker that no lease can be
+// shown to own (see MarkerVar). It is read while no start is under way:
 // a child between fork and exec has the worker's environment, no marker
 // yet, and would look like one.
-func (c *childRegistry) strays() []tproc {
+func (c *Registry) Strays() []Proc {
 	c.spawn.Lock()
 	defer c.spawn.Unlock()
-	return workerProcs(func(marker string) bool { return marker == "" })
+	return WorkerProcs(func(marker string) bool { return marker == "" })
 }
 
-// groupMarker is the marker of the lease whose command leads process
+// GroupMarker is the marker of the lease whose command leads process
 // group pgid, "" for none.
-func (c *childRegistry) groupMarker(pgid int) string {
+func (c *Registry) GroupMarker(pgid int) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.groups[pgid].marker

@@ -1,4 +1,4 @@
-package fake
+package proctree
 
 import (
 	"bytes"
@@ -16,20 +16,20 @@ import (
 // identity is its pid and its start time in clock ticks after boot; its
 // marker is read from /proc/<pid>/environ; signals go through a pidfd.
 
-// listProcs is every process of the machine.
-func listProcs() ([]procfs.Proc, error) { return procfs.List() }
+// List is every process of the machine.
+func List() ([]procfs.Proc, error) { return procfs.List() }
 
 // descendants is every live process below pid.
 func descendants(pid int) []procfs.Proc { return procfs.Descendants(pid) }
 
-// leaseProcs is every live process a lease teardown looks at whose
+// LeaseProcs is every live process a lease teardown looks at whose
 // attribution keep accepts. The worker is a subreaper (children.go), so
 // whatever a lease's command left behind is below it.
-func leaseProcs(keep func(marker string) bool) []tproc { return workerProcs(keep) }
+func LeaseProcs(keep func(marker string) bool) []Proc { return WorkerProcs(keep) }
 
-// procStat reads pid's start time (field 22 of /proc/<pid>/stat) and
+// Stat reads pid's start time (field 22 of /proc/<pid>/stat) and
 // whether it is a zombie.
-func procStat(pid int) (start uint64, zombie bool, err error) {
+func Stat(pid int) (start uint64, zombie bool, err error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, false, err
@@ -51,8 +51,8 @@ func processEnv(pid int) ([]byte, error) {
 	return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 }
 
-// bootID names the running boot of the machine; "" when it cannot be read.
-func bootID() string {
+// BootID names the running boot of the machine; "" when it cannot be read.
+func BootID() string {
 	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	return strings.TrimSpace(string(b))
 }
@@ -60,11 +60,11 @@ func bootID() string {
 // signalProc sends sig to p if p is still the process the snapshot saw: a
 // pidfd pins the process, and its start time must be p's, so a pid reused
 // meanwhile is never signalled.
-func signalProc(p tproc, sig unix.Signal) {
-	fd, err := unix.PidfdOpen(p.pid, 0)
+func signalProc(p Proc, sig unix.Signal) {
+	fd, err := unix.PidfdOpen(p.PID, 0)
 	if errors.Is(err, unix.ENOSYS) { // a kernel before 5.3: check, then kill
-		if start, err := startTime(p.pid); err == nil && start == p.start {
-			_ = unix.Kill(p.pid, sig)
+		if start, err := StartTime(p.PID); err == nil && start == p.Start {
+			_ = unix.Kill(p.PID, sig)
 		}
 		return
 	}
@@ -72,7 +72,7 @@ func signalProc(p tproc, sig unix.Signal) {
 		return // gone
 	}
 	defer unix.Close(fd)
-	if start, err := startTime(p.pid); err == nil && start == p.start {
+	if start, err := StartTime(p.PID); err == nil && start == p.Start {
 		_ = unix.PidfdSendSignal(fd, sig, nil, 0)
 	}
 }

@@ -1,4 +1,4 @@
-package fake
+package proctree
 
 import (
 	"bytes"
@@ -11,14 +11,14 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
-// markerVar is set in the environment of every command of a lease, to the
+// MarkerVar is set in the environment of every command of a lease, to the
 // lease root's path: the lease's marker. A process keeps it across fork
 // and exec unless it clears its environment on purpose, and the process
 // table shows it for as long as the process lives (/proc/<pid>/environ on
 // Linux, kern.procargs2 on macOS). With the worker a subreaper
 // (children.go) it is how a teardown finds a lease's processes wherever
 // they went (other groups, other sessions), and how the next worker finds
-// what a killed one left (sweep.go). macOS has no subreaper: there a
+// what a killed one left (the fake's sweep). macOS has no subreaper: there a
 // teardown looks for the marker in every process (proc_darwin.go).
 //
 // A process is attributed to a lease by its own marker; without one, by
@@ -26,75 +26,75 @@ import (
 // by the lease whose command leads its process group. One that is none of
 // these — it cleared its environment and left its group — is a stray: it
 // may be any lease's, so while one lives no teardown is confirmed.
-const markerVar = "PAPERCLIP_FAKE_LEASE_ROOT"
+const MarkerVar = "PAPERCLIP_FAKE_LEASE_ROOT"
 
 // killWait bounds how long the processes being ended have to die after
 // SIGKILL before their end counts as unconfirmed.
 const killWait = 2 * time.Second
 
-// tproc is one live process as a teardown or a sweep sees it.
-type tproc struct {
-	pid, ppid, pgid int
-	start           uint64 // its start time (procStat): with pid, its identity
-	marker          string // its markerVar, "" for none or unreadable
+// Proc is one live process as a teardown or a sweep sees it.
+type Proc struct {
+	PID, PPID, PGID int
+	Start           uint64 // its start time (Stat): with PID, its identity
+	Marker          string // its MarkerVar, "" for none or unreadable
 }
 
-// snapshot reads the identity and marker of the live processes of procs.
-func snapshot(procs []procfs.Proc) []tproc {
-	out := make([]tproc, 0, len(procs))
+// Snapshot reads the identity and marker of the live processes of procs.
+func Snapshot(procs []procfs.Proc) []Proc {
+	out := make([]Proc, 0, len(procs))
 	for _, p := range procs {
 		if p.Zombie() {
 			continue
 		}
-		start, err := startTime(p.PID)
+		start, err := StartTime(p.PID)
 		if err != nil {
 			continue // gone meanwhile
 		}
-		out = append(out, tproc{pid: p.PID, ppid: p.PPID, pgid: p.PGID, start: start, marker: markerOf(p.PID)})
+		out = append(out, Proc{PID: p.PID, PPID: p.PPID, PGID: p.PGID, Start: start, Marker: markerOf(p.PID)})
 	}
 	return out
 }
 
-// workerProcs is every live process below the worker whose attribution
+// WorkerProcs is every live process below the worker whose attribution
 // keep accepts.
-func workerProcs(keep func(marker string) bool) []tproc {
-	return attributed(snapshot(descendants(os.Getpid())), children.groupMarker, keep)
+func WorkerProcs(keep func(marker string) bool) []Proc {
+	return attributed(Snapshot(descendants(os.Getpid())), Children.GroupMarker, keep)
 }
 
 // attributed is every process of tree whose attribution (attribute, with
 // groupMarker) keep accepts.
-func attributed(tree []tproc, groupMarker func(pgid int) string, keep func(marker string) bool) []tproc {
-	attr := attribute(tree, groupMarker)
-	var out []tproc
+func attributed(tree []Proc, groupMarker func(pgid int) string, keep func(marker string) bool) []Proc {
+	attr := Attribute(tree, groupMarker)
+	var out []Proc
 	for _, p := range tree {
-		if keep(attr[p.pid]) {
+		if keep(attr[p.PID]) {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-// attribute is the marker each of procs is attributed to (see markerVar):
+// Attribute is the marker each of procs is attributed to (see MarkerVar):
 // its own; else its parent's when its parent is in procs; else
 // groupMarker of its process group (nil: none); "" for none.
-func attribute(procs []tproc, groupMarker func(pgid int) string) map[int]string {
-	byPID := make(map[int]tproc, len(procs))
+func Attribute(procs []Proc, groupMarker func(pgid int) string) map[int]string {
+	byPID := make(map[int]Proc, len(procs))
 	for _, p := range procs {
-		byPID[p.pid] = p
+		byPID[p.PID] = p
 	}
 	out := make(map[int]string, len(procs))
-	var of func(p tproc, depth int) string
-	of = func(p tproc, depth int) string {
-		if m, ok := out[p.pid]; ok {
+	var of func(p Proc, depth int) string
+	of = func(p Proc, depth int) string {
+		if m, ok := out[p.PID]; ok {
 			return m
 		}
-		m := p.marker
-		if parent, ok := byPID[p.ppid]; m == "" && ok && depth < len(procs) {
+		m := p.Marker
+		if parent, ok := byPID[p.PPID]; m == "" && ok && depth < len(procs) {
 			m = of(parent, depth+1)
 		} else if m == "" && !ok && groupMarker != nil {
-			m = groupMarker(p.pgid)
+			m = groupMarker(p.PGID)
 		}
-		out[p.pid] = m
+		out[p.PID] = m
 		return m
 	}
 	for _, p := range procs {
@@ -103,19 +103,19 @@ func attribute(procs []tproc, groupMarker func(pgid int) string) map[int]string 
 	return out
 }
 
-// startTime is when process pid started (procStat).
-func startTime(pid int) (uint64, error) {
-	start, _, err := procStat(pid)
+// StartTime is when process pid started (Stat).
+func StartTime(pid int) (uint64, error) {
+	start, _, err := Stat(pid)
 	return start, err
 }
 
-// alive reports whether p is still the live process the snapshot saw.
-func (p tproc) alive() bool {
-	start, zombie, err := procStat(p.pid)
-	return err == nil && start == p.start && !zombie
+// Alive reports whether p is still the live process the snapshot saw.
+func (p Proc) Alive() bool {
+	start, zombie, err := Stat(p.PID)
+	return err == nil && start == p.Start && !zombie
 }
 
-// markerOf is pid's markerVar, "" when it has none or its environment
+// markerOf is pid's MarkerVar, "" when it has none or its environment
 // cannot be read (another user's process, or one that just exited).
 func markerOf(pid int) string {
 	b, err := processEnv(pid)
@@ -125,29 +125,29 @@ func markerOf(pid int) string {
 	return markerIn(b)
 }
 
-// markerIn is the markerVar of env, NUL-separated NAME=value entries; ""
+// markerIn is the MarkerVar of env, NUL-separated NAME=value entries; ""
 // for none. The first entry wins.
 func markerIn(env []byte) string {
 	for kv := range bytes.SplitSeq(env, []byte{0}) {
-		if v, ok := bytes.CutPrefix(kv, []byte(markerVar+"=")); ok {
+		if v, ok := bytes.CutPrefix(kv, []byte(MarkerVar+"=")); ok {
 			return string(v)
 		}
 	}
 	return ""
 }
 
-// terminate ends the processes pick returns, and each it returned once
+// Terminate ends the processes pick returns, and each it returned once
 // for as long as it lives (killing a parent can leave a child that no
-// attribution reaches any more): SIGTERM to each, up to killGrace for all
+// attribution reaches any more): SIGTERM to each, up to grace for all
 // to be gone (less if ctx ends), then SIGKILL, again and again — a
 // process may fork while it is being killed — until all are gone or
 // killWait passes. It reports whether all are gone.
-func terminate(ctx context.Context, pick func() []tproc) bool {
+func Terminate(ctx context.Context, grace time.Duration, pick func() []Proc) bool {
 	known := ending{}
 	for _, p := range known.add(pick()) {
 		signalProc(p, unix.SIGTERM)
 	}
-	for deadline := time.Now().Add(killGrace); !known.none() && time.Now().Before(deadline) && ctx.Err() == nil; {
+	for deadline := time.Now().Add(grace); !known.none() && time.Now().Before(deadline) && ctx.Err() == nil; {
 		time.Sleep(10 * time.Millisecond)
 		for _, p := range known.add(pick()) {
 			signalProc(p, unix.SIGTERM)
@@ -168,13 +168,13 @@ func terminate(ctx context.Context, pick func() []tproc) bool {
 }
 
 // ending is the processes a terminate has to end, by pid and start time.
-type ending map[[2]uint64]tproc
+type ending map[[2]uint64]Proc
 
 // add records procs and returns those it did not know.
-func (e ending) add(procs []tproc) []tproc {
-	var added []tproc
+func (e ending) add(procs []Proc) []Proc {
+	var added []Proc
 	for _, p := range procs {
-		k := [2]uint64{uint64(p.pid), p.start}
+		k := [2]uint64{uint64(p.PID), p.Start}
 		if _, ok := e[k]; !ok {
 			e[k] = p
 			added = append(added, p)
@@ -186,7 +186,7 @@ func (e ending) add(procs []tproc) []tproc {
 // none drops the processes that are gone and reports whether none is left.
 func (e ending) none() bool {
 	for k, p := range e {
-		if !p.alive() {
+		if !p.Alive() {
 			delete(e, k)
 		}
 	}

@@ -1,9 +1,12 @@
-package state
+package fake
 
 import "sync"
 
-// SetupSession is an interactive setup session of a driver.
-type SetupSession struct {
+// Setup sessions, templates and active executions (executions.go) live in
+// worker memory only: a worker that restarts has lost them, by design.
+
+// setupRecord is an interactive setup session of a driver.
+type setupRecord struct {
 	ProviderLeaseID   string
 	SessionID         string
 	EnvironmentID     string
@@ -14,8 +17,8 @@ type SetupSession struct {
 	CapturedRef       *string
 }
 
-// Template is a captured template.
-type Template struct {
+// templateRecord is a captured template.
+type templateRecord struct {
 	Ref                 string
 	Image               string
 	SourceTemplateRef   *string
@@ -23,16 +26,16 @@ type Template struct {
 	Deleted             bool
 }
 
-// Scope is who a record belongs to: the company and environment of the
+// scope is who a record belongs to: the company and environment of the
 // call that made it. To a call from another scope the record does not
 // exist, so one tenant can neither see nor change another's.
-type Scope struct {
+type scope struct {
 	CompanyID     string
 	EnvironmentID string
 }
 
 type sessionKey struct {
-	owner Scope
+	owner scope
 	id    string
 }
 
@@ -41,35 +44,35 @@ type templateKey struct {
 	ref       string
 }
 
-// Setups keeps setup sessions, owned by a company's environment, and
+// setupStore keeps setup sessions, owned by a company's environment, and
 // templates, owned by a company (an environment of the company may use a
 // template another captured). Methods return copies, so a caller never
 // shares a record with another goroutine.
-type Setups struct {
+type setupStore struct {
 	mu        sync.Mutex
-	sessions  map[sessionKey]*SetupSession
-	templates map[templateKey]*Template
+	sessions  map[sessionKey]*setupRecord
+	templates map[templateKey]*templateRecord
 }
 
-// NewSetups returns an empty store.
-func NewSetups() *Setups {
-	return &Setups{sessions: map[sessionKey]*SetupSession{}, templates: map[templateKey]*Template{}}
+// newSetupStore returns an empty store.
+func newSetupStore() *setupStore {
+	return &setupStore{sessions: map[sessionKey]*setupRecord{}, templates: map[templateKey]*templateRecord{}}
 }
 
 // Session returns owner's session with id.
-func (s *Setups) Session(owner Scope, id string) (SetupSession, bool) {
+func (s *setupStore) Session(owner scope, id string) (setupRecord, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.sessions[sessionKey{owner, id}]
 	if !ok {
-		return SetupSession{}, false
+		return setupRecord{}, false
 	}
 	return *v, true
 }
 
 // StartSession stores v for owner unless owner has a session with its id;
 // it returns the stored session either way.
-func (s *Setups) StartSession(owner Scope, v SetupSession) SetupSession {
+func (s *setupStore) StartSession(owner scope, v setupRecord) setupRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := sessionKey{owner, v.ProviderLeaseID}
@@ -82,12 +85,12 @@ func (s *Setups) StartSession(owner Scope, v SetupSession) SetupSession {
 
 // UpdateSession applies fn to owner's session with id under the lock and
 // returns the result; ok is false when owner has no such session.
-func (s *Setups) UpdateSession(owner Scope, id string, fn func(*SetupSession) error) (SetupSession, bool, error) {
+func (s *setupStore) UpdateSession(owner scope, id string, fn func(*setupRecord) error) (setupRecord, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.sessions[sessionKey{owner, id}]
 	if !ok {
-		return SetupSession{}, false, nil
+		return setupRecord{}, false, nil
 	}
 	if err := fn(v); err != nil {
 		return *v, true, err
@@ -96,7 +99,7 @@ func (s *Setups) UpdateSession(owner Scope, id string, fn func(*SetupSession) er
 }
 
 // PutTemplate stores or overwrites companyID's template t.
-func (s *Setups) PutTemplate(companyID string, t Template) {
+func (s *setupStore) PutTemplate(companyID string, t templateRecord) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.templates[templateKey{companyID, t.Ref}] = &t
@@ -105,7 +108,7 @@ func (s *Setups) PutTemplate(companyID string, t Template) {
 // DeleteTemplate soft-deletes companyID's template ref. It reports whether
 // a live template was deleted now: a second delete reports false, and so
 // does a delete by another company.
-func (s *Setups) DeleteTemplate(companyID, ref string) bool {
+func (s *setupStore) DeleteTemplate(companyID, ref string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.templates[templateKey{companyID, ref}]
@@ -116,13 +119,13 @@ func (s *Setups) DeleteTemplate(companyID, ref string) bool {
 	return true
 }
 
-// Template returns companyID's template ref.
-func (s *Setups) Template(companyID, ref string) (Template, bool) {
+// templateRecord returns companyID's template ref.
+func (s *setupStore) Template(companyID, ref string) (templateRecord, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.templates[templateKey{companyID, ref}]
 	if !ok {
-		return Template{}, false
+		return templateRecord{}, false
 	}
 	return *t, true
 }

@@ -1,13 +1,13 @@
 //go:build !linux
 
-package fake
+package proctree
 
 // Only Linux has child subreapers. Elsewhere an orphan of a lease's
 // command is reparented to init (launchd on macOS) and leaves the worker's
 // tree, so no teardown can show that nothing of a lease is left: tracking
-// stays false and releases answer no receipt (lease.endProcesses). A
+// stays false and releases answer no receipt (the fake's lease.endProcesses). A
 // teardown still ends every process that carries the lease's marker,
-// wherever it is (leaseProcs).
+// wherever it is (LeaseProcs).
 
 // becomeSubreaper reports that the worker cannot be a subreaper here.
 func becomeSubreaper() bool { return false }
