@@ -91,6 +91,15 @@ func (p *BaseParams) check() error {
 	return need("driverKey", p.DriverKey, "companyId", p.CompanyID, "environmentId", p.EnvironmentID)
 }
 
+// checkWith checks the base fields, then that the call's own required
+// field (name, with value v) is there.
+func (p *BaseParams) checkWith(name, v string) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	return need(name, v)
+}
+
 // orphanDestroyParams decodes environmentDestroyLease, which the host also
 // sends for orphan cleanup after the environment was deleted: then its
 // environmentId is "" ("the provider teardown keys on the provider lease
@@ -111,39 +120,18 @@ func (p *ValidateConfigParams) check() error {
 	return need("driverKey", p.DriverKey)
 }
 
-func (p *AcquireLeaseParams) check() error {
-	if err := p.BaseParams.check(); err != nil {
-		return err
-	}
-	return need("runId", p.RunID)
-}
+func (p *AcquireLeaseParams) check() error { return p.BaseParams.checkWith("runId", p.RunID) }
 
 func (p *ResumeLeaseParams) check() error {
-	if err := p.BaseParams.check(); err != nil {
-		return err
-	}
-	return need("providerLeaseId", p.ProviderLeaseID)
+	return p.BaseParams.checkWith("providerLeaseId", p.ProviderLeaseID)
 }
 
-func (p *ExecuteParams) check() error {
-	if err := p.BaseParams.check(); err != nil {
-		return err
-	}
-	return need("command", p.Command)
-}
+func (p *ExecuteParams) check() error { return p.BaseParams.checkWith("command", p.Command) }
 
-func (p *StartSetupParams) check() error {
-	if err := p.BaseParams.check(); err != nil {
-		return err
-	}
-	return need("sessionId", p.SessionID)
-}
+func (p *StartSetupParams) check() error { return p.BaseParams.checkWith("sessionId", p.SessionID) }
 
 func (p *DeleteTemplateParams) check() error {
-	if err := p.BaseParams.check(); err != nil {
-		return err
-	}
-	return need("templateRef", p.TemplateRef)
+	return p.BaseParams.checkWith("templateRef", p.TemplateRef)
 }
 
 func (p *SyncParams) check() error {

@@ -156,12 +156,16 @@ type checker interface {
 	check(need func(pairs ...string) error) error
 }
 
-// decodeOpen reads an open's params and checks its required fields.
-func (t *Table) decodeOpen(raw json.RawMessage, o checker) error {
+// decodeOpen reads an open's params into o, checks its required fields and
+// finds the driver its driverKey (key, a field of o) names.
+func (t *Table) decodeOpen(ctx context.Context, raw json.RawMessage, o checker, key *string) (Driver, error) {
 	if err := t.s.DecodeParams(raw, o); err != nil {
-		return err
+		return nil, err
 	}
-	return o.check(t.s.Need)
+	if err := o.check(t.s.Need); err != nil {
+		return nil, err
+	}
+	return t.s.Driver(ctx, key)
 }
 
 // check checks what every open needs.
@@ -192,10 +196,7 @@ type loginOpened struct {
 
 func (t *Table) openDuplex(ctx context.Context, raw json.RawMessage) (any, error) {
 	var o DuplexOpenParams
-	if err := t.decodeOpen(raw, &o); err != nil {
-		return nil, err
-	}
-	d, err := t.s.Driver(ctx, &o.DriverKey)
+	d, err := t.decodeOpen(ctx, raw, &o, &o.DriverKey)
 	if err != nil {
 		return nil, err
 	}
@@ -214,10 +215,7 @@ func (t *Table) openDuplex(ctx context.Context, raw json.RawMessage) (any, error
 
 func (t *Table) openLogin(ctx context.Context, raw json.RawMessage) (any, error) {
 	var o LoginPtyOpenParams
-	if err := t.decodeOpen(raw, &o); err != nil {
-		return nil, err
-	}
-	d, err := t.s.Driver(ctx, &o.DriverKey)
+	d, err := t.decodeOpen(ctx, raw, &o, &o.DriverKey)
 	if err != nil {
 		return nil, err
 	}
