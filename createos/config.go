@@ -2,7 +2,6 @@ package createos
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"net/url"
 	"slices"
@@ -56,7 +55,7 @@ func ParseConfig(raw handlers.Object) (Config, error) {
 		return c, err
 	}
 	if apiURL == nil {
-		return c, newError("CreateOS requires an API URL.")
+		return c, errNoAPIURL
 	}
 	origin, err := normalizeAPIURL(*apiURL)
 	if err != nil {
@@ -67,7 +66,7 @@ func ParseConfig(raw handlers.Object) (Config, error) {
 		return c, err
 	}
 	if shape == nil {
-		return c, newError("CreateOS requires a shape from its shape catalog.")
+		return c, errNoShape
 	}
 	timeout := int64(DefaultTimeoutMs)
 	if v, ok := raw["timeoutMs"]; ok && v != nil {
@@ -81,7 +80,7 @@ func ParseConfig(raw handlers.Object) (Config, error) {
 	if v, ok := raw["reuseLease"]; ok && v != nil {
 		b, isBool := v.(bool)
 		if !isBool {
-			return c, newError("reuseLease must be a boolean.")
+			return c, errReuseLease
 		}
 		reuse = b
 	}
@@ -119,16 +118,6 @@ func parseV02(raw handlers.Object, c *Config) error {
 	c.Snapshot, err = text(raw, "snapshot")
 	return err
 }
-
-var (
-	errTimeoutRange   = newError(fmt.Sprintf("timeoutMs must be an integer between 1 and %d.", maxTimeoutMs))
-	errAutoPauseRange = newError(fmt.Sprintf("autoPauseAfterSeconds must be an integer between %d and %d.", minAutoPauseSeconds, maxAutoPauseSeconds))
-	errRootfsMap      = newError("rootfsByAdapter must be an object of adapter names to root filesystems.")
-	errRootfsEntries  = newError("rootfsByAdapter must contain non-empty adapter and root filesystem strings.")
-	errEgressList     = newError("egressAllowlist must be an array of non-empty host or CIDR strings.")
-	errNetworkEgress  = newError("networkEgress must be an object.")
-	errGrantList      = newError("networkEgress allowlists must contain non-empty strings.")
-)
 
 func autoPause(v any) (int64, error) {
 	if v == nil {
@@ -276,7 +265,7 @@ func text(raw handlers.Object, key string) (*string, error) {
 	}
 	s, isStr := v.(string)
 	if !isStr || strings.TrimSpace(s) == "" || strings.ContainsRune(s, 0) {
-		return nil, newError(key + " must be a non-empty string.")
+		return nil, errNotText(key)
 	}
 	s = strings.TrimSpace(s)
 	return &s, nil
@@ -300,19 +289,17 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-var errAPIURLShape = newError("CreateOS API URL must be an HTTPS origin (optionally ending in /v1); HTTP is allowed on loopback only.")
-
 // normalizeAPIURL checks the API URL and returns its origin. The rules are
 // those of the reference plugin's WHATWG URL checks.
 func normalizeAPIURL(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" {
-		return "", newError("CreateOS API URL is invalid.")
+		return "", errAPIURL
 	}
 	scheme := strings.ToLower(u.Scheme)
 	// A port alone ("https://:443") is no host.
 	if (scheme == "http" || scheme == "https") && u.Hostname() == "" {
-		return "", newError("CreateOS API URL is invalid.")
+		return "", errAPIURL
 	}
 	host := strings.ToLower(u.Hostname())
 	loopback := host == "localhost" || host == "127.0.0.1" || host == "::1"
@@ -376,7 +363,7 @@ func strOrNil(s *string) any {
 // or nothing at all.
 func resolveAPIKey(c Config, getenv func(string) string) (string, error) {
 	if c.APIKey == nil && c.APIURL != OfficialAPIURL {
-		return "", newError("Custom CreateOS API endpoints require an explicit environment API key; the host fallback is only available for https://api.sb.createos.sh.")
+		return "", errCustomEndpointKey
 	}
 	var key string
 	if c.APIKey != nil {
@@ -385,7 +372,7 @@ func resolveAPIKey(c Config, getenv func(string) string) (string, error) {
 		key = strings.TrimSpace(getenv(apiKeyEnv))
 	}
 	if key == "" || strings.ContainsAny(key, "\r\n\x00") {
-		return "", newError("CreateOS requires an API key in the environment config or CREATEOS_API_KEY.")
+		return "", errNoAPIKey
 	}
 	return key, nil
 }

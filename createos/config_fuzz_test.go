@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 )
 
 // configMessages are every message ParseConfig may refuse a config with:
@@ -28,7 +29,7 @@ var configMessages = []string{
 }
 
 // ParseConfig, given any JSON object as the host decodes it, either refuses
-// it with one of the reference's messages (an operator *Error), or accepts
+// it with one of the reference's messages (an *operator.Error), or accepts
 // it as a config whose fields keep their rules: an origin that is HTTPS or
 // loopback HTTP without credentials, path, query or fragment; trimmed,
 // non-blank, NUL-free text; a whole timeoutMs in range. What it accepts
@@ -65,7 +66,7 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		c, err := ParseConfig(raw)
 		if err != nil {
-			if e, ok := err.(*Error); !ok || !slices.Contains(configMessages, e.Error()) {
+			if e, ok := err.(*operator.Error); !ok || !slices.Contains(configMessages, e.Error()) {
 				t.Fatalf("refused with %T %q, not a reference message", err, err)
 			}
 			return

@@ -240,7 +240,7 @@ func messageOf(err, fallback error) string {
 // refuses closing or poisoned leases, registers the call so release and
 // shutdown can stop it, bounds its work by timeoutMs (any positive number,
 // see hostTimeout; none or 0 or less: config.timeoutMs) within the call's
-// budget (working), and poisons the lease on a *CleanupError
+// budget (working), and poisons the lease on an error that poisons
 // (Driver.poison: in memory and with a cleanup mark).
 func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease *handlers.Lease, timeoutMs *float64,
 	work func(ctx context.Context, c *Client) (T, error)) (T, error) {
@@ -259,7 +259,7 @@ func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease 
 	wctx, wcancel := working(cctx, commandTimeout(c.cfg, timeoutMs))
 	defer wcancel()
 	v, err := work(wctx, c)
-	if _, poisoned := err.(*CleanupError); poisoned {
+	if poisons(err) {
 		d.poison(ctx, c, scope, lease.LeaseID())
 	}
 	return v, err

@@ -466,7 +466,7 @@ func TestLifecycleStreamingStartupFailureDoesNotPoison(t *testing.T) {
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("HTTP %d: %v", tc.status, err)
 		}
-		if _, ok := err.(*CleanupError); ok {
+		if poisons(err) {
 			t.Errorf("HTTP %d poisoned the lease", tc.status)
 		}
 		if _, err := d.ReleaseLease(t.Context(), releaseParams(l, reuse)); err != nil {

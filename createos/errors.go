@@ -6,20 +6,9 @@ import (
 	"fmt"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
-
-// Error is an operator-facing error whose text is the reference plugin's
-// message verbatim. It never carries a URL, a key or a provider body.
-type Error struct{ msg string }
-
-func (e *Error) Error() string { return e.msg }
-
-// OperatorMessage marks the text as written for operators (rpc.Operator):
-// every Error is a reference message or one chosen here.
-func (e *Error) OperatorMessage() string { return e.msg }
-
-func newError(msg string) *Error { return &Error{msg: msg} }
 
 // APIError is a non-2xx answer. The body is never read: provider bodies may
 // echo credentials or command input.
@@ -86,15 +75,12 @@ func mayLive(err error) error { return &mayLiveError{err} }
 func (e *mayLiveError) Error() string   { return e.err.Error() }
 func (e *mayLiveError) Unwrap() []error { return []error{e.err, sessions.ErrSessionMayLive} }
 
-// CleanupError marks a failure after which process containment on the lease
-// is unproven; the driver then refuses to reuse the lease until it is
-// destroyed.
-type CleanupError struct{ msg string }
-
-func (e *CleanupError) Error() string { return e.msg }
-
-// OperatorMessage marks the text as written for operators.
-func (e *CleanupError) OperatorMessage() string { return e.msg }
+// poisons reports whether err leaves process containment on the lease
+// unproven (errCreationUnconfirmed, errCleanupUnconfirmed); the driver then
+// refuses to reuse the lease until it is destroyed.
+func poisons(err error) bool {
+	return errors.Is(err, errCreationUnconfirmed) || errors.Is(err, errCleanupUnconfirmed)
+}
 
 // timeoutError is the cause of every deadline this package sets. It matches
 // context.DeadlineExceeded, so a timeout that escapes to the host maps to the
@@ -115,114 +101,161 @@ func timedOut(ctx context.Context) bool {
 
 // Messages of the reference plugin, verbatim.
 var (
-	errConnection        = newError("CreateOS connection failed.")
-	errInvalidJSON       = newError("CreateOS returned invalid JSON.")
-	errUnsuccessful      = newError("CreateOS returned an unsuccessful response.")
-	errInvalidResponse   = newError("CreateOS returned an invalid response.")
-	errInvalidID         = newError("CreateOS returned an invalid resource ID.")
-	errSandboxIdentity   = newError("CreateOS sandbox identity or state is invalid.")
+	errConnection        = operator.New("CreateOS connection failed.")
+	errInvalidJSON       = operator.New("CreateOS returned invalid JSON.")
+	errUnsuccessful      = operator.New("CreateOS returned an unsuccessful response.")
+	errInvalidResponse   = operator.New("CreateOS returned an invalid response.")
+	errInvalidID         = operator.New("CreateOS returned an invalid resource ID.")
+	errSandboxIdentity   = operator.New("CreateOS sandbox identity or state is invalid.")
 	errNUL               = envrule.ErrNUL // "Sandbox command values cannot contain NUL."
-	errNoCommand         = newError("A sandbox command is required.")
-	errFrameTooLarge     = newError("CreateOS process frame is too large.")
-	errInvalidFrame      = newError("CreateOS returned an invalid process frame.")
-	errEvicted           = newError("CreateOS process output was evicted before it could be read.")
-	errOutputConnection  = newError("CreateOS process output connection failed.")
-	errInvalidSeq        = newError("CreateOS process sequence is invalid.")
-	errSeqGap            = newError("CreateOS process output has a sequence gap.")
-	errInvalidOutput     = newError("CreateOS process output is invalid.")
-	errExitMissing       = newError("CreateOS process exit status is missing.")
-	errStreamError       = newError("CreateOS process stream reported an error.")
-	errUnknownEvent      = newError("CreateOS returned an unknown process event.")
-	errCommandCancelled  = newError("CreateOS command was cancelled.")
-	errExpiryUnsupported = newError("CreateOS does not yet support leases with a guaranteed expiration deadline.")
-	errNoBash            = newError("CreateOS workspace preparation failed; the image must provide Bash.")
-	errExecLease         = newError("CreateOS execution requires a lease from this environment.")
-	errLeaseClosing      = newError("CreateOS lease is closing or requires cleanup.")
-	errNotThisEnv        = newError("CreateOS lease does not belong to this environment.")
-	errCleanupInProgress = newError("CreateOS lease cleanup is already in progress.")
-	errUnconfirmedReuse  = newError("CreateOS process cleanup is unconfirmed; destroy this lease before reusing it.")
-	errResumeWhileClose  = newError("CreateOS lease cleanup must finish before resume.")
-	errWorkspaceLease    = newError("CreateOS workspace requires a lease from this environment.")
-	errProbeCommand      = newError("CreateOS command probe failed.")
-	errProbe             = newError("CreateOS probe failed.")
-	errInvalidConfig     = newError("Invalid CreateOS configuration.")
+	errNoCommand         = operator.New("A sandbox command is required.")
+	errFrameTooLarge     = operator.New("CreateOS process frame is too large.")
+	errInvalidFrame      = operator.New("CreateOS returned an invalid process frame.")
+	errEvicted           = operator.New("CreateOS process output was evicted before it could be read.")
+	errOutputConnection  = operator.New("CreateOS process output connection failed.")
+	errInvalidSeq        = operator.New("CreateOS process sequence is invalid.")
+	errSeqGap            = operator.New("CreateOS process output has a sequence gap.")
+	errInvalidOutput     = operator.New("CreateOS process output is invalid.")
+	errExitMissing       = operator.New("CreateOS process exit status is missing.")
+	errStreamError       = operator.New("CreateOS process stream reported an error.")
+	errUnknownEvent      = operator.New("CreateOS returned an unknown process event.")
+	errCommandCancelled  = operator.New("CreateOS command was cancelled.")
+	errExpiryUnsupported = operator.New("CreateOS does not yet support leases with a guaranteed expiration deadline.")
+	errNoBash            = operator.New("CreateOS workspace preparation failed; the image must provide Bash.")
+	errExecLease         = operator.New("CreateOS execution requires a lease from this environment.")
+	errLeaseClosing      = operator.New("CreateOS lease is closing or requires cleanup.")
+	errNotThisEnv        = operator.New("CreateOS lease does not belong to this environment.")
+	errCleanupInProgress = operator.New("CreateOS lease cleanup is already in progress.")
+	errUnconfirmedReuse  = operator.New("CreateOS process cleanup is unconfirmed; destroy this lease before reusing it.")
+	errResumeWhileClose  = operator.New("CreateOS lease cleanup must finish before resume.")
+	errWorkspaceLease    = operator.New("CreateOS workspace requires a lease from this environment.")
+	errProbeCommand      = operator.New("CreateOS command probe failed.")
+	errProbe             = operator.New("CreateOS probe failed.")
+	errInvalidConfig     = operator.New("Invalid CreateOS configuration.")
 
-	errCreationUnconfirmed = &CleanupError{msg: "CreateOS process creation could not be confirmed; destroy the lease before reusing it."}
-	errCleanupUnconfirmed  = &CleanupError{msg: "CreateOS command cleanup failed; process termination is unconfirmed."}
+	errCreationUnconfirmed = operator.New("CreateOS process creation could not be confirmed; destroy the lease before reusing it.")
+	errCleanupUnconfirmed  = operator.New("CreateOS command cleanup failed; process termination is unconfirmed.")
 
 	// file-sync.ts: sync mappings and transfers
-	errRemoteNotConfined  = newError("CreateOS transfer requires a confined absolute sandbox path.")
-	errRemoteEscapes      = newError("CreateOS transfer path escapes the workspace.")
-	errUnsafeArchive      = newError("CreateOS archive contains unsafe entries or exceeds the extraction limit.")
-	errTransferCommand    = newError("CreateOS transfer command failed.")
-	errDownloadNoBody     = newError("CreateOS file download has no body.")
-	errTransferKind       = newError("Unsupported CreateOS transfer kind.")
-	errHostPath           = newError("CreateOS transfer requires an absolute host path.")
-	errFileMode           = newError("Invalid CreateOS file mode.")
-	errOutboundPostUpload = newError("Outbound CreateOS transfers cannot run post-upload commands.")
-	errArchiveDestLink    = newError("CreateOS archive destination cannot be a symlink.")
+	errRemoteNotConfined  = operator.New("CreateOS transfer requires a confined absolute sandbox path.")
+	errRemoteEscapes      = operator.New("CreateOS transfer path escapes the workspace.")
+	errUnsafeArchive      = operator.New("CreateOS archive contains unsafe entries or exceeds the extraction limit.")
+	errTransferCommand    = operator.New("CreateOS transfer command failed.")
+	errDownloadNoBody     = operator.New("CreateOS file download has no body.")
+	errTransferKind       = operator.New("Unsupported CreateOS transfer kind.")
+	errHostPath           = operator.New("CreateOS transfer requires an absolute host path.")
+	errFileMode           = operator.New("Invalid CreateOS file mode.")
+	errOutboundPostUpload = operator.New("Outbound CreateOS transfers cannot run post-upload commands.")
+	errArchiveDestLink    = operator.New("CreateOS archive destination cannot be a symlink.")
 
 	// plugin.ts and process-session.ts (v0.2+): login PTY and duplex sessions
-	errSessionLease    = newError("CreateOS session requires a lease cached for this environment.")
-	errLoginHome       = newError("CreateOS login session home is invalid.")
-	errLoginHomePrep   = newError("CreateOS login home preparation failed.")
-	errDuplexCommand   = newError("CreateOS duplex command is invalid.")
-	errTreeUnconfirmed = newError("CreateOS process tree termination was not confirmed.")
-	errManagedStopped  = newError("CreateOS managed process was stopped.")
+	errSessionLease    = operator.New("CreateOS session requires a lease cached for this environment.")
+	errLoginHome       = operator.New("CreateOS login session home is invalid.")
+	errLoginHomePrep   = operator.New("CreateOS login home preparation failed.")
+	errDuplexCommand   = operator.New("CreateOS duplex command is invalid.")
+	errTreeUnconfirmed = operator.New("CreateOS process tree termination was not confirmed.")
+	errManagedStopped  = operator.New("CreateOS managed process was stopped.")
 
 	// Ours: sessions (session.go). The host allowlists the login keys, so
 	// the reference has no message for an unknown one.
-	errLoginCommand = newError("CreateOS login command is not supported.")
-	errSessionEnded = newError("CreateOS session process has exited.")
-	errSessionOver  = newError("CreateOS session was closed.")
+	errLoginCommand = operator.New("CreateOS login command is not supported.")
+	errSessionEnded = operator.New("CreateOS session process has exited.")
+	errSessionOver  = operator.New("CreateOS session was closed.")
 
 	// Ours: host sources that are not read (hostfile.go).
-	errSourceNotFile = newError("CreateOS transfer source must be a regular file; fifos, devices and sockets are not transferred.")
-	errSourceNotDir  = newError("CreateOS transfer source must be a directory.")
-	errSourceChanged = newError("CreateOS transfer source changed while it was being read; sync again once it is left alone.")
+	errSourceNotFile = operator.New("CreateOS transfer source must be a regular file; fifos, devices and sockets are not transferred.")
+	errSourceNotDir  = operator.New("CreateOS transfer source must be a directory.")
+	errSourceChanged = operator.New("CreateOS transfer source changed while it was being read; sync again once it is left alone.")
 
 	// Ours: downloads are raw bytes, written under a limit (sync_transfer.go).
-	errDownloadEncoded  = newError("CreateOS file download was content-encoded; only raw bytes are accepted.")
-	errDownloadTooLarge = newError("CreateOS file download exceeds the 11 GiB transfer limit.")
+	errDownloadEncoded  = operator.New("CreateOS file download was content-encoded; only raw bytes are accepted.")
+	errDownloadTooLarge = operator.New("CreateOS file download exceeds the 11 GiB transfer limit.")
 )
 
 // errDidNotReach is the transition failure for desired (v0.3: with the
 // state the provider reports).
 func errDidNotReach(desired, status string) error {
-	return newError("CreateOS sandbox did not reach " + desired + "; provider state is " + status + ".")
+	return operator.New("CreateOS sandbox did not reach " + desired + "; provider state is " + status + ".")
 }
 
 // v0.3 messages of the reference plugin, verbatim.
 var (
-	errRootfsDefault     = newError("CreateOS rootfs catalog did not provide a valid default.")
-	errTemplateNotPaused = newError("CreateOS template sandbox must be paused before it can be forked.")
-	errSetupIdentity     = newError("CreateOS setup sandbox identity could not be verified.")
-	errSetupNotOurs      = newError("CreateOS setup sandbox does not belong to this environment.")
-	errCaptureLease      = newError("Cannot capture a CreateOS template without a setup sandbox lease.")
-	errCaptureTimeout    = newError("Invalid CreateOS template capture timeout.")
+	errRootfsDefault     = operator.New("CreateOS rootfs catalog did not provide a valid default.")
+	errTemplateNotPaused = operator.New("CreateOS template sandbox must be paused before it can be forked.")
+	errSetupIdentity     = operator.New("CreateOS setup sandbox identity could not be verified.")
+	errSetupNotOurs      = operator.New("CreateOS setup sandbox does not belong to this environment.")
+	errCaptureLease      = operator.New("Cannot capture a CreateOS template without a setup sandbox lease.")
+	errCaptureTimeout    = operator.New("Invalid CreateOS template capture timeout.")
 )
 
 // errForkUnconfirmed is a fork whose setup failed and whose delete did too.
 func errForkUnconfirmed(id string) error {
-	return newError("CreateOS fork setup failed and cleanup is unconfirmed for sandbox " + id + ".")
+	return operator.New("CreateOS fork setup failed and cleanup is unconfirmed for sandbox " + id + ".")
 }
 
 // errSetupCleanup is a setup start whose sandbox could not be deleted.
 func errSetupCleanup(id string) error {
-	return newError("CreateOS interactive setup failed and cleanup is unconfirmed for sandbox " + id + ".")
+	return operator.New("CreateOS interactive setup failed and cleanup is unconfirmed for sandbox " + id + ".")
 }
 
 // errStartKind and errDeleteKind refuse template kinds other than snapshot.
 func errStartKind(kind string) error {
-	return newError("CreateOS can start from snapshot templates only, not " + kind + ".")
+	return operator.New("CreateOS can start from snapshot templates only, not " + kind + ".")
 }
 
 func errDeleteKind(kind string) error {
-	return newError("CreateOS can delete snapshot templates only, not " + kind + ".")
+	return operator.New("CreateOS can delete snapshot templates only, not " + kind + ".")
 }
 
 // errSetupUnconfirmed is acquire's failure when the sandbox it created could
 // not be deleted.
 func errSetupUnconfirmed(id string) error {
-	return newError("CreateOS setup failed and cleanup is unconfirmed for sandbox " + id + ".")
+	return operator.New("CreateOS setup failed and cleanup is unconfirmed for sandbox " + id + ".")
+}
+
+// The config's refusals (config.go).
+var (
+	errNoAPIURL          = operator.New("CreateOS requires an API URL.")
+	errAPIURL            = operator.New("CreateOS API URL is invalid.")
+	errAPIURLShape       = operator.New("CreateOS API URL must be an HTTPS origin (optionally ending in /v1); HTTP is allowed on loopback only.")
+	errNoShape           = operator.New("CreateOS requires a shape from its shape catalog.")
+	errNoAPIKey          = operator.New("CreateOS requires an API key in the environment config or CREATEOS_API_KEY.")
+	errCustomEndpointKey = operator.New("Custom CreateOS API endpoints require an explicit environment API key; the host fallback is only available for https://api.sb.createos.sh.")
+	errReuseLease        = operator.New("reuseLease must be a boolean.")
+	errTimeoutRange      = operator.Errorf("timeoutMs must be an integer between 1 and %d.", maxTimeoutMs)
+	errAutoPauseRange    = operator.Errorf("autoPauseAfterSeconds must be an integer between %d and %d.", minAutoPauseSeconds, maxAutoPauseSeconds)
+	errRootfsMap         = operator.New("rootfsByAdapter must be an object of adapter names to root filesystems.")
+	errRootfsEntries     = operator.New("rootfsByAdapter must contain non-empty adapter and root filesystem strings.")
+	errEgressList        = operator.New("egressAllowlist must be an array of non-empty host or CIDR strings.")
+	errNetworkEgress     = operator.New("networkEgress must be an object.")
+	errGrantList         = operator.New("networkEgress allowlists must contain non-empty strings.")
+)
+
+// errNotText refuses a config field that must be a non-empty string.
+func errNotText(key string) error { return operator.New(key + " must be a non-empty string.") }
+
+// v0.3 messages of the command stream and the exit recovery, verbatim from
+// the reference.
+var (
+	errCommandStreamError  = operator.New("CreateOS command stream reported an error.")
+	errCommandStreamEvent  = operator.New("CreateOS returned an invalid command stream event.")
+	errCommandStreamNoExit = operator.New("CreateOS command stream ended without an exit status.")
+	errJournalInvalid      = operator.New("CreateOS process output journal is invalid.")
+	errReplayIncomplete    = operator.New("CreateOS process stream ended before all output could be replayed.")
+)
+
+// errStopped is the cause given to tracked calls stopped by release,
+// destroy or shutdown.
+var errStopped = operator.New("CreateOS lease is being released.")
+
+// errLinkLoop and errLinkOutside refuse a host symlink that followSymlinks
+// cannot follow (hostfile.go).
+func errLinkLoop(entry string) error {
+	return operator.Errorf("CreateOS cannot follow host symlink %q: it meets too many levels of symbolic links.", entry)
+}
+
+// errLinkOutside is the refusal of a followed host symlink that leads
+// outside the mapping's source directory.
+func errLinkOutside(entry string) error {
+	return operator.Errorf("CreateOS does not follow host symlink %q: it leads outside the source directory; stage the file inside the source directory or omit followSymlinks.", entry)
 }

@@ -20,13 +20,6 @@ import (
 // provider kills the tree of a dropped exec), and a failed start does not
 // poison the lease.
 
-// Messages of the v0.3 stream, verbatim from the reference.
-var (
-	errCommandStreamError  = newError("CreateOS command stream reported an error.")
-	errCommandStreamEvent  = newError("CreateOS returned an invalid command stream event.")
-	errCommandStreamNoExit = newError("CreateOS command stream ended without an exit status.")
-)
-
 // command runs an ordinary command: over streaming exec (one request),
 // or as a managed process (runCommand) on an origin that answers the
 // streaming route 404 for a sandbox that exists (the SDK notes control

@@ -19,12 +19,6 @@ const maxReconnects = 3
 // waitQuery is the process wait the reference sends: the whole tree, 30 s.
 const waitQuery = "/wait?scope=tree&timeout_ms=30000"
 
-// v0.3 messages of the exit recovery, verbatim from the reference.
-var (
-	errJournalInvalid   = newError("CreateOS process output journal is invalid.")
-	errReplayIncomplete = newError("CreateOS process stream ended before all output could be replayed.")
-)
-
 // follower reads one managed process's output journal over /connect
 // (execute.ts followProcess of v0.3).
 type follower struct {

@@ -2,7 +2,6 @@ package createos
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 
@@ -79,7 +78,7 @@ func followLink(tree *safeopen.Tree, src, name string) (string, fs.FileInfo, err
 	case errors.Is(err, safeopen.ErrOutside):
 		return "", nil, errLinkOutside(entryName(name, false))
 	case errors.Is(err, safeopen.ErrLoop):
-		return "", nil, newError(fmt.Sprintf("CreateOS cannot follow host symlink %q: it meets too many levels of symbolic links.", entryName(name, false)))
+		return "", nil, errLinkLoop(entryName(name, false))
 	}
 	return r, info, treeErr(err)
 }
@@ -92,10 +91,4 @@ func treeErr(err error) error {
 		return errSourceChanged
 	}
 	return err
-}
-
-// errLinkOutside is the refusal of a followed host symlink that leads
-// outside the mapping's source directory.
-func errLinkOutside(entry string) error {
-	return newError(fmt.Sprintf("CreateOS does not follow host symlink %q: it leads outside the source directory; stage the file inside the source directory or omit followSymlinks.", entry))
 }

@@ -228,7 +228,7 @@ type verdict struct {
 }
 
 // outcome decides what a run reports. In order: a creation that may have
-// succeeded without a process id is unconfirmed (a *CleanupError); a
+// succeeded without a process id is unconfirmed (an error that poisons); a
 // cancellation wins over an exit read and over any failure, so a command
 // whose call was cancelled never reports success; an exit read is
 // reported, even once the deadline has passed (the command did finish);

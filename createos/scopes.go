@@ -287,10 +287,6 @@ func (s *scopes) shutdown() ([]*trackedCall, []*channel) {
 	return calls, chans
 }
 
-// errStopped is the cause given to tracked calls stopped by release,
-// destroy or shutdown.
-var errStopped = newError("CreateOS lease is being released.")
-
 // stopCalls cancels calls and waits until each has finished its own
 // cleanup, or ctx ends.
 func stopCalls(ctx context.Context, calls []*trackedCall) error {
