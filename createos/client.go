@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
 )
 
@@ -245,7 +246,7 @@ func (c *Client) destroySandbox(ctx context.Context, id string) error {
 	if _, err := identifier(id); err != nil {
 		return err
 	}
-	ctx, cancel := fresh(ctx, c.cfg.timeout())
+	ctx, cancel := deadline.Cleanup(ctx, c.cfg.timeout())
 	defer cancel()
 	if _, err := c.json(ctx, http.MethodDelete, "/sandboxes/"+id, nil); err != nil && !isStatus(err, http.StatusNotFound) {
 		return err

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -269,10 +270,10 @@ func TestClientDeadlineVersusCancellation(t *testing.T) {
 	defer close(release)
 	c := testClient(t, srv.URL)
 
-	ctx, cancel := withTimeout(context.Background(), 20*time.Millisecond)
+	ctx, cancel := deadline.Timeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	_, err := c.getSandbox(ctx, "sb_test")
-	if !errors.Is(err, context.DeadlineExceeded) || !timedOut(ctx) {
+	if !errors.Is(err, context.DeadlineExceeded) || !deadline.TimedOut(ctx) {
 		t.Errorf("deadline: %v", err)
 	}
 
@@ -280,7 +281,7 @@ func TestClientDeadlineVersusCancellation(t *testing.T) {
 	cctx, ccancel := context.WithCancelCause(context.Background())
 	go func() { <-arrived; ccancel(reason) }()
 	_, err = c.getSandbox(cctx, "sb_cancel")
-	if err != reason || timedOut(cctx) {
+	if err != reason || deadline.TimedOut(cctx) {
 		t.Errorf("cancellation: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -98,7 +99,7 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				over := cloneObject(reuse)
 				over["timeoutMs"] = 100000.0
 				_, err := d.ResumeLease(t.Context(), resumeParams(l, over))
-				return wantIs(err, errTimedOut)
+				return wantIs(err, deadline.ErrTimedOut)
 			}},
 		{"release: config 35 s, a running command and the sandbox delete hang (was 70 s)", 65 * time.Second,
 			func(t *testing.T, s *stub, d *Driver) error {
@@ -120,7 +121,7 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				if err := wantIs(<-executed, errCommandCancelled); err != nil {
 					t.Errorf("the stopped command: %v", err)
 				}
-				return wantIs(err, errTimedOut)
+				return wantIs(err, deadline.ErrTimedOut)
 			}},
 		{"syncIn: config 35 s, post-upload command never exits (was 70 s)", 65 * time.Second,
 			func(t *testing.T, _ *stub, _ *Driver) error {

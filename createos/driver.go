@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -256,7 +257,7 @@ func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease 
 		return zero, errLeaseClosing
 	}
 	defer d.scopes.leave(scope, call)
-	wctx, wcancel := working(cctx, commandTimeout(c.cfg, timeoutMs))
+	wctx, wcancel := deadline.Work(cctx, commandTimeout(c.cfg, timeoutMs))
 	defer wcancel()
 	v, err := work(wctx, c)
 	if poisons(err) {
@@ -303,18 +304,18 @@ func commandTimeout(cfg Config, timeoutMs *float64) time.Duration {
 }
 
 // stopActive cancels every tracked call on scope and waits until each has
-// finished its own cleanup, or until cleanupReserve before the end of the
+// finished its own cleanup, or until deadline.CleanupReserve before the end of the
 // call that waits (ctx's budget; working), which keeps that time for what
 // it does next.
 func (d *Driver) stopActive(ctx context.Context, scope string) error {
-	ctx, cancel := working(ctx, math.MaxInt64)
+	ctx, cancel := deadline.Work(ctx, math.MaxInt64)
 	defer cancel()
 	return stopCalls(ctx, d.scopes.calls(scope))
 }
 
 // Execute implements handlers.Driver.
 func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
-	ctx, cancel := within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
 	defer cancel()
 	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *Client) (*handlers.ExecuteResult, error) {
 		return d.command(ctx, c, p.Lease.LeaseID(), executeCommand(p), out)

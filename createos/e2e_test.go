@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -61,14 +62,14 @@ func TestE2ELeaseRoundTripWithRealCommands(t *testing.T) {
 	// Timeout: partial output, and the tree is deleted. The deadline falls
 	// once the output has arrived (a fixed one could fall before a loaded
 	// machine has started bash); the driver's own deadlines end a context
-	// just so, with errTimedOut as the cause.
+	// just so, with deadline.ErrTimedOut as the cause.
 	tctx, expire := context.WithCancelCause(ctx)
 	defer expire(nil)
 	var seen strings.Builder // the sink is called from one goroutine
 	res, err = d.executeManaged(tctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *r, Command: "/bin/bash",
 		Args: []string{"-c", "echo started; sleep 30"}}, sinkFunc(func(_ string, p []byte) {
 		if seen.Write(p); seen.String() == "started\n" {
-			expire(errTimedOut)
+			expire(deadline.ErrTimedOut)
 		}
 	}))
 	if err != nil || !res.TimedOut || res.Stdout != "started\n" {

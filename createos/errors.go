@@ -1,7 +1,6 @@
 package createos
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -80,23 +79,6 @@ func (e *mayLiveError) Unwrap() []error { return []error{e.err, sessions.ErrSess
 // refuses to reuse the lease until it is destroyed.
 func poisons(err error) bool {
 	return errors.Is(err, errCreationUnconfirmed) || errors.Is(err, errCleanupUnconfirmed)
-}
-
-// timeoutError is the cause of every deadline this package sets. It matches
-// context.DeadlineExceeded, so a timeout that escapes to the host maps to the
-// JSON-RPC timeout code, while a cancellation never does.
-type timeoutError struct{}
-
-func (timeoutError) Error() string        { return "CreateOS request timed out." }
-func (timeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
-func (timeoutError) Timeout() bool        { return true }
-
-var errTimedOut error = timeoutError{}
-
-// timedOut reports whether ctx ended because of a deadline rather than a
-// cancellation.
-func timedOut(ctx context.Context) bool {
-	return ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded)
 }
 
 // Messages of the reference plugin, verbatim.

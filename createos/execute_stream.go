@@ -62,7 +62,7 @@ func (d *Driver) streamCommand(ctx context.Context, c *Client, sandbox string, c
 	switch endingOf(ctx) {
 	case cancelled:
 		return nil, errCommandCancelled
-	case deadline:
+	case overdue:
 		if code == nil {
 			out.finish()
 			return streamResult(out, nil, true), nil

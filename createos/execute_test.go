@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
@@ -410,7 +411,7 @@ func TestCommandRetriesRateLimitedConnect(t *testing.T) {
 // origins without streaming exec): the command protocol tests below are
 // the reference's, which v0.3 keeps for managed processes.
 func (d *Driver) executeManaged(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
-	ctx, cancel := within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
 	defer cancel()
 	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *Client) (*handlers.ExecuteResult, error) {
 		return d.runCommand(ctx, c, p.Lease.LeaseID(), executeCommand(p), out)

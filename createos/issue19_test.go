@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
@@ -86,7 +87,7 @@ func TestTransitionConflictsEndWithTheContext(t *testing.T) {
 		if r.Method == http.MethodPost {
 			mu.Lock()
 			if posts++; posts == 3 {
-				cancel(errTimedOut)
+				cancel(deadline.ErrTimedOut)
 			}
 			mu.Unlock()
 			failWith(w, http.StatusConflict)
@@ -95,7 +96,7 @@ func TestTransitionConflictsEndWithTheContext(t *testing.T) {
 		success(w, map[string]any{"id": "sb_test", "status": "paused"})
 	}))
 	t.Cleanup(srv.Close)
-	if err := testClient(t, srv.URL).transition(ctx, "sb_test", "running"); err != errTimedOut {
+	if err := testClient(t, srv.URL).transition(ctx, "sb_test", "running"); err != deadline.ErrTimedOut {
 		t.Fatalf("transition: %v", err)
 	}
 	mu.Lock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -30,7 +31,7 @@ func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParam
 	if p.RequestedExpiresAt != nil && *p.RequestedExpiresAt != "" {
 		return nil, errExpiryUnsupported
 	}
-	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
 	lease, err := d.acquire(ctx, p)
 	if err == nil {
@@ -63,7 +64,7 @@ func (d *Driver) acquire(ctx context.Context, p *handlers.AcquireLeaseParams) (*
 
 // acquireWith is acquire with p.Config parsed (cfg) and its client.
 func (d *Driver) acquireWith(ctx context.Context, cfg Config, c *Client, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
-	ctx, cancel := working(ctx, cfg.timeout())
+	ctx, cancel := deadline.Work(ctx, cfg.timeout())
 	defer cancel()
 	lp, err := d.plan(ctx, c, p)
 	if err != nil {
@@ -161,10 +162,10 @@ var leaseMetadataKeys = []string{
 // Probe implements handlers.Driver: it acquires a real sandbox, runs
 // /bin/echo in it and always deletes it, all within the host's fixed
 // budget for a probe; the acquire and the command each leave the steps
-// after them time (leaving). A failed delete is an error, never hidden
+// after them time (deadline.Step). A failed delete is an error, never hidden
 // behind the probe result.
 func (d *Driver) Probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.ProbeResult, error) {
-	ctx, cancel := within(ctx, hostBudget(callProbe, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callProbe, p.Config, nil))
 	defer cancel()
 	res, id, cfg := d.probe(ctx, p)
 	if id != "" {
@@ -188,16 +189,16 @@ func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 	if err != nil {
 		return fail(err), "", Config{}
 	}
-	actx, acancel := leaving(ctx)
+	actx, acancel := deadline.Step(ctx)
 	defer acancel()
 	lease, err := d.acquireWith(actx, cfg, c, &handlers.AcquireLeaseParams{BaseParams: p.BaseParams, RunID: "probe"})
 	if err != nil {
 		return fail(err), "", Config{}
 	}
 	id := lease.LeaseID()
-	ectx, cancel := leaving(ctx)
+	ectx, cancel := deadline.Step(ctx)
 	defer cancel()
-	ectx, ecancel := working(ectx, cfg.timeout())
+	ectx, ecancel := deadline.Work(ectx, cfg.timeout())
 	defer ecancel()
 	r, err := d.command(ectx, c, id, commandSpec{command: "/bin/echo", args: []string{"paperclip-createos-ready"}, cwd: workspaceDir}, nil)
 	if err != nil {
@@ -263,9 +264,9 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 		// A cleanup left unconfirmed, perhaps by a worker before this one.
 		return nil, errResumeWhileClose
 	}
-	ctx, cancel := within(ctx, hostBudget(callResume, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callResume, p.Config, nil))
 	defer cancel()
-	ctx, wcancel := withTimeout(ctx, cfg.timeout())
+	ctx, wcancel := deadline.Timeout(ctx, cfg.timeout())
 	defer wcancel()
 	d.scopes.beginResume(id)
 	defer d.scopes.endResume(id)
@@ -414,17 +415,17 @@ func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, de
 	}
 	defer d.scopes.endClosing(scope)
 	defer d.scopes.forget(leaseRef{bp.CompanyID, bp.EnvironmentID, id}, scope)
-	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
 	return d.endLease(ctx, p.Config, p.LeaseMetadata, scope, id, destroy)
 }
 
 // endLease closes the lease's sessions, stops its calls and then deletes
 // or keeps the sandbox. Session channels get what the call's budget leaves
-// after cleanupReserve (leaving); one that cannot confirm its end has
+// after deadline.CleanupReserve (deadline.Step); one that cannot confirm its end has
 // marked the lease leftover.
 func (d *Driver) endLease(ctx context.Context, config, md handlers.Object, scope, id string, destroy bool) (*handlers.TerminationReceipt, error) {
-	cctx, ccancel := leaving(ctx)
+	cctx, ccancel := deadline.Step(ctx)
 	closeChannels(cctx, d.scopes.channelsOf(scope))
 	ccancel()
 	if err := d.stopActive(ctx, scope); err != nil {

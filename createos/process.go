@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -132,7 +133,7 @@ func (p *process) attach(ctx context.Context) error {
 // (/files has no delete verb). It reports false when the tree's
 // termination could not be confirmed.
 func (p *process) cleanup(ctx context.Context, exited bool) (confirmed bool) {
-	cctx, cancel := fresh(ctx, p.c.cfg.timeout())
+	cctx, cancel := deadline.Cleanup(ctx, p.c.cfg.timeout())
 	defer cancel()
 	confirmed = true
 	if p.processID != "" && !exited {
@@ -193,7 +194,7 @@ type ending int
 
 const (
 	live      ending = iota // not ended
-	deadline                // ended by a deadline (a timeout-typed cause)
+	overdue                 // ended by a deadline (a timeout-typed cause)
 	cancelled               // ended otherwise: the host, a release, a shutdown
 )
 
@@ -201,8 +202,8 @@ func endingOf(ctx context.Context) ending {
 	switch {
 	case ctx.Err() == nil:
 		return live
-	case timedOut(ctx):
-		return deadline
+	case deadline.TimedOut(ctx):
+		return overdue
 	}
 	return cancelled
 }
@@ -243,7 +244,7 @@ func outcome(h happened) verdict {
 		v.err = errCommandCancelled
 	case h.exit != nil:
 		v = verdict{exit: h.exit, flush: true}
-	case h.ended == deadline:
+	case h.ended == overdue:
 		v = verdict{timedOut: true, flush: true}
 	default:
 		v.err = h.err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -20,20 +21,20 @@ func TestOutcome(t *testing.T) {
 		want verdict
 	}{
 		{"exit", happened{exit: exit0, mayBeCreated: true, created: true}, verdict{exit: exit0, flush: true}},
-		{"exit read past the deadline", happened{exit: exit0, ended: deadline, mayBeCreated: true, created: true}, verdict{exit: exit0, flush: true}},
+		{"exit read past the deadline", happened{exit: exit0, ended: overdue, mayBeCreated: true, created: true}, verdict{exit: exit0, flush: true}},
 		{"exit read after a cancellation", happened{exit: exit0, ended: cancelled, mayBeCreated: true, created: true}, verdict{err: errCommandCancelled}},
 		{"failure", happened{err: errSeqGap, mayBeCreated: true, created: true}, verdict{err: errSeqGap}},
-		{"failure past the deadline", happened{err: errConnection, ended: deadline, mayBeCreated: true, created: true}, verdict{timedOut: true, flush: true}},
+		{"failure past the deadline", happened{err: errConnection, ended: overdue, mayBeCreated: true, created: true}, verdict{timedOut: true, flush: true}},
 		{"failure after a cancellation", happened{err: context.Canceled, ended: cancelled, mayBeCreated: true, created: true}, verdict{err: errCommandCancelled}},
 		{"refused creation", happened{err: refused}, verdict{err: refused}},
-		{"refused creation past the deadline", happened{err: refused, ended: deadline}, verdict{timedOut: true, flush: true}},
+		{"refused creation past the deadline", happened{err: refused, ended: overdue}, verdict{timedOut: true, flush: true}},
 		{"staging stdin cancelled", happened{err: context.Canceled, ended: cancelled}, verdict{err: errCommandCancelled}},
 		{"creation unconfirmed", happened{err: errConnection, mayBeCreated: true}, verdict{err: errCreationUnconfirmed}},
-		{"creation unconfirmed past the deadline", happened{err: errTimedOut, ended: deadline, mayBeCreated: true}, verdict{err: errCreationUnconfirmed}},
+		{"creation unconfirmed past the deadline", happened{err: deadline.ErrTimedOut, ended: overdue, mayBeCreated: true}, verdict{err: errCreationUnconfirmed}},
 		{"creation unconfirmed after a cancellation", happened{err: context.Canceled, ended: cancelled, mayBeCreated: true}, verdict{err: errCreationUnconfirmed}},
 		{"creation answered an invalid id", happened{err: errInvalidID, mayBeCreated: true}, verdict{err: errCreationUnconfirmed}},
 		{"cleanup failed after a failure", happened{err: errSeqGap, mayBeCreated: true, created: true, cleanupFailed: true}, verdict{err: errCleanupUnconfirmed}},
-		{"cleanup failed past the deadline", happened{err: errTimedOut, ended: deadline, mayBeCreated: true, created: true, cleanupFailed: true}, verdict{err: errCleanupUnconfirmed, flush: true}},
+		{"cleanup failed past the deadline", happened{err: deadline.ErrTimedOut, ended: overdue, mayBeCreated: true, created: true, cleanupFailed: true}, verdict{err: errCleanupUnconfirmed, flush: true}},
 		{"cleanup failed after a cancellation", happened{err: context.Canceled, ended: cancelled, mayBeCreated: true, created: true, cleanupFailed: true}, verdict{err: errCleanupUnconfirmed}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,11 +51,11 @@ func TestEndingOf(t *testing.T) {
 		cancel(cause)
 		return ctx
 	}
-	ours, cancelOurs := withTimeout(t.Context(), 0) // already past
+	ours, cancelOurs := deadline.Timeout(t.Context(), 0) // already past
 	defer cancelOurs()
 	hosts, cancelHosts := context.WithTimeout(t.Context(), 0)
 	defer cancelHosts()
-	stopped, stop := withTimeout(t.Context(), time.Hour)
+	stopped, stop := deadline.Timeout(t.Context(), time.Hour)
 	stop()
 	for _, tc := range []struct {
 		name string
@@ -62,8 +63,8 @@ func TestEndingOf(t *testing.T) {
 		want ending
 	}{
 		{"live", t.Context(), live},
-		{"our deadline", ours, deadline},
-		{"the host's deadline", hosts, deadline},
+		{"our deadline", ours, overdue},
+		{"the host's deadline", hosts, overdue},
 		{"the host's cancellation", cancelledWith(nil), cancelled},
 		{"a release", cancelledWith(errStopped), cancelled},
 		{"a deadline cancelled before it passed", stopped, cancelled},

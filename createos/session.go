@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
@@ -21,7 +22,7 @@ const maxInputChunk = 256 << 10
 
 // writeBudget bounds one Write, all its inputs together: the host's write
 // request times out after 30 s.
-const writeBudget = hostDefaultBudget - replyMargin
+const writeBudget = hostDefaultBudget - deadline.ReplyMargin
 
 var _ sessions.Channel = (*channel)(nil)
 
@@ -227,7 +228,7 @@ func (ch *channel) beginWrite() (ctx context.Context, path string, done func()) 
 		return nil, "", nil
 	}
 	wctx, cut := context.WithCancelCause(ch.life)
-	ctx, cancel := withTimeout(wctx, min(ch.c.cfg.timeout(), writeBudget))
+	ctx, cancel := deadline.Timeout(wctx, min(ch.c.cfg.timeout(), writeBudget))
 	ch.endWrite = cut
 	return ctx, ch.path, func() {
 		cancel()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
@@ -42,7 +43,7 @@ func (d *Driver) OpenDuplex(ctx context.Context, p *sessions.DuplexOpenParams, o
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := within(ctx, hostDefaultBudget)
+	ctx, cancel := deadline.Within(ctx, hostDefaultBudget)
 	defer cancel()
 	body := map[string]any{"cmd": p.Command[0], "args": append([]string{}, p.Command[1:]...), "cwd": workspaceDir}
 	ch, err := d.openSession(ctx, c, l, p.ProviderLeaseID, body, duplexName, false, out)
@@ -79,7 +80,7 @@ func (d *Driver) OpenLoginPty(ctx context.Context, p *sessions.LoginPtyOpenParam
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := within(ctx, hostDefaultBudget)
+	ctx, cancel := deadline.Within(ctx, hostDefaultBudget)
 	defer cancel()
 	if err := prepareLoginHome(ctx, c, p.ProviderLeaseID, p.SessionHome); err != nil {
 		return nil, err
@@ -98,7 +99,7 @@ func (d *Driver) OpenLoginPty(ctx context.Context, p *sessions.LoginPtyOpenParam
 
 // prepareLoginHome creates the session home (exec /bin/mkdir -p -- home).
 func prepareLoginHome(ctx context.Context, c *Client, sandbox, home string) error {
-	ctx, cancel := working(ctx, c.cfg.timeout())
+	ctx, cancel := deadline.Work(ctx, c.cfg.timeout())
 	defer cancel()
 	r, err := c.exec(ctx, sandbox, "/bin/mkdir", "-p", "--", home)
 	if err != nil {
@@ -208,12 +209,12 @@ func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sand
 	}
 	var why error = errLeaseClosing // a release or a shutdown closed the lease's sessions meanwhile
 	switch {
-	case timedOut(ctx):
-		why = errTimedOut
+	case deadline.TimedOut(ctx):
+		why = deadline.ErrTimedOut
 	case ctx.Err() != nil:
 		why = errSessionOver // the host closed the route
 	}
-	tctx, tcancel := fresh(ctx, c.cfg.timeout())
+	tctx, tcancel := deadline.Cleanup(ctx, c.cfg.timeout())
 	terr := ch.terminate(tctx)
 	tcancel()
 	ch.abandon(terr != nil)
@@ -230,9 +231,9 @@ func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sand
 // config.timeoutMs (working), so that the process it creates is known and
 // the open can end it.
 func createSession(ctx context.Context, c *Client, sandbox string, body map[string]any) (string, error) {
-	octx, cancel := outliving(ctx)
+	octx, cancel := deadline.Outliving(ctx)
 	defer cancel()
-	wctx, wcancel := working(octx, c.cfg.timeout())
+	wctx, wcancel := deadline.Work(octx, c.cfg.timeout())
 	defer wcancel()
 	return createProcess(wctx, c, sandbox, body)
 }

@@ -3,6 +3,8 @@ package createos
 import (
 	"context"
 	"net/http"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 )
 
 // Stop implements sessions.Channel: the first call starts the stopper and
@@ -25,7 +27,7 @@ func (ch *channel) Stop() {
 func (ch *channel) runStop() {
 	defer close(ch.stopped)
 	ch.writeMu.Lock() // the write in flight ends first; later ones are ignored
-	ctx, cancel := withTimeout(Urgent(ch.life), ch.c.cfg.timeout())
+	ctx, cancel := deadline.Timeout(Urgent(ch.life), ch.c.cfg.timeout())
 	err := ch.terminate(ctx)
 	cancel()
 	ch.writeMu.Unlock()
@@ -115,7 +117,7 @@ func (ch *channel) close(ctx context.Context) error {
 		return nil
 	}
 	if pipeStdin {
-		sctx, cancel := withTimeout(Urgent(ch.life), ch.c.cfg.timeout())
+		sctx, cancel := deadline.Timeout(Urgent(ch.life), ch.c.cfg.timeout())
 		_, _ = ch.c.json(sctx, http.MethodPost, ch.processPath()+"/stdin/close", nil)
 		cancel()
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -36,9 +37,9 @@ func (d *Driver) StartInteractiveSetup(ctx context.Context, p *handlers.StartSet
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	ctx, wcancel := working(ctx, cfg.timeout())
+	ctx, wcancel := deadline.Work(ctx, cfg.timeout())
 	defer wcancel()
 	v, err := d.setupSandbox(ctx, c, p.SourceTemplateRef)
 	if err != nil {
@@ -134,9 +135,9 @@ func (d *Driver) GetInteractiveSetup(ctx context.Context, p *handlers.GetSetupPa
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	ctx, wcancel := working(ctx, c.cfg.timeout())
+	ctx, wcancel := deadline.Work(ctx, c.cfg.timeout())
 	defer wcancel()
 	v, err := c.getView(ctx, id)
 	if isStatus(err, http.StatusNotFound) || err == nil && (v.status == "destroyed" || v.status == "failed") {
@@ -172,9 +173,9 @@ func (d *Driver) CaptureTemplate(ctx context.Context, p *handlers.CaptureTemplat
 		}
 		timeout = msDuration(int64(f))
 	}
-	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, p.TimeoutMs))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, p.TimeoutMs))
 	defer cancel()
-	ctx, wcancel := working(ctx, timeout)
+	ctx, wcancel := deadline.Work(ctx, timeout)
 	defer wcancel()
 	if err := c.transition(ctx, id, "running"); err != nil {
 		return nil, err
@@ -211,7 +212,7 @@ func (d *Driver) CancelInteractiveSetup(ctx context.Context, p *handlers.CancelS
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
 	if _, err := c.json(ctx, http.MethodDelete, "/sandboxes/"+id, nil); isStatus(err, http.StatusNotFound) {
 		return missing, nil
@@ -236,7 +237,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, p *handlers.DeleteTemplateP
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
 	if err := c.destroySandbox(ctx, p.TemplateRef); err != nil {
 		return nil, err

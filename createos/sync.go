@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
@@ -59,7 +60,7 @@ const scratchPrefix = "/tmp/paperclip-createos-transfer-"
 // execute with config.timeoutMs as the work's deadline, within the host's
 // budget for the call.
 func (d *Driver) SyncIn(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
-	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
 	return track(ctx, d, &p.BaseParams, &p.Lease, nil, func(ctx context.Context, c *Client) (*handlers.SyncResult, error) {
 		return d.syncFiles(ctx, c, p, true)
@@ -68,7 +69,7 @@ func (d *Driver) SyncIn(ctx context.Context, p *handlers.SyncParams) (*handlers.
 
 // SyncOut implements handlers.FileSyncer: sandbox → host.
 func (d *Driver) SyncOut(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
-	ctx, cancel := within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
 	return track(ctx, d, &p.BaseParams, &p.Lease, nil, func(ctx context.Context, c *Client) (*handlers.SyncResult, error) {
 		return d.syncFiles(ctx, c, p, false)
@@ -205,7 +206,7 @@ func (t *transfer) run(ctx context.Context, command, cwd string, timeoutMs *floa
 	if timeoutMs != nil {
 		if d, ok := hostTimeout(*timeoutMs); ok {
 			var cancel context.CancelFunc
-			ctx, cancel = withTimeout(ctx, d)
+			ctx, cancel = deadline.Timeout(ctx, d)
 			defer cancel()
 		}
 	}
@@ -243,7 +244,7 @@ func (t *transfer) removeStaged(ctx context.Context, target, scratch string) {
 // cleanUp runs cmd with args in the sandbox under a fresh deadline, best
 // effort.
 func (t *transfer) cleanUp(ctx context.Context, cmd string, args ...string) {
-	rctx, cancel := fresh(ctx, t.c.cfg.timeout())
+	rctx, cancel := deadline.Cleanup(ctx, t.c.cfg.timeout())
 	defer cancel()
 	_, _ = t.c.exec(rctx, t.id, cmd, args...)
 }

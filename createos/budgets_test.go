@@ -1,10 +1,8 @@
 package createos
 
 import (
-	"context"
 	"math"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -57,63 +55,4 @@ func TestHostBudget(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-}
-
-// within, working, leaving and fresh: a call ends replyMargin before its
-// budget; its work leaves cleanupReserve; a step with more to follow ends
-// cleanupReserve early; cleanup outlives the call's cancellation but not
-// its end. Without a budget, each is what it was.
-func TestDeadlinesFitTheCallsBudget(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		now := time.Now()
-		deadline := func(ctx context.Context) time.Duration {
-			t.Helper()
-			d, ok := ctx.Deadline()
-			if !ok {
-				t.Fatal("no deadline")
-			}
-			return d.Sub(now)
-		}
-		call, cancelCall := within(t.Context(), time.Minute)
-		if got := deadline(call); got != time.Minute-replyMargin {
-			t.Errorf("call: %v", got)
-		}
-		work, cancel := working(call, time.Hour)
-		defer cancel()
-		if got := deadline(work); got != time.Minute-replyMargin-cleanupReserve {
-			t.Errorf("work cut to the budget: %v", got)
-		}
-		short, cancel := working(call, time.Second)
-		defer cancel()
-		if got := deadline(short); got != time.Second {
-			t.Errorf("work within the budget: %v", got)
-		}
-		step, cancel := leaving(call)
-		defer cancel()
-		stepWork, cancel := working(step, time.Hour)
-		defer cancel()
-		if got := deadline(stepWork); got != time.Minute-replyMargin-2*cleanupReserve {
-			t.Errorf("a step's work: %v", got)
-		}
-		cleanup, cancel := fresh(work, time.Hour)
-		defer cancel()
-		if got := deadline(cleanup); got != time.Minute-replyMargin {
-			t.Errorf("cleanup cut to the call's end: %v", got)
-		}
-		cancelCall()
-		if cleanup.Err() != nil {
-			t.Error("cleanup ended with the call's cancellation")
-		}
-		plain, cancel := fresh(t.Context(), time.Hour)
-		defer cancel()
-		if got := deadline(plain); got != time.Hour {
-			t.Errorf("cleanup without a budget: %v", got)
-		}
-		ended, cancel := within(t.Context(), replyMargin+time.Millisecond)
-		defer cancel()
-		<-ended.Done()
-		if !timedOut(ended) {
-			t.Errorf("a call's end is not timeout-typed: %v", context.Cause(ended))
-		}
-	})
 }
