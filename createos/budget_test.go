@@ -126,7 +126,7 @@ func TestAdapterImageAndEgressGrantsReachTheSandbox(t *testing.T) {
 	srv.AutoPause(l.LeaseID())
 	from := len(srv.Requests())
 	c, _ := d.client(mustConfig(t, cfg))
-	if err := c.putEgress(t.Context(), l.LeaseID(), []string{"*"}); err != nil {
+	if err := c.PutEgress(t.Context(), l.LeaseID(), []string{"*"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.ResumeLease(t.Context(), &handlers.ResumeLeaseParams{BaseParams: bp, ProviderLeaseID: l.LeaseID(), LeaseMetadata: md}); err != nil {

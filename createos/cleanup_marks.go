@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/rs/zerolog"
 )
 
@@ -62,9 +63,8 @@ func (d *Driver) marks() cleanupMarks {
 
 // markAccount names c's account in mark file names: 32 hex digits of the
 // SHA-256 of the origin and the key's own SHA-256.
-func markAccount(c *Client) string {
-	key := sha256.Sum256([]byte(c.key))
-	b, _ := json.Marshal([]string{c.cfg.APIURL, hex.EncodeToString(key[:])})
+func markAccount(c *api.Client) string {
+	b, _ := json.Marshal([]string{c.Origin(), c.KeyDigest()})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
@@ -81,7 +81,7 @@ func markName(account, id string) (string, error) {
 	if len(account) != 32 || strings.Trim(account, "0123456789abcdef") != "" {
 		return "", errors.New("invalid cleanup mark account")
 	}
-	if _, err := identifier(id); err != nil {
+	if _, err := api.CheckID(id); err != nil {
 		return "", err
 	}
 	return account + "." + id, nil
@@ -273,7 +273,7 @@ func (m cleanupMarks) list(account string) ([]string, error) {
 			continue
 		}
 		var mk mark
-		if json.Unmarshal(data, &mk) != nil || mk.Sandbox != id || !identifierRE.MatchString(id) {
+		if json.Unmarshal(data, &mk) != nil || mk.Sandbox != id || !api.IDPattern.MatchString(id) {
 			continue
 		}
 		ids = append(ids, id)
@@ -283,11 +283,11 @@ func (m cleanupMarks) list(account string) ([]string, error) {
 
 // markUnconfirmed records that sandbox id of c's account needs cleanup; a
 // failure to record it is logged (the call's own error stands).
-func (d *Driver) markUnconfirmed(ctx context.Context, c *Client, id string) {
-	if !identifierRE.MatchString(id) {
+func (d *Driver) markUnconfirmed(ctx context.Context, c *api.Client, id string) {
+	if !api.IDPattern.MatchString(id) {
 		return
 	}
-	if err := d.marks().add(markAccount(c), c.cfg.APIURL, id); err != nil {
+	if err := d.marks().add(markAccount(c), c.Origin(), id); err != nil {
 		zerolog.Ctx(ctx).Warn().Str("sandbox", id).Str("error", markError(err)).Msg("CreateOS could not record a sandbox whose cleanup is unconfirmed")
 	}
 }
@@ -296,7 +296,7 @@ func (d *Driver) markUnconfirmed(ctx context.Context, c *Client, id string) {
 // account, is unproven: in memory (scopes.poison: no new work, never kept
 // warm) and on disk (markUnconfirmed), so a worker killed before the
 // release still leaves the sandbox to the next acquire's cleanup.
-func (d *Driver) poison(ctx context.Context, c *Client, scope, id string) {
+func (d *Driver) poison(ctx context.Context, c *api.Client, scope, id string) {
 	d.scopes.poison(scope)
 	d.markUnconfirmed(ctx, c, id)
 }
@@ -304,20 +304,20 @@ func (d *Driver) poison(ctx context.Context, c *Client, scope, id string) {
 // leftover records that a session's process on scope, sandbox id of c's
 // account, may still run: in memory (scopes.markLeftover: not kept warm,
 // no resume) and on disk (markUnconfirmed), as poison does.
-func (d *Driver) leftover(ctx context.Context, c *Client, scope, id string) {
+func (d *Driver) leftover(ctx context.Context, c *api.Client, scope, id string) {
 	d.scopes.markLeftover(scope)
 	d.markUnconfirmed(ctx, c, id)
 }
 
 // unmark drops the mark of sandbox id of c's account, if any.
-func (d *Driver) unmark(ctx context.Context, c *Client, id string) {
+func (d *Driver) unmark(ctx context.Context, c *api.Client, id string) {
 	if err := d.marks().remove(markAccount(c), id); err != nil {
 		zerolog.Ctx(ctx).Warn().Str("sandbox", id).Str("error", markError(err)).Msg("CreateOS could not remove the cleanup mark of a deleted sandbox")
 	}
 }
 
 // marked reports whether sandbox id of c's account has a cleanup mark.
-func (d *Driver) marked(c *Client, id string) bool {
+func (d *Driver) marked(c *api.Client, id string) bool {
 	return d.marks().has(markAccount(c), id)
 }
 
@@ -337,8 +337,8 @@ func markError(err error) string {
 
 // deleteSandbox deletes sandbox id: a delete it cannot confirm leaves a
 // cleanup mark, a confirmed one (2xx or 404) removes it.
-func (d *Driver) deleteSandbox(ctx context.Context, c *Client, id string) error {
-	if err := c.destroySandbox(ctx, id); err != nil {
+func (d *Driver) deleteSandbox(ctx context.Context, c *api.Client, id string) error {
+	if err := c.Destroy(ctx, id); err != nil {
 		d.markUnconfirmed(ctx, c, id)
 		return err
 	}
@@ -350,7 +350,7 @@ func (d *Driver) deleteSandbox(ctx context.Context, c *Client, id string) error 
 // and any this worker holds (deleteSandbox: a confirmed delete removes the
 // mark, a failed one keeps it). Failures are logged, never
 // returned: the caller's lease is good.
-func (d *Driver) finishCleanup(ctx context.Context, c *Client, keep string) {
+func (d *Driver) finishCleanup(ctx context.Context, c *api.Client, keep string) {
 	log := zerolog.Ctx(ctx)
 	ids, err := d.marks().list(markAccount(c))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
@@ -241,7 +242,7 @@ func markedServer(t *testing.T) (*createostest.Server, handlers.BaseParams) {
 }
 
 func markedDriver(srv *createostest.Server, dir string) *Driver {
-	d := New(WithHTTPClient(srv.Client()), WithPacer(NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(dir))
+	d := New(WithHTTPClient(srv.Client()), WithPacer(api.NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(dir))
 	d.pollInterval = 5 * time.Millisecond
 	return d
 }
@@ -331,7 +332,7 @@ func TestCleanupMarkOutlivesTheWorkerAndTheNextAcquireFinishesIt(t *testing.T) {
 	}
 }
 
-func mustClient(t *testing.T, d *Driver, bp handlers.BaseParams) *Client {
+func mustClient(t *testing.T, d *Driver, bp handlers.BaseParams) *api.Client {
 	t.Helper()
 	_, c, err := d.configured(bp.Config)
 	if err != nil {

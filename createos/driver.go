@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
@@ -33,7 +34,7 @@ const (
 // host owns durable leases. Use New.
 type Driver struct {
 	http           *http.Client
-	pacer          Pacer
+	pacer          api.Pacer
 	getenv         func(string) string
 	newUUID        func() string
 	pollInterval   time.Duration // transition polling
@@ -55,15 +56,19 @@ var (
 	_ handlers.FileSyncer   = (*Driver)(nil)
 )
 
+// sharedPacer is the worker-wide pacer every Driver uses by default: all
+// leases, commands and cleanups to one origin share its budget.
+var sharedPacer = api.NewRequestPacer(api.RequestInterval)
+
 // Option configures a Driver.
 type Option func(*Driver)
 
 // WithHTTPClient sends requests through hc; redirects are refused whatever
 // hc's policy.
-func WithHTTPClient(hc *http.Client) Option { return func(d *Driver) { d.http = noRedirects(hc) } }
+func WithHTTPClient(hc *http.Client) Option { return func(d *Driver) { d.http = hc } }
 
 // WithPacer replaces the worker-wide request pacer (tests pass NoPacing).
-func WithPacer(p Pacer) Option { return func(d *Driver) { d.pacer = p } }
+func WithPacer(p api.Pacer) Option { return func(d *Driver) { d.pacer = p } }
 
 // WithGetenv replaces os.Getenv for CREATEOS_API_KEY.
 func WithGetenv(f func(string) string) Option { return func(d *Driver) { d.getenv = f } }
@@ -71,16 +76,15 @@ func WithGetenv(f func(string) string) Option { return func(d *Driver) { d.geten
 // New returns a CreateOS driver.
 func New(opts ...Option) *Driver {
 	d := &Driver{
-		http:           noRedirects(nil),
 		pacer:          sharedPacer,
 		getenv:         os.Getenv,
 		newUUID:        uuid.NewString,
-		pollInterval:   250 * time.Millisecond,
+		pollInterval:   api.DefaultPoll,
 		reconnectDelay: 250 * time.Millisecond,
 		replayDelay:    time.Second,
 		maxCapture:     maxCaptureUnits,
 		maxDownload:    maxDownloadBytes,
-		forkRetry:      forkRetry,
+		forkRetry:      api.DefaultForkRetry,
 		scopes:         newScopes(),
 		rootfs:         newRootfsCache(),
 	}
@@ -100,7 +104,7 @@ func (d *Driver) Start(ctx context.Context) {
 
 // configured parses raw and returns its client: how every call that talks
 // to the API begins.
-func (d *Driver) configured(raw handlers.Object) (Config, *Client, error) {
+func (d *Driver) configured(raw handlers.Object) (Config, *api.Client, error) {
 	cfg, err := ParseConfig(raw)
 	if err != nil {
 		return Config{}, nil, err
@@ -113,12 +117,15 @@ func (d *Driver) configured(raw handlers.Object) (Config, *Client, error) {
 }
 
 // client returns a client for cfg; resolving the key can fail.
-func (d *Driver) client(cfg Config) (*Client, error) {
+func (d *Driver) client(cfg Config) (*api.Client, error) {
 	key, err := resolveAPIKey(cfg, d.getenv)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, key: key, http: d.http, pacer: d.pacer, poll: d.pollInterval, maxDownload: d.maxDownload, forkRetry: d.forkRetry}, nil
+	return api.New(api.Options{
+		Origin: cfg.APIURL, Key: key, Shape: cfg.Shape, Timeout: cfg.timeout(),
+		HTTP: d.http, Pacer: d.pacer, Poll: d.pollInterval, MaxDownload: d.maxDownload, ForkRetry: d.forkRetry,
+	}), nil
 }
 
 // scope identifies a lease in the driver's state: company, environment,
@@ -244,7 +251,7 @@ func messageOf(err, fallback error) string {
 // budget (working), and poisons the lease on an error that poisons
 // (Driver.poison: in memory and with a cleanup mark).
 func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease *handlers.Lease, timeoutMs *float64,
-	work func(ctx context.Context, c *Client) (T, error)) (T, error) {
+	work func(ctx context.Context, c *api.Client) (T, error)) (T, error) {
 	var zero T
 	scope, c, err := d.admit(p, lease)
 	if err != nil {
@@ -257,7 +264,7 @@ func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease 
 		return zero, errLeaseClosing
 	}
 	defer d.scopes.leave(scope, call)
-	wctx, wcancel := deadline.Work(cctx, commandTimeout(c.cfg, timeoutMs))
+	wctx, wcancel := deadline.Work(cctx, commandTimeout(c.Timeout(), timeoutMs))
 	defer wcancel()
 	v, err := work(wctx, c)
 	if poisons(err) {
@@ -268,7 +275,7 @@ func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease 
 
 // admit checks that lease is one of this environment's and open for new
 // work, and returns its scope and a client.
-func (d *Driver) admit(p *handlers.BaseParams, lease *handlers.Lease) (string, *Client, error) {
+func (d *Driver) admit(p *handlers.BaseParams, lease *handlers.Lease) (string, *api.Client, error) {
 	id := lease.LeaseID()
 	if id == "" {
 		return "", nil, errExecLease
@@ -294,13 +301,13 @@ func (d *Driver) admit(p *handlers.BaseParams, lease *handlers.Lease) (string, *
 
 // commandTimeout is a tracked call's deadline: the timeoutMs the host sent
 // when it is positive (any size, see hostTimeout), else config.timeoutMs.
-func commandTimeout(cfg Config, timeoutMs *float64) time.Duration {
+func commandTimeout(byDefault time.Duration, timeoutMs *float64) time.Duration {
 	if timeoutMs != nil {
 		if d, ok := hostTimeout(*timeoutMs); ok {
 			return d
 		}
 	}
-	return cfg.timeout()
+	return byDefault
 }
 
 // stopActive cancels every tracked call on scope and waits until each has
@@ -317,7 +324,7 @@ func (d *Driver) stopActive(ctx context.Context, scope string) error {
 func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
 	defer cancel()
-	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *Client) (*handlers.ExecuteResult, error) {
+	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *api.Client) (*handlers.ExecuteResult, error) {
 		return d.command(ctx, c, p.Lease.LeaseID(), executeCommand(p), out)
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -19,7 +20,7 @@ func e2e(t *testing.T) (*createostest.Server, *Driver, handlers.Object) {
 	t.Helper()
 	createostest.RequireIsolation(t)
 	srv := createostest.NewServer(t, createostest.Options{APIKey: "test-secret", Heartbeat: 50 * time.Millisecond})
-	d := New(WithHTTPClient(srv.Client()), WithPacer(NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(filepath.Join(t.TempDir(), "marks")))
+	d := New(WithHTTPClient(srv.Client()), WithPacer(api.NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(filepath.Join(t.TempDir(), "marks")))
 	d.pollInterval = 5 * time.Millisecond
 	d.reconnectDelay = 5 * time.Millisecond
 	d.replayDelay = 5 * time.Millisecond

@@ -2,67 +2,11 @@ package createos
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
-
-// APIError is a non-2xx answer. The body is never read: provider bodies may
-// echo credentials or command input.
-type APIError struct {
-	Status int
-	// Label is chosen from the request path only.
-	Label string
-}
-
-func (e *APIError) Error() string {
-	return fmt.Sprintf("CreateOS request failed (HTTP %d) during %s.", e.Status, e.Label)
-}
-
-// OperatorMessage marks the text as written for operators: it holds only
-// the status and a label chosen from the request path.
-func (e *APIError) OperatorMessage() string { return e.Error() }
-
-// isStatus reports whether err is an APIError with one of the statuses.
-func isStatus(err error, statuses ...int) bool {
-	var ae *APIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	for _, s := range statuses {
-		if ae.Status == s {
-			return true
-		}
-	}
-	return false
-}
-
-// unsentError is a request that was never handed to the transport: the
-// pacer or its context refused it first. Nothing of it reached the
-// provider. Its text and what it matches are its cause's.
-type unsentError struct{ cause error }
-
-func (e *unsentError) Error() string { return e.cause.Error() }
-func (e *unsentError) Unwrap() error { return e.cause }
-
-// mayHaveCreated reports whether a creation request that answered err may
-// have created something all the same: unless it was never sent, or the
-// provider refused it (an HTTP status below 500), it may have.
-func mayHaveCreated(err error) bool {
-	var unsent *unsentError
-	var ae *APIError
-	switch {
-	case err == nil:
-		return true
-	case errors.As(err, &unsent):
-		return false
-	case errors.As(err, &ae):
-		return ae.Status >= 500
-	}
-	return true
-}
 
 // mayLiveError is a session open's error when the process it asked for
 // may still run: err's text, matching sessions.ErrSessionMayLive too, so
@@ -83,24 +27,8 @@ func poisons(err error) bool {
 
 // Messages of the reference plugin, verbatim.
 var (
-	errConnection        = operator.New("CreateOS connection failed.")
-	errInvalidJSON       = operator.New("CreateOS returned invalid JSON.")
-	errUnsuccessful      = operator.New("CreateOS returned an unsuccessful response.")
-	errInvalidResponse   = operator.New("CreateOS returned an invalid response.")
-	errInvalidID         = operator.New("CreateOS returned an invalid resource ID.")
-	errSandboxIdentity   = operator.New("CreateOS sandbox identity or state is invalid.")
 	errNUL               = envrule.ErrNUL // "Sandbox command values cannot contain NUL."
 	errNoCommand         = operator.New("A sandbox command is required.")
-	errFrameTooLarge     = operator.New("CreateOS process frame is too large.")
-	errInvalidFrame      = operator.New("CreateOS returned an invalid process frame.")
-	errEvicted           = operator.New("CreateOS process output was evicted before it could be read.")
-	errOutputConnection  = operator.New("CreateOS process output connection failed.")
-	errInvalidSeq        = operator.New("CreateOS process sequence is invalid.")
-	errSeqGap            = operator.New("CreateOS process output has a sequence gap.")
-	errInvalidOutput     = operator.New("CreateOS process output is invalid.")
-	errExitMissing       = operator.New("CreateOS process exit status is missing.")
-	errStreamError       = operator.New("CreateOS process stream reported an error.")
-	errUnknownEvent      = operator.New("CreateOS returned an unknown process event.")
 	errCommandCancelled  = operator.New("CreateOS command was cancelled.")
 	errExpiryUnsupported = operator.New("CreateOS does not yet support leases with a guaranteed expiration deadline.")
 	errNoBash            = operator.New("CreateOS workspace preparation failed; the image must provide Bash.")
@@ -123,7 +51,6 @@ var (
 	errRemoteEscapes      = operator.New("CreateOS transfer path escapes the workspace.")
 	errUnsafeArchive      = operator.New("CreateOS archive contains unsafe entries or exceeds the extraction limit.")
 	errTransferCommand    = operator.New("CreateOS transfer command failed.")
-	errDownloadNoBody     = operator.New("CreateOS file download has no body.")
 	errTransferKind       = operator.New("Unsupported CreateOS transfer kind.")
 	errHostPath           = operator.New("CreateOS transfer requires an absolute host path.")
 	errFileMode           = operator.New("Invalid CreateOS file mode.")
@@ -150,19 +77,10 @@ var (
 	errSourceChanged = operator.New("CreateOS transfer source changed while it was being read; sync again once it is left alone.")
 
 	// Ours: downloads are raw bytes, written under a limit (sync_transfer.go).
-	errDownloadEncoded  = operator.New("CreateOS file download was content-encoded; only raw bytes are accepted.")
-	errDownloadTooLarge = operator.New("CreateOS file download exceeds the 11 GiB transfer limit.")
 )
-
-// errDidNotReach is the transition failure for desired (v0.3: with the
-// state the provider reports).
-func errDidNotReach(desired, status string) error {
-	return operator.New("CreateOS sandbox did not reach " + desired + "; provider state is " + status + ".")
-}
 
 // v0.3 messages of the reference plugin, verbatim.
 var (
-	errRootfsDefault     = operator.New("CreateOS rootfs catalog did not provide a valid default.")
 	errTemplateNotPaused = operator.New("CreateOS template sandbox must be paused before it can be forked.")
 	errSetupIdentity     = operator.New("CreateOS setup sandbox identity could not be verified.")
 	errSetupNotOurs      = operator.New("CreateOS setup sandbox does not belong to this environment.")
@@ -218,13 +136,7 @@ func errNotText(key string) error { return operator.New(key + " must be a non-em
 
 // v0.3 messages of the command stream and the exit recovery, verbatim from
 // the reference.
-var (
-	errCommandStreamError  = operator.New("CreateOS command stream reported an error.")
-	errCommandStreamEvent  = operator.New("CreateOS returned an invalid command stream event.")
-	errCommandStreamNoExit = operator.New("CreateOS command stream ended without an exit status.")
-	errJournalInvalid      = operator.New("CreateOS process output journal is invalid.")
-	errReplayIncomplete    = operator.New("CreateOS process stream ended before all output could be replayed.")
-)
+var ()
 
 // errStopped is the cause given to tracked calls stopped by release,
 // destroy or shutdown.

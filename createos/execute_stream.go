@@ -2,13 +2,11 @@ package createos
 
 import (
 	"context"
-	"errors"
-	"io"
-	"math"
 	"net/http"
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -24,16 +22,16 @@ import (
 // or as a managed process (runCommand) on an origin that answers the
 // streaming route 404 for a sandbox that exists (the SDK notes control
 // planes without it); the origin is remembered.
-func (d *Driver) command(ctx context.Context, c *Client, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
-	if _, managed := d.noStream.Load(c.cfg.APIURL); !managed {
+func (d *Driver) command(ctx context.Context, c *api.Client, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+	if _, managed := d.noStream.Load(c.Origin()); !managed {
 		r, err := d.streamCommand(ctx, c, sandbox, cmd, sink)
-		if !isStatus(err, http.StatusNotFound) {
+		if !api.IsStatus(err, http.StatusNotFound) {
 			return r, err
 		}
-		if _, gerr := c.getSandbox(ctx, sandbox); gerr != nil {
+		if _, gerr := c.Status(ctx, sandbox); gerr != nil {
 			return nil, err
 		}
-		d.noStream.Store(c.cfg.APIURL, true)
+		d.noStream.Store(c.Origin(), true)
 		zerolog.Ctx(ctx).Warn().Msg("CreateOS does not serve streaming exec here; commands run as managed processes")
 	}
 	return d.runCommand(ctx, c, sandbox, cmd, sink)
@@ -44,8 +42,8 @@ func (d *Driver) command(ctx context.Context, c *Client, sandbox string, cmd com
 // when ctx's deadline ended it, or an error (errCommandCancelled when ctx
 // was cancelled). The context is looked at once the stream is over, as
 // for managed processes (outcome): a cancellation wins over an exit read.
-func (d *Driver) streamCommand(ctx context.Context, c *Client, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
-	id, err := identifier(sandbox)
+func (d *Driver) streamCommand(ctx context.Context, c *api.Client, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+	id, err := api.CheckID(sandbox)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +56,7 @@ func (d *Driver) streamCommand(ctx context.Context, c *Client, sandbox string, c
 		body["stdin"] = *cmd.stdin
 	}
 	out := newOutput(sink, d.maxCapture)
-	code, err := c.execStream(ctx, id, body, out)
+	code, err := c.ExecStream(ctx, id, body, out.write)
 	switch endingOf(ctx) {
 	case cancelled:
 		return nil, errCommandCancelled
@@ -82,66 +80,4 @@ func streamResult(out *output, code *int, timedOut bool) *handlers.ExecuteResult
 		ExitCode: code, TimedOut: timedOut, Stdout: out.stdout(), Stderr: out.stderr(),
 		Metadata: handlers.Object{"outputTruncated": out.truncated},
 	}
-}
-
-// execStream sends body to /exec?stream=true and feeds the frames to out
-// until the exit frame, whose code it returns.
-func (c *Client) execStream(ctx context.Context, id string, body map[string]any, out *output) (*int, error) {
-	resp, err := c.postJSON(ctx, "/sandboxes/"+id+"/exec?stream=true", body)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	fr := newFrameReader(resp.Body)
-	for {
-		o, err := fr.next()
-		switch {
-		case err == io.EOF:
-			return nil, errCommandStreamNoExit
-		case errors.Is(err, errStreamBroken):
-			if ctx.Err() != nil {
-				return nil, context.Cause(ctx)
-			}
-			return nil, errCommandStreamNoExit
-		case err != nil:
-			return nil, err
-		}
-		code, done, err := streamFrame(o, out)
-		if err != nil || done {
-			return code, err
-		}
-	}
-}
-
-// streamFrame applies one frame: a heartbeat is skipped, text goes to out
-// (UTF-8 encoded, as the reference does), an error frame fails, and an
-// integer exit_code ends the stream.
-func streamFrame(o object, out *output) (code *int, done bool, err error) {
-	if o.isTrue("hb") {
-		return nil, false, nil
-	}
-	for _, stream := range streamNames {
-		if s, ok := o.str(stream); ok {
-			out.write(stream, []byte(s))
-			return nil, false, nil
-		}
-	}
-	if _, ok := o.str("error"); ok {
-		return nil, true, errCommandStreamError
-	}
-	if f, ok := o.num("exit_code"); ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 {
-		n := int(f)
-		return &n, true, nil
-	}
-	return nil, true, errCommandStreamEvent
-}
-
-// postJSON sends body as JSON and returns the 2xx response, whose body the
-// caller owns.
-func (c *Client) postJSON(ctx context.Context, path string, body any) (*http.Response, error) {
-	b, err := jsonBytes(body)
-	if err != nil {
-		return nil, err
-	}
-	return c.request(ctx, http.MethodPost, path, b, "application/json")
 }

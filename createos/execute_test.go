@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
@@ -184,7 +185,7 @@ func TestCommandTerminatesProcessTreeOnBadOutput(t *testing.T) {
 		"5xx forever": {func(w http.ResponseWriter, r *http.Request, n int) { failWith(w, http.StatusBadGateway) }, "output connection failed"},
 		"4xx":         {func(w http.ResponseWriter, r *http.Request, n int) { failWith(w, http.StatusForbidden) }, "HTTP 403) during output connection"},
 		"too large": {func(w http.ResponseWriter, r *http.Request, n int) {
-			ndjson(w, `{"type":"heartbeat","pad":"`+strings.Repeat("x", maxFrameUnits)+`"}`)
+			ndjson(w, `{"type":"heartbeat","pad":"`+strings.Repeat("x", 1<<20)+`"}`)
 		}, "frame is too large"},
 	}
 	for name, tc := range cases {
@@ -199,7 +200,7 @@ func TestCommandTerminatesProcessTreeOnBadOutput(t *testing.T) {
 				t.Errorf("no tree DELETE: %v", s.snapshot())
 			}
 			if name == "5xx forever" {
-				if n := s.count("GET /v1/sandboxes/sb_test/processes/proc_test/connect"); n != 1+maxReconnects {
+				if n := s.count("GET /v1/sandboxes/sb_test/processes/proc_test/connect"); n != 1+api.MaxReconnects {
 					t.Errorf("%d connects", n)
 				}
 			}
@@ -372,17 +373,6 @@ func TestCommandReportsOutputTruncated(t *testing.T) {
 	}
 }
 
-func TestCanonicalBase64(t *testing.T) {
-	for s, want := range map[string]bool{
-		"": true, "YQ==": true, "YWI=": true, "YWJj": true, "YWJjZA==": true, "+/+/": true,
-		"YQ": false, "YQ=": false, "Y===": false, "=YWI": false, "YW=j": false, "YQ==YQ==": false, "YW J": false, "YQ-_": false, "====": false,
-	} {
-		if got := canonicalBase64(s); got != want {
-			t.Errorf("%q: %v", s, got)
-		}
-	}
-}
-
 // 429 and 5xx on connect are retried against the same process.
 func TestCommandRetriesRateLimitedConnect(t *testing.T) {
 	s := newStub(t)
@@ -413,7 +403,7 @@ func TestCommandRetriesRateLimitedConnect(t *testing.T) {
 func (d *Driver) executeManaged(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
 	defer cancel()
-	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *Client) (*handlers.ExecuteResult, error) {
+	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *api.Client) (*handlers.ExecuteResult, error) {
 		return d.runCommand(ctx, c, p.Lease.LeaseID(), executeCommand(p), out)
 	})
 }

@@ -64,7 +64,7 @@ func TestTransitionResubmitsAfterAConflict(t *testing.T) {
 			srv, posts := conflictOnceServer(t, tc.from, tc.action, tc.desired)
 			ctx, cancel := context.WithTimeout(context.Background(), transitionGuard)
 			defer cancel()
-			if err := testClient(t, srv.URL).transition(ctx, "sb_test", tc.desired); err != nil {
+			if err := testClient(t, srv.URL).Transition(ctx, "sb_test", tc.desired); err != nil {
 				t.Fatalf("transition to %s after one 409: %v (%d posts)", tc.desired, err, posts())
 			}
 			if n := posts(); n != 2 {
@@ -96,7 +96,7 @@ func TestTransitionConflictsEndWithTheContext(t *testing.T) {
 		success(w, map[string]any{"id": "sb_test", "status": "paused"})
 	}))
 	t.Cleanup(srv.Close)
-	if err := testClient(t, srv.URL).transition(ctx, "sb_test", "running"); err != deadline.ErrTimedOut {
+	if err := testClient(t, srv.URL).Transition(ctx, "sb_test", "running"); err != deadline.ErrTimedOut {
 		t.Fatalf("transition: %v", err)
 	}
 	mu.Lock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
@@ -63,54 +64,54 @@ func (d *Driver) acquire(ctx context.Context, p *handlers.AcquireLeaseParams) (*
 }
 
 // acquireWith is acquire with p.Config parsed (cfg) and its client.
-func (d *Driver) acquireWith(ctx context.Context, cfg Config, c *Client, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
+func (d *Driver) acquireWith(ctx context.Context, cfg Config, c *api.Client, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
 	ctx, cancel := deadline.Work(ctx, cfg.timeout())
 	defer cancel()
-	lp, err := d.plan(ctx, c, p)
+	lp, err := d.plan(ctx, cfg, c, p)
 	if err != nil {
 		return nil, err
 	}
-	v, err := d.provision(ctx, c, lp)
+	v, err := d.provision(ctx, cfg, c, lp)
 	if err != nil {
 		return nil, err
 	}
 	log := zerolog.Ctx(ctx)
-	log.Info().Str("sandbox", v.id).Msg("CreateOS sandbox created")
+	log.Info().Str("sandbox", v.ID).Msg("CreateOS sandbox created")
 	marker := d.newUUID()
 	err = prepareWorkspace(ctx, c, v, marker)
 	if err != nil {
-		if derr := d.deleteSandbox(ctx, c, v.id); derr != nil {
-			log.Warn().Str("sandbox", v.id).Str("error", derr.Error()).Msg("CreateOS sandbox cleanup after a failed acquire failed")
-			return nil, errSetupUnconfirmed(v.id)
+		if derr := d.deleteSandbox(ctx, c, v.ID); derr != nil {
+			log.Warn().Str("sandbox", v.ID).Str("error", derr.Error()).Msg("CreateOS sandbox cleanup after a failed acquire failed")
+			return nil, errSetupUnconfirmed(v.ID)
 		}
 		return nil, err
 	}
 	if lp.scope != "" {
-		d.reap(ctx, c, lp.scope, v.id)
+		d.reap(ctx, c, lp.scope, v.ID)
 	}
-	d.finishCleanup(ctx, c, v.id)
-	return &handlers.Lease{ProviderLeaseID: &v.id, Metadata: leaseMetadata(&p.BaseParams, cfg, lp, p.AdapterType, marker)}, nil
+	d.finishCleanup(ctx, c, v.ID)
+	return &handlers.Lease{ProviderLeaseID: &v.ID, Metadata: leaseMetadata(&p.BaseParams, cfg, lp, p.AdapterType, marker)}, nil
 }
 
 // provision creates the lease's sandbox, or forks it from the configured
 // snapshot (v0.3).
-func (d *Driver) provision(ctx context.Context, c *Client, lp leasePlan) (sandboxView, error) {
-	if c.cfg.Snapshot != nil {
-		return d.forkLease(ctx, c, *c.cfg.Snapshot, lp.egress, lp.autoPause)
+func (d *Driver) provision(ctx context.Context, cfg Config, c *api.Client, lp leasePlan) (api.Sandbox, error) {
+	if cfg.Snapshot != nil {
+		return d.forkLease(ctx, c, *cfg.Snapshot, lp.egress, lp.autoPause)
 	}
-	b := createBody{rootfs: lp.rootfs, region: c.cfg.Region, egress: lp.egress, autoPause: lp.autoPause}
+	b := api.CreateBody{Rootfs: lp.rootfs, Region: cfg.Region, Egress: lp.egress, AutoPause: lp.autoPause}
 	if lp.scope != "" {
-		b.name = sandboxName(lp.scope)
+		b.Name = sandboxName(lp.scope)
 	}
-	return c.create(ctx, b)
+	return c.Create(ctx, b)
 }
 
 // prepareWorkspace brings a new sandbox to running (no read when its row
 // already says so), then creates the workspace and writes a fresh marker
 // in one command: bash proves the image has it, and the marker file is
 // written where the reference uploads it.
-func prepareWorkspace(ctx context.Context, c *Client, v sandboxView, marker string) error {
-	if err := c.reach(ctx, v.id, "running", v.status); err != nil {
+func prepareWorkspace(ctx context.Context, c *api.Client, v api.Sandbox, marker string) error {
+	if err := c.Reach(ctx, v.ID, "running", v.Status); err != nil {
 		return err
 	}
 	script, err := (&transferScript{}).
@@ -119,11 +120,11 @@ func prepareWorkspace(ctx context.Context, c *Client, v sandboxView, marker stri
 	if err != nil {
 		return err
 	}
-	r, err := c.exec(ctx, v.id, "/bin/bash", "-lc", script)
+	r, err := c.Exec(ctx, v.ID, "/bin/bash", "-lc", script)
 	if err != nil {
 		return err
 	}
-	if !r.ok() {
+	if !r.OK() {
 		return errNoBash
 	}
 	return nil
@@ -271,7 +272,7 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 	d.scopes.beginResume(id)
 	defer d.scopes.endResume(id)
 	lease, err := d.resume(ctx, c, id, marker, md)
-	if isStatus(err, http.StatusNotFound) {
+	if api.IsStatus(err, http.StatusNotFound) {
 		return expired(), nil
 	}
 	if err == nil && lease.LeaseID() != "" {
@@ -316,31 +317,31 @@ func sameNumber(a, b any) bool {
 // another list (v0.2+: before the sandbox runs again), brings it to
 // running (no action when it already runs: a warm lease) and checks the
 // marker.
-func (d *Driver) resume(ctx context.Context, c *Client, id, marker string, md handlers.Object) (*handlers.Lease, error) {
-	v, err := c.getView(ctx, id)
+func (d *Driver) resume(ctx context.Context, c *api.Client, id, marker string, md handlers.Object) (*handlers.Lease, error) {
+	v, err := c.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if v.status == "destroyed" || v.status == "failed" {
+	if v.Status == "destroyed" || v.Status == "failed" {
 		return expired(), nil
 	}
 	egress, ok := stringList(md["effectiveEgressAllowlist"])
 	if !ok {
 		return expired(), nil
 	}
-	if v.egress == nil || !sameEgress(v.egress, egress) {
-		if err := c.putEgress(ctx, id, egress); err != nil {
+	if v.Egress == nil || !api.SameEgress(v.Egress, egress) {
+		if err := c.PutEgress(ctx, id, egress); err != nil {
 			return nil, err
 		}
 	}
-	if err := c.reach(ctx, id, "running", v.status); err != nil {
+	if err := c.Reach(ctx, id, "running", v.Status); err != nil {
 		return nil, err
 	}
-	r, err := c.exec(ctx, id, "/bin/cat", markerPath)
+	r, err := c.Exec(ctx, id, "/bin/cat", markerPath)
 	if err != nil {
 		return nil, err
 	}
-	if !r.ok() || !r.hasOut || r.stdout != marker {
+	if !r.OK() || !r.HasOut || r.Stdout != marker {
 		return expired(), nil
 	}
 	// Only this driver's own keys go back: the host's persisted metadata
@@ -476,7 +477,7 @@ func keepsWarm(cfg Config, md handlers.Object) bool {
 // destroy deletes the sandbox; with it go the scope's poison and leftover
 // mark, and its cleanup mark on disk (deleteSandbox). A delete it cannot
 // confirm leaves a cleanup mark.
-func (d *Driver) destroy(ctx context.Context, c *Client, scope, id string) error {
+func (d *Driver) destroy(ctx context.Context, c *api.Client, scope, id string) error {
 	if err := d.deleteSandbox(ctx, c, id); err != nil {
 		return err
 	}

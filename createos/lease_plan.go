@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -30,8 +31,7 @@ type leasePlan struct {
 
 // plan works out p's lease. With no rootfs and no snapshot configured the
 // provider's default is resolved (once per origin and rootfsTTL).
-func (d *Driver) plan(ctx context.Context, c *Client, p *handlers.AcquireLeaseParams) (leasePlan, error) {
-	cfg := c.cfg
+func (d *Driver) plan(ctx context.Context, cfg Config, c *api.Client, p *handlers.AcquireLeaseParams) (leasePlan, error) {
 	egress, err := effectiveEgress(cfg.EgressAllowlist, p.ExecutionWorkspaceSettings)
 	if err != nil {
 		return leasePlan{}, err
@@ -109,22 +109,22 @@ func isSandboxName(name, scope string) bool {
 // "<scope>-my-database" is not ours. Deletes go through deleteSandbox: a
 // failed one leaves a cleanup mark, a confirmed one removes any. Failures
 // are logged, never returned: the new lease is good.
-func (d *Driver) reap(ctx context.Context, c *Client, scope, keep string) {
+func (d *Driver) reap(ctx context.Context, c *api.Client, scope, keep string) {
 	log := zerolog.Ctx(ctx)
-	rows, err := c.list(ctx)
+	rows, err := c.List(ctx)
 	if err != nil {
 		log.Warn().Str("error", err.Error()).Msg("CreateOS could not list sandboxes to reap unreachable ones")
 		return
 	}
 	for _, v := range rows {
-		if v.id == keep || v.status != "paused" || !isSandboxName(v.name, scope) || d.scopes.holds(v.id) {
+		if v.ID == keep || v.Status != "paused" || !isSandboxName(v.Name, scope) || d.scopes.holds(v.ID) {
 			continue
 		}
-		if err := d.deleteSandbox(ctx, c, v.id); err != nil {
-			log.Warn().Str("sandbox", v.id).Str("error", err.Error()).Msg("CreateOS could not delete an unreachable paused sandbox")
+		if err := d.deleteSandbox(ctx, c, v.ID); err != nil {
+			log.Warn().Str("sandbox", v.ID).Str("error", err.Error()).Msg("CreateOS could not delete an unreachable paused sandbox")
 			continue
 		}
-		log.Info().Str("sandbox", v.id).Msg("CreateOS deleted a paused sandbox no lease can reach")
+		log.Info().Str("sandbox", v.ID).Msg("CreateOS deleted a paused sandbox no lease can reach")
 	}
 }
 
@@ -145,19 +145,19 @@ type rootfsEntry struct {
 
 func newRootfsCache() *rootfsCache { return &rootfsCache{byOf: map[string]rootfsEntry{}} }
 
-func (r *rootfsCache) get(ctx context.Context, c *Client) (string, error) {
+func (r *rootfsCache) get(ctx context.Context, c *api.Client) (string, error) {
 	r.mu.Lock()
-	e, ok := r.byOf[c.cfg.APIURL]
+	e, ok := r.byOf[c.Origin()]
 	r.mu.Unlock()
 	if ok && time.Since(e.at) < rootfsTTL {
 		return e.name, nil
 	}
-	name, err := c.rootfsDefault(ctx)
+	name, err := c.RootfsDefault(ctx)
 	if err != nil {
 		return "", err
 	}
 	r.mu.Lock()
-	r.byOf[c.cfg.APIURL] = rootfsEntry{name: name, at: time.Now()}
+	r.byOf[c.Origin()] = rootfsEntry{name: name, at: time.Now()}
 	r.mu.Unlock()
 	return name, nil
 }

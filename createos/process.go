@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
@@ -20,8 +21,8 @@ import (
 // the process: the same process is reconnected from the last accepted
 // sequence, and past the reconnects its exit is recovered through wait.
 // Creation is never retried.
-func (d *Driver) runCommand(ctx context.Context, c *Client, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
-	id, err := identifier(sandbox)
+func (d *Driver) runCommand(ctx context.Context, c *api.Client, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+	id, err := api.CheckID(sandbox)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +51,7 @@ func (d *Driver) runCommand(ctx context.Context, c *Client, sandbox string, cmd 
 
 // process is one command's managed process on a sandbox.
 type process struct {
-	c         *Client
+	c         *api.Client
 	sandbox   string
 	stdinPath string // the staged stdin file, "" for none
 	gatePath  string // the start gate the script waits for
@@ -81,11 +82,11 @@ func (p *process) run(ctx context.Context, cmd commandSpec, script string) happe
 
 // start stages stdin and creates the process. mayBeCreated is set once
 // the creation may have reached the provider and not been refused
-// (mayHaveCreated): a creation the pacer or the deadline kept from being
+// (api.MayHaveCreated): a creation the pacer or the deadline kept from being
 // sent, or one refused below HTTP 500, proves no process was made.
 func (p *process) start(ctx context.Context, cmd commandSpec, script string) error {
 	if p.stdinPath != "" {
-		if err := p.c.upload(ctx, p.sandbox, p.stdinPath, []byte(*cmd.stdin)); err != nil {
+		if err := p.c.Upload(ctx, p.sandbox, p.stdinPath, []byte(*cmd.stdin)); err != nil {
 			return err
 		}
 	}
@@ -93,13 +94,13 @@ func (p *process) start(ctx context.Context, cmd commandSpec, script string) err
 	if cmd.cwd != "" {
 		body["cwd"] = cmd.cwd
 	}
-	created, err := p.c.json(ctx, http.MethodPost, p.base(), body)
-	p.mayBeCreated = mayHaveCreated(err)
+	created, err := p.c.JSON(ctx, http.MethodPost, p.base(), body)
+	p.mayBeCreated = api.MayHaveCreated(err)
 	if err != nil {
 		return err
 	}
-	pid, _ := created.str("process_id")
-	p.processID, err = identifier(pid)
+	pid, _ := created.Str("process_id")
+	p.processID, err = api.CheckID(pid)
 	return err
 }
 
@@ -107,23 +108,23 @@ func (p *process) start(ctx context.Context, cmd commandSpec, script string) err
 // connect has answered, and before its frames are read, the process's
 // interactive stdin is closed (input, if any, comes from the staged file)
 // and the start gate is opened (attach).
-func (p *process) follow(ctx context.Context) (*exitStatus, error) {
-	f := &follower{
-		c: p.c, path: p.base() + "/" + p.processID, deliver: p.out.write,
-		delay: p.delay, replay: p.replay, attached: p.attach,
+func (p *process) follow(ctx context.Context) (*api.ExitStatus, error) {
+	f := &api.Follower{
+		Client: p.c, Path: p.base() + "/" + p.processID, Deliver: p.out.write,
+		Delay: p.delay, Replay: p.replay, Attached: p.attach,
 	}
-	return f.follow(ctx)
+	return f.Follow(ctx)
 }
 
 // attach closes stdin (POST …/stdin/close; 409: already closed or exited)
 // and uploads the empty gate file (PUT …/files), in that order, as the
 // reference's requests reach a paced origin: connect, stdin/close, gate.
 func (p *process) attach(ctx context.Context) error {
-	if _, err := p.c.json(ctx, http.MethodPost, p.base()+"/"+p.processID+"/stdin/close", nil); err != nil && !isStatus(err, http.StatusConflict) {
+	if _, err := p.c.JSON(ctx, http.MethodPost, p.base()+"/"+p.processID+"/stdin/close", nil); err != nil && !api.IsStatus(err, http.StatusConflict) {
 		return err
 	}
 	p.gateSent = true
-	return p.c.upload(ctx, p.sandbox, p.gatePath, nil)
+	return p.c.Upload(ctx, p.sandbox, p.gatePath, nil)
 }
 
 // cleanup runs under a fresh deadline (config.timeoutMs, cut to what is
@@ -133,22 +134,22 @@ func (p *process) attach(ctx context.Context) error {
 // (/files has no delete verb). It reports false when the tree's
 // termination could not be confirmed.
 func (p *process) cleanup(ctx context.Context, exited bool) (confirmed bool) {
-	cctx, cancel := deadline.Cleanup(ctx, p.c.cfg.timeout())
+	cctx, cancel := deadline.Cleanup(ctx, p.c.Timeout())
 	defer cancel()
 	confirmed = true
 	if p.processID != "" && !exited {
-		data, err := p.c.json(cctx, http.MethodDelete, p.base()+"/"+p.processID+"?grace_ms=1000", nil)
-		if err == nil && !data.isTrue("tree_exited") {
+		data, err := p.c.JSON(cctx, http.MethodDelete, p.base()+"/"+p.processID+"?grace_ms=1000", nil)
+		if err == nil && !data.IsTrue("tree_exited") {
 			err = errors.New("process tree has not exited")
 		}
-		if err != nil && !isStatus(err, http.StatusNotFound) {
+		if err != nil && !api.IsStatus(err, http.StatusNotFound) {
 			zerolog.Ctx(ctx).Warn().Str("sandbox", p.sandbox).Str("process", p.processID).Str("error", err.Error()).
 				Msg("CreateOS process tree termination is unconfirmed")
 			confirmed = false
 		}
 	}
 	if paths := leftovers(p.gatePath, p.gateSent, exited, p.stdinPath); len(paths) > 0 {
-		_, _ = p.c.exec(cctx, p.sandbox, "/bin/rm", append([]string{"-f", "--"}, paths...)...)
+		_, _ = p.c.Exec(cctx, p.sandbox, "/bin/rm", append([]string{"-f", "--"}, paths...)...)
 	}
 	return confirmed
 }
@@ -177,7 +178,7 @@ func (p *process) result(v verdict) *handlers.ExecuteResult {
 		Metadata: handlers.Object{"processId": strOrNil(nonEmpty(p.processID)), "outputTruncated": p.out.truncated},
 	}
 	if v.exit != nil {
-		r.ExitCode, r.Signal = v.exit.code, v.exit.signal
+		r.ExitCode, r.Signal = v.exit.Code, v.exit.Signal
 	}
 	return r
 }
@@ -210,8 +211,8 @@ func endingOf(ctx context.Context) ending {
 
 // happened is what one command's run found, the input of outcome.
 type happened struct {
-	exit          *exitStatus // the exit frame, when one was read
-	err           error       // the step that failed, when no exit was read
+	exit          *api.ExitStatus // the exit frame, when one was read
+	err           error           // the step that failed, when no exit was read
 	ended         ending
 	mayBeCreated  bool // creation may have reached the provider and was not refused
 	created       bool // creation answered with a process id
@@ -220,7 +221,7 @@ type happened struct {
 
 // verdict is what a run reports: an exit, a timed-out result, or err.
 type verdict struct {
-	exit     *exitStatus
+	exit     *api.ExitStatus
 	timedOut bool
 	err      error
 	// flush is set when the run ended in a result, even one a failed

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
@@ -37,7 +38,7 @@ var _ sessions.Channel = (*channel)(nil)
 // requests are answered or life ends. close waits for both, so nothing of
 // a channel runs once Close has returned.
 type channel struct {
-	c       *Client
+	c       *api.Client
 	name    string // log prefix: "CreateOS login PTY", "CreateOS duplex channel"
 	pty     bool   // a login PTY: pty frames are the output and there is no stdin to close
 	sink    sessions.ChannelSink
@@ -83,7 +84,7 @@ type channel struct {
 // newChannel returns a channel that open has yet to start. Its requests
 // and its follower live past the open request: they keep the request's
 // logger and nothing else of its context.
-func (d *Driver) newChannel(ctx context.Context, c *Client, scope, sandbox, name string, pty bool, sink sessions.ChannelSink) *channel {
+func (d *Driver) newChannel(ctx context.Context, c *api.Client, scope, sandbox, name string, pty bool, sink sessions.ChannelSink) *channel {
 	log := zerolog.Ctx(ctx).With().Logger()
 	life, end := context.WithCancelCause(log.WithContext(context.Background()))
 	return &channel{
@@ -116,7 +117,7 @@ func (ch *channel) start() bool {
 	if ch.pty {
 		stream = "pty"
 	}
-	f := &follower{c: ch.c, path: ch.path, pty: true, delay: ch.delay, replay: ch.replay, deliver: func(s string, p []byte) {
+	f := &api.Follower{Client: ch.c, Path: ch.path, PTY: true, Delay: ch.delay, Replay: ch.replay, Deliver: func(s string, p []byte) {
 		if s == stream && len(p) > 0 {
 			ch.sink.Data(p)
 		}
@@ -150,13 +151,13 @@ func (ch *channel) leftover() { ch.drv.leftover(ch.life, ch.c, ch.scope, ch.sand
 
 // follow reads the output until the exit frame, a failure past the
 // reconnects, or an abort, and then reports the end to the sink, once.
-func (ch *channel) follow(ctx context.Context, f *follower) {
+func (ch *channel) follow(ctx context.Context, f *api.Follower) {
 	defer close(ch.followed)
-	st, err := f.follow(ctx)
+	st, err := f.Follow(ctx)
 	if st != nil {
 		ch.exited.Store(true)
 		ch.log.Info().Str("process", ch.pid()).Msg(ch.name + " exited (code=" + exitText(st) + ").")
-		ch.sink.Exit(st.code, false)
+		ch.sink.Exit(st.Code, false)
 		return
 	}
 	if errors.Is(context.Cause(ctx), errManagedStopped) {
@@ -172,11 +173,11 @@ func (ch *channel) follow(ctx context.Context, f *follower) {
 
 // exitText is an exit status as the login log lines give it: the code, or
 // the signal.
-func exitText(st *exitStatus) string {
-	if st.code != nil {
-		return strconv.Itoa(*st.code)
+func exitText(st *api.ExitStatus) string {
+	if st.Code != nil {
+		return strconv.Itoa(*st.Code)
 	}
-	return *st.signal
+	return *st.Signal
 }
 
 // pid is the process id the channel carries, for log lines.
@@ -210,7 +211,7 @@ func (ch *channel) Write(p []byte) error {
 	for len(p) > 0 {
 		n := min(len(p), maxInputChunk)
 		body := map[string]string{"data_base64": base64.StdEncoding.EncodeToString(p[:n])}
-		if _, err := ch.c.json(ctx, http.MethodPost, path+"/input", body); err != nil {
+		if _, err := ch.c.JSON(ctx, http.MethodPost, path+"/input", body); err != nil {
 			return err
 		}
 		p = p[n:]
@@ -228,7 +229,7 @@ func (ch *channel) beginWrite() (ctx context.Context, path string, done func()) 
 		return nil, "", nil
 	}
 	wctx, cut := context.WithCancelCause(ch.life)
-	ctx, cancel := deadline.Timeout(wctx, min(ch.c.cfg.timeout(), writeBudget))
+	ctx, cancel := deadline.Timeout(wctx, min(ch.c.Timeout(), writeBudget))
 	ch.endWrite = cut
 	return ctx, ch.path, func() {
 		cancel()

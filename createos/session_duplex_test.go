@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
@@ -112,7 +113,7 @@ func TestDuplexArgvIsLiteral(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := d.client(mustConfig(t, bp.Config))
-	if r, err := c.exec(t.Context(), l.LeaseID(), "/bin/test", "-e", "/tmp/pwned"); err != nil || r.ok() {
+	if r, err := c.Exec(t.Context(), l.LeaseID(), "/bin/test", "-e", "/tmp/pwned"); err != nil || r.OK() {
 		t.Fatalf("the argument ran as shell: %+v %v", r, err)
 	}
 }
@@ -240,7 +241,7 @@ type urgentPacer struct {
 func (p *urgentPacer) Wait(ctx context.Context, _ string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if isUrgent(ctx) {
+	if api.IsUrgent(ctx) {
 		p.urgent++
 	} else {
 		p.normal++
@@ -341,9 +342,9 @@ func TestDuplexRequestsArePaced(t *testing.T) {
 	srv, d, bp := sessionServer(t, createostest.Options{})
 	l := leaseOn(t, d, bp)
 	var waits atomic.Int64
-	d.pacer = PacerFunc(func(ctx context.Context, origin string) error {
+	d.pacer = api.PacerFunc(func(ctx context.Context, origin string) error {
 		waits.Add(1)
-		return NoPacing.Wait(ctx, origin)
+		return api.NoPacing.Wait(ctx, origin)
 	})
 	sink := newRecSink(t)
 	from := len(srv.Requests())

@@ -58,7 +58,7 @@ func TestLoginPTYRunsTheResolvedCLI(t *testing.T) {
 			}
 			l := leaseOn(t, d, bp)
 			c, _ := d.client(mustConfig(t, bp.Config))
-			if r, err := c.exec(t.Context(), l.LeaseID(), "/bin/bash", "-c", tc.setup); err != nil || !r.ok() {
+			if r, err := c.Exec(t.Context(), l.LeaseID(), "/bin/bash", "-c", tc.setup); err != nil || !r.OK() {
 				t.Fatalf("setup: %+v %v", r, err)
 			}
 			ctx, logs := logContext(t)

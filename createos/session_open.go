@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
@@ -98,14 +99,14 @@ func (d *Driver) OpenLoginPty(ctx context.Context, p *sessions.LoginPtyOpenParam
 }
 
 // prepareLoginHome creates the session home (exec /bin/mkdir -p -- home).
-func prepareLoginHome(ctx context.Context, c *Client, sandbox, home string) error {
-	ctx, cancel := deadline.Work(ctx, c.cfg.timeout())
+func prepareLoginHome(ctx context.Context, c *api.Client, sandbox, home string) error {
+	ctx, cancel := deadline.Work(ctx, c.Timeout())
 	defer cancel()
-	r, err := c.exec(ctx, sandbox, "/bin/mkdir", "-p", "--", home)
+	r, err := c.Exec(ctx, sandbox, "/bin/mkdir", "-p", "--", home)
 	if err != nil {
 		return err
 	}
-	if !r.ok() {
+	if !r.OK() {
 		return errLoginHomePrep
 	}
 	return nil
@@ -174,13 +175,13 @@ func (d *Driver) sessionLease(p *sessions.SessionBase) (cachedLease, error) {
 // openSession registers a channel on the lease, creates its process
 // (createSession) and starts following it. The channel is registered
 // first, so a release that begins meanwhile closes it too. A creation that
-// may have succeeded without a usable process id (mayHaveCreated) marks
+// may have succeeded without a usable process id (api.MayHaveCreated) marks
 // the lease leftover, and the open's error wraps sessions.ErrSessionMayLive.
 // A process created after the host closed the route (ctx ended), or after
 // a release or a shutdown stopped waiting for it, is ended before the open
 // returns; if its end is unconfirmed, the lease is marked leftover and the
 // error wraps sessions.ErrSessionMayLive too.
-func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sandbox string, body map[string]any,
+func (d *Driver) openSession(ctx context.Context, c *api.Client, l cachedLease, sandbox string, body map[string]any,
 	name string, pty bool, sink sessions.ChannelSink) (*channel, error) {
 	ch := d.newChannel(ctx, c, l.scope, sandbox, name, pty, sink)
 	if !d.scopes.addChannel(l.scope, ch) {
@@ -189,9 +190,9 @@ func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sand
 	}
 	pid, err := createSession(ctx, c, sandbox, body)
 	if err != nil {
-		orphaned := mayHaveCreated(err)
+		orphaned := api.MayHaveCreated(err)
 		ch.abandon(orphaned)
-		var ae *APIError
+		var ae *api.APIError
 		if errors.As(err, &ae) {
 			ch.log.Warn().Str("sandbox", sandbox).Msg(name + " process creation failed (HTTP " + strconv.Itoa(ae.Status) + ").")
 		} else {
@@ -214,7 +215,7 @@ func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sand
 	case ctx.Err() != nil:
 		why = errSessionOver // the host closed the route
 	}
-	tctx, tcancel := deadline.Cleanup(ctx, c.cfg.timeout())
+	tctx, tcancel := deadline.Cleanup(ctx, c.Timeout())
 	terr := ch.terminate(tctx)
 	tcancel()
 	ch.abandon(terr != nil)
@@ -230,20 +231,20 @@ func (d *Driver) openSession(ctx context.Context, c *Client, l cachedLease, sand
 // not cut the request: its answer is awaited, within ctx's deadline and
 // config.timeoutMs (working), so that the process it creates is known and
 // the open can end it.
-func createSession(ctx context.Context, c *Client, sandbox string, body map[string]any) (string, error) {
+func createSession(ctx context.Context, c *api.Client, sandbox string, body map[string]any) (string, error) {
 	octx, cancel := deadline.Outliving(ctx)
 	defer cancel()
-	wctx, wcancel := deadline.Work(octx, c.cfg.timeout())
+	wctx, wcancel := deadline.Work(octx, c.Timeout())
 	defer wcancel()
 	return createProcess(wctx, c, sandbox, body)
 }
 
 // createProcess creates a managed process and returns its id.
-func createProcess(ctx context.Context, c *Client, sandbox string, body map[string]any) (string, error) {
-	data, err := c.json(ctx, http.MethodPost, "/sandboxes/"+sandbox+"/processes", body)
+func createProcess(ctx context.Context, c *api.Client, sandbox string, body map[string]any) (string, error) {
+	data, err := c.JSON(ctx, http.MethodPost, "/sandboxes/"+sandbox+"/processes", body)
 	if err != nil {
 		return "", err
 	}
-	pid, _ := data.str("process_id")
-	return identifier(pid)
+	pid, _ := data.Str("process_id")
+	return api.CheckID(pid)
 }

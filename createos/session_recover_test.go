@@ -75,7 +75,7 @@ func TestLoginPTYRecoversItsExitThroughWait(t *testing.T) {
 	srv, d, bp := sessionServer(t, createostest.Options{Path: []string{"/root/bin"}})
 	l := leaseOn(t, d, bp)
 	c, _ := d.client(mustConfig(t, bp.Config))
-	if r, err := c.exec(t.Context(), l.LeaseID(), "/bin/bash", "-c", writeFile("/root/bin/codex", "#!/bin/sh\necho code\nexit 4\n")); err != nil || !r.ok() {
+	if r, err := c.Exec(t.Context(), l.LeaseID(), "/bin/bash", "-c", writeFile("/root/bin/codex", "#!/bin/sh\necho code\nexit 4\n")); err != nil || !r.OK() {
 		t.Fatalf("setup: %+v %v", r, err)
 	}
 	srv.Faults().Stream(rConnect, createostest.StreamFault{Kind: createostest.StreamEndBeforeExit}, createostest.Always)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 )
 
@@ -27,7 +28,7 @@ func (ch *channel) Stop() {
 func (ch *channel) runStop() {
 	defer close(ch.stopped)
 	ch.writeMu.Lock() // the write in flight ends first; later ones are ignored
-	ctx, cancel := deadline.Timeout(Urgent(ch.life), ch.c.cfg.timeout())
+	ctx, cancel := deadline.Timeout(api.Urgent(ch.life), ch.c.Timeout())
 	err := ch.terminate(ctx)
 	cancel()
 	ch.writeMu.Unlock()
@@ -52,12 +53,12 @@ func (ch *channel) terminate(ctx context.Context) error {
 		return nil
 	}
 	path := ch.processPath()
-	_, _ = ch.c.json(ctx, http.MethodPost, path+"/signal", map[string]string{"signal": "SIGTERM"})
-	data, err := ch.c.json(ctx, http.MethodDelete, path+"?grace_ms=1000", nil)
+	_, _ = ch.c.JSON(ctx, http.MethodPost, path+"/signal", map[string]string{"signal": "SIGTERM"})
+	data, err := ch.c.JSON(ctx, http.MethodDelete, path+"?grace_ms=1000", nil)
 	switch {
-	case isStatus(err, http.StatusNotFound):
+	case api.IsStatus(err, http.StatusNotFound):
 		return nil
-	case err == nil && data.isTrue("tree_exited"):
+	case err == nil && data.IsTrue("tree_exited"):
 		return nil
 	case err == nil || ctx.Err() != nil:
 		return errTreeUnconfirmed
@@ -117,8 +118,8 @@ func (ch *channel) close(ctx context.Context) error {
 		return nil
 	}
 	if pipeStdin {
-		sctx, cancel := deadline.Timeout(Urgent(ch.life), ch.c.cfg.timeout())
-		_, _ = ch.c.json(sctx, http.MethodPost, ch.processPath()+"/stdin/close", nil)
+		sctx, cancel := deadline.Timeout(api.Urgent(ch.life), ch.c.Timeout())
+		_, _ = ch.c.JSON(sctx, http.MethodPost, ch.processPath()+"/stdin/close", nil)
 		cancel()
 	}
 	ch.Stop()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
@@ -41,45 +42,45 @@ func (d *Driver) StartInteractiveSetup(ctx context.Context, p *handlers.StartSet
 	defer cancel()
 	ctx, wcancel := deadline.Work(ctx, cfg.timeout())
 	defer wcancel()
-	v, err := d.setupSandbox(ctx, c, p.SourceTemplateRef)
+	v, err := d.setupSandbox(ctx, cfg, c, p.SourceTemplateRef)
 	if err != nil {
 		return nil, err
 	}
 	marker := d.newUUID()
-	err = c.patchAutoPause(ctx, v.id, nil)
+	err = c.PatchAutoPause(ctx, v.ID, nil)
 	if err == nil {
 		err = prepareWorkspace(ctx, c, v, marker)
 	}
 	if err != nil {
-		if derr := d.deleteSandbox(ctx, c, v.id); derr != nil {
-			zerolog.Ctx(ctx).Warn().Str("sandbox", v.id).Str("error", derr.Error()).Msg("CreateOS setup sandbox cleanup failed")
-			return nil, errSetupCleanup(v.id)
+		if derr := d.deleteSandbox(ctx, c, v.ID); derr != nil {
+			zerolog.Ctx(ctx).Warn().Str("sandbox", v.ID).Str("error", derr.Error()).Msg("CreateOS setup sandbox cleanup failed")
+			return nil, errSetupCleanup(v.ID)
 		}
 		return nil, err
 	}
 	md := handlers.Object{
 		"provider": Key, originKey: originFingerprint(cfg.APIURL), "companyId": p.CompanyID,
-		"environmentId": p.EnvironmentID, "sandboxId": v.id, "setupMarker": marker,
+		"environmentId": p.EnvironmentID, "sandboxId": v.ID, "setupMarker": marker,
 		"expiresAt": strOrNil(p.ExpiresAt), "sourceTemplateRefRedacted": p.SourceTemplateRef != nil,
 	}
-	return setupSession(v.id, md, p.ExpiresAt, true), nil
+	return setupSession(v.ID, md, p.ExpiresAt, true), nil
 }
 
 // setupSandbox forks the source template (egress: the config's base list;
 // no idle window) or creates one from the base rootfs.
-func (d *Driver) setupSandbox(ctx context.Context, c *Client, source *string) (sandboxView, error) {
+func (d *Driver) setupSandbox(ctx context.Context, cfg Config, c *api.Client, source *string) (api.Sandbox, error) {
 	if source != nil && *source != "" {
-		return d.forkLease(ctx, c, *source, c.cfg.EgressAllowlist, nil)
+		return d.forkLease(ctx, c, *source, cfg.EgressAllowlist, nil)
 	}
-	rootfs := c.cfg.Rootfs
+	rootfs := cfg.Rootfs
 	if rootfs == nil {
 		def, err := d.rootfs.get(ctx, c)
 		if err != nil {
-			return sandboxView{}, err
+			return api.Sandbox{}, err
 		}
 		rootfs = &def
 	}
-	return c.create(ctx, createBody{rootfs: rootfs, region: c.cfg.Region, egress: c.cfg.EgressAllowlist})
+	return c.Create(ctx, api.CreateBody{Rootfs: rootfs, Region: cfg.Region, Egress: cfg.EgressAllowlist})
 }
 
 // setupSession is a waiting setup sandbox as the host shows it: the
@@ -108,7 +109,7 @@ func missingSetup() *handlers.SetupSession {
 
 // ownSetup checks that md is this environment's setup of sandbox id
 // (spec: metadataMatches, sandboxId, a setup marker) and returns a client.
-func (d *Driver) ownSetup(p *handlers.BaseParams, id string, md handlers.Object) (*Client, string, error) {
+func (d *Driver) ownSetup(p *handlers.BaseParams, id string, md handlers.Object) (*api.Client, string, error) {
 	ok, err := metadataMatches(p, md)
 	if err != nil {
 		return nil, "", err
@@ -117,7 +118,7 @@ func (d *Driver) ownSetup(p *handlers.BaseParams, id string, md handlers.Object)
 	if !ok || md["sandboxId"] != id || !markerRE.MatchString(marker) {
 		return nil, "", errSetupNotOurs
 	}
-	if _, err := identifier(id); err != nil {
+	if _, err := api.CheckID(id); err != nil {
 		return nil, "", errSetupNotOurs
 	}
 	_, c, err := d.configured(p.Config)
@@ -137,14 +138,14 @@ func (d *Driver) GetInteractiveSetup(ctx context.Context, p *handlers.GetSetupPa
 	}
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	ctx, wcancel := deadline.Work(ctx, c.cfg.timeout())
+	ctx, wcancel := deadline.Work(ctx, c.Timeout())
 	defer wcancel()
-	v, err := c.getView(ctx, id)
-	if isStatus(err, http.StatusNotFound) || err == nil && (v.status == "destroyed" || v.status == "failed") {
+	v, err := c.Get(ctx, id)
+	if api.IsStatus(err, http.StatusNotFound) || err == nil && (v.Status == "destroyed" || v.Status == "failed") {
 		return missingSetup(), nil
 	}
 	if err == nil {
-		err = c.reach(ctx, id, "running", v.status)
+		err = c.Reach(ctx, id, "running", v.Status)
 	}
 	if err != nil {
 		return nil, err
@@ -165,7 +166,7 @@ func (d *Driver) CaptureTemplate(ctx context.Context, p *handlers.CaptureTemplat
 	if err != nil {
 		return nil, err
 	}
-	timeout := c.cfg.timeout()
+	timeout := c.Timeout()
 	if p.TimeoutMs != nil {
 		f := *p.TimeoutMs
 		if f != float64(int64(f)) || f < 1 || f > maxTimeoutMs {
@@ -177,17 +178,17 @@ func (d *Driver) CaptureTemplate(ctx context.Context, p *handlers.CaptureTemplat
 	defer cancel()
 	ctx, wcancel := deadline.Work(ctx, timeout)
 	defer wcancel()
-	if err := c.transition(ctx, id, "running"); err != nil {
+	if err := c.Transition(ctx, id, "running"); err != nil {
 		return nil, err
 	}
-	r, err := c.exec(ctx, id, "/bin/cat", markerPath)
+	r, err := c.Exec(ctx, id, "/bin/cat", markerPath)
 	if err != nil {
 		return nil, err
 	}
-	if !r.ok() || r.stdout != marker {
+	if !r.OK() || r.Stdout != marker {
 		return nil, errSetupIdentity
 	}
-	if err := c.reach(ctx, id, "paused", "running"); err != nil {
+	if err := c.Reach(ctx, id, "paused", "running"); err != nil {
 		return nil, err
 	}
 	return &handlers.CaptureTemplateResult{TemplateRef: id, TemplateKind: "snapshot", Metadata: handlers.Object{
@@ -214,7 +215,7 @@ func (d *Driver) CancelInteractiveSetup(ctx context.Context, p *handlers.CancelS
 	}
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	if _, err := c.json(ctx, http.MethodDelete, "/sandboxes/"+id, nil); isStatus(err, http.StatusNotFound) {
+	if _, err := c.JSON(ctx, http.MethodDelete, "/sandboxes/"+id, nil); api.IsStatus(err, http.StatusNotFound) {
 		return missing, nil
 	} else if err != nil {
 		return nil, err
@@ -239,7 +240,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, p *handlers.DeleteTemplateP
 	}
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	if err := c.destroySandbox(ctx, p.TemplateRef); err != nil {
+	if err := c.Destroy(ctx, p.TemplateRef); err != nil {
 		return nil, err
 	}
 	reason := any(nil)

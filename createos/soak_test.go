@@ -27,6 +27,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
@@ -169,7 +170,7 @@ func newSoak(t *testing.T, opts soakOptions) *soak {
 	hc := s.srv.Client()
 	s.base = hc.Transport.(*http.Transport)
 	hc.Transport = &soakTransport{base: s.base, s: s}
-	d := createos.New(createos.WithHTTPClient(hc), createos.WithPacer(createos.NoPacing),
+	d := createos.New(createos.WithHTTPClient(hc), createos.WithPacer(api.NoPacing),
 		createos.WithGetenv(func(string) string { return "" }))
 	s.host = newSoakHost(t, handlers.New(handlers.Options{}, d))
 	ctx, cancel := context.WithTimeout(context.Background(), soakCallBound)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
@@ -82,7 +83,7 @@ func newStub(t *testing.T) *stub {
 // over its in-memory network, without pacing and with fast polling.
 func (s *stub) driver(opts ...Option) *Driver {
 	hc := &http.Client{Transport: s.transport()}
-	d := New(append([]Option{WithHTTPClient(hc), WithPacer(NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(filepath.Join(s.t.TempDir(), "marks"))}, opts...)...)
+	d := New(append([]Option{WithHTTPClient(hc), WithPacer(api.NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(filepath.Join(s.t.TempDir(), "marks"))}, opts...)...)
 	d.pollInterval = time.Millisecond
 	d.reconnectDelay = time.Millisecond
 	d.replayDelay = time.Millisecond
@@ -318,4 +319,20 @@ func logContext(t *testing.T) (context.Context, *testkit.Buffer) {
 	buf := &testkit.Buffer{}
 	l := zerolog.New(buf)
 	return l.WithContext(t.Context()), buf
+}
+
+// privateBody is a provider answer that must never reach an error, a log or
+// metadata.
+const privateBody = `{"status":"fail","data":"private provider diagnostics test-secret"}`
+
+// success answers a JSend success envelope holding data.
+func success(w http.ResponseWriter, data any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})
+}
+
+// testClient is a client for srvURL with key test-secret and no pacing.
+func testClient(t *testing.T, srvURL string) *api.Client {
+	t.Helper()
+	return api.New(api.Options{Origin: srvURL, Key: "test-secret", Poll: time.Millisecond, Timeout: 5 * time.Second})
 }

@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
@@ -62,7 +63,7 @@ const scratchPrefix = "/tmp/paperclip-createos-transfer-"
 func (d *Driver) SyncIn(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	return track(ctx, d, &p.BaseParams, &p.Lease, nil, func(ctx context.Context, c *Client) (*handlers.SyncResult, error) {
+	return track(ctx, d, &p.BaseParams, &p.Lease, nil, func(ctx context.Context, c *api.Client) (*handlers.SyncResult, error) {
 		return d.syncFiles(ctx, c, p, true)
 	})
 }
@@ -71,7 +72,7 @@ func (d *Driver) SyncIn(ctx context.Context, p *handlers.SyncParams) (*handlers.
 func (d *Driver) SyncOut(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	return track(ctx, d, &p.BaseParams, &p.Lease, nil, func(ctx context.Context, c *Client) (*handlers.SyncResult, error) {
+	return track(ctx, d, &p.BaseParams, &p.Lease, nil, func(ctx context.Context, c *api.Client) (*handlers.SyncResult, error) {
 		return d.syncFiles(ctx, c, p, false)
 	})
 }
@@ -141,8 +142,8 @@ func cwdOrRoot(cwd string) string {
 // syncFiles validates every operation, then applies them in order, each
 // mapping in turn and, inbound, the post-upload commands; the first failure
 // ends the call.
-func (d *Driver) syncFiles(ctx context.Context, c *Client, p *handlers.SyncParams, in bool) (*handlers.SyncResult, error) {
-	id, err := identifier(p.Lease.LeaseID())
+func (d *Driver) syncFiles(ctx context.Context, c *api.Client, p *handlers.SyncParams, in bool) (*handlers.SyncResult, error) {
+	id, err := api.CheckID(p.Lease.LeaseID())
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +191,7 @@ func (d *Driver) syncFiles(ctx context.Context, c *Client, p *handlers.SyncParam
 // transfer is one sync call on one sandbox.
 type transfer struct {
 	d  *Driver
-	c  *Client
+	c  *api.Client
 	id string // the sandbox, a checked identifier
 }
 
@@ -244,7 +245,7 @@ func (t *transfer) removeStaged(ctx context.Context, target, scratch string) {
 // cleanUp runs cmd with args in the sandbox under a fresh deadline, best
 // effort.
 func (t *transfer) cleanUp(ctx context.Context, cmd string, args ...string) {
-	rctx, cancel := deadline.Cleanup(ctx, t.c.cfg.timeout())
+	rctx, cancel := deadline.Cleanup(ctx, t.c.Timeout())
 	defer cancel()
-	_, _ = t.c.exec(rctx, t.id, cmd, args...)
+	_, _ = t.c.Exec(rctx, t.id, cmd, args...)
 }

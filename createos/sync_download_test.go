@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 )
 
 // A download asks for the raw bytes (Accept-Encoding: identity, so Go's
@@ -35,8 +37,8 @@ func TestSyncOutRequestsRawBytesAndRefusesAnEncodedDownload(t *testing.T) {
 	dir := t.TempDir()
 	dst := filepath.Join(dir, "out")
 	_, err := s.d.SyncOut(t.Context(), s.params(op("o", fileMapping("/paperclip-workspace/f", dst))))
-	if err != errDownloadEncoded {
-		t.Errorf("err %v, want %q", err, errDownloadEncoded)
+	if err != api.ErrDownloadEncoded {
+		t.Errorf("err %v, want %q", err, api.ErrDownloadEncoded)
 	}
 	if got := <-accepted; got != "identity" {
 		t.Errorf("Accept-Encoding %q, want identity", got)
@@ -58,8 +60,8 @@ func TestSyncOutCapsADownloadWhileWriting(t *testing.T) {
 		size     int
 		want     error
 	}{
-		{"streamed past the limit", false, limit + 1, errDownloadTooLarge},
-		{"declared past the limit", true, limit + 1, errDownloadTooLarge},
+		{"streamed past the limit", false, limit + 1, api.ErrDownloadTooLarge},
+		{"declared past the limit", true, limit + 1, api.ErrDownloadTooLarge},
 		{"exactly the limit", false, limit, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,17 +2,12 @@ package createos
 
 import (
 	"context"
-	"errors"
-	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
 )
 
 // hostTempPattern names the host temp directory of one mapping.
@@ -65,7 +60,7 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 			t.removeScratch(ctx, scratch)
 		}
 	}()
-	if size, err = t.c.uploadFile(ctx, t.id, scratch, src); err != nil {
+	if size, err = t.c.UploadFile(ctx, t.id, scratch, src); err != nil {
 		return 0, 0, err
 	}
 	if err := t.run(ctx, command, workspaceDir, nil); err != nil {
@@ -100,7 +95,7 @@ func (t *transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 	if m.Mode != nil {
 		mode = os.FileMode(*m.Mode)
 	}
-	if size, err = t.c.downloadFile(ctx, t.id, scratch, l.data, mode); err != nil {
+	if size, err = t.c.DownloadFile(ctx, t.id, scratch, l.data, mode); err != nil {
 		return 0, 0, err
 	}
 	if m.Kind == "file" {
@@ -125,92 +120,7 @@ func outboundScript(m handlers.SyncFileMapping, scratch string, exclude syncrule
 	return copyFileScript(m.SourcePath, scratch)
 }
 
-// uploadFile streams f to the absolute guest path and returns its size.
-func (c *Client) uploadFile(ctx context.Context, id, guestPath string, f *os.File) (int64, error) {
-	info, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return 0, err
-	}
-	hdr := http.Header{"Content-Type": {"application/octet-stream"}}
-	resp, err := c.send(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+uri.Component(guestPath), f, info.Size(), hdr)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return info.Size(), nil
-}
-
 // maxDownloadBytes bounds what one download writes to the host: the 10 GiB
 // archive extraction limit and 1 GiB for an archive's headers and padding.
 // A file mapping has the same bound.
 const maxDownloadBytes = maxArchiveBytes + 1<<30
-
-// downloadFile streams the guest file into a new host file created with
-// mode (exclusive create) and returns the bytes written. Only raw bytes are
-// asked for and accepted (Accept-Encoding: identity; a content-encoded
-// answer is refused, since an inflated body has no size the provider
-// vouched for), and the limit applies while writing: a declared length
-// past it is refused before the file is created, and a body past it fails
-// as soon as it does. A broken body is an error; the caller removes the
-// partial file with its temp directory.
-func (c *Client) downloadFile(ctx context.Context, id, guestPath, hostPath string, mode os.FileMode) (int64, error) {
-	hdr := http.Header{"Accept-Encoding": {"identity"}}
-	resp, err := c.send(ctx, http.MethodGet, "/sandboxes/"+id+"/files?path="+uri.Component(guestPath), nil, 0, hdr)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	switch ce := resp.Header.Get("Content-Encoding"); {
-	case resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusResetContent:
-		return 0, errDownloadNoBody
-	case ce != "" && !strings.EqualFold(ce, "identity"):
-		return 0, errDownloadEncoded
-	case resp.ContentLength > c.maxDownload:
-		return 0, errDownloadTooLarge
-	}
-	f, err := os.OpenFile(hostPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return 0, err
-	}
-	n, err := io.Copy(&limitedWriter{w: f, left: c.maxDownload}, resp.Body)
-	if cerr := f.Close(); err == nil && cerr != nil {
-		return n, cerr
-	}
-	if err != nil {
-		return n, downloadError(ctx, err)
-	}
-	return n, nil
-}
-
-// downloadError is what a failed body copy reports: the deadline or
-// cancellation, the limit, a host-side failure, or else a connection
-// failure, whose cause is dropped on purpose (it may name the URL).
-func downloadError(ctx context.Context, err error) error {
-	var pe *os.PathError
-	switch {
-	case ctx.Err() != nil:
-		return context.Cause(ctx)
-	case errors.Is(err, errDownloadTooLarge), errors.As(err, &pe):
-		return err
-	}
-	return errConnection
-}
-
-// limitedWriter writes to w until a write would take it past left bytes,
-// which fails with errDownloadTooLarge and writes nothing.
-type limitedWriter struct {
-	w    io.Writer
-	left int64
-}
-
-func (l *limitedWriter) Write(p []byte) (int, error) {
-	if int64(len(p)) > l.left {
-		return 0, errDownloadTooLarge
-	}
-	n, err := l.w.Write(p)
-	l.left -= int64(n)
-	return n, err
-}

@@ -1,4 +1,4 @@
-package createos
+package api
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
-	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
 const privateBody = `{"status":"fail","data":"private provider diagnostics test-secret"}`
@@ -22,12 +21,8 @@ const privateBody = `{"status":"fail","data":"private provider diagnostics test-
 // testClient is a client for srv with key test-secret and no pacing.
 func testClient(t *testing.T, srvURL string) *Client {
 	t.Helper()
-	cfg, err := ParseConfig(baseConfig(handlers.Object{"apiUrl": "https://createos.example.test"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.APIURL = srvURL // httptest serves plain HTTP on loopback
-	return &Client{cfg: cfg, key: "test-secret", http: noRedirects(nil), pacer: NoPacing, poll: time.Millisecond}
+	// httptest serves plain HTTP on loopback.
+	return New(Options{Origin: srvURL, Key: "test-secret", Poll: time.Millisecond, Timeout: 5 * time.Second})
 }
 
 func success(w http.ResponseWriter, data any) {
@@ -55,13 +50,13 @@ func TestClientSendsKeyAndContentTypeOnlyWithABody(t *testing.T) {
 	defer srv.Close()
 	c := testClient(t, srv.URL)
 	ctx := context.Background()
-	if _, err := c.create(ctx, createBody{}); err != nil {
+	if _, err := c.Create(ctx, CreateBody{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.getSandbox(ctx, "sb_test"); err != nil {
+	if _, err := c.Status(ctx, "sb_test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.upload(ctx, "sb_test", "/paperclip-workspace/a b+c", []byte("x")); err != nil {
+	if err := c.Upload(ctx, "sb_test", "/paperclip-workspace/a b+c", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	want := []seen{
@@ -87,7 +82,7 @@ func TestClientRefusesRedirects(t *testing.T) {
 		http.Redirect(w, r, target.URL+"/steal", http.StatusTemporaryRedirect)
 	}))
 	defer srv.Close()
-	_, err := testClient(t, srv.URL).getSandbox(context.Background(), "sb_test")
+	_, err := testClient(t, srv.URL).Status(context.Background(), "sb_test")
 	if err == nil || err.Error() != "CreateOS connection failed." {
 		t.Fatalf("err %v", err)
 	}
@@ -116,12 +111,12 @@ func TestClientErrorsNameStatusAndLabelOnly(t *testing.T) {
 		"/sandboxes/sb/pause":                      "sandbox lifecycle",
 		"/sandboxes":                               "sandbox lifecycle",
 	} {
-		_, err := c.json(context.Background(), http.MethodPost, path, nil)
+		_, err := c.JSON(context.Background(), http.MethodPost, path, nil)
 		want := "CreateOS request failed (HTTP 401) during " + label + "."
 		if err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %q", path, err, want)
 		}
-		if !isStatus(err, 401) {
+		if !IsStatus(err, 401) {
 			t.Errorf("%s: not an APIError 401", path)
 		}
 	}
@@ -134,7 +129,7 @@ func TestClientConnectionFailureHidesURL(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	_, err = testClient(t, "http://"+addr).getSandbox(context.Background(), "sb_test")
+	_, err = testClient(t, "http://"+addr).Status(context.Background(), "sb_test")
 	if err == nil || err.Error() != "CreateOS connection failed." || strings.Contains(err.Error(), addr) {
 		t.Fatalf("err %v", err)
 	}
@@ -153,7 +148,7 @@ func TestClientEnvelopeChecks(t *testing.T) {
 		`{"status":"success","data":{"id":"../x"}}`: "CreateOS returned an invalid resource ID.",
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, body) }))
-		_, err := testClient(t, srv.URL).create(context.Background(), createBody{})
+		_, err := testClient(t, srv.URL).Create(context.Background(), CreateBody{})
 		srv.Close()
 		if err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %q", body, err, want)
@@ -164,13 +159,13 @@ func TestClientEnvelopeChecks(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := testClient(t, srv.URL)
-	if _, err := c.getSandbox(context.Background(), "sb_test"); err == nil || err.Error() != "CreateOS sandbox identity or state is invalid." {
+	if _, err := c.Status(context.Background(), "sb_test"); err == nil || err.Error() != "CreateOS sandbox identity or state is invalid." {
 		t.Errorf("identity: %v", err)
 	}
-	if _, err := c.getSandbox(context.Background(), "sb/../x"); err != errInvalidID {
+	if _, err := c.Status(context.Background(), "sb/../x"); err != ErrInvalidID {
 		t.Errorf("path id: %v", err)
 	}
-	if _, err := identifier(strings.Repeat("a", 201)); err == nil {
+	if _, err := CheckID(strings.Repeat("a", 201)); err == nil {
 		t.Error("201-char id accepted")
 	}
 }
@@ -205,7 +200,7 @@ func stateServer(t *testing.T, states []string, postStatus int) (*httptest.Serve
 func TestTransitionDoesNotPostWhenAlreadyThere(t *testing.T) {
 	for _, desired := range []string{"running", "paused"} {
 		srv, calls := stateServer(t, []string{desired}, 0)
-		if err := testClient(t, srv.URL).transition(context.Background(), "sb_test", desired); err != nil {
+		if err := testClient(t, srv.URL).Transition(context.Background(), "sb_test", desired); err != nil {
 			t.Fatal(err)
 		}
 		if len(*calls) != 1 || (*calls)[0] != "GET /v1/sandboxes/sb_test" {
@@ -218,7 +213,7 @@ func TestTransitionDoesNotPostWhenAlreadyThere(t *testing.T) {
 // completion" (U-late: four reads, one resume)
 func TestTransitionWaitsForAsynchronousTransitions(t *testing.T) {
 	srv, calls := stateServer(t, []string{"paused", "paused", "resuming", "running"}, 0)
-	if err := testClient(t, srv.URL).transition(context.Background(), "sb_test", "running"); err != nil {
+	if err := testClient(t, srv.URL).Transition(context.Background(), "sb_test", "running"); err != nil {
 		t.Fatal(err)
 	}
 	gets, resumes := 0, 0
@@ -237,18 +232,18 @@ func TestTransitionWaitsForAsynchronousTransitions(t *testing.T) {
 
 func TestTransitionConflictIsReconciledAndTerminalStatesFail(t *testing.T) {
 	srv, calls := stateServer(t, []string{"running", "pausing", "paused"}, http.StatusConflict)
-	if err := testClient(t, srv.URL).transition(context.Background(), "sb_test", "paused"); err != nil {
+	if err := testClient(t, srv.URL).Transition(context.Background(), "sb_test", "paused"); err != nil {
 		t.Fatalf("409 was not swallowed: %v (%v)", err, *calls)
 	}
 	for _, s := range []string{"destroyed", "destroying", "failed"} {
 		srv, _ := stateServer(t, []string{s}, 0)
-		err := testClient(t, srv.URL).transition(context.Background(), "sb_test", "running")
+		err := testClient(t, srv.URL).Transition(context.Background(), "sb_test", "running")
 		if err == nil || err.Error() != "CreateOS sandbox did not reach running; provider state is "+s+"." {
 			t.Errorf("%s: %v", s, err)
 		}
 	}
 	srv, _ = stateServer(t, []string{"paused"}, http.StatusServiceUnavailable)
-	if err := testClient(t, srv.URL).transition(context.Background(), "sb_test", "running"); !isStatus(err, 503) {
+	if err := testClient(t, srv.URL).Transition(context.Background(), "sb_test", "running"); !IsStatus(err, 503) {
 		t.Errorf("503 resume: %v", err)
 	}
 }
@@ -272,7 +267,7 @@ func TestClientDeadlineVersusCancellation(t *testing.T) {
 
 	ctx, cancel := deadline.Timeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err := c.getSandbox(ctx, "sb_test")
+	_, err := c.Status(ctx, "sb_test")
 	if !errors.Is(err, context.DeadlineExceeded) || !deadline.TimedOut(ctx) {
 		t.Errorf("deadline: %v", err)
 	}
@@ -280,7 +275,7 @@ func TestClientDeadlineVersusCancellation(t *testing.T) {
 	reason := errors.New("released")
 	cctx, ccancel := context.WithCancelCause(context.Background())
 	go func() { <-arrived; ccancel(reason) }()
-	_, err = c.getSandbox(cctx, "sb_cancel")
+	_, err = c.Status(cctx, "sb_cancel")
 	if err != reason || deadline.TimedOut(cctx) {
 		t.Errorf("cancellation: %v", err)
 	}

@@ -1,4 +1,4 @@
-package createos
+package api
 
 import (
 	"bufio"
@@ -38,7 +38,7 @@ func newFrameReader(r io.Reader) *frameReader {
 // failed, or a protocol error. Any line longer than the limit is too
 // large, a blank one too (the reference limits any line), however many
 // bytes it takes.
-func (f *frameReader) next() (object, error) {
+func (f *frameReader) next() (Object, error) {
 	for !f.eof {
 		line, err := f.readLine()
 		if err != nil && err != io.EOF {
@@ -53,7 +53,7 @@ func (f *frameReader) next() (object, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		o, ok := asObject(line)
+		o, ok := AsObject(line)
 		if !ok {
 			return nil, errInvalidFrame
 		}
@@ -109,30 +109,30 @@ func canonicalBase64(s string) bool {
 
 // validStream reports whether a data frame's stream is one the follower
 // reads: stdout and stderr, and pty for a session's process (v0.2+).
-func (e *follower) validStream(stream string) bool {
-	return stream == "stdout" || stream == "stderr" || stream == "pty" && e.pty
+func (e *Follower) validStream(stream string) bool {
+	return stream == "stdout" || stream == "stderr" || stream == "pty" && e.PTY
 }
 
-// exitStatus is a process's end as the exit frame (or wait) reports it.
-type exitStatus struct {
-	code   *int
-	signal *string
+// ExitStatus is a process's end as the exit frame (or wait) reports it.
+type ExitStatus struct {
+	Code   *int
+	Signal *string
 }
 
 // exitOf reads an exit frame's (or wait answer's) status: an integer
 // exit_code, a string signal, or both; an exit_code or a signal matching
 // ^SIG[A-Z0-9]+$ is required.
-func exitOf(o object) (*exitStatus, error) {
-	var st exitStatus
-	if f, ok := o.num("exit_code"); ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 {
+func exitOf(o Object) (*ExitStatus, error) {
+	var st ExitStatus
+	if f, ok := o.Num("exit_code"); ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 {
 		code := int(f)
-		st.code = &code
+		st.Code = &code
 	}
-	if s, ok := o.str("signal"); ok {
-		st.signal = &s
+	if s, ok := o.Str("signal"); ok {
+		st.Signal = &s
 	}
-	if st.code == nil && (st.signal == nil || !signalRE.MatchString(*st.signal)) {
-		return nil, errExitMissing
+	if st.Code == nil && (st.Signal == nil || !signalRE.MatchString(*st.Signal)) {
+		return nil, ErrExitMissing
 	}
 	return &st, nil
 }
@@ -140,13 +140,13 @@ func exitOf(o object) (*exitStatus, error) {
 // handle applies one frame: data is delivered once in order (replays at or
 // below cursor are skipped), heartbeats are ignored, and the exit frame ends
 // the stream. It returns the exit status when the frame was the exit.
-func (e *follower) handle(fr object) (*exitStatus, error) {
-	typ, _ := fr.str("type")
+func (e *Follower) handle(fr Object) (*ExitStatus, error) {
+	typ, _ := fr.Str("type")
 	switch typ {
 	case "heartbeat":
 		return nil, nil
 	case "data":
-		seq, ok := fr.num("seq")
+		seq, ok := fr.Num("seq")
 		if !ok || seq != math.Trunc(seq) || seq < 1 || seq > 1<<53-1 {
 			return nil, errInvalidSeq
 		}
@@ -154,10 +154,10 @@ func (e *follower) handle(fr object) (*exitStatus, error) {
 			return nil, nil
 		}
 		if int64(seq) != e.cursor+1 {
-			return nil, errSeqGap
+			return nil, ErrSeqGap
 		}
-		stream, _ := fr.str("stream")
-		data, okData := fr.str("data_base64")
+		stream, _ := fr.Str("stream")
+		data, okData := fr.Str("data_base64")
 		if !e.validStream(stream) || !okData || !canonicalBase64(data) {
 			return nil, errInvalidOutput
 		}
@@ -165,13 +165,13 @@ func (e *follower) handle(fr object) (*exitStatus, error) {
 		if err != nil {
 			return nil, errInvalidOutput
 		}
-		e.deliver(stream, b)
+		e.Deliver(stream, b)
 		e.cursor = int64(seq)
 		return nil, nil
 	case "exit":
 		return exitOf(fr)
 	case "error":
-		if msg, _ := fr.str("error"); msg == "output_offset_expired" {
+		if msg, _ := fr.Str("error"); msg == "output_offset_expired" {
 			return nil, errEvicted
 		}
 		return nil, errStreamError

@@ -1,4 +1,4 @@
-package createos
+package api
 
 import (
 	"context"
@@ -12,29 +12,29 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// maxReconnects bounds how often one process's output is reconnected
+// MaxReconnects bounds how often one process's output is reconnected
 // before its exit is recovered through wait, and again after that.
-const maxReconnects = 3
+const MaxReconnects = 3
 
 // waitQuery is the process wait the reference sends: the whole tree, 30 s.
 const waitQuery = "/wait?scope=tree&timeout_ms=30000"
 
-// follower reads one managed process's output journal over /connect
+// Follower reads one managed process's output journal over /connect
 // (execute.ts followProcess of v0.3).
-type follower struct {
-	c    *Client
-	path string // /sandboxes/{id}/processes/{pid}
-	// deliver gets each data frame's bytes once, in order; they are the
+type Follower struct {
+	Client    *Client
+	Path string // /sandboxes/{id}/processes/{pid}
+	// Deliver gets each data frame's bytes once, in order; they are the
 	// caller's to keep.
-	deliver func(stream string, p []byte)
-	pty     bool // pty frames are valid (a session's process)
+	Deliver func(stream string, p []byte)
+	PTY     bool // pty frames are valid (a session's process)
 	cursor  int64
-	delay   time.Duration // between reconnects (250 ms)
-	replay  time.Duration // before replaying past a recovered exit (1 s)
-	// attached, when set, runs once, when the first connect has answered
+	Delay   time.Duration // between reconnects (250 ms)
+	Replay  time.Duration // before replaying past a recovered exit (1 s)
+	// Attached, when set, runs once, when the first connect has answered
 	// and before its body is read: a command opens its start gate there.
 	// Its error ends the follow.
-	attached func(ctx context.Context) error
+	Attached func(ctx context.Context) error
 }
 
 // followState is what one follow counts across its connections: the
@@ -45,18 +45,18 @@ type followState struct {
 	recovered  *recoveredExit
 }
 
-// follow connects (and reconnects) until the process's exit: its exit
-// frame, or past maxReconnects streams that ended without one, the exit
+// Follow connects (and reconnects) until the process's exit: its exit
+// frame, or past MaxReconnects streams that ended without one, the exit
 // wait reports once every frame up to its newest_seq was read (ended).
 // Retryable: a failed connect with 429, 5xx or a transport error, and a
 // stream that ends or breaks without an exit. Protocol errors are fatal.
-func (f *follower) follow(ctx context.Context) (*exitStatus, error) {
+func (f *Follower) Follow(ctx context.Context) (*ExitStatus, error) {
 	var s followState
 	for {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		resp, err := f.c.request(ctx, http.MethodGet, f.path+"/connect?after="+strconv.FormatInt(f.cursor, 10), nil, "")
+		resp, err := f.Client.request(ctx, http.MethodGet, f.Path+"/connect?after="+strconv.FormatInt(f.cursor, 10), nil, "")
 		if err != nil {
 			if err := f.connectFailed(ctx, err, &s); err != nil {
 				return nil, err
@@ -82,18 +82,18 @@ func (f *follower) follow(ctx context.Context) (*exitStatus, error) {
 // after the delay, else the error that ends the follow (410 is evicted
 // output; other statuses below 500 but 429, and an ended ctx, are final;
 // past the reconnects the connection failed).
-func (f *follower) connectFailed(ctx context.Context, err error, s *followState) error {
-	if isStatus(err, http.StatusGone) {
+func (f *Follower) connectFailed(ctx context.Context, err error, s *followState) error {
+	if IsStatus(err, http.StatusGone) {
 		return errEvicted
 	}
 	var ae *APIError
 	if ctx.Err() != nil || errors.As(err, &ae) && ae.Status < 500 && ae.Status != http.StatusTooManyRequests {
 		return err
 	}
-	if s.reconnects++; s.reconnects > maxReconnects {
+	if s.reconnects++; s.reconnects > MaxReconnects {
 		return errOutputConnection
 	}
-	return sleep(ctx, f.delay)
+	return sleep(ctx, f.Delay)
 }
 
 // ended decides on a stream that ended without an exit (v0.3): within the
@@ -102,9 +102,9 @@ func (f *follower) connectFailed(ctx context.Context, err error, s *followState)
 // up to the journal's newest was read; else the reconnects start over
 // after the replay delay, for the missing tail. Past them again, the
 // recovered exit is the result only if the tail arrived meanwhile.
-func (f *follower) ended(ctx context.Context, s *followState) (*exitStatus, error) {
-	if s.reconnects++; s.reconnects <= maxReconnects {
-		return nil, sleep(ctx, f.delay)
+func (f *Follower) ended(ctx context.Context, s *followState) (*ExitStatus, error) {
+	if s.reconnects++; s.reconnects <= MaxReconnects {
+		return nil, sleep(ctx, f.Delay)
 	}
 	if s.recovered == nil {
 		rec, err := f.recover(ctx)
@@ -115,7 +115,7 @@ func (f *follower) ended(ctx context.Context, s *followState) (*exitStatus, erro
 			return &rec.exit, nil
 		}
 		s.recovered, s.reconnects = rec, 0
-		return nil, sleep(ctx, f.replay)
+		return nil, sleep(ctx, f.Replay)
 	}
 	if f.cursor == s.recovered.newestSeq {
 		return &s.recovered.exit, nil
@@ -125,10 +125,10 @@ func (f *follower) ended(ctx context.Context, s *followState) (*exitStatus, erro
 
 // recover asks GET …/wait for the exit of the whole tree, again at once
 // while it answers 408 (the wait timed out), until ctx ends.
-func (f *follower) recover(ctx context.Context) (*recoveredExit, error) {
+func (f *Follower) recover(ctx context.Context) (*recoveredExit, error) {
 	for {
-		data, err := f.c.json(ctx, http.MethodGet, f.path+waitQuery, nil)
-		if isStatus(err, http.StatusRequestTimeout) && ctx.Err() == nil {
+		data, err := f.Client.JSON(ctx, http.MethodGet, f.Path+waitQuery, nil)
+		if IsStatus(err, http.StatusRequestTimeout) && ctx.Err() == nil {
 			continue
 		}
 		if err != nil {
@@ -136,7 +136,7 @@ func (f *follower) recover(ctx context.Context) (*recoveredExit, error) {
 		}
 		rec, err := recoveredExitOf(data, f.cursor)
 		if err == nil {
-			zerolog.Ctx(ctx).Info().Str("path", f.path).Int64("cursor", f.cursor).Int64("newestSeq", rec.newestSeq).
+			zerolog.Ctx(ctx).Info().Str("path", f.Path).Int64("cursor", f.cursor).Int64("newestSeq", rec.newestSeq).
 				Msg("CreateOS process exit recovered through wait")
 		}
 		return rec, err
@@ -145,38 +145,38 @@ func (f *follower) recover(ctx context.Context) (*recoveredExit, error) {
 
 // recoveredExit is an exit wait reported, with the journal's newest seq.
 type recoveredExit struct {
-	exit      exitStatus
+	exit      ExitStatus
 	newestSeq int64
 }
 
 // recoveredExitOf reads a wait answer for a reader at cursor: output must
 // be an object whose newest_seq is a safe integer at or past cursor, and
 // the exit is read as the exit frame's, an empty signal being none.
-func recoveredExitOf(data object, cursor int64) (*recoveredExit, error) {
-	out, ok := asObject(data["output"])
+func recoveredExitOf(data Object, cursor int64) (*recoveredExit, error) {
+	out, ok := AsObject(data["output"])
 	if !ok {
-		return nil, errInvalidResponse
+		return nil, ErrInvalidResponse
 	}
-	n, ok := out.num("newest_seq")
+	n, ok := out.Num("newest_seq")
 	if !ok || n != math.Trunc(n) || math.Abs(n) > 1<<53-1 || int64(n) < cursor {
-		return nil, errJournalInvalid
+		return nil, ErrJournalInvalid
 	}
 	st, err := exitOf(data)
 	if err != nil {
 		return nil, err
 	}
-	if st.signal != nil && *st.signal == "" {
-		st.signal = nil
+	if st.Signal != nil && *st.Signal == "" {
+		st.Signal = nil
 	}
 	return &recoveredExit{exit: *st, newestSeq: int64(n)}, nil
 }
 
 // read consumes one connection's frames; nil, nil means the stream ended
 // without an exit. The attached hook, if it has yet to run, runs first.
-func (f *follower) read(ctx context.Context, resp *http.Response) (*exitStatus, error) {
+func (f *Follower) read(ctx context.Context, resp *http.Response) (*ExitStatus, error) {
 	defer resp.Body.Close()
-	if hook := f.attached; hook != nil {
-		f.attached = nil
+	if hook := f.Attached; hook != nil {
+		f.Attached = nil
 		if err := hook(ctx); err != nil {
 			return nil, err
 		}

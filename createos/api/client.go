@@ -1,8 +1,10 @@
-package createos
+package api
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -22,17 +24,60 @@ const maxJSONBody = 16 << 20
 // Client talks to one CreateOS origin with one key. Every request goes to
 // ${origin}/v1${path}, carries X-Api-Key, refuses redirects and is paced.
 type Client struct {
-	cfg   Config
-	key   string
-	http  *http.Client
-	pacer Pacer
-	// poll is the transition polling interval (250 ms).
+	origin string
+	key    string
+	shape  string
+	// timeout bounds a sandbox delete made for cleanup.
+	timeout time.Duration
+	http    *http.Client
+	pacer   Pacer
+	// poll is the transition polling interval.
 	poll time.Duration
 	// maxDownload bounds the bytes one file download writes.
 	maxDownload int64
-	// forkRetry spaces fork attempts that met a 409 (250 ms).
+	// forkRetry spaces fork attempts that met a 409.
 	forkRetry time.Duration
 }
+
+// Options configure a Client. Origin, Key and Shape are the environment's
+// (an origin without a trailing /v1); a zero HTTP is http.DefaultClient
+// (redirects are refused either way), a nil Pacer is NoPacing, and zero
+// durations are the defaults: Poll and ForkRetry 250 ms.
+type Options struct {
+	Origin, Key, Shape string
+	// Timeout bounds a sandbox delete made for cleanup (config.timeoutMs).
+	Timeout     time.Duration
+	HTTP        *http.Client
+	Pacer       Pacer
+	Poll        time.Duration
+	MaxDownload int64
+	ForkRetry   time.Duration
+}
+
+// DefaultPoll is the transition polling interval.
+const DefaultPoll = 250 * time.Millisecond
+
+// New returns a client for o.
+func New(o Options) *Client {
+	c := &Client{
+		origin: o.Origin, key: o.Key, shape: o.Shape, timeout: o.Timeout,
+		http: noRedirects(o.HTTP), pacer: o.Pacer, poll: o.Poll,
+		maxDownload: o.MaxDownload, forkRetry: o.ForkRetry,
+	}
+	if c.pacer == nil {
+		c.pacer = NoPacing
+	}
+	if c.poll <= 0 {
+		c.poll = DefaultPoll
+	}
+	if c.forkRetry <= 0 {
+		c.forkRetry = DefaultForkRetry
+	}
+	return c
+}
+
+// Origin is the API origin the client sends to.
+func (c *Client) Origin() string { return c.origin }
 
 // jsonUnmarshal decodes raw into v.
 func jsonUnmarshal(raw json.RawMessage, v any) error { return json.Unmarshal(raw, v) }
@@ -60,26 +105,26 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte, 
 		hdr.Set("Content-Type", contentType)
 	}
 	if body == nil {
-		return c.send(ctx, method, path, nil, 0, hdr)
+		return c.Send(ctx, method, path, nil, 0, hdr)
 	}
-	return c.send(ctx, method, path, bytes.NewReader(body), int64(len(body)), hdr)
+	return c.Send(ctx, method, path, bytes.NewReader(body), int64(len(body)), hdr)
 }
 
-// send paces and sends one request with the headers hdr whose body (size
+// Send paces and sends one request with the headers hdr whose body (size
 // bytes; nil for none) is streamed, and turns a non-2xx status into an
 // APIError without reading the body. A request that was never handed to
 // the transport (the pacer or ctx refused it first, or it could not be
 // built) fails with an *unsentError: it cannot have reached the provider.
-func (c *Client) send(ctx context.Context, method, path string, body io.Reader, size int64, hdr http.Header) (*http.Response, error) {
-	if err := c.pacer.Wait(ctx, c.cfg.APIURL); err != nil {
+func (c *Client) Send(ctx context.Context, method, path string, body io.Reader, size int64, hdr http.Header) (*http.Response, error) {
+	if err := c.pacer.Wait(ctx, c.origin); err != nil {
 		return nil, &unsentError{err}
 	}
 	if ctx.Err() != nil {
 		return nil, &unsentError{context.Cause(ctx)}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.cfg.APIURL+"/v1"+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, c.origin+"/v1"+path, nil)
 	if err != nil {
-		return nil, &unsentError{errConnection}
+		return nil, &unsentError{ErrConnection}
 	}
 	if body != nil {
 		req.Body, req.ContentLength = io.NopCloser(body), size
@@ -97,7 +142,7 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 			return nil, context.Cause(ctx)
 		}
 		// The cause is dropped on purpose: it names the URL.
-		return nil, errConnection
+		return nil, ErrConnection
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		resp.Body.Close()
@@ -126,24 +171,24 @@ func operationLabel(path string) string {
 	return "sandbox lifecycle"
 }
 
-// object is a decoded JSON object whose values are decoded on use.
-type object map[string]json.RawMessage
+// Object is a decoded JSON Object whose values are decoded on use.
+type Object map[string]json.RawMessage
 
-// asObject decodes raw as a non-array JSON object.
-func asObject(raw json.RawMessage) (object, bool) {
+// AsObject decodes raw as a non-array JSON object.
+func AsObject(raw json.RawMessage) (Object, bool) {
 	t := bytes.TrimLeft(raw, " \t\r\n")
 	if len(t) == 0 || t[0] != '{' {
 		return nil, false
 	}
-	var o object
+	var o Object
 	if json.Unmarshal(t, &o) != nil {
 		return nil, false
 	}
 	return o, true
 }
 
-// str returns the string value of key.
-func (o object) str(key string) (string, bool) {
+// Str returns the string value of key.
+func (o Object) Str(key string) (string, bool) {
 	var s string
 	raw, ok := o[key]
 	if !ok || len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
@@ -152,8 +197,8 @@ func (o object) str(key string) (string, bool) {
 	return s, true
 }
 
-// num returns the number value of key.
-func (o object) num(key string) (float64, bool) {
+// Num returns the number value of key.
+func (o Object) Num(key string) (float64, bool) {
 	raw, ok := o[key]
 	if !ok {
 		return 0, false
@@ -166,17 +211,17 @@ func (o object) num(key string) (float64, bool) {
 	return f, true
 }
 
-// isTrue reports whether key is the JSON literal true.
-func (o object) isTrue(key string) bool {
+// IsTrue reports whether key is the JSON literal true.
+func (o Object) IsTrue(key string) bool {
 	return string(bytes.TrimSpace(o[key])) == "true"
 }
 
 // jsonBytes is body as JSON.
 func jsonBytes(body any) ([]byte, error) { return json.Marshal(body) }
 
-// json sends body (if not nil) as JSON and returns the data of a JSend
+// JSON sends body (if not nil) as JSON and returns the data of a JSend
 // success envelope.
-func (c *Client) json(ctx context.Context, method, path string, body any) (object, error) {
+func (c *Client) JSON(ctx context.Context, method, path string, body any) (Object, error) {
 	var buf []byte
 	ct := ""
 	if body != nil {
@@ -198,74 +243,74 @@ func (c *Client) json(ctx context.Context, method, path string, body any) (objec
 		}
 		return nil, errInvalidJSON
 	}
-	env, ok := asObject(raw)
+	env, ok := AsObject(raw)
 	if !ok {
 		return nil, errInvalidJSON
 	}
-	if status, _ := env.str("status"); status != "success" {
+	if status, _ := env.Str("status"); status != "success" {
 		return nil, errUnsuccessful
 	}
-	data, ok := asObject(env["data"])
+	data, ok := AsObject(env["data"])
 	if !ok {
-		return nil, errInvalidResponse
+		return nil, ErrInvalidResponse
 	}
 	return data, nil
 }
 
-var identifierRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`)
+var IDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`)
 
-// identifier checks a sandbox, process or lease id before it is used in a
+// CheckID checks a sandbox, process or lease id before it is used in a
 // path.
-func identifier(s string) (string, error) {
-	if !identifierRE.MatchString(s) {
-		return "", errInvalidID
+func CheckID(s string) (string, error) {
+	if !IDPattern.MatchString(s) {
+		return "", ErrInvalidID
 	}
 	return s, nil
 }
 
-// getSandbox returns the sandbox's status.
-func (c *Client) getSandbox(ctx context.Context, id string) (string, error) {
-	if _, err := identifier(id); err != nil {
+// Status returns the sandbox's status.
+func (c *Client) Status(ctx context.Context, id string) (string, error) {
+	if _, err := CheckID(id); err != nil {
 		return "", err
 	}
-	data, err := c.json(ctx, http.MethodGet, "/sandboxes/"+id, nil)
+	data, err := c.JSON(ctx, http.MethodGet, "/sandboxes/"+id, nil)
 	if err != nil {
 		return "", err
 	}
-	got, okID := data.str("id")
-	status, okStatus := data.str("status")
+	got, okID := data.Str("id")
+	status, okStatus := data.Str("status")
 	if !okID || got != id || !okStatus {
 		return "", errSandboxIdentity
 	}
 	return status, nil
 }
 
-// destroySandbox deletes the sandbox under a fresh deadline (cut to what is
+// Destroy deletes the sandbox under a fresh deadline (cut to what is
 // left of the call's budget); 404 counts as done.
-func (c *Client) destroySandbox(ctx context.Context, id string) error {
-	if _, err := identifier(id); err != nil {
+func (c *Client) Destroy(ctx context.Context, id string) error {
+	if _, err := CheckID(id); err != nil {
 		return err
 	}
-	ctx, cancel := deadline.Cleanup(ctx, c.cfg.timeout())
+	ctx, cancel := deadline.Cleanup(ctx, c.timeout)
 	defer cancel()
-	if _, err := c.json(ctx, http.MethodDelete, "/sandboxes/"+id, nil); err != nil && !isStatus(err, http.StatusNotFound) {
+	if _, err := c.JSON(ctx, http.MethodDelete, "/sandboxes/"+id, nil); err != nil && !IsStatus(err, http.StatusNotFound) {
 		return err
 	}
 	return nil
 }
 
-// transition brings the sandbox to desired ("running" or "paused"),
+// Transition brings the sandbox to desired ("running" or "paused"),
 // submitting the action until the provider takes it (once, unless it
 // answers 409) and polling until the state is reached, under ctx's
 // deadline.
-func (c *Client) transition(ctx context.Context, id, desired string) error {
-	return c.reach(ctx, id, desired, "")
+func (c *Client) Transition(ctx context.Context, id, desired string) error {
+	return c.Reach(ctx, id, desired, "")
 }
 
-// reach is transition from a state already known (known; "" for none): a
+// Reach is transition from a state already known (known; "" for none): a
 // row just read, created or forked needs no second read, and an action
 // whose answer shows the desired state needs no poll.
-func (c *Client) reach(ctx context.Context, id, desired, known string) error {
+func (c *Client) Reach(ctx context.Context, id, desired, known string) error {
 	submitted := false
 	for {
 		if ctx.Err() != nil {
@@ -274,7 +319,7 @@ func (c *Client) reach(ctx context.Context, id, desired, known string) error {
 		status := known
 		if known = ""; status == "" {
 			var err error
-			if status, err = c.getSandbox(ctx, id); err != nil {
+			if status, err = c.Status(ctx, id); err != nil {
 				return err
 			}
 		}
@@ -313,14 +358,14 @@ func (c *Client) submit(ctx context.Context, id, desired string) (answered strin
 	if desired == "running" {
 		action = "resume"
 	}
-	data, err := c.json(ctx, http.MethodPost, "/sandboxes/"+id+"/"+action, nil)
-	if isStatus(err, http.StatusConflict) {
+	data, err := c.JSON(ctx, http.MethodPost, "/sandboxes/"+id+"/"+action, nil)
+	if IsStatus(err, http.StatusConflict) {
 		return "", false, nil
 	}
 	if err != nil {
 		return "", false, err
 	}
-	status, _ := data.str("status")
+	status, _ := data.Str("status")
 	return status, true, nil
 }
 
@@ -336,10 +381,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// upload writes content to the absolute guest path (the provider creates
+// Upload writes content to the absolute guest path (the provider creates
 // missing parents).
-func (c *Client) upload(ctx context.Context, id, path string, content []byte) error {
-	if _, err := identifier(id); err != nil {
+func (c *Client) Upload(ctx context.Context, id, path string, content []byte) error {
+	if _, err := CheckID(id); err != nil {
 		return err
 	}
 	if content == nil {
@@ -353,35 +398,46 @@ func (c *Client) upload(ctx context.Context, id, path string, content []byte) er
 	return nil
 }
 
-// execResult is the part of an /exec answer the plugin reads.
-type execResult struct {
-	exitCode float64
-	hasCode  bool
-	stdout   string
-	hasOut   bool
+// ExecResult is the part of an /exec answer the plugin reads.
+type ExecResult struct {
+	ExitCode float64
+	HasCode  bool
+	Stdout   string
+	HasOut   bool
 }
 
-// exec runs cmd with args to completion through /exec.
-func (c *Client) exec(ctx context.Context, id, cmd string, args ...string) (execResult, error) {
-	var r execResult
-	if _, err := identifier(id); err != nil {
+// Exec runs cmd with args to completion through /Exec.
+func (c *Client) Exec(ctx context.Context, id, cmd string, args ...string) (ExecResult, error) {
+	var r ExecResult
+	if _, err := CheckID(id); err != nil {
 		return r, err
 	}
 	if args == nil {
 		args = []string{}
 	}
-	data, err := c.json(ctx, http.MethodPost, "/sandboxes/"+id+"/exec", map[string]any{"cmd": cmd, "args": args})
+	data, err := c.JSON(ctx, http.MethodPost, "/sandboxes/"+id+"/exec", map[string]any{"cmd": cmd, "args": args})
 	if err != nil {
 		return r, err
 	}
-	res, ok := asObject(data["result"])
+	res, ok := AsObject(data["result"])
 	if !ok {
-		return r, errInvalidResponse
+		return r, ErrInvalidResponse
 	}
-	r.exitCode, r.hasCode = res.num("exit_code")
-	r.stdout, r.hasOut = res.str("stdout")
+	r.ExitCode, r.HasCode = res.Num("exit_code")
+	r.Stdout, r.HasOut = res.Str("stdout")
 	return r, nil
 }
 
-// ok reports exit code 0.
-func (r execResult) ok() bool { return r.hasCode && r.exitCode == 0 }
+// OK reports exit code 0.
+func (r ExecResult) OK() bool { return r.HasCode && r.ExitCode == 0 }
+
+// Timeout is the environment's request timeout (config.timeoutMs), which
+// bounds a sandbox delete made for cleanup.
+func (c *Client) Timeout() time.Duration { return c.timeout }
+
+// KeyDigest is the hex SHA-256 of the client's key: what may name the
+// caller's account where the key itself must not appear.
+func (c *Client) KeyDigest() string {
+	sum := sha256.Sum256([]byte(c.key))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,4 +1,4 @@
-package createos
+package api
 
 import (
 	"context"
@@ -33,10 +33,6 @@ var NoPacing Pacer = PacerFunc(func(ctx context.Context, _ string) error {
 	return nil
 })
 
-// sharedPacer is the worker-wide pacer every Driver uses by default: all
-// leases, commands and cleanups to one origin share its budget.
-var sharedPacer = NewRequestPacer(RequestInterval)
-
 // Urgent marks ctx's requests as ones that end a session. The pacer starts
 // an urgent request before every queued request that is not urgent (still
 // spaced): the host retires the whole worker when a session close is not
@@ -47,7 +43,7 @@ func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx,
 
 type urgentKey struct{}
 
-func isUrgent(ctx context.Context) bool { u, _ := ctx.Value(urgentKey{}).(bool); return u }
+func IsUrgent(ctx context.Context) bool { u, _ := ctx.Value(urgentKey{}).(bool); return u }
 
 // RequestPacer spaces request starts per origin: each start is at least
 // interval after the previous start to the same origin, urgent requests
@@ -82,7 +78,7 @@ func (p *RequestPacer) Wait(ctx context.Context, origin string) error {
 	key := hex.EncodeToString(sum[:])
 	turn := make(chan struct{})
 	class := 1
-	if isUrgent(ctx) {
+	if IsUrgent(ctx) {
 		class = 0
 	}
 	p.mu.Lock()

@@ -1,4 +1,4 @@
-package createos
+package api
 
 import (
 	"bufio"
@@ -16,9 +16,9 @@ import (
 // readFrames reads every frame of data with a frame limit of limit units
 // and a read buffer of size bytes, and the error that ended the stream
 // (nil at its end). A reader that reported the end keeps reporting it.
-func readFrames(t *testing.T, data []byte, limit, size int) ([]object, error) {
+func readFrames(t *testing.T, data []byte, limit, size int) ([]Object, error) {
 	fr := &frameReader{r: bufio.NewReaderSize(bytes.NewReader(data), size), limit: limit}
-	var frames []object
+	var frames []Object
 	for {
 		o, err := fr.next()
 		if err == io.EOF {
@@ -39,8 +39,8 @@ func readFrames(t *testing.T, data []byte, limit, size int) ([]object, error) {
 // without its newline) is a frame, in order; the first line longer than
 // limit units, blank or not, or the first that is no JSON object, ends the
 // stream with the reference's error.
-func linesOf(data []byte, limit int) ([]object, error) {
-	var frames []object
+func linesOf(data []byte, limit int) ([]Object, error) {
+	var frames []Object
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		if utf16.Len(line) > limit {
 			return frames, errFrameTooLarge
@@ -48,7 +48,7 @@ func linesOf(data []byte, limit int) ([]object, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var o object
+		var o Object
 		if !json.Valid(line) || bytes.TrimLeft(line, " \t\r\n")[0] != '{' || json.Unmarshal(line, &o) != nil {
 			return frames, errInvalidFrame
 		}
@@ -71,7 +71,7 @@ func FuzzFrameReader(f *testing.F) {
 	for _, seed := range []string{
 		"",
 		"\n\n",
-		dataFrame(1, "stdout", "hi\n") + "\n" + `{"type":"heartbeat"}` + "\n" + `{"type":"exit","exit_code":0}` + "\n",
+		`{"type":"data","seq":1,"stream":"stdout","data_base64":"aGkK"}` + "\n" + `{"type":"heartbeat"}` + "\n" + `{"type":"exit","exit_code":0}` + "\n",
 		`{"type":"exit","signal":"SIGKILL"}`,
 		"  \t\r\n{\"type\":\"heartbeat\"}\r\n\n \u00a0\n",
 		`{"type":"data"}` + "\nnot json\n" + `{"type":"exit"}`,
@@ -146,7 +146,7 @@ func TestFrameReaderAtTheLimit(t *testing.T) {
 
 // normalize decodes each frame's values, so that frames compare by what
 // they hold rather than by how their JSON was spaced.
-func normalize(t *testing.T, frames []object) []map[string]any {
+func normalize(t *testing.T, frames []Object) []map[string]any {
 	out := make([]map[string]any, len(frames))
 	for i, o := range frames {
 		out[i] = map[string]any{}

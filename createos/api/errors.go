@@ -1,0 +1,99 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
+)
+
+// APIError is a non-2xx answer. The body is never read: provider bodies may
+// echo credentials or command input.
+type APIError struct {
+	Status int
+	// Label is chosen from the request path only.
+	Label string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("CreateOS request failed (HTTP %d) during %s.", e.Status, e.Label)
+}
+
+// OperatorMessage marks the text as written for operators: it holds only
+// the status and a label chosen from the request path.
+func (e *APIError) OperatorMessage() string { return e.Error() }
+
+// IsStatus reports whether err is an APIError with one of the statuses.
+func IsStatus(err error, statuses ...int) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	for _, s := range statuses {
+		if ae.Status == s {
+			return true
+		}
+	}
+	return false
+}
+
+// unsentError is a request that was never handed to the transport: the
+// pacer or its context refused it first. Nothing of it reached the
+// provider. Its text and what it matches are its cause's.
+type unsentError struct{ cause error }
+
+func (e *unsentError) Error() string { return e.cause.Error() }
+func (e *unsentError) Unwrap() error { return e.cause }
+
+// MayHaveCreated reports whether a creation request that answered err may
+// have created something all the same: unless it was never sent, or the
+// provider refused it (an HTTP status below 500), it may have.
+func MayHaveCreated(err error) bool {
+	var unsent *unsentError
+	var ae *APIError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &unsent):
+		return false
+	case errors.As(err, &ae):
+		return ae.Status >= 500
+	}
+	return true
+}
+
+// The provider's answers the client refuses, in the reference plugin's
+// words.
+var (
+	ErrConnection          = operator.New("CreateOS connection failed.")
+	errInvalidJSON         = operator.New("CreateOS returned invalid JSON.")
+	errUnsuccessful        = operator.New("CreateOS returned an unsuccessful response.")
+	ErrInvalidResponse     = operator.New("CreateOS returned an invalid response.")
+	ErrInvalidID           = operator.New("CreateOS returned an invalid resource ID.")
+	errSandboxIdentity     = operator.New("CreateOS sandbox identity or state is invalid.")
+	errFrameTooLarge       = operator.New("CreateOS process frame is too large.")
+	errInvalidFrame        = operator.New("CreateOS returned an invalid process frame.")
+	errEvicted             = operator.New("CreateOS process output was evicted before it could be read.")
+	errOutputConnection    = operator.New("CreateOS process output connection failed.")
+	errInvalidSeq          = operator.New("CreateOS process sequence is invalid.")
+	ErrSeqGap              = operator.New("CreateOS process output has a sequence gap.")
+	errInvalidOutput       = operator.New("CreateOS process output is invalid.")
+	ErrExitMissing         = operator.New("CreateOS process exit status is missing.")
+	errStreamError         = operator.New("CreateOS process stream reported an error.")
+	errUnknownEvent        = operator.New("CreateOS returned an unknown process event.")
+	errDownloadNoBody      = operator.New("CreateOS file download has no body.")
+	ErrDownloadEncoded     = operator.New("CreateOS file download was content-encoded; only raw bytes are accepted.")
+	ErrDownloadTooLarge    = operator.New("CreateOS file download exceeds the 11 GiB transfer limit.")
+	errRootfsDefault       = operator.New("CreateOS rootfs catalog did not provide a valid default.")
+	errCommandStreamError  = operator.New("CreateOS command stream reported an error.")
+	errCommandStreamEvent  = operator.New("CreateOS returned an invalid command stream event.")
+	errCommandStreamNoExit = operator.New("CreateOS command stream ended without an exit status.")
+	ErrJournalInvalid      = operator.New("CreateOS process output journal is invalid.")
+	errReplayIncomplete    = operator.New("CreateOS process stream ended before all output could be replayed.")
+)
+
+// errDidNotReach is the transition failure for desired (v0.3: with the
+// state the provider reports).
+func errDidNotReach(desired, status string) error {
+	return operator.New("CreateOS sandbox did not reach " + desired + "; provider state is " + status + ".")
+}
