@@ -49,7 +49,6 @@ var (
 	// file-sync.ts: sync mappings and transfers
 	errRemoteNotConfined  = operator.New("CreateOS transfer requires a confined absolute sandbox path.")
 	errRemoteEscapes      = operator.New("CreateOS transfer path escapes the workspace.")
-	errUnsafeArchive      = operator.New("CreateOS archive contains unsafe entries or exceeds the extraction limit.")
 	errTransferCommand    = operator.New("CreateOS transfer command failed.")
 	errTransferKind       = operator.New("Unsupported CreateOS transfer kind.")
 	errHostPath           = operator.New("CreateOS transfer requires an absolute host path.")
@@ -72,9 +71,6 @@ var (
 	errSessionOver  = operator.New("CreateOS session was closed.")
 
 	// Ours: host sources that are not read (hostfile.go).
-	errSourceNotFile = operator.New("CreateOS transfer source must be a regular file; fifos, devices and sockets are not transferred.")
-	errSourceNotDir  = operator.New("CreateOS transfer source must be a directory.")
-	errSourceChanged = operator.New("CreateOS transfer source changed while it was being read; sync again once it is left alone.")
 
 	// Ours: downloads are raw bytes, written under a limit (sync_transfer.go).
 )
@@ -141,15 +137,3 @@ var ()
 // errStopped is the cause given to tracked calls stopped by release,
 // destroy or shutdown.
 var errStopped = operator.New("CreateOS lease is being released.")
-
-// errLinkLoop and errLinkOutside refuse a host symlink that followSymlinks
-// cannot follow (hostfile.go).
-func errLinkLoop(entry string) error {
-	return operator.Errorf("CreateOS cannot follow host symlink %q: it meets too many levels of symbolic links.", entry)
-}
-
-// errLinkOutside is the refusal of a followed host symlink that leads
-// outside the mapping's source directory.
-func errLinkOutside(entry string) error {
-	return operator.Errorf("CreateOS does not follow host symlink %q: it leads outside the source directory; stage the file inside the source directory or omit followSymlinks.", entry)
-}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/archive"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
@@ -47,7 +48,7 @@ func (l *landing) placeFile(target string, mode os.FileMode) error {
 // what exclude drops, and applies mode to target when there is one. It
 // returns the number of regular files kept.
 func (l *landing) extract(target string, mode *uint32, exclude syncrule.Exclude) (int64, error) {
-	files, err := validateArchive(l.data, exclude)
+	files, err := archive.Validate(l.data, exclude)
 	if err != nil {
 		return 0, err
 	}
@@ -63,7 +64,7 @@ func (l *landing) extract(target string, mode *uint32, exclude syncrule.Exclude)
 	} else if info.Mode()&os.ModeSymlink != 0 {
 		return 0, errArchiveDestLink
 	}
-	if err := extractArchive(l.data, target, exclude); err != nil {
+	if err := archive.Extract(l.data, target, exclude); err != nil {
 		return 0, err
 	}
 	if mode != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen/safeopentest"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
 // Ports of file-sync.test.ts, against the stub provider.
@@ -686,82 +685,6 @@ func TestSyncPercentSInAPathIsThePath(t *testing.T) {
 	}
 	if got := s.gotCommands(); !reflect.DeepEqual(got, want) {
 		t.Errorf("commands\n%q\nwant\n%q", got, want)
-	}
-}
-
-func TestValidateArchive(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		hdrs  []*tar.Header
-		files int64
-		ok    bool
-	}{
-		{"plain", []*tar.Header{{Name: "./", Typeflag: tar.TypeDir}, {Name: "./a", Typeflag: tar.TypeReg, Size: 2}, {Name: "./d/", Typeflag: tar.TypeDir}, {Name: "./d/l", Typeflag: tar.TypeSymlink, Linkname: "../a"}, {Name: "./h", Typeflag: tar.TypeLink, Linkname: "./a"}}, 1, true},
-		{"absolute", []*tar.Header{{Name: "/a", Typeflag: tar.TypeReg}}, 0, false},
-		{"dotdot", []*tar.Header{{Name: "a/../../b", Typeflag: tar.TypeReg}}, 0, false},
-		{"backslash", []*tar.Header{{Name: `a\b`, Typeflag: tar.TypeReg}}, 1, filepath.Separator != '\\'},
-		{"fifo and devices are skipped", []*tar.Header{{Name: "f", Typeflag: tar.TypeFifo}, {Name: "c", Typeflag: tar.TypeChar}, {Name: "b", Typeflag: tar.TypeBlock}}, 0, true},
-		{"absolute symlink", []*tar.Header{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}}, 0, true},
-		{"escaping symlink", []*tar.Header{{Name: "d/l", Typeflag: tar.TypeSymlink, Linkname: "../../x"}}, 0, true},
-		{"dangling symlink", []*tar.Header{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "nowhere"}}, 0, true},
-		{"symlink target with a backslash", []*tar.Header{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: `..\x`}}, 0, true},
-		{"empty symlink", []*tar.Header{{Name: "l", Typeflag: tar.TypeSymlink}}, 0, false},
-		{"escaping hard link", []*tar.Header{{Name: "h", Typeflag: tar.TypeLink, Linkname: "../x"}}, 0, false},
-		{"absolute hard link", []*tar.Header{{Name: "h", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}}, 0, false},
-		{"empty hard link", []*tar.Header{{Name: "h", Typeflag: tar.TypeLink}}, 0, false},
-		{"root is a fifo", []*tar.Header{{Name: ".", Typeflag: tar.TypeFifo}}, 0, false},
-		{"unknown type", []*tar.Header{{Name: "x", Typeflag: 'Z'}}, 0, false},
-		{"root replaced", []*tar.Header{{Name: "./", Typeflag: tar.TypeSymlink, Linkname: "x"}}, 0, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			n, err := validateTar(bytes.NewReader(tarOf(t, tc.hdrs...)), syncrule.Exclude{})
-			if tc.ok && (err != nil || n != tc.files) {
-				t.Fatalf("%d %v", n, err)
-			}
-			if !tc.ok && err != errUnsafeArchive {
-				t.Fatalf("accepted: %d %v", n, err)
-			}
-		})
-	}
-	// More than 10 GiB is refused from the header alone.
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: maxArchiveBytes + 1}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := validateTar(bytes.NewReader(buf.Bytes()), syncrule.Exclude{}); err != errUnsafeArchive {
-		t.Errorf("10 GiB + 1: %v", err)
-	}
-	if _, err := validateTar(strings.NewReader("not a tar archive, just some text that is long enough"), syncrule.Exclude{}); err != errUnsafeArchive {
-		t.Errorf("garbage: %v", err)
-	}
-}
-
-// Extraction never writes through a symlink the archive itself created:
-// validation refuses such an archive, and extraction refuses it on its own.
-func TestExtractRefusesWritingThroughASymlinkedParent(t *testing.T) {
-	root := t.TempDir()
-	archive := tarOf(t,
-		&tar.Header{Name: "./d/", Typeflag: tar.TypeDir, Mode: 0o755},
-		&tar.Header{Name: "./l", Typeflag: tar.TypeSymlink, Linkname: "d"},
-		&tar.Header{Name: "./l/f", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2},
-	)
-	file := filepath.Join(root, "a.tar")
-	if err := os.WriteFile(file, archive, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := validateArchive(file, syncrule.Exclude{}); err != errUnsafeArchive {
-		t.Fatalf("validate: %v", err)
-	}
-	target := filepath.Join(root, "t")
-	if err := os.Mkdir(target, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := extractArchive(file, target, syncrule.Exclude{}); err != errUnsafeArchive {
-		t.Fatalf("extract: %v", err)
-	}
-	if _, err := os.Lstat(filepath.Join(target, "d", "f")); !os.IsNotExist(err) {
-		t.Errorf("written through the link: %v", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/archive"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
@@ -26,7 +27,7 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 	)
 	if m.Kind == "file" {
 		var info fs.FileInfo
-		if src, info, err = openSourceFile(m.SourcePath); err != nil {
+		if src, info, err = archive.OpenSourceFile(m.SourcePath); err != nil {
 			return 0, 0, err
 		}
 		defer src.Close()
@@ -37,7 +38,7 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 			return 0, 0, err
 		}
 		defer os.RemoveAll(tmp)
-		if src, files, err = packDirectory(m.SourcePath, filepath.Join(tmp, "data"), syncrule.NewExclude(m.Exclude), m.FollowSymlinks); err != nil {
+		if src, files, err = archive.Pack(m.SourcePath, filepath.Join(tmp, "data"), syncrule.NewExclude(m.Exclude), m.FollowSymlinks); err != nil {
 			return 0, 0, err
 		}
 		defer src.Close()
@@ -123,4 +124,4 @@ func outboundScript(m handlers.SyncFileMapping, scratch string, exclude syncrule
 // maxDownloadBytes bounds what one download writes to the host: the 10 GiB
 // archive extraction limit and 1 GiB for an archive's headers and padding.
 // A file mapping has the same bound.
-const maxDownloadBytes = maxArchiveBytes + 1<<30
+const maxDownloadBytes = archive.MaxBytes + 1<<30

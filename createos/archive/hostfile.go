@@ -1,4 +1,4 @@
-package createos
+package archive
 
 import (
 	"errors"
@@ -21,16 +21,16 @@ import (
 // fifos, devices and sockets are left out; a name that changed between
 // the look and the open is refused.
 
-// openSourceFile opens a file mapping's host source, resolved if it is a
+// OpenSourceFile opens a file mapping's host source, resolved if it is a
 // symlink, and returns it with its info. A source that is not a regular
 // file is errSourceNotFile, and is never opened.
-func openSourceFile(name string) (*os.File, fs.FileInfo, error) {
+func OpenSourceFile(name string) (*os.File, fs.FileInfo, error) {
 	info, err := os.Stat(name)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !info.Mode().IsRegular() {
-		return nil, nil, errSourceNotFile
+		return nil, nil, ErrSourceNotFile
 	}
 	f, err := openAsSeen(os.OpenFile, name, info, true)
 	return f, info, err
@@ -44,7 +44,7 @@ func openSourceFile(name string) (*os.File, fs.FileInfo, error) {
 func openAsSeen(open safeopen.Opener, name string, seen fs.FileInfo, follow bool) (*os.File, error) {
 	f, err := safeopen.OpenAsSeen(open, name, seen, follow)
 	if errors.Is(err, safeopen.ErrChanged) {
-		return nil, errSourceChanged
+		return nil, ErrSourceChanged
 	}
 	return f, err
 }
@@ -64,7 +64,7 @@ func openAsSeen(open safeopen.Opener, name string, seen fs.FileInfo, follow bool
 func openSourceTree(src string, info fs.FileInfo) (*safeopen.Tree, error) {
 	tree, err := safeopen.OpenTreeAsSeen(src, info)
 	if errors.Is(err, safeopen.ErrChanged) {
-		return nil, errSourceChanged
+		return nil, ErrSourceChanged
 	}
 	return tree, err
 }
@@ -88,7 +88,7 @@ func followLink(tree *safeopen.Tree, src, name string) (string, fs.FileInfo, err
 // listed) as errSourceChanged.
 func treeErr(err error) error {
 	if safeopen.IsEscape(err) {
-		return errSourceChanged
+		return ErrSourceChanged
 	}
 	return err
 }

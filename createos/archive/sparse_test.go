@@ -1,4 +1,4 @@
-package createos
+package archive
 
 import (
 	"archive/tar"
@@ -31,7 +31,7 @@ func TestSyncArchiveValidatorRefusesSparseEntries(t *testing.T) {
 	raw.Write(make([]byte, 1024))
 	for name, archive := range map[string][]byte{"GNU sparse": gnu.Bytes(), "PAX sparse": raw.Bytes()} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := validateTar(bytes.NewReader(archive), syncrule.Exclude{}); err != errUnsafeArchive {
+			if _, err := validateTar(bytes.NewReader(archive), syncrule.Exclude{}); err != ErrUnsafe {
 				t.Fatalf("validateTar = %v, want errUnsafeArchive", err)
 			}
 		})

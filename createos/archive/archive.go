@@ -1,4 +1,4 @@
-package createos
+package archive
 
 import (
 	"archive/tar"
@@ -15,10 +15,10 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
-// maxArchiveBytes bounds the total entry size of an archive to extract.
-const maxArchiveBytes = 10 << 30
+// MaxBytes bounds the total entry size of an archive to extract.
+const MaxBytes = 10 << 30
 
-// packDirectory writes a tar archive of src to dst (created exclusively,
+// Pack writes a tar archive of src to dst (created exclusively,
 // 0600) with node-tar's names ("./", "./a/", "./a/b"), modes and symlinks;
 // excluded entries are left out with everything under them, and symlinks
 // are dereferenced iff follow, only to names inside src (followLink).
@@ -26,13 +26,13 @@ const maxArchiveBytes = 10 << 30
 // through its open root (safeopen.Tree) and host files are opened without
 // ever blocking (hostfile.go). It returns dst open for reading and the
 // number of regular-file entries.
-func packDirectory(src, dst string, exclude syncrule.Exclude, follow bool) (*os.File, int64, error) {
+func Pack(src, dst string, exclude syncrule.Exclude, follow bool) (*os.File, int64, error) {
 	info, err := os.Stat(src)
 	if err != nil {
 		return nil, 0, err
 	}
 	if !info.IsDir() {
-		return nil, 0, errSourceNotDir
+		return nil, 0, ErrSourceNotDir
 	}
 	tree, err := openSourceTree(src, info)
 	if err != nil {
@@ -187,7 +187,7 @@ func (p *packer) addChildren(src, name string, info fs.FileInfo, entries []fs.Di
 	return nil
 }
 
-// validateArchive lists the archive strictly without extracting anything
+// Validate lists the archive strictly without extracting anything
 // and returns its number of regular-file entries that exclude keeps. Every
 // entry is checked, kept or not. It fails with
 // errUnsafeArchive when the total entry size exceeds 10 GiB, an entry is
@@ -206,7 +206,7 @@ func (p *packer) addChildren(src, name string, info fs.FileInfo, entries []fs.Di
 // Refusing one failed the whole workspace restore. extractArchive never
 // follows a link it wrote or found. Fifos and devices are skipped, as the
 // host's merge skips them.
-func validateArchive(file string, exclude syncrule.Exclude) (int64, error) {
+func Validate(file string, exclude syncrule.Exclude) (int64, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return 0, err
@@ -240,11 +240,11 @@ func validateTar(r io.Reader, exclude syncrule.Exclude) (int64, error) {
 			return files, nil
 		}
 		if err != nil {
-			return 0, errUnsafeArchive
+			return 0, ErrUnsafe
 		}
 		total += hdr.Size
-		if hdr.Size < 0 || total > maxArchiveBytes || !safeEntryPath(hdr.Name) || sparse(hdr) {
-			return 0, errUnsafeArchive
+		if hdr.Size < 0 || total > MaxBytes || !safeEntryPath(hdr.Name) || sparse(hdr) {
+			return 0, ErrUnsafe
 		}
 		name := path.Clean(hdr.Name)
 		kept := !exclude.Match(name)
@@ -256,20 +256,20 @@ func validateTar(r io.Reader, exclude syncrule.Exclude) (int64, error) {
 		case tar.TypeDir:
 		case tar.TypeSymlink:
 			if hdr.Linkname == "" || strings.ContainsRune(hdr.Linkname, 0) {
-				return 0, errUnsafeArchive
+				return 0, ErrUnsafe
 			}
 		case tar.TypeLink:
 			target := path.Clean(hdr.Linkname)
 			if !safeHardLink(hdr.Linkname) || !hardLinkable(kinds, target) || kept && exclude.Match(target) {
-				return 0, errUnsafeArchive
+				return 0, ErrUnsafe
 			}
 		case tar.TypeFifo, tar.TypeChar, tar.TypeBlock:
 			// skipped by extractArchive
 		default:
-			return 0, errUnsafeArchive
+			return 0, ErrUnsafe
 		}
 		if name == "." && hdr.Typeflag != tar.TypeDir || belowNonDirectory(kinds, name) {
-			return 0, errUnsafeArchive
+			return 0, ErrUnsafe
 		}
 		kinds[name] = hdr.Typeflag
 	}
@@ -335,7 +335,7 @@ func safeHardLink(linkpath string) bool {
 	return resolved != ".." && !strings.HasPrefix(resolved, "../")
 }
 
-// extractArchive extracts a validated archive into target through os.Root:
+// Extract extracts a validated archive into target through os.Root:
 // nothing is written outside target, no entry is written through a
 // symlinked parent or an existing link at its own name (the link is
 // replaced), symlinks are created with their targets as written and never
@@ -343,7 +343,7 @@ func safeHardLink(linkpath string) bool {
 // are skipped, and so is every entry exclude drops. Files are created 0600
 // and get their mode once written; directory modes are applied last, to
 // names that are still directories. Owners are not restored.
-func extractArchive(file, target string, exclude syncrule.Exclude) error {
+func Extract(file, target string, exclude syncrule.Exclude) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
@@ -361,7 +361,7 @@ func extractArchive(file, target string, exclude syncrule.Exclude) error {
 			break
 		}
 		if err != nil {
-			return errUnsafeArchive
+			return ErrUnsafe
 		}
 		if err := x.entry(hdr); err != nil {
 			return err
@@ -407,7 +407,7 @@ func (x *extractor) entry(hdr *tar.Header) error {
 	case tar.TypeReg, '\x00':
 		return x.file(name, hdr)
 	}
-	return errUnsafeArchive
+	return ErrUnsafe
 }
 
 // clear makes room for name: its parents must be directories (missing ones
@@ -437,7 +437,7 @@ func (x *extractor) hardLink(old, name string) error {
 		return err
 	}
 	if info, err := x.root.Lstat(old); err != nil || !info.Mode().IsRegular() {
-		return errUnsafeArchive
+		return ErrUnsafe
 	}
 	return x.root.Link(old, name)
 }
@@ -497,7 +497,7 @@ func checkParents(root *os.Root, name string) error {
 			return err
 		}
 		if !info.IsDir() {
-			return errUnsafeArchive
+			return ErrUnsafe
 		}
 	}
 	return nil
