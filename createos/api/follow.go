@@ -22,8 +22,8 @@ const waitQuery = "/wait?scope=tree&timeout_ms=30000"
 // Follower reads one managed process's output journal over /connect
 // (execute.ts followProcess of v0.3).
 type Follower struct {
-	Client    *Client
-	Path string // /sandboxes/{id}/processes/{pid}
+	Client *Client
+	Path   string // /sandboxes/{id}/processes/{pid}
 	// Deliver gets each data frame's bytes once, in order; they are the
 	// caller's to keep.
 	Deliver func(stream string, p []byte)

@@ -179,8 +179,8 @@ func (c *Client) List(ctx context.Context) ([]Sandbox, error) {
 // forkConflicts bounds the 409s a fork waits out (the source paused but
 // not yet forkable), DefaultForkRetry apart.
 const (
-	forkConflicts = 40
-	DefaultForkRetry     = 250 * time.Millisecond
+	forkConflicts    = 40
+	DefaultForkRetry = 250 * time.Millisecond
 )
 
 // Fork forks the paused source sandbox into a running one (POST …/Fork),

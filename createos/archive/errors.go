@@ -4,7 +4,7 @@ import "github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 
 // What an operator reads when a host tree or an archive is refused.
 var (
-	ErrUnsafe = operator.New("CreateOS archive contains unsafe entries or exceeds the extraction limit.")
+	ErrUnsafe        = operator.New("CreateOS archive contains unsafe entries or exceeds the extraction limit.")
 	ErrSourceNotFile = operator.New("CreateOS transfer source must be a regular file; fifos, devices and sockets are not transferred.")
 	ErrSourceNotDir  = operator.New("CreateOS transfer source must be a directory.")
 	ErrSourceChanged = operator.New("CreateOS transfer source changed while it was being read; sync again once it is left alone.")
