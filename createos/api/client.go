@@ -171,7 +171,7 @@ func operationLabel(path string) string {
 	return "sandbox lifecycle"
 }
 
-// Object is a decoded JSON Object whose values are decoded on use.
+// Object is a decoded JSON object whose values are decoded on use.
 type Object map[string]json.RawMessage
 
 // AsObject decodes raw as a non-array JSON object.
@@ -406,7 +406,7 @@ type ExecResult struct {
 	HasOut   bool
 }
 
-// Exec runs cmd with args to completion through /Exec.
+// Exec runs cmd with args to completion through /exec.
 func (c *Client) Exec(ctx context.Context, id, cmd string, args ...string) (ExecResult, error) {
 	var r ExecResult
 	if _, err := CheckID(id); err != nil {

@@ -183,7 +183,7 @@ const (
 	DefaultForkRetry = 250 * time.Millisecond
 )
 
-// Fork forks the paused source sandbox into a running one (POST …/Fork),
+// Fork forks the paused source sandbox into a running one (POST …/fork),
 // sending ["*"] when egress is empty because the endpoint inherits the
 // source's list otherwise.
 func (c *Client) Fork(ctx context.Context, source string, egress []string) (Sandbox, error) {
