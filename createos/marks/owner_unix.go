@@ -1,6 +1,6 @@
 //go:build unix
 
-package createos
+package marks
 
 import (
 	"io/fs"
