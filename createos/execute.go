@@ -1,23 +1,10 @@
 package createos
 
 import (
-	"maps"
-	"slices"
-	"strings"
-
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
 )
-
-// shellQuote is v as one bash word; a NUL, which no command can receive,
-// is refused with the reference's message.
-func shellQuote(v string) (string, error) {
-	if envrule.HasNUL(v) {
-		return "", errNUL
-	}
-	return shquote.Quote(v), nil
-}
 
 // commandSpec is one command to run as a managed process: command with
 // args, in cwd when it is set, with env added, and with stdin, when it is
@@ -43,9 +30,9 @@ func exitedZero(r *handlers.ExecuteResult) bool {
 
 // commandScript is the bash script a command runs as: when gatePath is
 // set (a managed process, v0.3), a wait until the start gate exists and
-// its removal; an optional cd, then exec env with the quoted variables and
-// argv, stdin redirected from the staged file when there is one.
-// Variables are sorted by name (a Go map has no insertion order).
+// its removal; an optional cd, then exec env with the quoted variables (in
+// name order) and argv, stdin redirected from the staged file when there
+// is one.
 func commandScript(cmd commandSpec, stdinPath, gatePath string) (string, error) {
 	if cmd.command == "" {
 		return "", errNoCommand
@@ -53,54 +40,20 @@ func commandScript(cmd commandSpec, stdinPath, gatePath string) (string, error) 
 	if err := envrule.Check(cmd.env); err != nil {
 		return "", err
 	}
-	names := slices.Sorted(maps.Keys(cmd.env))
-	env := make([]string, 0, len(names))
-	for _, k := range names {
-		q, err := shellQuote(cmd.env[k])
-		if err != nil {
-			return "", err
-		}
-		env = append(env, k+"="+q)
-	}
-	argv := make([]string, 0, 1+len(cmd.args))
-	for _, a := range append([]string{cmd.command}, cmd.args...) {
-		q, err := shellQuote(a)
-		if err != nil {
-			return "", err
-		}
-		argv = append(argv, q)
-	}
-	lines, err := gateLines(gatePath)
-	if err != nil {
-		return "", err
+	s := script.New(script.Lines)
+	if gatePath != "" {
+		s.Run(script.Sh("until [ -e"), script.Value(gatePath), script.Sh("]; do sleep 0.01; done")).
+			Run(script.Sh("rm -f --"), script.Value(gatePath))
 	}
 	if cmd.cwd != "" {
-		q, err := shellQuote(cmd.cwd)
-		if err != nil {
-			return "", err
-		}
-		lines = append(lines, "cd -- "+q+" || exit")
+		s.Run(script.Sh("cd --"), script.Value(cmd.cwd), script.Sh("|| exit"))
 	}
-	last := "exec env " + strings.Join(env, " ") + " " + strings.Join(argv, " ")
+	words := []script.Word{script.Sh("exec env"), script.Env(cmd.env)}
+	for _, a := range append([]string{cmd.command}, cmd.args...) {
+		words = append(words, script.Value(a))
+	}
 	if stdinPath != "" {
-		q, err := shellQuote(stdinPath)
-		if err != nil {
-			return "", err
-		}
-		last += " < " + q
+		words = append(words, script.Sh("<"), script.Value(stdinPath))
 	}
-	return strings.Join(append(lines, last), "\n"), nil
-}
-
-// gateLines are the script's first lines for the v0.3 start gate:
-// spin until the gate file exists, then delete it. None without a gate.
-func gateLines(gatePath string) ([]string, error) {
-	if gatePath == "" {
-		return nil, nil
-	}
-	q, err := shellQuote(gatePath)
-	if err != nil {
-		return nil, err
-	}
-	return []string{"until [ -e " + q + " ]; do sleep 0.01; done", "rm -f -- " + q}, nil
+	return s.Run(words...).Build()
 }

@@ -14,12 +14,13 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
 )
 
-func script(t *testing.T, body map[string]any) string {
+func scriptOf(t *testing.T, body map[string]any) string {
 	t.Helper()
 	args, _ := body["args"].([]any)
 	if len(args) != 2 || args[0] != "-lc" {
@@ -73,7 +74,7 @@ func TestCommandQuotesHostileArgsEnvCwdAndStagesStdin(t *testing.T) {
 	if _, ok := body["timeout_ms"]; ok {
 		t.Error("timeout_ms sent to the API")
 	}
-	sc := script(t, body)
+	sc := scriptOf(t, body)
 	wantScript := "until [ -e '" + gatePath + "' ]; do sleep 0.01; done\nrm -f -- '" + gatePath + "'\n" +
 		"cd -- '/work dir' || exit\nexec env A_FIRST='x' MESSAGE='$(touch /bad)' 'printf' 'a'\"'\"'; touch /bad; echo '\"'\"'' < '" + stdinPath + "'"
 	if sc != wantScript {
@@ -105,7 +106,7 @@ func TestCommandScriptWithoutEnvOrStdin(t *testing.T) {
 	if err != nil || sc != "exec env  '/bin/echo' 'hi'" {
 		t.Errorf("%q %v", sc, err)
 	}
-	if q, _ := shellQuote("a'; touch /bad; echo '"); q != `'a'"'"'; touch /bad; echo '"'"''` {
+	if q, _ := script.Quote("a'; touch /bad; echo '"); q != `'a'"'"'; touch /bad; echo '"'"''` {
 		t.Errorf("quote %s", q)
 	}
 	for _, p := range []commandSpec{

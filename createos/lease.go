@@ -12,6 +12,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -114,13 +115,13 @@ func prepareWorkspace(ctx context.Context, c *api.Client, v api.Sandbox, marker 
 	if err := c.Reach(ctx, v.ID, "running", v.Status); err != nil {
 		return err
 	}
-	script, err := (&transferScript{}).
-		run(sh("mkdir"), sh("-p"), sh("--"), value(workspaceDir), value(path.Dir(markerPath))).
-		run(sh("printf"), sh("%s"), value(marker), sh(">"), value(markerPath)).build()
+	prepare, err := script.New(script.And).
+		Run(script.Sh("mkdir"), script.Sh("-p"), script.Sh("--"), script.Value(workspaceDir), script.Value(path.Dir(markerPath))).
+		Run(script.Sh("printf"), script.Sh("%s"), script.Value(marker), script.Sh(">"), script.Value(markerPath)).Build()
 	if err != nil {
 		return err
 	}
-	r, err := c.Exec(ctx, v.ID, "/bin/bash", "-lc", script)
+	r, err := c.Exec(ctx, v.ID, "/bin/bash", "-lc", prepare)
 	if err != nil {
 		return err
 	}

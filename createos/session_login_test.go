@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
@@ -91,8 +92,8 @@ func TestLoginPTYRunsTheResolvedCLI(t *testing.T) {
 
 // writeFile is bash that writes an executable file.
 func writeFile(path, content string) string {
-	q, _ := shellQuote(content)
-	p, _ := shellQuote(path)
+	q, _ := script.Quote(content)
+	p, _ := script.Quote(path)
 	return "mkdir -p \"$(dirname " + p + ")\" && printf '%s' " + q + " > " + p + " && chmod +x " + p
 }
 

@@ -3,16 +3,14 @@ package createos
 import (
 	"context"
 	"errors"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
@@ -119,40 +117,17 @@ func prepareLoginHome(ctx context.Context, c *api.Client, sandbox, home string) 
 // (else exit 126); then exec env with the login environment (in name
 // order), PATH, the CLI and its arguments. Every value is quoted once.
 func loginScript(cmd sessions.LoginCommand, home string) (string, error) {
-	words := make([]string, 0, len(cmd.Argv))
-	for _, a := range cmd.Argv {
-		q, err := shellQuote(a)
-		if err != nil {
-			return "", err
-		}
-		words = append(words, q)
+	exe := script.Value(cmd.Argv[0])
+	run := []script.Word{script.Sh("exec env"), script.Env(cmd.LoginEnv(home)), script.Sh(`PATH="$login_path" "$login_command"`)}
+	for _, a := range cmd.Argv[1:] {
+		run = append(run, script.Value(a))
 	}
-	env := cmd.LoginEnv(home)
-	assigns := make([]string, 0, len(env))
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		q, err := shellQuote(env[k])
-		if err != nil {
-			return "", err
-		}
-		assigns = append(assigns, k+"="+q)
-	}
-	exe, args := words[0], words[1:]
-	return strings.Join([]string{
-		"login_command=$(command -v " + exe + ") || exit 127",
-		`login_path="$PATH"`,
-		`case "$login_command" in */.asdf/shims/*) login_command=$(asdf which ` + exe + `) || exit 127; login_path="${login_command%/*}:$PATH";; esac`,
-		`[ -x "$login_command" ] || exit 126`,
-		"exec env " + strings.Join(assigns, " ") + ` PATH="$login_path" "$login_command"` + prefixEach(" ", args),
-	}, "; "), nil
-}
-
-// prefixEach is the words, each after sep.
-func prefixEach(sep string, words []string) string {
-	var b strings.Builder
-	for _, w := range words {
-		b.WriteString(sep + w)
-	}
-	return b.String()
+	return script.New(script.Seq).
+		Run(script.Cat{script.Sh("login_command=$(command -v "), exe, script.Sh(")")}, script.Sh("|| exit 127")).
+		Run(script.Sh(`login_path="$PATH"`)).
+		Run(script.Sh(`case "$login_command" in */.asdf/shims/*) login_command=$(asdf which`), script.Cat{exe, script.Sh(`) || exit 127; login_path="${login_command%/*}:$PATH";; esac`)}).
+		Run(script.Sh(`[ -x "$login_command" ] || exit 126`)).
+		Run(run...).Build()
 }
 
 // sessionLease is the cached lease a session opens on: acquired or

@@ -2,101 +2,34 @@ package createos
 
 import (
 	"path"
-	"strconv"
-	"strings"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 )
 
-// Transfer scripts. Every shell command a sync runs in the sandbox is built
-// here, word by word: a value (a path, a pattern) becomes a word through
-// value, which quotes it with shellQuote once, as the word is made; the
-// other words are the script's own fixed text (sh constants) and modes.
-// Nothing is substituted into a script after it is built, so no value can
-// be read as shell syntax, as a placeholder, or twice.
-
-// word is one shell word of a transfer script, or a part of one.
-type word interface{ shell() (string, error) }
-
-// sh is fixed shell text: a program, an option, an expansion of the
-// guard's variables. Only constants are converted to sh, never a value.
-type sh string
-
-func (s sh) shell() (string, error) { return string(s), nil }
-
-// value is data the script operates on, quoted once by shellQuote.
-type value string
-
-func (v value) shell() (string, error) { return shellQuote(string(v)) }
-
-// octalMode is a permission mode as chmod reads it: octal digits, no prefix.
-type octalMode uint32
-
-func (m octalMode) shell() (string, error) { return strconv.FormatUint(uint64(m), 8), nil }
-
-// cat is one word made of several parts written without spaces, such as
-// an assignment from a command substitution.
-type cat []word
-
-func (c cat) shell() (string, error) {
-	var b strings.Builder
-	for _, w := range c {
-		s, err := w.shell()
-		if err != nil {
-			return "", err
-		}
-		b.WriteString(s)
-	}
-	return b.String(), nil
-}
+// Transfer scripts: every shell command a sync runs in the sandbox, built
+// word by word by the script package (values quoted once, as the word is
+// made), its commands joined by " && " so that the first failure ends it.
 
 // Expansions of the guard's result, and of the staged copy beside it.
 const (
-	resolved       sh = `"$resolved"`
-	resolvedParent sh = `"$(dirname -- "$resolved")"`
-	staged         sh = `"$staged"`
+	resolved       script.Sh = `"$resolved"`
+	resolvedParent script.Sh = `"$(dirname -- "$resolved")"`
+	staged         script.Sh = `"$staged"`
 )
-
-// transferScript is a transfer script: simple commands joined by " && ", so the
-// first failure ends it.
-type transferScript struct {
-	cmds []string
-	err  error
-}
-
-// run appends one command.
-func (s *transferScript) run(words ...word) *transferScript {
-	if s.err != nil {
-		return s
-	}
-	parts := make([]string, len(words))
-	for i, w := range words {
-		if parts[i], s.err = w.shell(); s.err != nil {
-			return s
-		}
-	}
-	s.cmds = append(s.cmds, strings.Join(parts, " "))
-	return s
-}
-
-func (s *transferScript) build() (string, error) {
-	if s.err != nil {
-		return "", s.err
-	}
-	return strings.Join(s.cmds, " && "), nil
-}
 
 // guarded starts a script with the reference's in-sandbox guard of
 // candidate: it canonicalises the path at use time and exits unless it
 // still lies in the workspace; later commands use "$resolved". It needs GNU
 // realpath -m; without it the guard fails closed.
-func guarded(candidate string) (*transferScript, error) {
+func guarded(candidate string) (*script.Script, error) {
 	if err := assertRemotePath(candidate); err != nil {
 		return nil, err
 	}
-	s := &transferScript{}
-	s.run(cat{sh("root=$(realpath -- "), value(workspaceDir), sh(")")})
-	s.run(sh("test"), sh(`"$root"`), sh("="), value(workspaceDir))
-	s.run(cat{sh("resolved=$(realpath -m -- "), value(candidate), sh(")")})
-	s.run(sh(`case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac`))
+	s := script.New(script.And)
+	s.Run(script.Cat{script.Sh("root=$(realpath -- "), script.Value(workspaceDir), script.Sh(")")})
+	s.Run(script.Sh("test"), script.Sh(`"$root"`), script.Sh("="), script.Value(workspaceDir))
+	s.Run(script.Cat{script.Sh("resolved=$(realpath -m -- "), script.Value(candidate), script.Sh(")")})
+	s.Run(script.Sh(`case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac`))
 	return s, nil
 }
 
@@ -107,7 +40,7 @@ func remoteGuard(candidate string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.build()
+	return s.Build()
 }
 
 // placeFileScript puts an uploaded scratch file at the mapping's target
@@ -124,21 +57,21 @@ func placeFileScript(target, scratch string, m uint32) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.run(sh("mkdir"), sh("-p"), sh("--"), resolvedParent).
-		run(sh("cp"), sh("--"), value(scratch), staged).
-		run(sh("chmod"), octalMode(m), sh("--"), staged).
-		run(sh("mv"), sh("-f"), sh("--"), staged, resolved).
-		run(sh("rm"), sh("-f"), sh("--"), value(scratch)).build()
+	return s.Run(script.Sh("mkdir"), script.Sh("-p"), script.Sh("--"), resolvedParent).
+		Run(script.Sh("cp"), script.Sh("--"), script.Value(scratch), staged).
+		Run(script.Sh("chmod"), script.Mode(m), script.Sh("--"), staged).
+		Run(script.Sh("mv"), script.Sh("-f"), script.Sh("--"), staged, resolved).
+		Run(script.Sh("rm"), script.Sh("-f"), script.Sh("--"), script.Value(scratch)).Build()
 }
 
 // stagedBeside is the guard of target with $staged set to the staged copy
 // of scratch beside it.
-func stagedBeside(target, scratch string) (*transferScript, error) {
+func stagedBeside(target, scratch string) (*script.Script, error) {
 	s, err := guarded(target)
 	if err != nil {
 		return nil, err
 	}
-	return s.run(cat{sh("staged="), resolvedParent, sh("/"), value(stagedName(scratch))}), nil
+	return s.Run(script.Cat{script.Sh("staged="), resolvedParent, script.Sh("/"), script.Value(stagedName(scratch))}), nil
 }
 
 // stagedName is the hidden name a scratch file's staged copy has beside
@@ -152,13 +85,8 @@ func removeStagedScript(target, scratch string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rm := cat{sh("rm -f -- "), value(scratch), sh("; ")}
-	script, err := s.run(sh("rm"), sh("-f"), sh("--"), staged).build()
-	if err != nil {
-		return "", err
-	}
-	head, err := rm.shell()
-	return head + script, err
+	s.Run(script.Sh("rm"), script.Sh("-f"), script.Sh("--"), staged)
+	return script.New(script.Seq).Run(script.Sh("rm"), script.Sh("-f"), script.Sh("--"), script.Value(scratch)).Run(s).Build()
 }
 
 // extractDirectoryScript extracts an uploaded archive into the mapping's
@@ -169,10 +97,10 @@ func extractDirectoryScript(target, scratch string, m uint32) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.run(sh("mkdir"), sh("-p"), sh("--"), resolved).
-		run(sh("tar"), sh("-xf"), value(scratch), sh("-C"), resolved).
-		run(sh("chmod"), octalMode(m), sh("--"), resolved).
-		run(sh("rm"), sh("-f"), sh("--"), value(scratch)).build()
+	return s.Run(script.Sh("mkdir"), script.Sh("-p"), script.Sh("--"), resolved).
+		Run(script.Sh("tar"), script.Sh("-xf"), script.Value(scratch), script.Sh("-C"), resolved).
+		Run(script.Sh("chmod"), script.Mode(m), script.Sh("--"), resolved).
+		Run(script.Sh("rm"), script.Sh("-f"), script.Sh("--"), script.Value(scratch)).Build()
 }
 
 // copyFileScript copies the mapping's source file to the scratch path.
@@ -181,8 +109,8 @@ func copyFileScript(source, scratch string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.run(sh("test"), sh("-f"), resolved).
-		run(sh("cp"), sh("--"), resolved, value(scratch)).build()
+	return s.Run(script.Sh("test"), script.Sh("-f"), resolved).
+		Run(script.Sh("cp"), script.Sh("--"), resolved, script.Value(scratch)).Build()
 }
 
 // archiveDirectoryScript archives the mapping's source directory to the
@@ -198,28 +126,28 @@ func archiveDirectoryScript(source, scratch string, follow bool, anchored, unanc
 	if err != nil {
 		return "", err
 	}
-	args := []word{sh("tar")}
+	args := []script.Word{script.Sh("tar")}
 	if follow {
-		args = append(args, sh("-h"))
+		args = append(args, script.Sh("-h"))
 	}
 	if filtered {
-		args = append(args, sh("--hard-dereference"))
+		args = append(args, script.Sh("--hard-dereference"))
 	}
 	if len(anchored)+len(unanchored) > 0 {
-		args = append(args, sh("--no-wildcards"))
+		args = append(args, script.Sh("--no-wildcards"))
 	}
 	if len(anchored) > 0 {
-		args = append(args, sh("--anchored"))
+		args = append(args, script.Sh("--anchored"))
 		for _, a := range anchored {
-			args = append(args, sh("--exclude"), value("./"+a))
+			args = append(args, script.Sh("--exclude"), script.Value("./"+a))
 		}
 	}
 	if len(unanchored) > 0 {
-		args = append(args, sh("--no-anchored"))
+		args = append(args, script.Sh("--no-anchored"))
 		for _, x := range unanchored {
-			args = append(args, sh("--exclude"), value(x))
+			args = append(args, script.Sh("--exclude"), script.Value(x))
 		}
 	}
-	args = append(args, sh("-cf"), value(scratch), sh("-C"), resolved, sh("."))
-	return s.run(sh("test"), sh("-d"), resolved).run(args...).build()
+	args = append(args, script.Sh("-cf"), script.Value(scratch), script.Sh("-C"), resolved, script.Sh("."))
+	return s.Run(script.Sh("test"), script.Sh("-d"), resolved).Run(args...).Build()
 }
