@@ -14,8 +14,8 @@ import (
 // shutting down. One mutex guards it all; only its verbs touch it.
 type scopes struct {
 	mu           sync.Mutex
-	active       map[string]map[*trackedCall]struct{}
-	channels     map[string]map[*channel]struct{}
+	active       scopeSets[*trackedCall]
+	channels     scopeSets[*channel]
 	closing      map[string]bool
 	unconfirmed  map[string]bool
 	leftover     map[string]bool
@@ -48,7 +48,7 @@ type trackedCall struct {
 
 func newScopes() *scopes {
 	return &scopes{
-		active: map[string]map[*trackedCall]struct{}{}, channels: map[string]map[*channel]struct{}{},
+		active: scopeSets[*trackedCall]{}, channels: scopeSets[*channel]{},
 		closing: map[string]bool{}, unconfirmed: map[string]bool{}, leftover: map[string]bool{},
 		leases: map[leaseRef]cachedLease{}, resuming: map[string]int{},
 	}
@@ -105,27 +105,53 @@ func (s *scopes) refusesLocked(scope string) bool {
 	return s.shuttingDown || s.closing[scope] || s.unconfirmed[scope]
 }
 
-// enter registers call on scope, unless new work there is refused.
-func (s *scopes) enter(scope string, call *trackedCall) bool {
+// scopeSets is a set of T (tracked calls, session channels) per scope; a
+// scope whose set is empty has no entry.
+type scopeSets[T comparable] map[string]map[T]struct{}
+
+func (m scopeSets[T]) add(scope string, v T) {
+	if m[scope] == nil {
+		m[scope] = map[T]struct{}{}
+	}
+	m[scope][v] = struct{}{}
+}
+
+func (m scopeSets[T]) remove(scope string, v T) {
+	delete(m[scope], v)
+	if len(m[scope]) == 0 {
+		delete(m, scope)
+	}
+}
+
+// members returns the set of scope as a slice.
+func (m scopeSets[T]) members(scope string) []T {
+	out := make([]T, 0, len(m[scope]))
+	for v := range m[scope] {
+		out = append(out, v)
+	}
+	return out
+}
+
+// admit adds v to sets under scope, unless new work on scope is refused.
+func admit[T comparable](s *scopes, sets scopeSets[T], scope string, v T) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.refusesLocked(scope) {
 		return false
 	}
-	if s.active[scope] == nil {
-		s.active[scope] = map[*trackedCall]struct{}{}
-	}
-	s.active[scope][call] = struct{}{}
+	sets.add(scope, v)
 	return true
+}
+
+// enter registers call on scope, unless new work there is refused.
+func (s *scopes) enter(scope string, call *trackedCall) bool {
+	return admit(s, s.active, scope, call)
 }
 
 // leave unregisters call, then marks it done.
 func (s *scopes) leave(scope string, call *trackedCall) {
 	s.mu.Lock()
-	delete(s.active[scope], call)
-	if len(s.active[scope]) == 0 {
-		delete(s.active, scope)
-	}
+	s.active.remove(scope, call)
 	s.mu.Unlock()
 	close(call.done)
 }
@@ -203,37 +229,21 @@ func (s *scopes) forget(ref leaseRef, scope string) {
 // addChannel registers a session channel on scope, unless new work there
 // is refused.
 func (s *scopes) addChannel(scope string, ch *channel) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.refusesLocked(scope) {
-		return false
-	}
-	if s.channels[scope] == nil {
-		s.channels[scope] = map[*channel]struct{}{}
-	}
-	s.channels[scope][ch] = struct{}{}
-	return true
+	return admit(s, s.channels, scope, ch)
 }
 
 // dropChannel unregisters a channel that is over.
 func (s *scopes) dropChannel(scope string, ch *channel) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.channels[scope], ch)
-	if len(s.channels[scope]) == 0 {
-		delete(s.channels, scope)
-	}
+	s.channels.remove(scope, ch)
 }
 
 // channelsOf returns the session channels open on scope.
 func (s *scopes) channelsOf(scope string) []*channel {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*channel, 0, len(s.channels[scope]))
-	for ch := range s.channels[scope] {
-		out = append(out, ch)
-	}
-	return out
+	return s.channels.members(scope)
 }
 
 // beginClosing marks scope as being released or destroyed; only one such
@@ -258,11 +268,7 @@ func (s *scopes) endClosing(scope string) {
 func (s *scopes) calls(scope string) []*trackedCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	calls := make([]*trackedCall, 0, len(s.active[scope]))
-	for c := range s.active[scope] {
-		calls = append(calls, c)
-	}
-	return calls
+	return s.active.members(scope)
 }
 
 // shutdown refuses all new work, forgets the cached leases and returns

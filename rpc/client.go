@@ -255,17 +255,10 @@ func (c *Client) Call(ctx context.Context, method string, params, result any, op
 		return fmt.Errorf("rpc client: encode %s params: %w", method, err)
 	}
 
-	ch := make(chan response, 1)
-	c.mu.Lock()
-	if c.readErr != nil {
-		c.mu.Unlock()
-		return c.goneError(method)
+	id, ch, err := c.register(method)
+	if err != nil {
+		return err
 	}
-	c.nextID++
-	id := c.nextID
-	c.pending[id] = ch
-	c.mu.Unlock()
-
 	req := struct {
 		JSONRPC    string          `json:"jsonrpc"`
 		ID         int64           `json:"id"`
@@ -277,7 +270,30 @@ func (c *Client) Call(ctx context.Context, method string, params, result any, op
 		c.forget(id)
 		return &CallError{Code: CodeWorkerUnavailable, Message: fmt.Sprintf("cannot send %q to the worker: %v", method, err), err: err}
 	}
+	return c.await(ctx, method, id, ch, result)
+}
 
+// register takes the next request id for method and the channel its
+// response arrives on, or the gone-worker error (-32000) once the reader
+// has stopped.
+func (c *Client) register(method string) (int64, chan response, error) {
+	ch := make(chan response, 1)
+	c.mu.Lock()
+	if c.readErr != nil {
+		c.mu.Unlock()
+		return 0, nil, c.goneError(method)
+	}
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = ch
+	c.mu.Unlock()
+	return id, ch, nil
+}
+
+// await waits for the response to request id on ch and decodes its result
+// into result (nil to ignore it), or gives up when ctx ends: a passed
+// deadline is a timeout (-32003).
+func (c *Client) await(ctx context.Context, method string, id int64, ch chan response, result any) error {
 	select {
 	case r := <-ch:
 		if r.err != nil {

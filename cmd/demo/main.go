@@ -49,18 +49,7 @@ func run(bin, path string) int {
 		return 1
 	}
 	vars := map[string]string{"host": host}
-	s.Sent = func(line []byte) { fmt.Printf("\n→ %s\n", clip(line)) }
-	s.Seen = func(line []byte) {
-		var m struct {
-			Method string `json:"method"`
-		}
-		_ = json.Unmarshal(line, &m)
-		arrow := "←"
-		if m.Method != "" {
-			arrow = "  ⇠ " + m.Method + ":"
-		}
-		fmt.Printf("%s %s\n", arrow, clip(line))
-	}
+	showTraffic(s)
 	runErr := s.Play(ctx, src, vars)
 	_ = s.CloseInput()
 	_, exitErr := s.Wait(ctx)
@@ -85,6 +74,23 @@ func run(bin, path string) int {
 	}
 	fmt.Printf("\nsynced back to the host: result.txt = %q\nworker exited 0; the lease root is gone from disk.\n", out)
 	return 0
+}
+
+// showTraffic prints every line p sends (→) and sees: a reply (←) or a
+// notification (⇠ and its method).
+func showTraffic(p *rpctest.Peer) {
+	p.Sent = func(line []byte) { fmt.Printf("\n→ %s\n", clip(line)) }
+	p.Seen = func(line []byte) {
+		var m struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(line, &m)
+		arrow := "←"
+		if m.Method != "" {
+			arrow = "  ⇠ " + m.Method + ":"
+		}
+		fmt.Printf("%s %s\n", arrow, clip(line))
+	}
 }
 
 // stageHost makes the "host" side: a temporary directory with a small

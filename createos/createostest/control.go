@@ -42,67 +42,89 @@ func (s *Server) controlRoutes(mux *http.ServeMux, prefix string) {
 		})
 	}
 	h("POST "+prefix+"/faults", s.controlFaults)
-	h("POST "+prefix+"/reset", func(w http.ResponseWriter, r *http.Request) error {
-		s.faults.Reset()
-		return ok(w)
-	})
+	h("POST "+prefix+"/reset", s.controlReset)
 	h("GET "+prefix+"/requests", s.controlRequests)
-	h("GET "+prefix+"/counts", func(w http.ResponseWriter, r *http.Request) error {
-		return success(w, http.StatusOK, map[string]any{"total": s.Count(RouteAny), "routes": s.Counts(), "active_connections_cut": s.ActiveCuts()})
-	})
+	h("GET "+prefix+"/counts", s.controlCounts)
 	h("GET "+prefix+"/sandboxes", s.controlSandboxes)
-	h("POST "+prefix+"/fork-window", func(w http.ResponseWriter, r *http.Request) error {
-		var b struct {
-			Conflicts *int `json:"conflicts"`
-		}
-		if decode(r, &b) != nil || b.Conflicts == nil {
-			return failure(http.StatusBadRequest, "want {conflicts}")
-		}
-		s.SetForkWindow(*b.Conflicts)
-		return ok(w)
-	})
-	h("POST "+prefix+"/auto-pause", func(w http.ResponseWriter, r *http.Request) error {
-		var b struct {
-			ID string `json:"id"`
-		}
-		if decode(r, &b) != nil || !s.AutoPause(b.ID) {
-			return failure(http.StatusBadRequest, "want {id} of a running sandbox")
-		}
-		return ok(w)
-	})
-	h("POST "+prefix+"/fail-for", func(w http.ResponseWriter, r *http.Request) error {
-		var b struct {
-			Status     int  `json:"status"`
-			DurationMs *int `json:"duration_ms"`
-		}
-		if decode(r, &b) != nil || b.Status < 400 || b.Status > 599 || b.DurationMs == nil {
-			return failure(http.StatusBadRequest, "want {status (4xx or 5xx), duration_ms}")
-		}
-		s.faults.FailFor(b.Status, time.Duration(*b.DurationMs)*time.Millisecond)
-		return ok(w)
-	})
+	h("POST "+prefix+"/fork-window", s.controlForkWindow)
+	h("POST "+prefix+"/auto-pause", s.controlAutoPause)
+	h("POST "+prefix+"/fail-for", s.controlFailFor)
 	mux.HandleFunc("POST "+prefix+"/unreachable", s.controlUnreachable)
 	h("POST "+prefix+"/stream-faults", s.controlStreamFaults)
-	h("POST "+prefix+"/tree-not-exited", func(w http.ResponseWriter, r *http.Request) error {
-		var b struct {
-			Count *int `json:"count"`
-		}
-		if decode(r, &b) != nil || b.Count == nil {
-			return failure(http.StatusBadRequest, "want {count}")
-		}
-		s.faults.TreeNotExited(*b.Count)
-		return ok(w)
-	})
-	h("POST "+prefix+"/replay-overlap", func(w http.ResponseWriter, r *http.Request) error {
-		var b struct {
-			Frames *int `json:"frames"`
-		}
-		if decode(r, &b) != nil || b.Frames == nil {
-			return failure(http.StatusBadRequest, "want {frames}")
-		}
-		s.SetReplayOverlap(*b.Frames)
-		return ok(w)
-	})
+	h("POST "+prefix+"/tree-not-exited", s.controlTreeNotExited)
+	h("POST "+prefix+"/replay-overlap", s.controlReplayOverlap)
+}
+
+// controlReset is POST {prefix}/reset: every fault removed.
+func (s *Server) controlReset(w http.ResponseWriter, r *http.Request) error {
+	s.faults.Reset()
+	return ok(w)
+}
+
+// controlCounts is GET {prefix}/counts: requests per route.
+func (s *Server) controlCounts(w http.ResponseWriter, r *http.Request) error {
+	return success(w, http.StatusOK, map[string]any{"total": s.Count(RouteAny), "routes": s.Counts(), "active_connections_cut": s.ActiveCuts()})
+}
+
+// controlForkWindow is POST {prefix}/fork-window: SetForkWindow.
+func (s *Server) controlForkWindow(w http.ResponseWriter, r *http.Request) error {
+	var b struct {
+		Conflicts *int `json:"conflicts"`
+	}
+	if decode(r, &b) != nil || b.Conflicts == nil {
+		return failure(http.StatusBadRequest, "want {conflicts}")
+	}
+	s.SetForkWindow(*b.Conflicts)
+	return ok(w)
+}
+
+// controlAutoPause is POST {prefix}/auto-pause: AutoPause.
+func (s *Server) controlAutoPause(w http.ResponseWriter, r *http.Request) error {
+	var b struct {
+		ID string `json:"id"`
+	}
+	if decode(r, &b) != nil || !s.AutoPause(b.ID) {
+		return failure(http.StatusBadRequest, "want {id} of a running sandbox")
+	}
+	return ok(w)
+}
+
+// controlFailFor is POST {prefix}/fail-for: Faults().FailFor.
+func (s *Server) controlFailFor(w http.ResponseWriter, r *http.Request) error {
+	var b struct {
+		Status     int  `json:"status"`
+		DurationMs *int `json:"duration_ms"`
+	}
+	if decode(r, &b) != nil || b.Status < 400 || b.Status > 599 || b.DurationMs == nil {
+		return failure(http.StatusBadRequest, "want {status (4xx or 5xx), duration_ms}")
+	}
+	s.faults.FailFor(b.Status, time.Duration(*b.DurationMs)*time.Millisecond)
+	return ok(w)
+}
+
+// controlTreeNotExited is POST {prefix}/tree-not-exited:
+// Faults().TreeNotExited.
+func (s *Server) controlTreeNotExited(w http.ResponseWriter, r *http.Request) error {
+	var b struct {
+		Count *int `json:"count"`
+	}
+	if decode(r, &b) != nil || b.Count == nil {
+		return failure(http.StatusBadRequest, "want {count}")
+	}
+	s.faults.TreeNotExited(*b.Count)
+	return ok(w)
+}
+
+// controlReplayOverlap is POST {prefix}/replay-overlap: SetReplayOverlap.
+func (s *Server) controlReplayOverlap(w http.ResponseWriter, r *http.Request) error {
+	var b struct {
+		Frames *int `json:"frames"`
+	}
+	if decode(r, &b) != nil || b.Frames == nil {
+		return failure(http.StatusBadRequest, "want {frames}")
+	}
+	s.SetReplayOverlap(*b.Frames)
+	return ok(w)
 }
 
 // streamFaultKinds are the stream fault kinds by their control names.

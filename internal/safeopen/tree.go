@@ -165,22 +165,44 @@ func (t *Tree) Resolve(name string) (string, fs.FileInfo, error) {
 		if links++; links > maxLinks {
 			return "", nil, ErrLoop
 		}
-		target, err := t.root.Readlink(cur)
+		next, fromRoot, err := t.readLink(cur)
 		if err != nil {
 			return "", nil, err
 		}
-		next := split(target)
-		if isAbs(target) {
-			rest, ok := t.within(next)
-			if !ok {
-				return "", nil, ErrOutside
-			}
-			done, next = nil, rest
+		if fromRoot {
+			done = nil
 		}
 		todo = append(next, todo...)
 		seen = nil
 	}
-	if seen == nil { // the root, or a directory reached by ".."
+	return t.resolved(done, seen)
+}
+
+// readLink is the target of the link cur, in components (see split). An
+// absolute target is the rest after the root's spelling (fromRoot: it is
+// resolved from the root), or ErrOutside when it names no place in the
+// tree.
+func (t *Tree) readLink(cur string) (next []string, fromRoot bool, err error) {
+	target, err := t.root.Readlink(cur)
+	if err != nil {
+		return nil, false, err
+	}
+	next = split(target)
+	if !isAbs(target) {
+		return next, false, nil
+	}
+	rest, ok := t.within(next)
+	if !ok {
+		return nil, false, ErrOutside
+	}
+	return rest, true, nil
+}
+
+// resolved is Resolve's answer for the resolved components done: their
+// name ("." for none) and seen, or, when the walk did not Lstat the place
+// it ended at (the root, or a directory reached by ".."), a fresh Lstat.
+func (t *Tree) resolved(done []string, seen fs.FileInfo) (string, fs.FileInfo, error) {
+	if seen == nil {
 		fi, err := t.root.Lstat(strings.Join(append([]string{"."}, done...), "/"))
 		if err != nil {
 			return "", nil, err
