@@ -22,6 +22,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/fake"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 const streamBytes = 64 << 20
@@ -130,14 +131,8 @@ func (w *worker) write(b *testing.B, method string, p params) {
 		p = withBase(p)
 	}
 	w.id++
-	line, err := json.Marshal(map[string]any{
-		"jsonrpc": "2.0", "id": w.id, "method": method, "params": p,
-		"paperclipInvocation": map[string]any{"id": fmt.Sprintf("inv-%d", w.id), "scope": map[string]any{"companyId": "company-bench"}},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := w.in.Write(append(line, '\n')); err != nil {
+	line := rpctest.Request(w.id, method, p, fmt.Sprintf("inv-%d", w.id), "company-bench")
+	if _, err := io.WriteString(w.in, line+"\n"); err != nil {
 		b.Fatal(err)
 	}
 }

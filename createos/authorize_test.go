@@ -8,21 +8,23 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 // wireEcho writes text on the duplex pair and waits for cat's echo; an
 // exit frame on the way fails the test.
-func wireEcho(t *testing.T, l *wireLog, route, sid, text string) {
+func wireEcho(t *testing.T, c *rpc.Client, logs *rpctest.ExecuteLogs, route, sid, text string) {
 	t.Helper()
-	from := len(l.seen)
-	l.send("duplexChannelWrite", map[string]any{"hostRouteId": route, "workerSessionId": sid,
+	from := len(logs.Notes("duplexChannel.data"))
+	wireCall[map[string]any](t, c, "duplexChannelWrite", map[string]any{"hostRouteId": route, "workerSessionId": sid,
 		"data": base64.StdEncoding.EncodeToString([]byte(text))})
-	l.until("the echo of "+text, func(seen []rpctest.Msg) bool {
-		if exits := notes(seen, "duplexChannel.exit"); len(exits) > 0 {
-			t.Fatalf("the channel exited: %v", exits)
+	testkit.WaitFor(t, "the echo of "+text, func() bool {
+		if exits := logs.Notes("duplexChannel.exit"); len(exits) > 0 {
+			t.Fatalf("the channel exited: %s", exits)
 		}
-		return strings.Contains(string(duplexBytes(seen[from:])), text)
+		return strings.Contains(string(duplexBytes(t, logs.Notes("duplexChannel.data")[from:])), text)
 	})
 }
 
@@ -46,25 +48,23 @@ func TestRefusedLeaseCallLeavesTheLeasesSessions(t *testing.T) {
 		for _, caller := range callers {
 			t.Run(method+" from "+caller.name, func(t *testing.T) {
 				_, d, bp := sessionServer(t, createostest.Options{})
-				l := &wireLog{wire: newWire(t, d), t: t}
-				id, lease := wireLease(t, l, bp.Config)
+				logs := rpctest.NewExecuteLogs(t)
+				c := serveWire(t, d, logs)
+				id, lease := wireLease(t, c, bp.Config)
 				route := "duplex-route-1"
-				var opened struct{ WorkerSessionID string }
-				l.c.Result(l.send("duplexChannelOpen", map[string]any{"hostRouteId": route, "driverKey": Key, "companyId": "company-a",
-					"environmentId": "env-a", "providerLeaseId": id, "command": []string{"cat"}}), &opened)
-				wireEcho(t, l, route, opened.WorkerSessionID, "before")
+				opened := wireCall[struct{ WorkerSessionID string }](t, c, "duplexChannelOpen", map[string]any{"hostRouteId": route,
+					"driverKey": Key, "companyId": "company-a", "environmentId": "env-a", "providerLeaseId": id, "command": []string{"cat"}})
+				wireEcho(t, c, logs, route, opened.WorkerSessionID, "before")
 
 				params := map[string]any{"driverKey": Key, "companyId": "company-a", "environmentId": "env-a",
 					"config": bp.Config, "providerLeaseId": id, "leaseMetadata": lease["metadata"]}
 				caller.mod(params)
-				l.seq++
-				reply, before := l.c.Call(l.seq, method, params, "", "")
-				l.seen = append(l.seen, before...)
-				if reply.Error == nil || reply.Error.Message != "CreateOS lease does not belong to this environment." {
-					t.Fatalf("%s: %s, want the reference refusal", method, reply.Raw)
+				err := c.Call(t.Context(), method, params, nil)
+				if rpctest.Message(err) != "CreateOS lease does not belong to this environment." {
+					t.Fatalf("%s: %v, want the reference refusal", method, err)
 				}
-				wireEcho(t, l, route, opened.WorkerSessionID, "after")
-				l.send("duplexChannelClose", map[string]any{"hostRouteId": route})
+				wireEcho(t, c, logs, route, opened.WorkerSessionID, "after")
+				wireCall[map[string]any](t, c, "duplexChannelClose", map[string]any{"hostRouteId": route})
 			})
 		}
 	}

@@ -30,13 +30,13 @@ const runTimeoutMs = 172_800_000
 func newHostHeartbeat(t *testing.T) (*createostest.Server, *hostLease) {
 	t.Helper()
 	srv, d, cfg := e2e(t)
-	w := newWire(t, d)
+	c := serveWire(t, d, nil)
 	submitted := map[string]any{
 		"apiUrl": cfg["apiUrl"], "apiKey": "test-secret", "shape": cfg["shape"], "timeoutMs": 600_000,
 		"reuseLease": false, "runnerLifecycleMode": "inherit", "runnerIdleTimeoutMs": 60_000, "archiveOnRelease": true,
 	}
 	var v handlers.ValidationResult
-	if err := w.call("environmentValidateConfig", map[string]any{"driverKey": Key, "config": submitted}, &v); err != nil || !v.OK {
+	if err := c.Call(t.Context(), "environmentValidateConfig", map[string]any{"driverKey": Key, "config": submitted}, &v); err != nil || !v.OK {
 		t.Fatalf("validate = %+v, %v", v, err)
 	}
 	stored := map[string]any{"provider": Key, "streamRunLogs": true, "runnerLifecycleMode": "inherit", "runnerIdleTimeoutMs": 60_000}
@@ -44,7 +44,7 @@ func newHostHeartbeat(t *testing.T) (*createostest.Server, *hostLease) {
 		stored[k] = val
 	}
 	stored["apiKey"] = "0b6c54b2-4c0e-4a39-9a7d-5d7f6f1c2e11" // persistConfigSecretRefs
-	h := hostAcquire(t, w, stored, "test-secret")
+	h := hostAcquire(t, c, stored, "test-secret")
 	h.realize(t)
 	return srv, h
 }

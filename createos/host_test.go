@@ -1,7 +1,7 @@
 package createos
 
 import (
-	"encoding/json"
+	"context"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -22,44 +22,21 @@ import (
 // sandbox-managed-runtime.js (the sync operations, their post-upload
 // commands stamped with the run timeout, and their exclude lists).
 
-// wire drives a Driver over JSON-RPC the way the host does: handlers and
-// the rpc server in-process, one call at a time, params as raw JSON.
-type wire struct {
-	c   *rpctest.Conn
-	seq int
-}
-
-func newWire(t *testing.T, d *Driver) *wire {
+// serveWire serves d over JSON-RPC the way the host reaches it: the
+// plugin's handlers and the rpc server in-process, and an rpc.Client whose
+// notifications go to logs (nil: dropped). The session ends with the test.
+func serveWire(t *testing.T, d *Driver, logs *rpctest.ExecuteLogs) *rpc.Client {
 	t.Helper()
-	c, _ := rpctest.Serve(t, handlers.New(handlers.Options{}, d), rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()})
-	return &wire{c: c}
-}
-
-// wireError is a JSON-RPC error reply.
-type wireError struct {
-	Code    int
-	Message string
-}
-
-func (e *wireError) Error() string { return e.Message }
-
-// call sends one request and decodes its reply's result into out,
-// skipping the notifications (log, execute.log) written before it.
-func (w *wire) call(method string, params map[string]any, out any) error {
-	w.seq++
-	m, _ := w.c.Call(w.seq, method, params, "", "")
-	if m.Error != nil {
-		return &wireError{Code: m.Error.Code, Message: m.Error.Message}
+	var copts rpc.ClientOptions
+	if logs != nil {
+		copts.OnNotification = logs.Notify
 	}
-	if out == nil || string(m.Result) == "null" {
-		return nil
-	}
-	return json.Unmarshal(m.Result, out)
+	return rpctest.Client(t, handlers.New(handlers.Options{}, d), rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()}, copts)
 }
 
 // hostLease is one lease as the host holds it.
 type hostLease struct {
-	w      *wire
+	c      *rpc.Client
 	env    string
 	lease  map[string]any // the lease param of realize, execute and sync
 	meta   map[string]any // the lease row's metadata (release, destroy)
@@ -79,9 +56,9 @@ var hostInternalKeys = []string{
 // hostAcquire acquires a lease the way the heartbeat path does. stored is
 // the saved environment config; apiKey is what its secret reference
 // resolves to.
-func hostAcquire(t *testing.T, w *wire, stored map[string]any, apiKey string) *hostLease {
+func hostAcquire(t *testing.T, c *rpc.Client, stored map[string]any, apiKey string) *hostLease {
 	t.Helper()
-	h := &hostLease{w: w, env: "5b0c6f1e-env"}
+	h := &hostLease{c: c, env: "5b0c6f1e-env"}
 	// workerConfig: the stored config with the secret resolved, less the
 	// provider envelope.
 	worker := map[string]any{}
@@ -125,12 +102,14 @@ func hostAcquire(t *testing.T, w *wire, stored map[string]any, apiKey string) *h
 	return h
 }
 
+// call sends method with the base params of the lease's environment,
+// config and extra, and decodes the result into out.
 func (h *hostLease) call(method string, config map[string]any, extra map[string]any, out any) error {
 	p := map[string]any{"driverKey": Key, "companyId": "company-1", "environmentId": h.env, "issueId": nil, "config": config}
 	for k, v := range extra {
 		p[k] = v
 	}
-	return h.w.call(method, p, out)
+	return h.c.Call(context.Background(), method, p, out)
 }
 
 func (h *hostLease) realize(t *testing.T) {

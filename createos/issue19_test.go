@@ -14,7 +14,10 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/rs/zerolog"
+
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
@@ -341,13 +344,13 @@ func TestHostCloseDuringCreationEndsTheProcessFirst(t *testing.T) {
 	d := s.driver()
 	l := acquire(t, d, reuse)
 	creating := slowCreation(s, 2500*time.Millisecond)
-	w := newWire(t, d)
+	w, _ := rpctest.Serve(t, handlers.New(handlers.Options{}, d), rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()})
 	route := "duplex-route-1"
-	w.c.Send(rpctest.Request(1, "duplexChannelOpen", map[string]any{"hostRouteId": route, "driverKey": Key, "companyId": "company-a",
+	w.Send(rpctest.Request(1, "duplexChannelOpen", map[string]any{"hostRouteId": route, "driverKey": Key, "companyId": "company-a",
 		"environmentId": "env-a", "providerLeaseId": "sb_test", "command": []string{"cat"}}, "", ""))
 	<-creating
-	w.c.Send(rpctest.Request(2, "duplexChannelClose", map[string]any{"hostRouteId": route}, "", ""))
-	closed, before := w.c.ReplyTo(2)
+	w.Send(rpctest.Request(2, "duplexChannelClose", map[string]any{"hostRouteId": route}, "", ""))
+	closed, before := w.ReplyTo(2)
 	deleted := s.find("DELETE /v1/sandboxes/sb_test/processes/proc_test")
 	if closed.Error != nil {
 		t.Fatalf("close: %+v", closed.Error)
@@ -362,7 +365,7 @@ func TestHostCloseDuringCreationEndsTheProcessFirst(t *testing.T) {
 		}
 	}
 	if !found {
-		open, _ = w.c.ReplyTo(1)
+		open, _ = w.ReplyTo(1)
 	}
 	if open.Error == nil {
 		t.Error("the open succeeded though the host closed its route")

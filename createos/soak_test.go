@@ -142,8 +142,9 @@ type soak struct {
 	t    *testing.T
 	opts soakOptions
 	srv  *createostest.Server
-	base *http.Transport // the server's client transport, under the driver's
-	host *soakHost
+	base *http.Transport      // the server's client transport, under the driver's
+	host *rpc.Client          // the host's JSON-RPC client
+	logs *rpctest.ExecuteLogs // its notifications
 	led  *ledger
 	st   *soakStats
 	root string // host side of syncs
@@ -172,10 +173,12 @@ func newSoak(t *testing.T, opts soakOptions) *soak {
 	hc.Transport = &soakTransport{base: s.base, s: s}
 	d := createos.New(createos.WithHTTPClient(hc), createos.WithPacer(api.NoPacing),
 		createos.WithGetenv(func(string) string { return "" }))
-	s.host = newSoakHost(t, handlers.New(handlers.Options{}, d))
+	s.logs = rpctest.NewExecuteLogs(t)
+	s.host = rpctest.Client(t, handlers.New(handlers.Options{}, d), rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()},
+		rpc.ClientOptions{OnNotification: s.logs.Notify, CallTimeout: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), soakCallBound)
 	defer cancel()
-	if _, err := s.host.c.Initialize(ctx, map[string]any{"manifest": map[string]any{"id": "paperclip.go-sandbox-provider"},
+	if _, err := s.host.Initialize(ctx, map[string]any{"manifest": map[string]any{"id": "paperclip.go-sandbox-provider"},
 		"config": map[string]any{}, "instanceInfo": map[string]any{"instanceId": "soak"}, "apiVersion": 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -463,13 +466,6 @@ func (tr *soakTransport) maybeLose(resp *http.Response, sc soakCall, step soakSt
 
 // ---- the host ----
 
-// soakHost is the host's side of the JSON-RPC session; logs collects the
-// execute.log chunks of pending executes.
-type soakHost struct {
-	c    *rpc.Client
-	logs *rpctest.ExecuteLogs
-}
-
 // soakLive is one execute's streamed output.
 type soakLive struct{ stdout, stderr strings.Builder }
 
@@ -479,13 +475,6 @@ func (l *soakLive) Write(stream string, p []byte) {
 	} else {
 		l.stderr.Write(p)
 	}
-}
-
-func newSoakHost(t *testing.T, d rpc.Dispatcher) *soakHost {
-	h := &soakHost{logs: rpctest.NewExecuteLogs(t)}
-	h.c = rpctest.Client(t, d, rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()},
-		rpc.ClientOptions{OnNotification: h.logs.Notify, CallTimeout: -1})
-	return h
 }
 
 // soakCall is a pending call, as the transport looks it up.
@@ -568,11 +557,11 @@ func (r *soakRun) call(step soakStep, method string, params, result any, live *s
 	r.s.invs.Store(inv, soakCall{run: r, step: step})
 	defer r.s.invs.Delete(inv)
 	if live != nil {
-		defer r.s.host.logs.Watch(inv, live)()
+		defer r.s.logs.Watch(inv, live)()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), soakCallBound)
 	defer cancel()
-	err := r.s.host.c.Call(ctx, method, params, result,
+	err := r.s.host.Call(ctx, method, params, result,
 		rpc.WithPaperclipInvocation(rpc.Invocation{ID: inv, Scope: rpc.InvocationScope{CompanyID: soakCompany}}))
 	var ce *rpc.CallError
 	switch {
@@ -964,7 +953,7 @@ func (s *soak) deleteDirect(id string) {
 // driver's temp files.
 func (s *soak) checkLeftovers() {
 	t := s.t
-	if n := s.host.c.Pending(); n != 0 {
+	if n := s.host.Pending(); n != 0 {
 		t.Errorf("%d calls still await their answer", n)
 	}
 	s.base.CloseIdleConnections()
@@ -972,7 +961,7 @@ func (s *soak) checkLeftovers() {
 	// so the one reading now need not be the baseline's.
 	reader := goleak.IgnoreAnyFunction("github.com/paperclip-sandbox/sandbox-plugin/rpc.(*Server).read")
 	var leaked error
-	settled := waitFor(func() bool {
+	settled := testkit.Eventually(func() bool {
 		leaked = goleak.Find(s.baseIgnore, reader)
 		return leaked == nil && runtime.NumGoroutine() <= s.baseGoroutines
 	})
@@ -980,7 +969,7 @@ func (s *soak) checkLeftovers() {
 		t.Errorf("goroutines: %d, baseline %d; beyond it: %v", runtime.NumGoroutine(), s.baseGoroutines, leaked)
 	}
 	var extra []procfs.Proc
-	if !waitFor(func() bool { extra = newProcs(s.baseProcs, procfs.Descendants(os.Getpid())); return len(extra) == 0 }) {
+	if !testkit.Eventually(func() bool { extra = newProcs(s.baseProcs, procfs.Descendants(os.Getpid())); return len(extra) == 0 }) {
 		for _, p := range extra {
 			t.Errorf("process left: %+v %s", p, procfs.Cmdline(p.PID))
 		}
@@ -991,19 +980,6 @@ func (s *soak) checkLeftovers() {
 			names = append(names, e.Name())
 		}
 		t.Errorf("temp files left in TMPDIR: %v %v", names, err)
-	}
-}
-
-// waitFor polls cond for up to a minute: a condition to wait for, not a
-// duration asserted.
-func waitFor(cond func() bool) bool {
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
 	}
 }
 

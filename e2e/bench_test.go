@@ -1,14 +1,16 @@
 package e2e
 
 import (
-	"bufio"
-	"io"
+	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 // BenchmarkStartup measures starting the worker, initialize, and shutdown;
@@ -21,28 +23,25 @@ func BenchmarkStartup(b *testing.B) {
 	var rssKiB float64
 	for b.Loop() {
 		cmd := exec.Command(plain)
-		in, _ := cmd.StdinPipe()
-		outPipe, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
+		p, err := rpctest.StartPeer(cmd)
+		if err != nil {
 			b.Fatal(err)
 		}
-		out := bufio.NewReader(outPipe)
-		io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"manifest":{},"config":{}}}`+"\n")
-		for {
-			line, err := out.ReadString('\n')
-			if err != nil {
-				b.Fatal(err)
-			}
-			if strings.HasPrefix(line, `{"jsonrpc":"2.0","id":1,`) {
-				break
-			}
+		ctx, cancel := context.WithTimeout(context.Background(), rpctest.Timeout)
+		if err := p.Write(rpctest.Request(1, "initialize", map[string]any{"manifest": map[string]any{}, "config": map[string]any{}}, "", "")); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := p.Await(ctx, json.RawMessage("1")); err != nil {
+			b.Fatal(err)
 		}
 		rssKiB = vmRSS(cmd.Process.Pid)
-		io.WriteString(in, `{"jsonrpc":"2.0","id":2,"method":"shutdown","params":{}}`+"\n")
-		_, _ = io.Copy(io.Discard, out)
-		if err := cmd.Wait(); err != nil {
+		if err := p.Write(rpctest.Request(2, "shutdown", map[string]any{}, "", "")); err != nil {
 			b.Fatal(err)
 		}
+		if _, err := p.Wait(ctx); err != nil { // the rest of the output, then how it exited
+			b.Fatal(err)
+		}
+		cancel()
 	}
 	b.ReportMetric(rssKiB, "KiB-idle-rss")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 // Issue 12 through the binary: the template cycle (setup → capture → fork
@@ -39,21 +40,15 @@ func fakeCreateOS(t *testing.T, key string) *createostest.Server {
 	return createostest.NewServer(t, createostest.Options{APIKey: key, Heartbeat: 500 * time.Millisecond, Dir: t.TempDir()})
 }
 
-// createosHost is the host's side of one worker: it numbers the requests.
-type createosHost struct {
-	t  *testing.T
-	w  *rpcWorker
-	id int
-}
-
 // startCreateOSHost starts the worker and initializes it as the other
 // createos e2e tests do; the setup and template methods must be served.
-func startCreateOSHost(t *testing.T) *createosHost {
+// Its requests are numbered by CallNext.
+func startCreateOSHost(t *testing.T) *rpctest.Conn {
 	t.Helper()
-	h := &createosHost{t: t, w: startRPCWorker(t)}
-	reply, _ := h.call("initialize", map[string]any{
+	h := startRPCWorker(t)
+	reply, _ := h.CallNext("initialize", map[string]any{
 		"manifest": map[string]any{"id": "paperclip.go-sandbox-provider"}, "config": map[string]any{},
-		"instanceInfo": map[string]any{"instanceId": "default", "hostVersion": "2026.916.1"}, "apiVersion": 1}, "")
+		"instanceInfo": map[string]any{"instanceId": "default", "hostVersion": "2026.916.1"}, "apiVersion": 1}, "", "company-e2e")
 	methods, _ := result(t, "initialize", reply)["supportedMethods"].([]any)
 	for _, m := range []string{"environmentStartInteractiveSetup", "environmentGetInteractiveSetup", "environmentCaptureTemplate",
 		"environmentCancelInteractiveSetup", "environmentDeleteTemplate", "environmentAcquireLease", "environmentResumeLease",
@@ -65,21 +60,15 @@ func startCreateOSHost(t *testing.T) *createosHost {
 	return h
 }
 
-func (h *createosHost) call(method string, params map[string]any, inv string) (reply map[string]any, before []map[string]any) {
-	h.t.Helper()
-	h.id++
-	return h.w.call(h.id, method, params, inv)
-}
-
 // shutdown ends the worker the way the host does; it must exit 0.
-func (h *createosHost) shutdown() {
-	h.t.Helper()
-	if reply, _ := h.call("shutdown", map[string]any{}, ""); reply["error"] != nil {
-		h.t.Fatalf("shutdown %v", reply)
+func shutdown(t *testing.T, h *rpctest.Conn) {
+	t.Helper()
+	if reply, _ := h.CallNext("shutdown", map[string]any{}, "", ""); reply.Error != nil {
+		t.Fatalf("shutdown %s", reply.Raw)
 	}
-	_ = h.w.CloseInput()
-	if code := exitCode(h.t, h.w.Conn); code != 0 {
-		h.t.Fatalf("worker exit code %d", code)
+	_ = h.CloseInput()
+	if code := exitCode(t, h); code != 0 {
+		t.Fatalf("worker exit code %d", code)
 	}
 }
 
@@ -99,11 +88,11 @@ func hostMetadata(md map[string]any) map[string]any {
 }
 
 // rpcError is an error reply's code and message ("" and 0 for a result).
-func rpcError(reply map[string]any) (float64, string) {
-	e, _ := reply["error"].(map[string]any)
-	code, _ := e["code"].(float64)
-	msg, _ := e["message"].(string)
-	return code, msg
+func rpcError(reply rpctest.Msg) (int, string) {
+	if reply.Error == nil {
+		return 0, ""
+	}
+	return reply.Error.Code, reply.Error.Message
 }
 
 // routesSince are the routes of the requests the server received after
@@ -240,8 +229,8 @@ func TestCreateOSTemplateSetupCaptureForkExecuteDelete(t *testing.T) {
 	with := func(extra map[string]any) map[string]any { return params("env-e2e", bound, extra) }
 	leaseArg := map[string]any{"providerLeaseId": forkID, "metadata": hostMetadata(md)}
 	from := len(srv.Requests())
-	reply, before := r.h.call("environmentExecute", with(map[string]any{"lease": leaseArg, "command": "cat", "args": []string{"tool.txt"},
-		"cwd": "/paperclip-workspace"}), "inv-e2e-fork-exec")
+	reply, before := r.h.CallNext("environmentExecute", with(map[string]any{"lease": leaseArg, "command": "cat", "args": []string{"tool.txt"},
+		"cwd": "/paperclip-workspace"}), "inv-e2e-fork-exec", "company-e2e")
 	res := result(t, "environmentExecute", reply)
 	if res["exitCode"] != float64(0) || res["stdout"] != "installed by setup\n" {
 		t.Fatalf("execute in the fork %v", res)
@@ -256,13 +245,13 @@ func TestCreateOSTemplateSetupCaptureForkExecuteDelete(t *testing.T) {
 	// Release keeps the reusable fork warm (no request); destroy deletes
 	// it; the template stays.
 	from = len(srv.Requests())
-	reply, _ = r.h.call("environmentReleaseLease", with(map[string]any{"providerLeaseId": forkID, "leaseMetadata": hostMetadata(md)}), "")
-	if reply["error"] != nil || len(srv.Requests()) != from {
-		t.Errorf("release %v, %d requests", reply, len(srv.Requests())-from)
+	reply, _ = r.h.CallNext("environmentReleaseLease", with(map[string]any{"providerLeaseId": forkID, "leaseMetadata": hostMetadata(md)}), "", "company-e2e")
+	if reply.Error != nil || len(srv.Requests()) != from {
+		t.Errorf("release %s, %d requests", reply.Raw, len(srv.Requests())-from)
 	}
-	reply, _ = r.h.call("environmentDestroyLease", with(map[string]any{"providerLeaseId": forkID, "leaseMetadata": hostMetadata(md)}), "")
-	if reply["error"] != nil {
-		t.Fatalf("destroy %v", reply)
+	reply, _ = r.h.CallNext("environmentDestroyLease", with(map[string]any{"providerLeaseId": forkID, "leaseMetadata": hostMetadata(md)}), "", "company-e2e")
+	if reply.Error != nil {
+		t.Fatalf("destroy %s", reply.Raw)
 	}
 	if got := srv.Requests()[from:]; len(got) != 1 || got[0].Route != createostest.RouteDelete || got[0].Path != "/v1/sandboxes/"+forkID {
 		t.Errorf("release and destroy requests %v, want one DELETE of the fork", routesSince(srv, from))
@@ -276,8 +265,8 @@ func TestCreateOSTemplateSetupCaptureForkExecuteDelete(t *testing.T) {
 
 	// Deleting the template deletes its paused sandbox: nothing is left.
 	from = len(srv.Requests())
-	reply, _ = r.h.call("environmentDeleteTemplate", params("env-e2e", r.base, map[string]any{"templateRef": ref, "templateKind": "snapshot",
-		"metadata": captured["metadata"], "reason": "deleted"}), "")
+	reply, _ = r.h.CallNext("environmentDeleteTemplate", params("env-e2e", r.base, map[string]any{"templateRef": ref, "templateKind": "snapshot",
+		"metadata": captured["metadata"], "reason": "deleted"}), "", "company-e2e")
 	if del := result(t, "environmentDeleteTemplate", reply); del["deleted"] != true {
 		t.Errorf("delete template %v", del)
 	}
@@ -287,7 +276,7 @@ func TestCreateOSTemplateSetupCaptureForkExecuteDelete(t *testing.T) {
 	if left := srv.Sandboxes(); len(left) != 0 {
 		t.Errorf("sandboxes left: %+v", left)
 	}
-	r.h.shutdown()
+	shutdown(t, r.h)
 	t.Logf("%d requests %v, %v", len(srv.Requests()), srv.Counts(), time.Since(start).Round(time.Millisecond))
 }
 
@@ -296,7 +285,7 @@ func TestCreateOSTemplateSetupCaptureForkExecuteDelete(t *testing.T) {
 type templateRun struct {
 	t    *testing.T
 	srv  *createostest.Server
-	h    *createosHost
+	h    *rpctest.Conn
 	base map[string]any
 }
 
@@ -307,7 +296,7 @@ func (r *templateRun) startSetup(env string) (string, map[string]any) {
 	t := r.t
 	t.Helper()
 	from := len(r.srv.Requests())
-	reply, _ := r.h.call("environmentStartInteractiveSetup", params(env, r.base, map[string]any{"sessionId": "setup-" + env}), "")
+	reply, _ := r.h.CallNext("environmentStartInteractiveSetup", params(env, r.base, map[string]any{"sessionId": "setup-" + env}), "", "company-e2e")
 	setup := result(t, "environmentStartInteractiveSetup", reply)
 	id, _ := setup["providerLeaseId"].(string)
 	md, _ := setup["metadata"].(map[string]any)
@@ -340,8 +329,8 @@ func (r *templateRun) getSetup(id string, md map[string]any) {
 	t.Helper()
 	for _, include := range []bool{false, true} {
 		from := len(r.srv.Requests())
-		reply, _ := r.h.call("environmentGetInteractiveSetup", params("env-e2e", r.base, map[string]any{
-			"providerLeaseId": id, "setupMetadata": md, "includeConnectionPayload": include}), "")
+		reply, _ := r.h.CallNext("environmentGetInteractiveSetup", params("env-e2e", r.base, map[string]any{
+			"providerLeaseId": id, "setupMetadata": md, "includeConnectionPayload": include}), "", "company-e2e")
 		got := result(t, "environmentGetInteractiveSetup", reply)
 		payload, _ := got["connectionPayload"].(map[string]any)
 		summary, _ := got["connectionSummary"].(map[string]any)
@@ -384,9 +373,9 @@ func (r *templateRun) refuseForeignSetups(id string, md map[string]any) {
 			p := params(tc.env, r.base, map[string]any{"providerLeaseId": tc.id, "setupMetadata": tc.md})
 			maps.Copy(p, extra)
 			from := len(r.srv.Requests())
-			reply, _ := r.h.call(method, p, "")
-			if code, msg := rpcError(reply); code != -32002 || msg != msgSetupNotOurs || reply["result"] != nil {
-				t.Errorf("%s: %s answered %v, want -32002 %q", tc.name, method, reply, msgSetupNotOurs)
+			reply, _ := r.h.CallNext(method, p, "", "company-e2e")
+			if code, msg := rpcError(reply); code != -32002 || msg != msgSetupNotOurs || carriesResult(reply) {
+				t.Errorf("%s: %s answered %s, want -32002 %q", tc.name, method, reply.Raw, msgSetupNotOurs)
 			}
 			if n := len(r.srv.Requests()) - from; n != 0 {
 				t.Errorf("%s: %s made %d requests before refusing", tc.name, method, n)
@@ -399,7 +388,7 @@ func (r *templateRun) refuseForeignSetups(id string, md map[string]any) {
 		}
 	}
 	from := len(r.srv.Requests())
-	reply, _ := r.h.call("environmentCancelInteractiveSetup", params("env-other", r.base, map[string]any{"providerLeaseId": otherID, "setupMetadata": otherMD}), "")
+	reply, _ := r.h.CallNext("environmentCancelInteractiveSetup", params("env-other", r.base, map[string]any{"providerLeaseId": otherID, "setupMetadata": otherMD}), "", "company-e2e")
 	if res := result(t, "environmentCancelInteractiveSetup", reply); res["status"] != "cancelled" {
 		t.Errorf("cancel env-other's setup %v", res)
 	}
@@ -418,8 +407,8 @@ func (r *templateRun) capture(id string, md map[string]any) (string, map[string]
 	t := r.t
 	t.Helper()
 	from := len(r.srv.Requests())
-	reply, _ := r.h.call("environmentCaptureTemplate", params("env-e2e", r.base, map[string]any{
-		"providerLeaseId": id, "setupMetadata": md, "templateLabel": "e2e template"}), "")
+	reply, _ := r.h.CallNext("environmentCaptureTemplate", params("env-e2e", r.base, map[string]any{
+		"providerLeaseId": id, "setupMetadata": md, "templateLabel": "e2e template"}), "", "company-e2e")
 	captured := result(t, "environmentCaptureTemplate", reply)
 	ref, _ := captured["templateRef"].(string)
 	if ref != id || captured["templateKind"] != "snapshot" {
@@ -444,10 +433,10 @@ func (r *templateRun) acquireFork(bound map[string]any, ref string) (string, map
 	t.Helper()
 	from := len(r.srv.Requests())
 	creates := r.srv.Count(createostest.RouteCreate)
-	reply, _ := r.h.call("environmentAcquireLease", params("env-e2e", bound, map[string]any{"runId": "run-fork", "issueId": "issue-e2e",
+	reply, _ := r.h.CallNext("environmentAcquireLease", params("env-e2e", bound, map[string]any{"runId": "run-fork", "issueId": "issue-e2e",
 		"executionWorkspaceId": "ws-e2e", "agentId": "agent-e2e", "adapterType": "codex",
 		"executionWorkspaceSettings": map[string]any{"networkEgress": map[string]any{
-			"allowFqdns": []any{"github.com", "registry.example.test"}, "allowCidrs": []any{"10.0.0.0/8"}}}}), "")
+			"allowFqdns": []any{"github.com", "registry.example.test"}, "allowCidrs": []any{"10.0.0.0/8"}}}}), "", "company-e2e")
 	lease := result(t, "environmentAcquireLease", reply)
 	id, _ := lease["providerLeaseId"].(string)
 	md, _ := lease["metadata"].(map[string]any)
@@ -528,7 +517,7 @@ func TestCreateOSEgressGrantsReachTheCreateBody(t *testing.T) {
 	if left := srv.Sandboxes(); len(left) != 0 {
 		t.Errorf("sandboxes left: %+v", left)
 	}
-	h.shutdown()
+	shutdown(t, h)
 	t.Logf("%d requests, %v", len(srv.Requests()), time.Since(start).Round(time.Millisecond))
 }
 
@@ -545,7 +534,7 @@ type grantCase struct {
 // check acquires with cfg plus the case's list and grants, asserts the
 // create body, the row and the metadata (or the refusal, before any
 // request), and releases the lease, which deletes it.
-func (tc grantCase) check(t *testing.T, h *createosHost, srv *createostest.Server, cfg map[string]any) {
+func (tc grantCase) check(t *testing.T, h *rpctest.Conn, srv *createostest.Server, cfg map[string]any) {
 	t.Helper()
 	if tc.base != nil {
 		cfg["egressAllowlist"] = tc.base
@@ -555,10 +544,10 @@ func (tc grantCase) check(t *testing.T, h *createosHost, srv *createostest.Serve
 		extra["executionWorkspaceSettings"] = tc.settings
 	}
 	from := len(srv.Requests())
-	reply, _ := h.call("environmentAcquireLease", params("env-e2e", cfg, extra), "")
+	reply, _ := h.CallNext("environmentAcquireLease", params("env-e2e", cfg, extra), "", "company-e2e")
 	if tc.refused != "" {
 		if code, msg := rpcError(reply); code != -32002 || msg != tc.refused {
-			t.Errorf("%s: acquire answered %v, want -32002 %q", tc.name, reply, tc.refused)
+			t.Errorf("%s: acquire answered %s, want -32002 %q", tc.name, reply.Raw, tc.refused)
 		}
 		if n := len(srv.Requests()) - from; n != 0 {
 			t.Errorf("%s: a refused acquire made %d requests", tc.name, n)
@@ -582,9 +571,9 @@ func (tc grantCase) check(t *testing.T, h *createosHost, srv *createostest.Serve
 		t.Errorf("%s: sandbox %+v (exists %v), want egress %q", tc.name, sb, ok, tc.want)
 	}
 	// Disposable (reuseLease unset): release deletes it.
-	reply, _ = h.call("environmentReleaseLease", params("env-e2e", cfg, map[string]any{"providerLeaseId": id, "leaseMetadata": hostMetadata(md)}), "")
-	if reply["error"] != nil {
-		t.Fatalf("%s: release %v", tc.name, reply)
+	reply, _ = h.CallNext("environmentReleaseLease", params("env-e2e", cfg, map[string]any{"providerLeaseId": id, "leaseMetadata": hostMetadata(md)}), "", "company-e2e")
+	if reply.Error != nil {
+		t.Fatalf("%s: release %s", tc.name, reply.Raw)
 	}
 	if _, ok := srv.Sandbox(id); ok {
 		t.Errorf("%s: the released disposable sandbox %s is still there", tc.name, id)
@@ -606,9 +595,9 @@ func TestCreateOSResumeReplacesDriftedEgressFirst(t *testing.T) {
 		"rootfs": "devbox:1", "egressAllowlist": []any{"registry.example.test", "*"}}
 	with := func(cfg, extra map[string]any) map[string]any { return params("env-e2e", cfg, extra) }
 
-	reply, _ := h.call("environmentAcquireLease", with(cfg, map[string]any{"runId": "run-resume", "issueId": "issue-e2e",
+	reply, _ := h.CallNext("environmentAcquireLease", with(cfg, map[string]any{"runId": "run-resume", "issueId": "issue-e2e",
 		"executionWorkspaceId": "ws-e2e", "agentId": "agent-e2e",
-		"executionWorkspaceSettings": map[string]any{"networkEgress": map[string]any{"allowFqdns": []any{"github.com"}, "allowCidrs": []any{"10.0.0.0/8"}}}}), "")
+		"executionWorkspaceSettings": map[string]any{"networkEgress": map[string]any{"allowFqdns": []any{"github.com"}, "allowCidrs": []any{"10.0.0.0/8"}}}}), "", "company-e2e")
 	lease := result(t, "environmentAcquireLease", reply)
 	id, _ := lease["providerLeaseId"].(string)
 	md, _ := lease["metadata"].(map[string]any)
@@ -645,9 +634,9 @@ func TestCreateOSResumeReplacesDriftedEgressFirst(t *testing.T) {
 	} {
 		// Not subtests: the worker's connection fails the test that
 		// started it, which must be the one calling.
-		reply, _ := h.call("environmentReleaseLease", with(cfg, map[string]any{"providerLeaseId": id, "leaseMetadata": hostMetadata(md)}), "")
-		if reply["error"] != nil {
-			t.Fatalf("%s: release %v", tc.name, reply)
+		reply, _ := h.CallNext("environmentReleaseLease", with(cfg, map[string]any{"providerLeaseId": id, "leaseMetadata": hostMetadata(md)}), "", "company-e2e")
+		if reply.Error != nil {
+			t.Fatalf("%s: release %s", tc.name, reply.Raw)
 		}
 		if tc.drifted != nil {
 			setEgress(tc.drifted)
@@ -656,7 +645,7 @@ func TestCreateOSResumeReplacesDriftedEgressFirst(t *testing.T) {
 			t.Fatalf("%s: sandbox %s was not running after the warm release", tc.name, id)
 		}
 		from := len(srv.Requests())
-		reply, _ = h.call("environmentResumeLease", with(cfg, map[string]any{"providerLeaseId": id, "leaseMetadata": hostMetadata(md)}), "")
+		reply, _ = h.CallNext("environmentResumeLease", with(cfg, map[string]any{"providerLeaseId": id, "leaseMetadata": hostMetadata(md)}), "", "company-e2e")
 		resumed := result(t, "environmentResumeLease", reply)
 		rmd, _ := resumed["metadata"].(map[string]any)
 		if resumed["providerLeaseId"] != id || rmd["resumedLease"] != true {
@@ -682,14 +671,14 @@ func TestCreateOSResumeReplacesDriftedEgressFirst(t *testing.T) {
 	}
 
 	// A changed config list is drift: the lease expires, nothing is sent.
-	reply, _ = h.call("environmentReleaseLease", with(cfg, map[string]any{"providerLeaseId": id, "leaseMetadata": hostMetadata(md)}), "")
-	if reply["error"] != nil {
-		t.Fatalf("release %v", reply)
+	reply, _ = h.CallNext("environmentReleaseLease", with(cfg, map[string]any{"providerLeaseId": id, "leaseMetadata": hostMetadata(md)}), "", "company-e2e")
+	if reply.Error != nil {
+		t.Fatalf("release %s", reply.Raw)
 	}
 	changed := maps.Clone(cfg)
 	changed["egressAllowlist"] = []any{"registry.example.test", "pypi.org"}
 	from := len(srv.Requests())
-	reply, _ = h.call("environmentResumeLease", with(changed, map[string]any{"providerLeaseId": id, "leaseMetadata": hostMetadata(md)}), "")
+	reply, _ = h.CallNext("environmentResumeLease", with(changed, map[string]any{"providerLeaseId": id, "leaseMetadata": hostMetadata(md)}), "", "company-e2e")
 	r := result(t, "environmentResumeLease", reply)
 	if rmd, _ := r["metadata"].(map[string]any); r["providerLeaseId"] != nil || rmd["expired"] != true {
 		t.Errorf("resume with a changed egressAllowlist %v, want expired", r)
@@ -698,13 +687,13 @@ func TestCreateOSResumeReplacesDriftedEgressFirst(t *testing.T) {
 		t.Errorf("resume with a changed egressAllowlist made %d requests: %v", n, routesSince(srv, from))
 	}
 
-	reply, _ = h.call("environmentDestroyLease", with(cfg, map[string]any{"providerLeaseId": id, "leaseMetadata": hostMetadata(md)}), "")
-	if reply["error"] != nil {
-		t.Fatalf("destroy %v", reply)
+	reply, _ = h.CallNext("environmentDestroyLease", with(cfg, map[string]any{"providerLeaseId": id, "leaseMetadata": hostMetadata(md)}), "", "company-e2e")
+	if reply.Error != nil {
+		t.Fatalf("destroy %s", reply.Raw)
 	}
 	if left := srv.Sandboxes(); len(left) != 0 {
 		t.Errorf("sandboxes left: %+v", left)
 	}
-	h.shutdown()
+	shutdown(t, h)
 	t.Logf("%d requests %v, %v", len(srv.Requests()), srv.Counts(), time.Since(start).Round(time.Millisecond))
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
@@ -180,14 +181,8 @@ func (s *sim) requests() []map[string]any {
 	return out
 }
 
-// rpcWorker is the worker binary with debug logging, its lines read as
-// generic JSON objects.
-type rpcWorker struct {
-	*rpctest.Conn
-	t *testing.T
-}
-
-func startRPCWorker(t *testing.T) *rpcWorker {
+// startRPCWorker starts the worker binary with debug logging.
+func startRPCWorker(t *testing.T) *rpctest.Conn {
 	t.Helper()
 	cmd := exec.Command(bin, "--log-level", "debug")
 	// The host scrubs the worker's environment: credentials come in config.
@@ -195,45 +190,46 @@ func startRPCWorker(t *testing.T) *rpcWorker {
 	if os.Getenv("E2E_STDERR") != "" {
 		cmd.Stderr = os.Stderr
 	}
-	return &rpcWorker{Conn: rpctest.Start(t, cmd), t: t}
+	return rpctest.Start(t, cmd)
 }
 
-// call sends a request (with a paperclipInvocation when inv is set) and
-// returns its reply and the messages printed before it.
-func (w *rpcWorker) call(id int, method string, params any, inv string) (reply map[string]any, before []map[string]any) {
-	w.t.Helper()
-	m, msgs := w.Call(id, method, params, inv, "company-e2e")
-	for _, b := range msgs {
-		before = append(before, b.Map())
-	}
-	return m.Map(), before
-}
-
-// result is the reply's result; an error reply fails the test.
-func result(t *testing.T, method string, reply map[string]any) map[string]any {
+// result is the reply's result as a JSON object (nil for null); an error
+// reply fails the test.
+func result(t *testing.T, method string, reply rpctest.Msg) map[string]any {
 	t.Helper()
-	if reply["error"] != nil {
-		t.Fatalf("%s failed: %v", method, reply["error"])
+	if reply.Error != nil {
+		t.Fatalf("%s failed: %s", method, reply.Raw)
 	}
-	m, _ := reply["result"].(map[string]any)
+	var m map[string]any
+	if err := json.Unmarshal(reply.Result, &m); err != nil {
+		t.Fatalf("%s: the result is not an object: %s", method, reply.Raw)
+	}
 	return m
 }
 
+// carriesResult reports whether reply has a result that is not null.
+func carriesResult(reply rpctest.Msg) bool {
+	return len(reply.Result) > 0 && string(reply.Result) != "null"
+}
+
 // logged concatenates the execute.log chunks of one stream that carry inv.
-func logged(t *testing.T, msgs []map[string]any, inv, stream string) string {
+func logged(t *testing.T, msgs []rpctest.Msg, inv, stream string) string {
 	t.Helper()
 	var sb strings.Builder
 	for _, m := range msgs {
-		if m["method"] != "execute.log" {
+		if m.Method != "execute.log" {
 			continue
 		}
-		if m["paperclipInvocationId"] != inv {
-			t.Errorf("execute.log without the request's invocation id %q: %v", inv, m)
+		if m.InvocationID != inv {
+			t.Errorf("execute.log without the request's invocation id %q: %s", inv, m.Raw)
 			continue
 		}
-		p := m["params"].(map[string]any)
-		if p["stream"] == stream {
-			sb.WriteString(p["chunk"].(string))
+		var p rpc.ExecuteLogParams
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			t.Errorf("execute.log params: %s", m.Raw)
+		}
+		if p.Stream == stream {
+			sb.WriteString(p.Chunk)
 		}
 	}
 	return sb.String()
@@ -261,9 +257,9 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 	}
 
 	// initialize: the createos methods are served.
-	reply, before := w.call(1, "initialize", map[string]any{
+	reply, before := w.Call(1, "initialize", map[string]any{
 		"manifest": map[string]any{"id": "paperclip.go-sandbox-provider"}, "config": map[string]any{},
-		"instanceInfo": map[string]any{"instanceId": "default", "hostVersion": "2026.916.1"}, "apiVersion": 1}, "")
+		"instanceInfo": map[string]any{"instanceId": "default", "hostVersion": "2026.916.1"}, "apiVersion": 1}, "", "company-e2e")
 	methods, _ := result(t, "initialize", reply)["supportedMethods"].([]any)
 	for _, m := range []string{"environmentValidateConfig", "environmentProbe", "environmentAcquireLease", "environmentResumeLease",
 		"environmentReleaseLease", "environmentDestroyLease", "environmentRealizeWorkspace", "environmentExecute",
@@ -272,16 +268,16 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 			t.Errorf("supportedMethods lacks %s: %v", m, methods)
 		}
 	}
-	if !slices.ContainsFunc(before, func(m map[string]any) bool {
-		p, _ := m["params"].(map[string]any)
-		return m["method"] == "log" && p["message"] == "CreateOS sandbox provider ready"
+	if !slices.ContainsFunc(before, func(m rpctest.Msg) bool {
+		var p rpc.LogParams
+		return m.Method == "log" && json.Unmarshal(m.Params, &p) == nil && p.Message == "CreateOS sandbox provider ready"
 	}) {
-		t.Errorf("no CreateOS ready log before the initialize reply: %v", before)
+		t.Errorf("no CreateOS ready log before the initialize reply: %d lines", len(before))
 	}
 
 	// environmentValidateConfig normalises the URL to its origin and keeps
 	// the secret field: the host persists normalizedConfig as the config.
-	reply, _ = w.call(2, "environmentValidateConfig", map[string]any{"driverKey": "createos", "config": cfg}, "")
+	reply, _ = w.Call(2, "environmentValidateConfig", map[string]any{"driverKey": "createos", "config": cfg}, "", "company-e2e")
 	res := result(t, "environmentValidateConfig", reply)
 	nc, _ := res["normalizedConfig"].(map[string]any)
 	if res["ok"] != true || nc["apiUrl"] != s.url || nc["apiKey"] != key || nc["timeoutMs"] != float64(20000) {
@@ -290,13 +286,13 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 	validateLine := len(w.Transcript()) - 1
 
 	// environmentProbe creates, runs /bin/echo in and deletes a sandbox.
-	reply, _ = w.call(3, "environmentProbe", base(), "inv-e2e-probe")
+	reply, _ = w.Call(3, "environmentProbe", base(), "inv-e2e-probe", "company-e2e")
 	if res := result(t, "environmentProbe", reply); res["ok"] != true {
 		t.Fatalf("probe %v", res)
 	}
 
-	reply, _ = w.call(4, "environmentAcquireLease", with(map[string]any{"runId": "run-e2e", "issueId": "issue-e2e",
-		"executionWorkspaceId": "ws-e2e", "agentId": "agent-e2e"}), "inv-e2e-acquire")
+	reply, _ = w.Call(4, "environmentAcquireLease", with(map[string]any{"runId": "run-e2e", "issueId": "issue-e2e",
+		"executionWorkspaceId": "ws-e2e", "agentId": "agent-e2e"}), "inv-e2e-acquire", "company-e2e")
 	lease := result(t, "environmentAcquireLease", reply)
 	id, _ := lease["providerLeaseId"].(string)
 	md, _ := lease["metadata"].(map[string]any)
@@ -320,16 +316,16 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 	}
 	leaseArg := map[string]any{"providerLeaseId": id, "metadata": hostMD(md)}
 
-	reply, _ = w.call(5, "environmentRealizeWorkspace", with(map[string]any{"lease": leaseArg,
-		"workspace": map[string]any{"localPath": "/nonexistent/host/path", "mode": "isolated_workspace"}}), "")
+	reply, _ = w.Call(5, "environmentRealizeWorkspace", with(map[string]any{"lease": leaseArg,
+		"workspace": map[string]any{"localPath": "/nonexistent/host/path", "mode": "isolated_workspace"}}), "", "company-e2e")
 	if rw := result(t, "environmentRealizeWorkspace", reply); rw["cwd"] != "/paperclip-workspace" {
 		t.Fatalf("realize %v", rw)
 	}
 
 	// A real command with stdin and env, streamed live under the invocation id.
-	reply, before = w.call(6, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "/bin/bash",
+	reply, before = w.Call(6, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "/bin/bash",
 		"args": []string{"-c", `cat > kept.txt; printf '%s\n' "$GREETING"; printf 'err:%s' "$GREETING" >&2; cat kept.txt; pwd`},
-		"cwd":  "/paperclip-workspace", "env": map[string]string{"GREETING": "hello e2e"}, "stdin": "from stdin ✓\n"}), "inv-e2e-exec")
+		"cwd":  "/paperclip-workspace", "env": map[string]string{"GREETING": "hello e2e"}, "stdin": "from stdin ✓\n"}), "inv-e2e-exec", "company-e2e")
 	res = result(t, "environmentExecute", reply)
 	wantOut := "hello e2e\nfrom stdin ✓\n/paperclip-workspace\n"
 	if res["exitCode"] != float64(0) || res["timedOut"] != false || res["stdout"] != wantOut || res["stderr"] != "err:hello e2e" {
@@ -344,8 +340,8 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 
 	// A command past its timeout: a timed-out result with the output so far.
 	t0 := time.Now()
-	reply, before = w.call(7, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "/bin/bash",
-		"args": []string{"-c", "echo started; exec sleep 30"}, "timeoutMs": 3000}), "inv-e2e-timeout")
+	reply, before = w.Call(7, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "/bin/bash",
+		"args": []string{"-c", "echo started; exec sleep 30"}, "timeoutMs": 3000}), "inv-e2e-timeout", "company-e2e")
 	res = result(t, "environmentExecute", reply)
 	if res["timedOut"] != true || res["exitCode"] != nil || res["stdout"] != "started\n" {
 		t.Fatalf("timed-out execute %v", res)
@@ -369,9 +365,9 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 
 	// Release a reusable lease: the sandbox is kept warm (no request) and
 	// the provider pauses it when idle.
-	reply, _ = w.call(11, "environmentReleaseLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(md)}), "")
-	if reply["error"] != nil || reply["result"] != nil {
-		t.Fatalf("release %v", reply)
+	reply, _ = w.Call(11, "environmentReleaseLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(md)}), "", "company-e2e")
+	if reply.Error != nil || carriesResult(reply) {
+		t.Fatalf("release %s", reply.Raw)
 	}
 	if st := s.status(id); st != "running" {
 		t.Fatalf("sandbox %s is %q after release, want kept warm", id, st)
@@ -385,11 +381,11 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 	// another lease (expired), the right one resumes it.
 	forged := hostMD(md)
 	forged["marker"] = "00000000-0000-4000-8000-000000000000"
-	reply, _ = w.call(12, "environmentResumeLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": forged}), "")
+	reply, _ = w.Call(12, "environmentResumeLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": forged}), "", "company-e2e")
 	if r := result(t, "environmentResumeLease", reply); r["providerLeaseId"] != nil || r["metadata"].(map[string]any)["expired"] != true {
 		t.Fatalf("resume with a forged marker %v", r)
 	}
-	reply, _ = w.call(13, "environmentResumeLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(md)}), "")
+	reply, _ = w.Call(13, "environmentResumeLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(md)}), "", "company-e2e")
 	resumed := result(t, "environmentResumeLease", reply)
 	rmd, _ := resumed["metadata"].(map[string]any)
 	if resumed["providerLeaseId"] != id || rmd["resumedLease"] != true || rmd["marker"] != md["marker"] {
@@ -399,23 +395,23 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 		t.Fatalf("sandbox %s is %q after resume", id, st)
 	}
 	leaseArg = map[string]any{"providerLeaseId": id, "metadata": hostMD(rmd)}
-	reply, _ = w.call(14, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "cat", "args": []string{"kept.txt"},
-		"cwd": "/paperclip-workspace"}), "inv-e2e-after-resume")
+	reply, _ = w.Call(14, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "cat", "args": []string{"kept.txt"},
+		"cwd": "/paperclip-workspace"}), "inv-e2e-after-resume", "company-e2e")
 	if res := result(t, "environmentExecute", reply); res["stdout"] != "from stdin ✓\n" || res["exitCode"] != float64(0) {
 		t.Fatalf("workspace after resume %v", res)
 	}
 
-	reply, _ = w.call(15, "environmentDestroyLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(rmd)}), "")
-	if reply["error"] != nil || reply["result"] != nil {
-		t.Fatalf("destroy %v", reply)
+	reply, _ = w.Call(15, "environmentDestroyLease", with(map[string]any{"providerLeaseId": id, "leaseMetadata": hostMD(rmd)}), "", "company-e2e")
+	if reply.Error != nil || carriesResult(reply) {
+		t.Fatalf("destroy %s", reply.Raw)
 	}
 
-	reply, _ = w.call(16, "shutdown", map[string]any{}, "")
-	if reply["error"] != nil {
-		t.Fatalf("shutdown %v", reply)
+	reply, _ = w.Call(16, "shutdown", map[string]any{}, "", "company-e2e")
+	if reply.Error != nil {
+		t.Fatalf("shutdown %s", reply.Raw)
 	}
 	_ = w.CloseInput()
-	if code := exitCode(t, w.Conn); code != 0 {
+	if code := exitCode(t, w); code != 0 {
 		t.Fatalf("worker exit code %d", code)
 	}
 
@@ -440,13 +436,9 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 			t.Errorf("sandbox %s is %q after the worker exited", sb, st)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for left := procfs.Descendants(s.cmd.Process.Pid); len(left) > 0; left = procfs.Descendants(s.cmd.Process.Pid) {
-		if time.Now().After(deadline) {
-			t.Errorf("processes still running under createos-sim: %v", left)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	var left []procfs.Proc
+	if !testkit.Eventually(func() bool { left = procfs.Descendants(s.cmd.Process.Pid); return len(left) == 0 }) {
+		t.Errorf("processes still running under createos-sim: %v", left)
 	}
 	// The sim keeps one createostest-* directory with a directory per live
 	// sandbox inside.
@@ -496,7 +488,7 @@ func TestCreateOSLeaseOverStdioAgainstSim(t *testing.T) {
 // with their content and modes; no transfer scratch file is left in the
 // sandbox's /tmp (sandboxTmp, a glob for its directory in the sim). The worker spaces requests to one origin
 // 300 ms apart, so the step's ~24 requests take about 7 s.
-func syncStep(t *testing.T, w *rpcWorker, id int, with func(map[string]any) map[string]any, leaseArg map[string]any, sandboxTmp string) {
+func syncStep(t *testing.T, w *rpctest.Conn, id int, with func(map[string]any) map[string]any, leaseArg map[string]any, sandboxTmp string) {
 	t.Helper()
 	start := time.Now()
 	host := t.TempDir()
@@ -539,7 +531,7 @@ func syncStep(t *testing.T, w *rpcWorker, id int, with func(map[string]any) map[
 			"timeoutMs": 10000,
 		}},
 	}}})
-	reply, _ := w.call(id, "environmentSyncIn", syncIn, "inv-e2e-sync-in")
+	reply, _ := w.Call(id, "environmentSyncIn", syncIn, "inv-e2e-sync-in", "company-e2e")
 	ops, _ := result(t, "environmentSyncIn", reply)["operations"].([]any)
 	if len(ops) != 1 {
 		t.Fatalf("syncIn operations %v", ops)
@@ -553,7 +545,7 @@ func syncStep(t *testing.T, w *rpcWorker, id int, with func(map[string]any) map[
 		t.Fatalf("syncIn result %v", op)
 	}
 
-	reply, _ = w.call(id+1, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "/bin/bash", "args": []string{"-c", strings.Join([]string{
+	reply, _ = w.Call(id+1, "environmentExecute", with(map[string]any{"lease": leaseArg, "command": "/bin/bash", "args": []string{"-c", strings.Join([]string{
 		"cat listing.txt",
 		"stat -c '%a %n' project project/README.md project/bin/run.sh project/lib/nested/deep.txt",
 		"readlink project/link; cat project/link",
@@ -562,7 +554,7 @@ func syncStep(t *testing.T, w *rpcWorker, id int, with func(map[string]any) map[
 		"cp project/bin/run.sh out/tool.sh && chmod 0750 out/tool.sh && project/bin/run.sh out > out/logs/run.log",
 		"ln -s logs/run.log out/latest && echo scratch > out/skip.tmp",
 		"wc -l < listing.txt > result.txt",
-	}, "\n")}, "cwd": root}), "inv-e2e-sync-read")
+	}, "\n")}, "cwd": root}), "inv-e2e-sync-read", "company-e2e")
 	res := result(t, "environmentExecute", reply)
 	want := "./README.md f\n./bin d\n./bin/run.sh f\n./lib d\n./lib/nested d\n./lib/nested/deep.txt f\n./link l\nran post-upload\n" +
 		"755 project\n644 project/README.md\n755 project/bin/run.sh\n600 project/lib/nested/deep.txt\n" +
@@ -579,7 +571,7 @@ func syncStep(t *testing.T, w *rpcWorker, id int, with func(map[string]any) map[
 			map[string]any{"sourcePath": root + "/out", "targetPath": filepath.Join(back, "out"), "kind": "directory", "mode": 0o700, "exclude": []string{"*.tmp"}},
 		},
 	}}})
-	reply, _ = w.call(id+2, "environmentSyncOut", syncOut, "inv-e2e-sync-out")
+	reply, _ = w.Call(id+2, "environmentSyncOut", syncOut, "inv-e2e-sync-out", "company-e2e")
 	ops, _ = result(t, "environmentSyncOut", reply)["operations"].([]any)
 	if len(ops) != 1 {
 		t.Fatalf("syncOut operations %v", ops)

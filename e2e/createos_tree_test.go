@@ -25,9 +25,9 @@ func TestCreateOSSixtyFourMiBTreeRoundTrip(t *testing.T) {
 		}
 		return p
 	}
-	w.call(1, "initialize", map[string]any{"manifest": map[string]any{"id": "paperclip.go-sandbox-provider"}, "config": map[string]any{},
-		"instanceInfo": map[string]any{"instanceId": "default", "hostVersion": "2026.916.1"}, "apiVersion": 1}, "")
-	reply, _ := w.call(2, "environmentAcquireLease", with(map[string]any{"runId": "run-tree"}), "")
+	w.Call(1, "initialize", map[string]any{"manifest": map[string]any{"id": "paperclip.go-sandbox-provider"}, "config": map[string]any{},
+		"instanceInfo": map[string]any{"instanceId": "default", "hostVersion": "2026.916.1"}, "apiVersion": 1}, "", "company-e2e")
+	reply, _ := w.Call(2, "environmentAcquireLease", with(map[string]any{"runId": "run-tree"}), "", "company-e2e")
 	lease := result(t, "environmentAcquireLease", reply)
 	leaseArg := map[string]any{"providerLeaseId": lease["providerLeaseId"], "metadata": lease["metadata"]}
 
@@ -59,10 +59,10 @@ func TestCreateOSSixtyFourMiBTreeRoundTrip(t *testing.T) {
 	mapping := func(from, to string) map[string]any {
 		return map[string]any{"operationId": "op", "files": []any{map[string]any{"sourcePath": from, "targetPath": to, "kind": "directory"}}}
 	}
-	reply, _ = w.call(3, "environmentSyncIn", with(map[string]any{"lease": leaseArg, "operations": []any{mapping(src, "/paperclip-workspace/tree")}}), "")
+	reply, _ = w.Call(3, "environmentSyncIn", with(map[string]any{"lease": leaseArg, "operations": []any{mapping(src, "/paperclip-workspace/tree")}}), "", "company-e2e")
 	result(t, "environmentSyncIn", reply)
 	back := filepath.Join(t.TempDir(), "back")
-	reply, _ = w.call(4, "environmentSyncOut", with(map[string]any{"lease": leaseArg, "operations": []any{mapping("/paperclip-workspace/tree", back)}}), "")
+	reply, _ = w.Call(4, "environmentSyncOut", with(map[string]any{"lease": leaseArg, "operations": []any{mapping("/paperclip-workspace/tree", back)}}), "", "company-e2e")
 	result(t, "environmentSyncOut", reply)
 
 	for name, f := range files {
@@ -81,9 +81,9 @@ func TestCreateOSSixtyFourMiBTreeRoundTrip(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(back, "void")); err != nil || !st.IsDir() {
 		t.Errorf("empty directory: %v", err)
 	}
-	reply, _ = w.call(5, "environmentDestroyLease", with(map[string]any{"providerLeaseId": lease["providerLeaseId"], "leaseMetadata": lease["metadata"]}), "")
-	if reply["error"] != nil {
-		t.Fatalf("destroy %v", reply)
+	reply, _ = w.Call(5, "environmentDestroyLease", with(map[string]any{"providerLeaseId": lease["providerLeaseId"], "leaseMetadata": lease["metadata"]}), "", "company-e2e")
+	if reply.Error != nil {
+		t.Fatalf("destroy %s", reply.Raw)
 	}
 	_, counts := s.get("/_control/counts")
 	t.Logf("requests per route: %v", counts)

@@ -61,25 +61,20 @@ func readCorpus(t *testing.T) []hostileCase {
 	return cases
 }
 
-// hostileSession is a worker with the state the corpus refers to: a lease
-// of company c's environment e ({{lease}}, its root {{root}}), a setup
-// session s1 of it, and a host directory ({{host}}).
-type hostileSession struct {
-	*rpctest.Conn
-	tmp  string
-	vars map[string]string
-}
-
-func startHostileSession(t *testing.T) *hostileSession {
+// startHostileSession starts a worker (its TMPDIR tmp) with the state the
+// corpus refers to: a lease of company c's environment e ({{lease}}, its
+// root {{root}}), a setup session s1 of it, and a host directory
+// ({{host}}); vars holds those names.
+func startHostileSession(t *testing.T) (s *rpctest.Conn, tmp string, vars map[string]string) {
 	t.Helper()
-	tmp := t.TempDir()
+	tmp = t.TempDir()
 	cmd := exec.Command(bin, "--log-level", "warn")
 	cmd.Env = []string{"TMPDIR=" + tmp, "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0"}
 	host := filepath.Join(tmp, "host")
 	if err := os.Mkdir(host, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := &hostileSession{Conn: rpctest.Start(t, cmd), tmp: tmp, vars: map[string]string{"host": host}}
+	s, vars = rpctest.Start(t, cmd), map[string]string{"host": host}
 	var lease struct {
 		ProviderLeaseID string `json:"providerLeaseId"`
 		Metadata        struct {
@@ -91,16 +86,17 @@ func startHostileSession(t *testing.T) *hostileSession {
 	base := map[string]any{"driverKey": "fake-plugin", "companyId": "c", "environmentId": "e", "config": map[string]any{}, "runId": "r"}
 	m, _ = s.Call(0, "environmentAcquireLease", base, "", "")
 	s.Result(m, &lease)
-	s.vars["lease"], s.vars["root"] = lease.ProviderLeaseID, lease.Metadata.FakeRootDir
+	vars["lease"], vars["root"] = lease.ProviderLeaseID, lease.Metadata.FakeRootDir
 	base["sessionId"] = "s1"
 	m, _ = s.Call(0, "environmentStartInteractiveSetup", base, "", "")
 	s.Result(m, &struct{}{})
-	return s
+	return s, tmp, vars
 }
 
-// answer sends c's line, then a health request, and returns what c's line
-// got; the health request must be answered with a result.
-func (s *hostileSession) answer(t *testing.T, n int, c hostileCase) hostileWant {
+// answer sends c's line with vars substituted to s, then a health
+// request, and returns what c's line got (tmp, the worker's TMPDIR,
+// normalised); the health request must be answered with a result.
+func answer(t *testing.T, s *rpctest.Conn, tmp string, vars map[string]string, n int, c hostileCase) hostileWant {
 	t.Helper()
 	line := c.Line
 	if c.LineQuoted != "" {
@@ -109,7 +105,7 @@ func (s *hostileSession) answer(t *testing.T, n int, c hostileCase) hostileWant 
 			t.Fatalf("%s: lineQuoted: %v", c.Name, err)
 		}
 	}
-	for k, v := range s.vars {
+	for k, v := range vars {
 		line = strings.ReplaceAll(line, "{{"+k+"}}", v)
 	}
 	s.Send(line)
@@ -146,7 +142,7 @@ func (s *hostileSession) answer(t *testing.T, n int, c hostileCase) hostileWant 
 	r := replies[0]
 	w := hostileWant{ID: r.ID, Result: r.Result != nil}
 	if r.Error != nil {
-		w.Code, w.Message = r.Error.Code, normalise(s.tmp, []byte(r.Error.Message))
+		w.Code, w.Message = r.Error.Code, normalise(tmp, []byte(r.Error.Message))
 	}
 	return w
 }
@@ -176,10 +172,10 @@ func TestHostileCorpus(t *testing.T) {
 	if len(cases) < 80 {
 		t.Fatalf("the corpus has %d cases; it keeps at least 80", len(cases))
 	}
-	s := startHostileSession(t)
+	s, tmp, vars := startHostileSession(t)
 	var out bytes.Buffer
 	for i, c := range cases {
-		got := s.answer(t, i, c)
+		got := answer(t, s, tmp, vars, i, c)
 		if *update {
 			c.Want = &got
 			b, _ := json.Marshal(c)

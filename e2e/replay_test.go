@@ -127,38 +127,33 @@ func TestReplayRecordedHostFlows(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			reqs, replies := readRecorded(t, name)
 			w := startRPCWorker(t)
-			result(t, "initialize", mustCall(w, 1, "initialize", map[string]any{"manifest": map[string]any{}, "config": map[string]any{}}))
+			m, _ := w.Call(1, "initialize", map[string]any{"manifest": map[string]any{}, "config": map[string]any{}}, "", "")
+			result(t, "initialize", m)
 			r := &replayer{run: filepath.Join(t.TempDir(), "run"), host: t.TempDir(), claude: filepath.Join(t.TempDir(), "no-claude")}
 			for _, req := range reqs {
 				params := r.rewrite(req.Params)
 				if req.Method == "environmentSyncIn" || req.Method == "environmentSyncOut" {
 					stageHostSide(t, req.Method, params)
 				}
-				reply, _ := w.call(*req.ID, req.Method, params, "")
+				reply, _ := w.Call(*req.ID, req.Method, params, "", "")
 				want := replies[*req.ID]
 				switch {
 				case want.Error != nil:
-					e, _ := reply["error"].(map[string]any)
-					if e == nil || e["code"] != float64(want.Error.Code) {
-						t.Fatalf("request %d %s: reply %v, the real run got error code %d", *req.ID, req.Method, reply, want.Error.Code)
+					if reply.Error == nil || reply.Error.Code != want.Error.Code {
+						t.Fatalf("request %d %s: reply %s, the real run got error code %d", *req.ID, req.Method, reply.Raw, want.Error.Code)
 					}
-				case reply["error"] != nil:
-					t.Fatalf("request %d %s: %v; the real run got a result", *req.ID, req.Method, reply["error"])
+				case reply.Error != nil:
+					t.Fatalf("request %d %s: %s; the real run got a result", *req.ID, req.Method, reply.Raw)
 				case req.Method == "environmentAcquireLease":
-					r.mapLease(t, want.Result, reply["result"])
+					r.mapLease(t, want.Result, reply.Result)
 				}
 			}
 		})
 	}
 }
 
-func mustCall(w *rpcWorker, id int, method string, params any) map[string]any {
-	reply, _ := w.call(id, method, params, "")
-	return reply
-}
-
 // mapLease records that the recorded lease (id and root) is now got.
-func (r *replayer) mapLease(t *testing.T, recordedResult json.RawMessage, got any) {
+func (r *replayer) mapLease(t *testing.T, recordedResult, got json.RawMessage) {
 	t.Helper()
 	type lease struct {
 		ProviderLeaseID string `json:"providerLeaseId"`
@@ -167,9 +162,8 @@ func (r *replayer) mapLease(t *testing.T, recordedResult json.RawMessage, got an
 		} `json:"metadata"`
 	}
 	var was, now lease
-	b, _ := json.Marshal(got)
-	if json.Unmarshal(recordedResult, &was) != nil || json.Unmarshal(b, &now) != nil || now.Metadata.FakeRootDir == "" {
-		t.Fatalf("acquire: cannot map recorded lease %s to %s", recordedResult, b)
+	if json.Unmarshal(recordedResult, &was) != nil || json.Unmarshal(got, &now) != nil || now.Metadata.FakeRootDir == "" {
+		t.Fatalf("acquire: cannot map recorded lease %s to %s", recordedResult, got)
 	}
 	r.subs = append(r.subs, was.ProviderLeaseID, now.ProviderLeaseID, was.Metadata.FakeRootDir, now.Metadata.FakeRootDir)
 }

@@ -103,7 +103,7 @@ func TestPathFindsCommandsFirst(t *testing.T) {
 
 	ws := l.Metadata["remoteCwd"].(string)
 	op := handlers.SyncOperation{OperationID: "op", Files: []handlers.SyncFileMapping{}, PostUploadCommands: []handlers.PostUploadCommand{{Command: "hello > out", Cwd: ws}}}
-	if _, err := d.SyncIn(context.Background(), &handlers.SyncParams{BaseParams: b, Lease: *l, Operations: []handlers.SyncOperation{op}}); err != nil {
+	if _, err := callRPC[handlers.SyncResult](context.Background(), d, "environmentSyncIn", &handlers.SyncParams{BaseParams: b, Lease: *l, Operations: []handlers.SyncOperation{op}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	syncCheckFile(t, filepath.Join(ws, "out"), "hello from path: "+bin+":"+defaultPATH)
@@ -120,19 +120,19 @@ func TestInvalidPathRefusesCommands(t *testing.T) {
 	const want = `path[0] must be an absolute directory; got "bin".`
 	calls := map[string]func() error{
 		"acquire": func() error {
-			_, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: bad, RunID: "run-2"})
+			_, err := callRPC[handlers.Lease](ctx, d, "environmentAcquireLease", &handlers.AcquireLeaseParams{BaseParams: bad, RunID: "run-2"}, nil)
 			return err
 		},
 		"resume": func() error {
-			_, err := d.ResumeLease(ctx, &handlers.ResumeLeaseParams{BaseParams: bad, ProviderLeaseID: *l.ProviderLeaseID})
+			_, err := callRPC[handlers.Lease](ctx, d, "environmentResumeLease", &handlers.ResumeLeaseParams{BaseParams: bad, ProviderLeaseID: *l.ProviderLeaseID}, nil)
 			return err
 		},
 		"execute": func() error {
-			_, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: bad, Lease: *l, Command: "true"}, nil)
+			_, err := callRPC[handlers.ExecuteResult](ctx, d, "environmentExecute", &handlers.ExecuteParams{BaseParams: bad, Lease: *l, Command: "true"}, nil)
 			return err
 		},
 		"syncIn": func() error {
-			_, err := d.SyncIn(ctx, &handlers.SyncParams{BaseParams: bad, Lease: *l})
+			_, err := callRPC[handlers.SyncResult](ctx, d, "environmentSyncIn", &handlers.SyncParams{BaseParams: bad, Lease: *l}, nil)
 			return err
 		},
 	}
@@ -141,7 +141,7 @@ func TestInvalidPathRefusesCommands(t *testing.T) {
 			t.Errorf("%s: err = %v, want it to say %q", name, err, want)
 		}
 	}
-	if pr, err := d.Probe(ctx, &handlers.ProbeParams{BaseParams: bad}); err != nil || pr.OK || !strings.Contains(pr.Summary, want) {
+	if pr, err := callRPC[handlers.ProbeResult](ctx, d, "environmentProbe", &handlers.ProbeParams{BaseParams: bad}, nil); err != nil || pr.OK || !strings.Contains(pr.Summary, want) {
 		t.Errorf("probe = %+v, %v", pr, err)
 	}
 }

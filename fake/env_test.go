@@ -9,6 +9,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
 
 // An env the command could not receive as sent is refused with the CreateOS
@@ -30,9 +31,9 @@ func TestEnvRefusedAsCreateOSRefusesIt(t *testing.T) {
 		{map[string]string{"A": "x\x00y"}, envrule.ErrNUL},
 		{map[string]string{"PATH": "/usr/bin\x00/bin"}, envrule.ErrNUL},
 	} {
-		_, err := d.Execute(context.Background(), &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "touch", Args: []string{ran}, Env: tc.env}, nil)
-		var re *rpcError
-		if !errors.As(err, &re) || re.Message != tc.want.Error() {
+		_, err := callRPC[handlers.ExecuteResult](context.Background(), d, "environmentExecute", &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "touch", Args: []string{ran}, Env: tc.env}, nil)
+		var ce *rpc.CallError
+		if !errors.As(err, &ce) || ce.Message != tc.want.Error() {
 			t.Errorf("env %q: err = %v, want %q", tc.env, err, tc.want)
 		}
 		if _, err := os.Stat(ran); err == nil {

@@ -56,7 +56,7 @@ func TestReleaseEndsAnOrphanButAnswersNoReceipt(t *testing.T) {
 	r := execute(t, d, b, l, nil, "sh", "-c", `sleep 999 </dev/null >/dev/null 2>&1 & echo $!`)
 	pid := pidsFrom(t, r.Stdout)[0]
 	testkit.WaitFor(t, "the orphan to be launchd's", func() bool { return parentOf(t, pid) == 1 })
-	rc, err := d.ReleaseLease(context.Background(), &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID})
+	rc, err := callRPC[handlers.TerminationReceipt](context.Background(), d, "environmentReleaseLease", &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID}, nil)
 	if err != nil || rc != nil {
 		t.Fatalf("release = %+v, %v; want no receipt", rc, err)
 	}

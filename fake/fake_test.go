@@ -17,6 +17,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 // Reference harness values (fake-driver.md §7.1).
@@ -32,7 +33,7 @@ func newDriver(t *testing.T) *tdriver {
 	t.Helper()
 	d := New(WithTempDir(t.TempDir()))
 	t.Cleanup(func() { _ = d.Close(context.Background()) })
-	return &tdriver{client: through(t, d), drv: d}
+	return serve(t, d)
 }
 
 // receiptsConfirmed: the worker is a subreaper (Linux), so a teardown can
@@ -52,9 +53,19 @@ func receiptIs(rc *handlers.TerminationReceipt, err error, state string) bool {
 	return rc != nil && rc.State == state
 }
 
-func acquire(t *testing.T, d api, b handlers.BaseParams, runID string) *handlers.Lease {
+// acquire acquires a lease of b for runID from the driver itself or
+// through JSON-RPC.
+func acquire[D *Driver | *tdriver](t *testing.T, d D, b handlers.BaseParams, runID string) *handlers.Lease {
 	t.Helper()
-	l, err := d.AcquireLease(context.Background(), &handlers.AcquireLeaseParams{BaseParams: b, RunID: runID})
+	p := &handlers.AcquireLeaseParams{BaseParams: b, RunID: runID}
+	var l *handlers.Lease
+	var err error
+	switch d := any(d).(type) {
+	case *Driver:
+		l, err = d.AcquireLease(context.Background(), p)
+	case *tdriver:
+		l, err = callRPC[handlers.Lease](context.Background(), d, "environmentAcquireLease", p, nil)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,13 +99,13 @@ func (s *sink) get(stream string) string {
 	return s.buf[stream].String()
 }
 
-func execute(t *testing.T, d api, b handlers.BaseParams, l *handlers.Lease, mod func(*handlers.ExecuteParams), command string, args ...string) *handlers.ExecuteResult {
+func execute(t *testing.T, d *tdriver, b handlers.BaseParams, l *handlers.Lease, mod func(*handlers.ExecuteParams), command string, args ...string) *handlers.ExecuteResult {
 	t.Helper()
 	p := &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: command, Args: args}
 	if mod != nil {
 		mod(p)
 	}
-	r, err := d.Execute(context.Background(), p, &sink{})
+	r, err := callRPC[handlers.ExecuteResult](context.Background(), d, "environmentExecute", p, &sink{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,11 +120,11 @@ func TestRunsADeterministicProviderLifecycle(t *testing.T) {
 	d := newDriver(t)
 	ctx := context.Background()
 	b := base("env-1", nil)
-	v, _ := d.ValidateConfig(ctx, &handlers.ValidateConfigParams{DriverKey: Key, Config: b.Config})
+	v, _ := callRPC[handlers.ValidationResult](ctx, d, "environmentValidateConfig", &handlers.ValidateConfigParams{DriverKey: Key, Config: b.Config}, nil)
 	if !v.OK || v.NormalizedConfig["image"] != "fake:test" || v.NormalizedConfig["reuseLease"] != false {
 		t.Fatalf("validate = %+v", v)
 	}
-	pr, _ := d.Probe(ctx, &handlers.ProbeParams{BaseParams: b})
+	pr, _ := callRPC[handlers.ProbeResult](ctx, d, "environmentProbe", &handlers.ProbeParams{BaseParams: b}, nil)
 	if !pr.OK || pr.Metadata["provider"] != "fake-plugin" || pr.Metadata["image"] != "fake:test" || pr.Summary != "Fake sandbox provider is ready for image fake:test." {
 		t.Fatalf("probe = %+v", pr)
 	}
@@ -121,7 +132,7 @@ func TestRunsADeterministicProviderLifecycle(t *testing.T) {
 	if !strings.HasPrefix(*l.ProviderLeaseID, "fake-plugin://run-1/") || !regexp.MustCompile(`/[0-9a-f-]{36}$`).MatchString(*l.ProviderLeaseID) {
 		t.Fatalf("lease id %q", *l.ProviderLeaseID)
 	}
-	rw, err := d.RealizeWorkspace(ctx, &handlers.RealizeWorkspaceParams{BaseParams: b, Lease: *l, Workspace: handlers.Workspace{Mode: "isolated_workspace"}})
+	rw, err := callRPC[handlers.RealizeWorkspaceResult](ctx, d, "environmentRealizeWorkspace", &handlers.RealizeWorkspaceParams{BaseParams: b, Lease: *l, Workspace: handlers.Workspace{Mode: "isolated_workspace"}}, nil)
 	if err != nil || !strings.Contains(rw.Cwd, "paperclip-fake-sandbox-") {
 		t.Fatalf("realize = %+v, %v", rw, err)
 	}
@@ -129,7 +140,7 @@ func TestRunsADeterministicProviderLifecycle(t *testing.T) {
 	if r.ExitCode == nil || *r.ExitCode != 0 || r.TimedOut || r.Stdout != "fake-plugin-ok" {
 		t.Fatalf("execute = %+v", r)
 	}
-	if _, err := d.DestroyLease(ctx, &handlers.DestroyLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID}); err != nil {
+	if _, err := callRPC[handlers.TerminationReceipt](ctx, d, "environmentDestroyLease", &handlers.DestroyLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(l.Metadata["fakeRootDir"].(string)); !os.IsNotExist(err) {
@@ -228,19 +239,19 @@ func TestResumeAndReleaseWithAndWithoutReuse(t *testing.T) {
 	if *again.ProviderLeaseID != *l.ProviderLeaseID || again.Metadata["resumedLease"] != true {
 		t.Fatalf("second acquire = %+v", again)
 	}
-	res, err := d.ResumeLease(ctx, &handlers.ResumeLeaseParams{BaseParams: reuse, ProviderLeaseID: *l.ProviderLeaseID})
+	res, err := callRPC[handlers.Lease](ctx, d, "environmentResumeLease", &handlers.ResumeLeaseParams{BaseParams: reuse, ProviderLeaseID: *l.ProviderLeaseID}, nil)
 	if err != nil || res.Metadata["resumedLease"] != true || *res.ProviderLeaseID != *l.ProviderLeaseID {
 		t.Fatalf("resume = %+v, %v", res, err)
 	}
 	root := l.Metadata["fakeRootDir"].(string)
-	rc, err := d.ReleaseLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: reuse, ProviderLeaseID: l.ProviderLeaseID})
+	rc, err := callRPC[handlers.TerminationReceipt](ctx, d, "environmentReleaseLease", &handlers.ReleaseLeaseParams{BaseParams: reuse, ProviderLeaseID: l.ProviderLeaseID}, nil)
 	if !receiptIs(rc, err, "stopped") {
 		t.Fatalf("release with reuse = %+v, %v", rc, err)
 	}
 	if _, err := os.Stat(root); err != nil {
 		t.Fatalf("reusable root removed by release: %v", err)
 	}
-	rc, err = d.DestroyLease(ctx, &handlers.DestroyLeaseParams{BaseParams: reuse, ProviderLeaseID: l.ProviderLeaseID})
+	rc, err = callRPC[handlers.TerminationReceipt](ctx, d, "environmentDestroyLease", &handlers.DestroyLeaseParams{BaseParams: reuse, ProviderLeaseID: l.ProviderLeaseID}, nil)
 	if !receiptIs(rc, err, "destroyed") {
 		t.Fatalf("destroy = %+v, %v", rc, err)
 	}
@@ -248,21 +259,21 @@ func TestResumeAndReleaseWithAndWithoutReuse(t *testing.T) {
 		t.Fatalf("root kept after destroy")
 	}
 	// Unknown (destroyed or pre-restart) leases resume as expired.
-	res, err = d.ResumeLease(ctx, &handlers.ResumeLeaseParams{BaseParams: reuse, ProviderLeaseID: *l.ProviderLeaseID})
+	res, err = callRPC[handlers.Lease](ctx, d, "environmentResumeLease", &handlers.ResumeLeaseParams{BaseParams: reuse, ProviderLeaseID: *l.ProviderLeaseID}, nil)
 	if err != nil || res.ProviderLeaseID != nil || res.Metadata["expired"] != true {
 		t.Fatalf("resume of a gone lease = %+v, %v", res, err)
 	}
 	// Without reuse, release removes the lease; a second release is a no-op.
 	plain := base("env-p", nil)
 	pl := acquire(t, d, plain, "run-3")
-	rc, err = d.ReleaseLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: plain, ProviderLeaseID: pl.ProviderLeaseID})
+	rc, err = callRPC[handlers.TerminationReceipt](ctx, d, "environmentReleaseLease", &handlers.ReleaseLeaseParams{BaseParams: plain, ProviderLeaseID: pl.ProviderLeaseID}, nil)
 	if !receiptIs(rc, err, "destroyed") {
 		t.Fatalf("release = %+v, %v", rc, err)
 	}
-	if rc, err := d.ReleaseLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: plain, ProviderLeaseID: pl.ProviderLeaseID}); err != nil || rc != nil {
+	if rc, err := callRPC[handlers.TerminationReceipt](ctx, d, "environmentReleaseLease", &handlers.ReleaseLeaseParams{BaseParams: plain, ProviderLeaseID: pl.ProviderLeaseID}, nil); err != nil || rc != nil {
 		t.Fatalf("second release = %+v, %v", rc, err)
 	}
-	if rc, err := d.DestroyLease(ctx, &handlers.DestroyLeaseParams{BaseParams: plain}); err != nil || rc != nil {
+	if rc, err := callRPC[handlers.TerminationReceipt](ctx, d, "environmentDestroyLease", &handlers.DestroyLeaseParams{BaseParams: plain}, nil); err != nil || rc != nil {
 		t.Fatalf("destroy of a null id = %+v, %v", rc, err)
 	}
 }
@@ -275,12 +286,12 @@ func TestReleaseStopsRunningCommandsBeforeRemovingTheRoot(t *testing.T) {
 	done := make(chan *handlers.ExecuteResult, 1)
 	s := &sink{}
 	go func() {
-		r, _ := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "sh",
+		r, _ := callRPC[handlers.ExecuteResult](ctx, d, "environmentExecute", &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "sh",
 			Args: []string{"-c", `trap '' TERM; sleep 60 & echo up; while :; do sleep 0.05; done`}}, s)
 		done <- r
 	}()
 	testkit.WaitFor(t, "the command's first output", func() bool { return s.get("stdout") != "" })
-	rc, err := d.ReleaseLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID, CancelActiveWork: true})
+	rc, err := callRPC[handlers.TerminationReceipt](ctx, d, "environmentReleaseLease", &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID, CancelActiveWork: true}, nil)
 	if !receiptIs(rc, err, "destroyed") {
 		t.Fatalf("release = %+v, %v", rc, err)
 	}
@@ -298,7 +309,7 @@ func TestStreamsOutputAndTruncatesTheTail(t *testing.T) {
 	b := base("env-1", handlers.Object{"maxOutputBytes": float64(1000)})
 	l := acquire(t, d, b, "run-1")
 	s := &sink{}
-	r, err := d.Execute(context.Background(), &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "sh",
+	r, err := callRPC[handlers.ExecuteResult](context.Background(), d, "environmentExecute", &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "sh",
 		Args: []string{"-c", `i=0; while [ $i -lt 500 ]; do echo "line $i"; i=$((i+1)); done; echo err >&2`}}, s)
 	if err != nil {
 		t.Fatal(err)
@@ -321,13 +332,13 @@ func TestExactCancellation(t *testing.T) {
 	}
 
 	// Unknown ids answer false and leave nothing behind.
-	if r, err := d.CancelExecution(ctx, cancelParams("never-ran")); err != nil || r.Cancelled {
+	if r, err := callRPC[handlers.CancelExecutionResult](ctx, d, "environmentCancelExecution", cancelParams("never-ran"), nil); err != nil || r.Cancelled {
 		t.Fatalf("unknown id = %+v, %v", r, err)
 	}
-	if _, err := d.CancelExecution(ctx, cancelParams("")); err == nil || err.Error() != "Environment executionId must be a non-empty opaque string." {
+	if _, err := callRPC[handlers.CancelExecutionResult](ctx, d, "environmentCancelExecution", cancelParams(""), nil); err == nil || rpctest.Message(err) != "Environment executionId must be a non-empty opaque string." {
 		t.Fatalf("empty id: %v", err)
 	}
-	if _, err := d.CancelExecution(ctx, cancelParams(strings.Repeat("x", 513))); err == nil || err.Error() != "Environment executionId exceeds the 512-character limit." {
+	if _, err := callRPC[handlers.CancelExecutionResult](ctx, d, "environmentCancelExecution", cancelParams(strings.Repeat("x", 513)), nil); err == nil || rpctest.Message(err) != "Environment executionId exceeds the 512-character limit." {
 		t.Fatalf("long id: %v", err)
 	}
 
@@ -335,18 +346,18 @@ func TestExactCancellation(t *testing.T) {
 	s := &sink{}
 	done := make(chan *handlers.ExecuteResult, 1)
 	go func() {
-		r, _ := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "sh", ExecutionID: str("exec-1"),
+		r, _ := callRPC[handlers.ExecuteResult](ctx, d, "environmentExecute", &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "sh", ExecutionID: str("exec-1"),
 			Args: []string{"-c", `trap '' TERM; echo up; while :; do sleep 0.05; done`}}, s)
 		done <- r
 	}()
 	testkit.WaitFor(t, "the command's first output", func() bool { return s.get("stdout") != "" })
-	_, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "true", ExecutionID: str("exec-1")}, nil)
-	if err == nil || err.Error() != `Environment execution "exec-1" is already active.` {
+	_, err := callRPC[handlers.ExecuteResult](ctx, d, "environmentExecute", &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "true", ExecutionID: str("exec-1")}, nil)
+	if err == nil || rpctest.Message(err) != `Environment execution "exec-1" is already active.` {
 		t.Fatalf("duplicate: %v", err)
 	}
 	other := cancelParams("exec-1")
 	other.EnvironmentID = "env-2"
-	if r, _ := d.CancelExecution(ctx, other); r.Cancelled {
+	if r, _ := callRPC[handlers.CancelExecutionResult](ctx, d, "environmentCancelExecution", other, nil); r.Cancelled {
 		t.Fatal("a cancel for another environment stopped the command")
 	}
 	var wg sync.WaitGroup
@@ -355,7 +366,7 @@ func TestExactCancellation(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := d.CancelExecution(ctx, cancelParams("exec-1"))
+			r, err := callRPC[handlers.CancelExecutionResult](ctx, d, "environmentCancelExecution", cancelParams("exec-1"), nil)
 			results[i] = err == nil && r.Cancelled
 		}()
 	}
@@ -369,7 +380,7 @@ func TestExactCancellation(t *testing.T) {
 	if r.Metadata["cancelled"] != true || r.Signal == nil || *r.Signal != "SIGKILL" {
 		t.Fatalf("cancelled result = %+v", r)
 	}
-	if res, _ := d.CancelExecution(ctx, cancelParams("exec-1")); res.Cancelled {
+	if res, _ := callRPC[handlers.CancelExecutionResult](ctx, d, "environmentCancelExecution", cancelParams("exec-1"), nil); res.Cancelled {
 		t.Fatal("a finished execution reported cancelled")
 	}
 }
@@ -383,7 +394,7 @@ func TestCancelRacingTheStartWins(t *testing.T) {
 	cancelled := make(chan bool, 1)
 	d.drv.beforeSpawn = func() {
 		go func() {
-			r, err := d.CancelExecution(ctx, &handlers.CancelExecutionParams{BaseParams: b, Lease: *l, ExecutionID: "race"})
+			r, err := callRPC[handlers.CancelExecutionResult](ctx, d, "environmentCancelExecution", &handlers.CancelExecutionParams{BaseParams: b, Lease: *l, ExecutionID: "race"}, nil)
 			cancelled <- err == nil && r.Cancelled
 		}()
 		testkit.WaitFor(t, "the cancel to reach the execution", func() bool {
@@ -391,7 +402,7 @@ func TestCancelRacingTheStartWins(t *testing.T) {
 			return ok && e.stopRequested()
 		})
 	}
-	r, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "touch", Args: []string{marker}, ExecutionID: str("race")}, nil)
+	r, err := callRPC[handlers.ExecuteResult](ctx, d, "environmentExecute", &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "touch", Args: []string{marker}, ExecutionID: str("race")}, nil)
 	if err != nil || r.ExitCode == nil || *r.ExitCode != 130 {
 		t.Fatalf("execute = %+v, %v", r, err)
 	}
@@ -412,8 +423,8 @@ func TestConfinement(t *testing.T) {
 	b := base("env-1", nil)
 	l := acquire(t, d, b, "run-1")
 	outside := filepath.Join(t.TempDir(), "host-path")
-	rw, err := d.RealizeWorkspace(ctx, &handlers.RealizeWorkspaceParams{BaseParams: b, Lease: *l,
-		Workspace: handlers.Workspace{LocalPath: outside, RemotePath: outside}})
+	rw, err := callRPC[handlers.RealizeWorkspaceResult](ctx, d, "environmentRealizeWorkspace", &handlers.RealizeWorkspaceParams{BaseParams: b, Lease: *l,
+		Workspace: handlers.Workspace{LocalPath: outside, RemotePath: outside}}, nil)
 	if err != nil || rw.Cwd != l.Metadata["remoteCwd"] {
 		t.Fatalf("realize = %+v, %v", rw, err)
 	}
@@ -422,10 +433,10 @@ func TestConfinement(t *testing.T) {
 	}
 	other := base("env-1", nil)
 	other.CompanyID = "company-2"
-	if _, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: other, Lease: *l, Command: "true"}, nil); err == nil {
+	if _, err := callRPC[handlers.ExecuteResult](ctx, d, "environmentExecute", &handlers.ExecuteParams{BaseParams: other, Lease: *l, Command: "true"}, nil); err == nil {
 		t.Fatal("another company's lease was used")
 	}
-	if _, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: b, RunID: "a/b"}); err == nil {
+	if _, err := callRPC[handlers.Lease](ctx, d, "environmentAcquireLease", &handlers.AcquireLeaseParams{BaseParams: b, RunID: "a/b"}, nil); err == nil {
 		t.Fatal("ambiguous runId accepted")
 	}
 	gone := "fake-plugin://run-x/none"
@@ -440,7 +451,7 @@ func TestRequestedExpiresAtDestroysTheLease(t *testing.T) {
 	d := newDriver(t)
 	b := base("env-1", nil)
 	at := time.Now().Add(300 * time.Millisecond).UTC().Format(time.RFC3339Nano)
-	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: b, RunID: "run-1", RequestedExpiresAt: &at})
+	l, err := callRPC[handlers.Lease](ctx, d, "environmentAcquireLease", &handlers.AcquireLeaseParams{BaseParams: b, RunID: "run-1", RequestedExpiresAt: &at}, nil)
 	if err != nil || l.ExpiresAt == nil {
 		t.Fatalf("acquire = %+v, %v", l, err)
 	}
@@ -453,7 +464,7 @@ func TestRequestedExpiresAtDestroysTheLease(t *testing.T) {
 		return os.IsNotExist(err)
 	})
 	past := "2000-01-01T00:00:00Z"
-	if _, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: b, RunID: "run-2", RequestedExpiresAt: &past}); err == nil {
+	if _, err := callRPC[handlers.Lease](ctx, d, "environmentAcquireLease", &handlers.AcquireLeaseParams{BaseParams: b, RunID: "run-2", RequestedExpiresAt: &past}, nil); err == nil {
 		t.Fatal("past expiry accepted")
 	}
 }
@@ -461,7 +472,7 @@ func TestRequestedExpiresAtDestroysTheLease(t *testing.T) {
 func TestShutdownKillsEverythingAndRemovesEveryRoot(t *testing.T) {
 	ctx := context.Background()
 	drv := New(WithTempDir(t.TempDir()))
-	d := through(t, drv)
+	d := serve(t, drv)
 	reuse := base("env-r", handlers.Object{"reuseLease": true})
 	l := acquire(t, d, reuse, "run-1")
 	r := execute(t, d, reuse, l, nil, "sh", "-c", `sleep 60 > /dev/null 2>&1 & echo $!`)
@@ -469,7 +480,7 @@ func TestShutdownKillsEverythingAndRemovesEveryRoot(t *testing.T) {
 	if !processAlive(pid) {
 		t.Fatal("background process not running")
 	}
-	if err := d.call(ctx, "shutdown", struct{}{}, nil, nil); err != nil {
+	if err := d.c.Call(ctx, "shutdown", struct{}{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if processAlive(pid) {
@@ -528,7 +539,7 @@ func TestEncodeComponentMatchesEncodeURIComponent(t *testing.T) {
 
 func TestValidateConfigWarnsButAccepts(t *testing.T) {
 	d := newDriver(t)
-	v, _ := d.ValidateConfig(context.Background(), &handlers.ValidateConfigParams{Config: handlers.Object{"timeoutMs": "x", "reuseLease": "yes", "image": "  "}})
+	v, _ := callRPC[handlers.ValidationResult](context.Background(), d, "environmentValidateConfig", &handlers.ValidateConfigParams{DriverKey: Key, Config: handlers.Object{"timeoutMs": "x", "reuseLease": "yes", "image": "  "}}, nil)
 	if !v.OK || len(v.Warnings) != 3 || v.NormalizedConfig["image"] != DefaultImage || v.NormalizedConfig["timeoutMs"] != float64(DefaultTimeoutMs) {
 		t.Fatalf("validate = %+v", v)
 	}
@@ -547,7 +558,7 @@ func TestDestroyKillsBackgroundProcessesOfTheLease(t *testing.T) {
 	if !processAlive(pid) {
 		t.Fatal("background process not running")
 	}
-	rc, err := d.DestroyLease(context.Background(), &handlers.DestroyLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID})
+	rc, err := callRPC[handlers.TerminationReceipt](context.Background(), d, "environmentDestroyLease", &handlers.DestroyLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID}, nil)
 	if !receiptIs(rc, err, "destroyed") {
 		t.Fatalf("destroy = %+v, %v", rc, err)
 	}

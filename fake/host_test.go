@@ -27,7 +27,7 @@ import (
 // hostHeartbeat is one lease as the host holds it.
 type hostHeartbeat struct {
 	t       *testing.T
-	c       *client
+	d       *tdriver
 	lease   map[string]any // the lease param of realize/execute/sync
 	config  map[string]any // the runtime config the host derives from lease metadata
 	ws      string
@@ -45,8 +45,12 @@ func (h *hostHeartbeat) base(extra map[string]any) map[string]any {
 	return p
 }
 
+// call sends method with the base params and extra in an invocation of
+// its own, and decodes the result into out.
 func (h *hostHeartbeat) call(method string, extra map[string]any, out any) error {
-	return h.c.call(context.Background(), method, h.base(extra), out, nil)
+	opt, _, stop := h.d.logs.Invocation("company-1", nil)
+	defer stop()
+	return h.d.c.Call(context.Background(), method, h.base(extra), out, opt)
 }
 
 // exec runs what a host runner.execute sends.
@@ -83,7 +87,7 @@ func newHostHeartbeat(t *testing.T) *hostHeartbeat {
 		_ = d.Close(context.Background())
 		syncNoLeaks(t)
 	})
-	h := &hostHeartbeat{t: t, c: through(t, d)}
+	h := &hostHeartbeat{t: t, d: serve(t, d)}
 	// workerConfig: the saved sandbox config minus provider/streamRunLogs.
 	stored := map[string]any{
 		"image": "fake:test", "reuseLease": false, "timeoutMs": 14_400_000, "archiveOnRelease": true,
@@ -341,11 +345,11 @@ func TestHostResumeAndDestroyShapes(t *testing.T) {
 	for k, v := range l.Metadata {
 		meta[k] = v
 	}
-	res, err := d.ResumeLease(ctx, &handlers.ResumeLeaseParams{BaseParams: b, ProviderLeaseID: *l.ProviderLeaseID, LeaseMetadata: meta})
+	res, err := callRPC[handlers.Lease](ctx, d, "environmentResumeLease", &handlers.ResumeLeaseParams{BaseParams: b, ProviderLeaseID: *l.ProviderLeaseID, LeaseMetadata: meta}, nil)
 	if err != nil || res.ProviderLeaseID == nil || *res.ProviderLeaseID != *l.ProviderLeaseID {
 		t.Fatalf("resume = %+v, %v", res, err)
 	}
-	rc, err := d.ReleaseLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: meta})
+	rc, err := callRPC[handlers.TerminationReceipt](ctx, d, "environmentReleaseLease", &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: meta}, nil)
 	if !receiptIs(rc, err, "stopped") {
 		t.Fatalf("release = %+v, %v", rc, err)
 	}
@@ -367,7 +371,7 @@ func TestHostResumeAndDestroyShapes(t *testing.T) {
 	}
 	wrongEnv := base("env-2", cfg)
 	l2 := acquire(t, d, base("env-3", cfg), "run-2")
-	if _, err := d.DestroyLease(ctx, &handlers.DestroyLeaseParams{BaseParams: wrongEnv, ProviderLeaseID: l2.ProviderLeaseID}); err == nil {
+	if _, err := callRPC[handlers.TerminationReceipt](ctx, d, "environmentDestroyLease", &handlers.DestroyLeaseParams{BaseParams: wrongEnv, ProviderLeaseID: l2.ProviderLeaseID}, nil); err == nil {
 		t.Error("a named other environment destroyed the lease")
 	}
 }

@@ -46,7 +46,7 @@ func TestRootSwappedForASymlinkLeadsNowhere(t *testing.T) {
 	}
 
 	id := e.lease.LeaseID()
-	rc, err := e.d.DestroyLease(ctx, &handlers.DestroyLeaseParams{BaseParams: e.base, ProviderLeaseID: &id})
+	rc, err := callRPC[handlers.TerminationReceipt](ctx, e.d, "environmentDestroyLease", &handlers.DestroyLeaseParams{BaseParams: e.base, ProviderLeaseID: &id}, nil)
 	if !receiptIs(rc, err, "destroyed") {
 		t.Fatalf("destroy = %+v, %v", rc, err)
 	}

@@ -161,8 +161,8 @@ func TestStartEndsWhatAKilledWorkerLeft(t *testing.T) {
 	drv := New(WithTempDir(dir))
 	t.Cleanup(func() { _ = drv.Close(context.Background()) })
 	t.Cleanup(func() { live.stop(t) }) // before the Close, which would end it as a stray
-	d := through(t, drv)
-	if err := d.call(context.Background(), "initialize", handlers.Object{}, nil, nil); err != nil {
+	d := serve(t, drv)
+	if err := d.c.Call(context.Background(), "initialize", handlers.Object{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	<-drv.swept // the sweep runs behind initialize's reply

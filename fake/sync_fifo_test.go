@@ -8,9 +8,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // A file that a command turns into a FIFO between the copy's look at it
@@ -61,7 +61,7 @@ func TestSyncNeverBlocksOnAFIFOSwappedIn(t *testing.T) {
 				t.Fatalf("err = %v, want the FIFO refused", err)
 			}
 			id := e.lease.LeaseID()
-			rc, err := e.d.DestroyLease(context.Background(), &handlers.DestroyLeaseParams{BaseParams: e.base, ProviderLeaseID: &id})
+			rc, err := callRPC[handlers.TerminationReceipt](context.Background(), e.d, "environmentDestroyLease", &handlers.DestroyLeaseParams{BaseParams: e.base, ProviderLeaseID: &id}, nil)
 			if err != nil || rc == nil {
 				t.Fatalf("destroy = %+v, %v", rc, err)
 			}
@@ -93,38 +93,39 @@ func syncWithoutFIFOWait(t *testing.T, target string, call func() error) error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- call() }()
-	stop := make(chan struct{})
-	blocked := make(chan struct{})
-	go watchFIFOWait(stop, blocked)
-	defer close(stop)
-	select {
-	case err := <-done:
-		return err
-	case <-blocked:
-		t.Errorf("the sync blocked opening a FIFO")
-		if w, err := os.OpenFile(target, os.O_WRONLY, 0); err == nil {
-			w.Close()
+	var err error
+	returned := func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+			return false
 		}
-		return <-done
 	}
+	finished := false
+	testkit.WaitFor(t, "the sync to return or to wait for a FIFO's writer", func() bool {
+		finished = returned()
+		return finished || fifoWaiting()
+	})
+	if finished {
+		return err
+	}
+	t.Errorf("the sync blocked opening a FIFO")
+	if w, err := os.OpenFile(target, os.O_WRONLY, 0); err == nil {
+		w.Close()
+	}
+	testkit.WaitFor(t, "the sync to return once the FIFO had a writer", returned)
+	return err
 }
 
-// watchFIFOWait closes blocked once a thread of this process waits in
-// the kernel for a FIFO's writer; it ends when stop is closed.
-func watchFIFOWait(stop <-chan struct{}, blocked chan<- struct{}) {
-	for {
-		select {
-		case <-stop:
-			return
-		default:
+// fifoWaiting reports whether a thread of this process waits in the
+// kernel for a FIFO's writer.
+func fifoWaiting() bool {
+	tasks, _ := filepath.Glob("/proc/self/task/*/wchan")
+	for _, p := range tasks {
+		if b, err := os.ReadFile(p); err == nil && string(b) == "wait_for_partner" {
+			return true
 		}
-		tasks, _ := filepath.Glob("/proc/self/task/*/wchan")
-		for _, p := range tasks {
-			if b, err := os.ReadFile(p); err == nil && string(b) == "wait_for_partner" {
-				close(blocked)
-				return
-			}
-		}
-		time.Sleep(time.Millisecond)
 	}
+	return false
 }

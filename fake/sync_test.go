@@ -28,7 +28,7 @@ import (
 // syncEnv is a driver with one lease and a host scratch directory.
 type syncEnv struct {
 	t     *testing.T
-	d     api // the driver through JSON-RPC
+	d     *tdriver // the driver through JSON-RPC
 	drv   *Driver
 	base  handlers.BaseParams
 	lease handlers.Lease
@@ -48,8 +48,8 @@ func newSyncEnv(t *testing.T, config handlers.Object) *syncEnv {
 		config = handlers.Object{}
 	}
 	base := handlers.BaseParams{DriverKey: Key, CompanyID: "company-1", EnvironmentID: "env-1", Config: config}
-	c := through(t, d)
-	l, err := c.AcquireLease(context.Background(), &handlers.AcquireLeaseParams{BaseParams: base, RunID: "run-1"})
+	c := serve(t, d)
+	l, err := callRPC[handlers.Lease](context.Background(), c, "environmentAcquireLease", &handlers.AcquireLeaseParams{BaseParams: base, RunID: "run-1"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +65,11 @@ func (e *syncEnv) params(ops []handlers.SyncOperation) *handlers.SyncParams {
 }
 
 func (e *syncEnv) in(ops ...handlers.SyncOperation) (*handlers.SyncResult, error) {
-	return e.d.SyncIn(context.Background(), e.params(ops))
+	return callRPC[handlers.SyncResult](context.Background(), e.d, "environmentSyncIn", e.params(ops), nil)
 }
 
 func (e *syncEnv) out(ops ...handlers.SyncOperation) (*handlers.SyncResult, error) {
-	return e.d.SyncOut(context.Background(), e.params(ops))
+	return callRPC[handlers.SyncResult](context.Background(), e.d, "environmentSyncOut", e.params(ops), nil)
 }
 
 // writeTree creates entries under dir: "name/" is a directory, a value
@@ -733,7 +733,7 @@ func TestSyncStoppedByRelease(t *testing.T) {
 	go func() { _, err := e.in(o); errc <- err }()
 	testkit.WaitFor(t, "the command to start", func() bool { _, err := os.Stat(filepath.Join(e.ws, "started")); return err == nil })
 	id := e.lease.LeaseID()
-	rec, err := e.d.DestroyLease(context.Background(), &handlers.DestroyLeaseParams{BaseParams: e.base, ProviderLeaseID: &id, CancelActiveWork: true})
+	rec, err := callRPC[handlers.TerminationReceipt](context.Background(), e.d, "environmentDestroyLease", &handlers.DestroyLeaseParams{BaseParams: e.base, ProviderLeaseID: &id, CancelActiveWork: true}, nil)
 	if err != nil || rec == nil {
 		t.Fatalf("destroy = %+v, %v", rec, err)
 	}
@@ -769,12 +769,12 @@ func TestSyncUnknownLease(t *testing.T) {
 	other := "fake-plugin://nope/x"
 	p := e.params(nil)
 	p.Lease = handlers.Lease{ProviderLeaseID: &other}
-	if _, err := e.d.SyncIn(context.Background(), p); err == nil || !strings.Contains(err.Error(), "is not active") {
+	if _, err := callRPC[handlers.SyncResult](context.Background(), e.d, "environmentSyncIn", p, nil); err == nil || !strings.Contains(err.Error(), "is not active") {
 		t.Fatalf("err = %v", err)
 	}
 	p = e.params(nil)
 	p.CompanyID = "company-2"
-	if _, err := e.d.SyncOut(context.Background(), p); err == nil || !strings.Contains(err.Error(), "belongs to another company") {
+	if _, err := callRPC[handlers.SyncResult](context.Background(), e.d, "environmentSyncOut", p, nil); err == nil || !strings.Contains(err.Error(), "belongs to another company") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -791,12 +791,9 @@ func syncNoLeaks(t *testing.T) {
 		}
 		return ""
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for g := leaked(); g != ""; g = leaked() {
-		if time.Now().After(deadline) {
-			t.Fatalf("leaked goroutine:\n%s", g)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var g string
+	if !testkit.Eventually(func() bool { g = leaked(); return g == "" }) {
+		t.Fatalf("leaked goroutine:\n%s", g)
 	}
 }
 

@@ -84,7 +84,7 @@ func TestReleaseReceiptOnlyOnceEveryProcessIsGone(t *testing.T) {
 					t.Fatalf("process %d is not running before the release", pid)
 				}
 			}
-			rc, err := d.ReleaseLease(context.Background(), &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID})
+			rc, err := callRPC[handlers.TerminationReceipt](context.Background(), d, "environmentReleaseLease", &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID}, nil)
 			if err != nil || rc == nil || rc.State != "destroyed" {
 				t.Fatalf("release = %+v, %v", rc, err)
 			}
@@ -112,14 +112,14 @@ func TestNoReceiptWhileAnUnattributableProcessRuns(t *testing.T) {
 			_ = drv.Close(ctx)
 		}
 	})
-	d := through(t, drv)
+	d := serve(t, drv)
 	b := harnessBase()
 	l := acquire(t, d, b, "r")
 	r := execute(t, d, b, l, nil, "sh", "-c", `env -i PATH="$PATH" setsid sleep 999 </dev/null >/dev/null 2>&1 & echo $!`)
 	pid := pidsFrom(t, r.Stdout)[0]
 	// Until it execs, the background job is a fork of the marked shell.
 	testkit.WaitFor(t, "the stray to exec sleep", func() bool { return procfs.Cmdline(pid) == "sleep 999" })
-	rc, err := d.ReleaseLease(ctx, &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID})
+	rc, err := callRPC[handlers.TerminationReceipt](ctx, d, "environmentReleaseLease", &handlers.ReleaseLeaseParams{BaseParams: b, ProviderLeaseID: l.ProviderLeaseID}, nil)
 	if err != nil || rc != nil {
 		t.Fatalf("release = %+v, %v; want no receipt", rc, err)
 	}
@@ -146,7 +146,7 @@ func TestCommandsCarryTheLeaseMarker(t *testing.T) {
 	if r.Stdout != l.Metadata["fakeRootDir"] {
 		t.Errorf("marker = %q, want the lease root %q", r.Stdout, l.Metadata["fakeRootDir"])
 	}
-	_, err := d.Execute(context.Background(), &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "true",
+	_, err := callRPC[handlers.ExecuteResult](context.Background(), d, "environmentExecute", &handlers.ExecuteParams{BaseParams: b, Lease: *l, Command: "true",
 		Env: map[string]string{proctree.MarkerVar: "/elsewhere"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "set by the fake-plugin driver itself") {
 		t.Fatalf("execute with the marker in env: %v", err)

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
@@ -42,13 +43,7 @@ func newHarness(t *testing.T, d rpc.Dispatcher, opts rpc.Options) *harness {
 // waitInFlight waits until n requests are in flight.
 func (h *harness) waitInFlight(n int) {
 	h.t.Helper()
-	deadline := time.Now().Add(rpctest.Timeout)
-	for h.srv.InFlight() != n {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("in flight = %d, want %d", h.srv.InFlight(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(h.t, fmt.Sprintf("%d requests in flight", n), func() bool { return h.srv.InFlight() == n })
 }
 
 var errBoom = errors.New("boom")

@@ -10,13 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 // clientTestBin is the worker binary these tests drive through rpc.Client,
@@ -51,40 +51,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// execLog collects execute.log notifications by invocation id.
-type execLog struct {
-	mu     sync.Mutex
-	chunks map[string][]rpc.ExecuteLogParams
-	other  []string
-}
-
-func (l *execLog) onNotification(method string, params json.RawMessage, invocationID string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if method != "execute.log" {
-		l.other = append(l.other, method)
-		return
-	}
-	var p rpc.ExecuteLogParams
-	_ = json.Unmarshal(params, &p)
-	if l.chunks == nil {
-		l.chunks = map[string][]rpc.ExecuteLogParams{}
-	}
-	l.chunks[invocationID] = append(l.chunks[invocationID], p)
-}
-
-func (l *execLog) text(invocationID, stream string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var b strings.Builder
-	for _, c := range l.chunks[invocationID] {
-		if c.Stream == stream {
-			b.WriteString(c.Chunk)
-		}
-	}
-	return b.String()
-}
-
 // startWorker starts the built binary with the scrubbed environment the
 // Paperclip host gives plugin workers (no HOME, no host secrets).
 func startWorker(t *testing.T, onNote func(string, json.RawMessage, string)) *rpc.Client {
@@ -117,8 +83,8 @@ func startWorker(t *testing.T, onNote func(string, json.RawMessage, string)) *rp
 }
 
 func TestClientDrivesFakeLeaseLifecycle(t *testing.T) {
-	logs := &execLog{}
-	c := startWorker(t, logs.onNotification)
+	logs := rpctest.NewExecuteLogs(t)
+	c := startWorker(t, logs.Notify)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -131,10 +97,12 @@ func TestClientDrivesFakeLeaseLifecycle(t *testing.T) {
 		}
 		return p
 	}
-	call := func(method string, params, result any) rpc.Invocation {
+	// call sends method in an invocation of its own and returns its id.
+	call := func(method string, params, result any) string {
 		t.Helper()
-		inv := rpc.NewInvocation(company)
-		if err := c.Call(ctx, method, params, result, rpc.WithPaperclipInvocation(inv)); err != nil {
+		opt, inv, stop := logs.Invocation(company, nil)
+		defer stop()
+		if err := c.Call(ctx, method, params, result, opt); err != nil {
 			t.Fatalf("%s: %v", method, err)
 		}
 		return inv
@@ -179,10 +147,10 @@ func TestClientDrivesFakeLeaseLifecycle(t *testing.T) {
 		t.Fatalf("stdout %q stderr %q", result.Stdout, result.Stderr)
 	}
 	// execute.log arrives before the reply, under this call's invocation id.
-	if got := logs.text(inv.ID, "stdout"); got != result.Stdout {
+	if got := logs.Text(inv, "stdout"); got != result.Stdout {
 		t.Errorf("streamed stdout %q, want %q", got, result.Stdout)
 	}
-	if got := logs.text(inv.ID, "stderr"); got != "oops\n" {
+	if got := logs.Text(inv, "stderr"); got != "oops\n" {
 		t.Errorf("streamed stderr %q", got)
 	}
 

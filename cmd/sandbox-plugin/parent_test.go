@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,14 +12,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
 // parentHelperEnv makes the test binary a parent of the worker instead of
 // a test run: it starts the worker named by the variable on its own stdin
-// and stdout, and waits to be killed.
+// and stdout, and waits for it; the test kills this parent first.
 const parentHelperEnv = "SANDBOX_PLUGIN_TEST_PARENT"
 
 func runParentHelper(bin string) int {
@@ -30,9 +30,8 @@ func runParentHelper(bin string) int {
 		fmt.Fprintln(os.Stderr, "parent helper:", err)
 		return 1
 	}
-	for {
-		time.Sleep(time.Hour) // until the test kills this process
-	}
+	_ = cmd.Wait() // until the test kills this process (or the worker ends)
+	return 0
 }
 
 // The host's last stop step SIGKILLs the JS shim, the worker's parent,
@@ -44,38 +43,56 @@ func TestWorkerEndsItsCommandsWhenItsParentDies(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	parent := exec.Command(os.Args[0])
 	parent.Env = append(os.Environ(), parentHelperEnv+"="+clientTestBin)
-	// Not StdinPipe, which Wait closes: the worker's stdin stays open to
-	// the end, so only the parent's death can end the worker.
+	// Pipes of our own, not StdinPipe and StdoutPipe, which Wait closes:
+	// the worker's stdin stays open to the end, so only the parent's death
+	// can end the worker, and its stdout ends only when the worker, which
+	// holds the write end too, has exited.
 	in, stdin, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stdin.Close()
-	parent.Stdin = in
-	stdout, err := parent.StdoutPipe()
+	stdout, out, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer stdout.Close() // ends the reader of a test that failed early
+	parent.Stdin, parent.Stdout = in, out
 	err = parent.Start()
 	in.Close()
+	out.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	replies := bufio.NewScanner(stdout)
-	send := func(id int, method string, params map[string]any) {
-		line, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-		if _, err := stdin.Write(append(line, '\n')); err != nil {
+	p := rpctest.NewPeer(stdout, stdin)
+	ctx, cancel := context.WithTimeout(context.Background(), rpctest.Timeout)
+	defer cancel()
+	call := func(id int, method string, params map[string]any) map[string]any {
+		t.Helper()
+		if err := p.Write(rpctest.Request(id, method, params, "", "")); err != nil {
 			t.Fatal(err)
 		}
+		m, _, err := p.Await(ctx, json.RawMessage(strconv.Itoa(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res map[string]any
+		if m.Error != nil || json.Unmarshal(m.Result, &res) != nil {
+			t.Fatalf("%s: %s", method, m.Raw)
+		}
+		return res
 	}
-	send(1, "initialize", map[string]any{"manifest": map[string]any{}, "config": map[string]any{}})
+	call(1, "initialize", map[string]any{"manifest": map[string]any{}, "config": map[string]any{}})
 	base := map[string]any{"driverKey": "fake-plugin", "companyId": "c", "environmentId": "e", "config": map[string]any{}}
-	send(2, "environmentAcquireLease", merge(base, map[string]any{"runId": "r"}))
-	lease := replyTo(t, replies, 2)
-	send(3, "environmentExecute", merge(base, map[string]any{
+	lease := call(2, "environmentAcquireLease", merge(base, map[string]any{"runId": "r"}))
+	// The execute is not answered before its command ends.
+	err = p.Write(rpctest.Request(3, "environmentExecute", merge(base, map[string]any{
 		"lease":   map[string]any{"providerLeaseId": lease["providerLeaseId"], "metadata": lease["metadata"]},
 		"command": "sh", "args": []string{"-c", `echo $$ > "$0"; exec sleep 999`, pidFile}, "timeoutMs": 0,
-	}))
+	}), "", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var pid int
 	testkit.WaitFor(t, "the command to start", func() bool {
 		b, _ := os.ReadFile(pidFile)
@@ -88,39 +105,11 @@ func TestWorkerEndsItsCommandsWhenItsParentDies(t *testing.T) {
 	}
 	_ = parent.Wait()
 	testkit.WaitFor(t, "the command to be ended", func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		for replies.Scan() { // the execute's reply, if it got out, then EOF
-		}
-	}()
-	testkit.WaitFor(t, "the worker to exit (its stdout to close)", func() bool {
-		select {
-		case <-exited:
-			return true
-		default:
-			return false
-		}
-	})
-}
-
-// replyTo reads lines until the reply to id and returns its result.
-func replyTo(t *testing.T, lines *bufio.Scanner, id int) map[string]any {
-	t.Helper()
-	for lines.Scan() {
-		var m struct {
-			ID     *int           `json:"id"`
-			Result map[string]any `json:"result"`
-			Error  any            `json:"error"`
-		}
-		if json.Unmarshal(lines.Bytes(), &m) != nil || m.ID == nil || *m.ID != id {
-			continue
-		}
-		if m.Error != nil {
-			t.Fatalf("reply %d: error %v", id, m.Error)
-		}
-		return m.Result
+	// The execute's reply, if it got out, then the end of the worker's
+	// output: it exited.
+	ctx, cancel = context.WithTimeout(context.Background(), rpctest.Timeout)
+	defer cancel()
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatalf("the worker's output did not end: %v", err)
 	}
-	t.Fatalf("no reply %d: %v", id, lines.Err())
-	return nil
 }

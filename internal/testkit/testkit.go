@@ -43,13 +43,24 @@ const WaitLimit = 30 * time.Second
 // does not within WaitLimit.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(WaitLimit)
+	if !Eventually(cond) {
+		t.Fatalf("still waiting for %s after %v", what, WaitLimit)
+	}
+}
+
+// Eventually polls cond until it holds and reports whether it did within
+// WaitLimit, for a test that explains a failure itself.
+func Eventually(cond func() bool) bool { return eventually(cond, WaitLimit) }
+
+func eventually(cond func() bool, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s after %v", what, WaitLimit)
+			return false
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	return true
 }
 
 // RemoveOwned removes p, a path a test created itself below root (its own

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -31,6 +32,29 @@ func TestWaitForReturnsOnceTheConditionHolds(t *testing.T) {
 	WaitFor(t, "the third poll", func() bool { n++; return n == 3 })
 	if n != 3 {
 		t.Fatalf("polled %d times, want 3", n)
+	}
+}
+
+func TestEventuallyReportsWhetherTheConditionHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		holds int // the poll from which cond holds; 0: never
+		want  bool
+	}{
+		{"at once", 1, true},
+		{"on the third poll", 3, true},
+		{"never", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			cond := func() bool { n++; return tc.holds > 0 && n >= tc.holds }
+			if got := eventually(cond, 50*time.Millisecond); got != tc.want {
+				t.Fatalf("eventually = %v after %d polls, want %v", got, n, tc.want)
+			}
+			if tc.want && n != tc.holds {
+				t.Errorf("polled %d times, want %d", n, tc.holds)
+			}
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ type Conn struct {
 	served    <-chan error // Serve's return, for an in-process worker
 	serveOnce sync.Once
 	serveErr  error
+
+	seq atomic.Int64 // the last id CallNext numbered
 }
 
 // Start runs cmd as the worker; the test's cleanup kills it if it still
@@ -193,6 +196,14 @@ func (c *Conn) Call(id any, method string, params any, invocation, companyID str
 	c.t.Helper()
 	c.Send(Request(id, method, params, invocation, companyID))
 	return c.ReplyTo(id)
+}
+
+// CallNext is Call with the connection's next id of its own: "call-1",
+// "call-2", … (strings, so that they never meet the numbers a test gives
+// Call).
+func (c *Conn) CallNext(method string, params any, invocation, companyID string) (Msg, []Msg) {
+	c.t.Helper()
+	return c.Call(fmt.Sprintf("call-%d", c.seq.Add(1)), method, params, invocation, companyID)
 }
 
 // Result decodes a successful reply's result into out; an error reply

@@ -2,7 +2,9 @@
 // protocol lines, for tests, golden fixtures and `make demo`. A Peer writes
 // lines exactly as given (malformed ones too), keeps every line the worker
 // prints, and matches replies to requests by id. Code that wants typed
-// calls uses rpc.Client; Client here connects one to an in-process server.
+// calls uses rpc.Client: Client here connects one to an in-process server,
+// Call returns one call's result as a type, and ExecuteLogs reads the
+// notifications (execute.log by invocation, the others by method).
 package rpctest
 
 import (

@@ -92,3 +92,31 @@ func TestReadNamesALineThatIsNotJSON(t *testing.T) {
 		t.Fatalf("Wait = %v, %v", rest, err)
 	}
 }
+
+func TestCallNextNumbersItsOwnIDs(t *testing.T) {
+	c, _ := rpctest.Serve(t, leases, rpc.Options{Logger: zerolog.Nop()})
+	for _, tc := range []struct {
+		next   bool // CallNext rather than Call with id 1
+		wantID string
+		param  string
+	}{
+		{true, `"call-1"`, "a"},
+		{false, `1`, "b"},
+		{true, `"call-2"`, "c"},
+		{false, `1`, "d"},
+		{true, `"call-3"`, "e"},
+	} {
+		params := map[string]any{"p": tc.param}
+		var m rpctest.Msg
+		if tc.next {
+			m, _ = c.CallNext("echo", params, "", "")
+		} else {
+			m, _ = c.Call(1, "echo", params, "", "")
+		}
+		var got map[string]any
+		c.Result(m, &got)
+		if string(m.ID) != tc.wantID || got["p"] != tc.param {
+			t.Errorf("reply id %s with %v, want id %s with p %q", m.ID, got, tc.wantID, tc.param)
+		}
+	}
+}
