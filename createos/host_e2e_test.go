@@ -14,6 +14,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // Host-shaped heartbeats against createostest, which runs the driver's
@@ -122,13 +123,13 @@ func TestHostHeartbeatSync(t *testing.T) {
 	writeHostTar(t, wsTar, map[string]string{"README.md": "hello\n", "src/": "", "src/main.go": "package main\n", "gone.txt": "x"})
 	assetTar, stage := filepath.Join(hostTmp, "claude-config.tar"), filepath.Join(hostTmp, "claude-config.stage.merge.sh")
 	writeHostTar(t, assetTar, map[string]string{"settings.json": "{}"})
-	mustWrite(t, stage, "echo merged\n", 0o600)
+	testkit.WriteFile(t, stage, "echo merged\n", 0o600)
 	project := t.TempDir()
 	for name, content := range map[string]string{
 		"doc.md": "doc", "node_modules/x/i.js": "x", "app/[id]/page.tsx": "ignored", "app/[id/x.tsx": "ignored raw",
 		"app/i/keep.tsx": "kept", "app/{a,b}/y": "ignored braces",
 	} {
-		mustWrite(t, filepath.Join(project, name), content, 0o644)
+		testkit.WriteFile(t, filepath.Join(project, name), content, 0o644)
 	}
 	must(t, os.Symlink("../elsewhere", filepath.Join(project, "link-out")))
 	must(t, os.Symlink("/usr/bin/env", filepath.Join(project, "abs")))

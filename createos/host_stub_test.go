@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // Host call shapes that the stub provider is enough for.
@@ -211,7 +212,7 @@ func TestHostProjectUploadKeepsLinksAndExcludesIgnoredPaths(t *testing.T) {
 	s := newSyncStub(t)
 	project := t.TempDir()
 	for name, content := range map[string]string{"doc.md": "doc", "app/[id]/page.tsx": "x", "app/[id/x": "x", "app/i/keep.tsx": "k", "node_modules/m/i.js": "m"} {
-		mustWrite(t, filepath.Join(project, name), content, 0o644)
+		testkit.WriteFile(t, filepath.Join(project, name), content, 0o644)
 	}
 	must(t, os.Symlink("/usr/bin/env", filepath.Join(project, "abs")))
 	must(t, os.Symlink("../elsewhere", filepath.Join(project, "out")))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // v0.3 "captures an interactive setup sandbox and forks it for normal
@@ -31,7 +32,7 @@ func TestSetupCaptureForkExecuteDeleteTemplate(t *testing.T) {
 	}
 	// What the operator would do through the CLI.
 	sb, _ := srv.Sandbox(id)
-	mustWrite(t, sb.Workspace+"/tool.txt", "installed by setup\n", 0o644)
+	testkit.WriteFile(t, sb.Workspace+"/tool.txt", "installed by setup\n", 0o644)
 
 	got, err := d.GetInteractiveSetup(ctx, &handlers.GetSetupParams{BaseParams: bp, ProviderLeaseID: &id, SetupMetadata: setup.Metadata})
 	if err != nil || got.ConnectionPayload != nil || !*got.ConnectionSummary.CommandRedacted {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // A directory with a symlink and modes goes in, a command runs on it in
@@ -22,9 +23,9 @@ func TestE2ESyncRoundTripWithRealCommands(t *testing.T) {
 	ctx := t.Context()
 	host := t.TempDir()
 	src := filepath.Join(host, "src")
-	mustWrite(t, filepath.Join(src, "keep"), "hello", 0o600)
-	mustWrite(t, filepath.Join(src, "bin", "run.sh"), "#!/bin/sh\necho ran\n", 0o755)
-	mustWrite(t, filepath.Join(src, "node_modules", "skip"), "skip", 0o644)
+	testkit.WriteFile(t, filepath.Join(src, "keep"), "hello", 0o600)
+	testkit.WriteFile(t, filepath.Join(src, "bin", "run.sh"), "#!/bin/sh\necho ran\n", 0o755)
+	testkit.WriteFile(t, filepath.Join(src, "node_modules", "skip"), "skip", 0o644)
 	if err := os.Symlink("keep", filepath.Join(src, "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +85,8 @@ func TestE2ESyncPercentSWithRealCommands(t *testing.T) {
 	_, d, bp, l := e2eLease(t)
 	ctx := t.Context()
 	host := t.TempDir()
-	mustWrite(t, filepath.Join(host, "a"), "a", 0o600)
-	mustWrite(t, filepath.Join(host, "d", "f"), "f", 0o600)
+	testkit.WriteFile(t, filepath.Join(host, "a"), "a", 0o600)
+	testkit.WriteFile(t, filepath.Join(host, "d", "f"), "f", 0o600)
 	in := handlers.SyncOperation{OperationID: "in", Files: []handlers.SyncFileMapping{
 		{SourcePath: filepath.Join(host, "a"), TargetPath: "/paperclip-workspace/x%sy", Kind: "file", Mode: ptr(uint32(0o640))},
 		{SourcePath: filepath.Join(host, "d"), TargetPath: "/paperclip-workspace/d%sd", Kind: "directory", Mode: ptr(uint32(0o750))},
@@ -183,7 +184,7 @@ func TestE2ESyncInKilledLandingLeavesTheTargetWhole(t *testing.T) {
 	srv, d, bp, l := e2eLease(t)
 	ctx := t.Context()
 	host := t.TempDir()
-	mustWrite(t, filepath.Join(host, "old"), "old", 0o644)
+	testkit.WriteFile(t, filepath.Join(host, "old"), "old", 0o644)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 8<<20) // 128 MiB
 	if err := os.WriteFile(filepath.Join(host, "new"), big, 0o644); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen/safeopentest"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // Ports of file-sync.test.ts, against the stub provider.
@@ -184,8 +185,8 @@ func TestSyncPreservesDirectoryFilesModesAndInternalSymlinksWhileHonoringExclusi
 	s := newSyncStub(t)
 	root := t.TempDir()
 	src := filepath.Join(root, "source")
-	mustWrite(t, filepath.Join(src, "keep"), "hello", 0o600)
-	mustWrite(t, filepath.Join(src, "node_modules", "skip"), "skip", 0o644)
+	testkit.WriteFile(t, filepath.Join(src, "keep"), "hello", 0o600)
+	testkit.WriteFile(t, filepath.Join(src, "node_modules", "skip"), "skip", 0o644)
 	if err := os.Symlink("keep", filepath.Join(src, "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -254,9 +255,9 @@ func TestSyncPreservesDirectoryFilesModesAndInternalSymlinksWhileHonoringExclusi
 // the mapping is refused, as 14009eb refuses it, before any upload.
 func TestSyncFollowsAHostSymlinkToAnOutsideFileOnlyWhenAsked(t *testing.T) {
 	root := t.TempDir()
-	mustWrite(t, filepath.Join(root, "outside"), "outside secret", 0o600)
+	testkit.WriteFile(t, filepath.Join(root, "outside"), "outside secret", 0o600)
 	src := filepath.Join(root, "src")
-	mustWrite(t, filepath.Join(src, "safe"), "safe", 0o644)
+	testkit.WriteFile(t, filepath.Join(src, "safe"), "safe", 0o644)
 	if err := os.Symlink(filepath.Join(root, "outside"), filepath.Join(src, "escape")); err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +283,7 @@ func TestSyncFollowsAHostSymlinkToAnOutsideFileOnlyWhenAsked(t *testing.T) {
 	}
 	// The outbound archive gets -h.
 	s := newSyncStub(t)
-	s.downloads["*"] = tarOf(t)
+	s.downloads["*"] = testkit.Tar(t)
 	m := handlers.SyncFileMapping{SourcePath: "/paperclip-workspace/x", TargetPath: filepath.Join(root, "back"), Kind: "directory", FollowSymlinks: true}
 	if _, err := s.d.SyncOut(t.Context(), s.params(op("o", m))); err != nil {
 		t.Fatal(err)
@@ -329,7 +330,7 @@ func TestSyncOutKeepsSymlinksAsWrittenAndNeverWritesThroughThem(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSyncStub(t)
-			s.downloads["*"] = tarOf(t, append(append([]*tar.Header{}, links...), tc.extra...)...)
+			s.downloads["*"] = testkit.Tar(t, append(append([]*tar.Header{}, links...), tc.extra...)...)
 			target := filepath.Join(t.TempDir(), "workspace")
 			res, err := s.d.SyncOut(t.Context(), s.params(op("o", handlers.SyncFileMapping{SourcePath: "/paperclip-workspace", TargetPath: target, Kind: "directory"})))
 			if entries, _ := os.ReadDir(outside); len(entries) != 0 {
@@ -374,7 +375,7 @@ func TestSyncRunsPostUploadCommandsVerbatimAndStopsAfterTheFirstFailure(t *testi
 		return 0
 	}
 	src := filepath.Join(t.TempDir(), "f")
-	mustWrite(t, src, "x", 0o600)
+	testkit.WriteFile(t, src, "x", 0o600)
 	o := op("o", fileMapping(src, "/paperclip-workspace/f"))
 	o.PostUploadCommands = []handlers.PostUploadCommand{
 		{Command: "echo 'ok' > done", Cwd: "/paperclip-workspace/sub"},
@@ -443,7 +444,7 @@ func TestSyncKeepsConcurrentSyncCallsIsolatedAndActuallyOverlapsTheirWork(t *tes
 	errs := make([]error, 2)
 	for i, name := range []string{"a", "b"} {
 		src := filepath.Join(dir, name)
-		mustWrite(t, src, name, 0o600)
+		testkit.WriteFile(t, src, name, 0o600)
 		o := op("op-"+name, fileMapping(src, "/paperclip-workspace/"+name))
 		o.PostUploadCommands = []handlers.PostUploadCommand{{Command: "post-" + name}}
 		wg.Add(1)
@@ -476,7 +477,7 @@ func TestSyncRejectsUnconfinedSandboxPathBeforeAnyAPICall(t *testing.T) {
 			}
 			s := newSyncStub(t)
 			host := filepath.Join(t.TempDir(), "f")
-			mustWrite(t, host, "x", 0o600)
+			testkit.WriteFile(t, host, "x", 0o600)
 			_, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(host, p))))
 			wantErr(t, err, "CreateOS transfer")
 			_, err = s.d.SyncOut(t.Context(), s.params(op("o", fileMapping(p, host))))
@@ -491,7 +492,7 @@ func TestSyncRejectsUnconfinedSandboxPathBeforeAnyAPICall(t *testing.T) {
 // Every operation is validated before the first side effect.
 func TestSyncValidatesEveryOperationBeforeAnySideEffect(t *testing.T) {
 	host := filepath.Join(t.TempDir(), "f")
-	mustWrite(t, host, "x", 0o600)
+	testkit.WriteFile(t, host, "x", 0o600)
 	good := op("good", fileMapping(host, "/paperclip-workspace/f"))
 	withCmd := func(c handlers.PostUploadCommand) handlers.SyncOperation {
 		o := op("cmd", fileMapping(host, "/paperclip-workspace/g"))
@@ -590,7 +591,7 @@ func TestSyncIsStoppedByReleaseBeforeItIsKept(t *testing.T) {
 func TestSyncErrorsCarryNoSecrets(t *testing.T) {
 	s := newSyncStub(t)
 	host := filepath.Join(t.TempDir(), "f")
-	mustWrite(t, host, "x", 0o600)
+	testkit.WriteFile(t, host, "x", 0o600)
 	var texts []string
 	for _, route := range []string{"/files", "/exec"} {
 		s.stub.hook = failing(http.StatusBadGateway, func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, route) })
@@ -612,7 +613,7 @@ func TestSyncErrorsCarryNoSecrets(t *testing.T) {
 func TestSyncOutFiltersTheArchiveWithTheHostReading(t *testing.T) {
 	s := newSyncStub(t)
 	exclude := []string{"*/node_modules", ".git", ".git/*", "app/[id]", "notes[1].txt", "*.tmp", "build/*"}
-	s.downloads["*"] = tarOf(t,
+	s.downloads["*"] = testkit.Tar(t,
 		&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755},
 		&tar.Header{Name: "./app/", Typeflag: tar.TypeDir, Mode: 0o755},
 		&tar.Header{Name: "./app/[id]/", Typeflag: tar.TypeDir, Mode: 0o755},
@@ -650,7 +651,7 @@ func TestSyncOutFiltersTheArchiveWithTheHostReading(t *testing.T) {
 	}
 
 	s.reset()
-	s.downloads["*"] = tarOf(t,
+	s.downloads["*"] = testkit.Tar(t,
 		&tar.Header{Name: "./skip.tmp", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1},
 		&tar.Header{Name: "./h", Typeflag: tar.TypeLink, Linkname: "./skip.tmp"},
 	)
@@ -670,8 +671,8 @@ func TestSyncPercentSInAPathIsThePath(t *testing.T) {
 	s := newSyncStub(t)
 	s.d.newUUID = func() string { return "u1" }
 	src := filepath.Join(t.TempDir(), "a")
-	mustWrite(t, src, "x", 0o640)
-	mustWrite(t, filepath.Join(filepath.Dir(src), "d", "f"), "f", 0o600)
+	testkit.WriteFile(t, src, "x", 0o640)
+	testkit.WriteFile(t, filepath.Join(filepath.Dir(src), "d", "f"), "f", 0o600)
 	dir := handlers.SyncFileMapping{SourcePath: filepath.Join(filepath.Dir(src), "d"), TargetPath: "/paperclip-workspace/d%sd", Kind: "directory", Mode: ptr(uint32(0o750))}
 	if _, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(src, "/paperclip-workspace/x%sy"), dir))); err != nil {
 		t.Fatal(err)
@@ -691,7 +692,7 @@ func TestSyncPercentSInAPathIsThePath(t *testing.T) {
 // A symlinked host destination is refused.
 func TestSyncOutRefusesASymlinkedDestination(t *testing.T) {
 	s := newSyncStub(t)
-	s.downloads["*"] = tarOf(t, &tar.Header{Name: "./a", Typeflag: tar.TypeReg, Size: 2})
+	s.downloads["*"] = testkit.Tar(t, &tar.Header{Name: "./a", Typeflag: tar.TypeReg, Size: 2})
 	root := t.TempDir()
 	if err := os.Mkdir(filepath.Join(root, "real"), 0o700); err != nil {
 		t.Fatal(err)
@@ -704,38 +705,6 @@ func TestSyncOutRefusesASymlinkedDestination(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(root, "real")); len(entries) != 0 {
 		t.Errorf("extracted through the link: %v", entries)
 	}
-}
-
-func mustWrite(t *testing.T, p, content string, mode os.FileMode) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// tarOf builds an archive; regular entries get Size bytes of 'x'.
-func tarOf(t *testing.T, hdrs ...*tar.Header) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, h := range hdrs {
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if h.Typeflag == tar.TypeReg && h.Size > 0 {
-			_, _ = tw.Write(bytes.Repeat([]byte("x"), int(h.Size)))
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 func tarHeaders(t *testing.T, b []byte) map[string]*tar.Header {

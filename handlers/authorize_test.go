@@ -7,6 +7,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions/sessionstest"
 )
 
 // guarded is a live driver that authorizes lease calls: it refuses with
@@ -86,8 +87,8 @@ func TestRefusedLeaseCallEndsNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &guarded{live: newLive(), refuse: tc.refuse, env: tc.env}
 			c := serveGuarded(t, g)
-			openDuplex(t, c, 1, "duplex-route-1", "cat")
-			params := with(map[string]any{"config": map[string]any{}, "leaseMetadata": map[string]any{"k": "v"}})
+			sessionstest.OpenDuplex(t, c, 1, "duplex-route-1", "cat")
+			params := sessionstest.With(map[string]any{"config": map[string]any{}, "leaseMetadata": map[string]any{"k": "v"}})
 			if tc.env == "env" {
 				params["environmentId"] = ""
 			}

@@ -48,36 +48,10 @@ func serveLive(t *testing.T) (*live, *rpctest.Conn) {
 	return d, c
 }
 
-var base = map[string]any{"driverKey": "live", "companyId": "co", "environmentId": "env", "providerLeaseId": "lease-1"}
-
-func with(extra map[string]any) map[string]any {
-	m := map[string]any{}
-	for k, v := range base {
-		m[k] = v
-	}
-	for k, v := range extra {
-		m[k] = v
-	}
-	return m
-}
-
-// openDuplex opens route with command and returns the session id and the
-// lines printed before the reply.
-func openDuplex(t *testing.T, c *rpctest.Conn, id int, route string, command ...string) (string, []rpctest.Msg) {
-	t.Helper()
-	reply, before := c.Call(id, "duplexChannelOpen", with(map[string]any{"hostRouteId": route, "command": command}), "", "")
-	var res struct{ HostRouteID, WorkerSessionID string }
-	c.Result(reply, &res)
-	if res.HostRouteID != route || !strings.HasPrefix(res.WorkerSessionID, "duplex-") {
-		t.Fatalf("open reply %s, want route %s and a duplex- session", reply.Result, route)
-	}
-	return res.WorkerSessionID, before
-}
-
 func TestLeaseEndClosesItsSessionsFirst(t *testing.T) {
 	d, c := serveLive(t)
-	openDuplex(t, c, 1, "duplex-route-1")
-	reply, before := c.Call(2, "environmentReleaseLease", with(map[string]any{"config": map[string]any{}}), "", "")
+	sessionstest.OpenDuplex(t, c, 1, "duplex-route-1")
+	reply, before := c.Call(2, "environmentReleaseLease", sessionstest.With(map[string]any{"config": map[string]any{}}), "", "")
 	if reply.Error != nil {
 		t.Fatalf("release: %s", reply.Raw)
 	}
@@ -127,9 +101,9 @@ func TestLeaseEndLogsAnOpenWhoseProcessMayLive(t *testing.T) {
 	var logs testkit.Buffer
 	c, _ := rpctest.Serve(t, p, rpc.Options{Logger: zerolog.New(&logs)})
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
-	c.Send(rpctest.Request(1, "duplexChannelOpen", with(map[string]any{"hostRouteId": "duplex-route-1", "command": []string{"hang", "maylive"}}), "", ""))
+	c.Send(rpctest.Request(1, "duplexChannelOpen", sessionstest.With(map[string]any{"hostRouteId": "duplex-route-1", "command": []string{"hang", "maylive"}}), "", ""))
 	testkit.WaitFor(t, "the open to reach the driver", func() bool { n, _ := d.Hangs(); return n == 1 })
-	reply, _ := c.Call(2, "environmentReleaseLease", with(map[string]any{"config": map[string]any{}}), "", "")
+	reply, _ := c.Call(2, "environmentReleaseLease", sessionstest.With(map[string]any{"config": map[string]any{}}), "", "")
 	if reply.Error != nil {
 		t.Fatalf("release: %s", reply.Raw)
 	}

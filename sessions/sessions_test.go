@@ -95,32 +95,6 @@ func serveLive(t *testing.T) (*sessionstest.Driver, *rpctest.Conn) {
 	return d, serveTable(t, tb)
 }
 
-var base = map[string]any{"driverKey": "live", "companyId": "co", "environmentId": "env", "providerLeaseId": "lease-1"}
-
-func with(extra map[string]any) map[string]any {
-	m := map[string]any{}
-	for k, v := range base {
-		m[k] = v
-	}
-	for k, v := range extra {
-		m[k] = v
-	}
-	return m
-}
-
-// openDuplex opens route with command and returns the session id and the
-// lines printed before the reply.
-func openDuplex(t *testing.T, c *rpctest.Conn, id int, route string, command ...string) (string, []rpctest.Msg) {
-	t.Helper()
-	reply, before := c.Call(id, "duplexChannelOpen", with(map[string]any{"hostRouteId": route, "command": command}), "", "")
-	var res struct{ HostRouteID, WorkerSessionID string }
-	c.Result(reply, &res)
-	if res.HostRouteID != route || !strings.HasPrefix(res.WorkerSessionID, "duplex-") {
-		t.Fatalf("open reply %s, want route %s and a duplex- session", reply.Result, route)
-	}
-	return res.WorkerSessionID, before
-}
-
 type frame struct {
 	HostRouteID     string `json:"hostRouteId"`
 	WorkerSessionID string `json:"workerSessionId"`
@@ -140,7 +114,7 @@ func frameOf(t *testing.T, m rpctest.Msg) frame {
 
 func TestDuplexFramesFollowTheOpenReply(t *testing.T) {
 	_, c := serveLive(t)
-	sid, before := openDuplex(t, c, 1, "duplex-route-1", "emit", "hello")
+	sid, before := sessionstest.OpenDuplex(t, c, 1, "duplex-route-1", "emit", "hello")
 	if len(before) != 0 {
 		t.Fatalf("%d line(s) before the open reply: %s", len(before), before[0].Raw)
 	}
@@ -157,7 +131,7 @@ func TestDuplexFramesFollowTheOpenReply(t *testing.T) {
 
 func TestDuplexWritesKeepTheHostsOrder(t *testing.T) {
 	d, c := serveLive(t)
-	sid, _ := openDuplex(t, c, 1, "duplex-route-1")
+	sid, _ := sessionstest.OpenDuplex(t, c, 1, "duplex-route-1")
 	var want bytes.Buffer
 	for i := range 100 {
 		piece := []byte(strconv.Itoa(i) + ",")
@@ -177,7 +151,7 @@ func TestDuplexWritesKeepTheHostsOrder(t *testing.T) {
 
 func TestDuplexInputIsIgnoredOrRefused(t *testing.T) {
 	d, c := serveLive(t)
-	sid, _ := openDuplex(t, c, 1, "duplex-route-1")
+	sid, _ := sessionstest.OpenDuplex(t, c, 1, "duplex-route-1")
 	data := base64.StdEncoding.EncodeToString([]byte{0, 0xff})
 	cases := []struct {
 		name   string
@@ -209,7 +183,7 @@ func TestDuplexInputIsIgnoredOrRefused(t *testing.T) {
 
 func TestDuplexExitOnceAndCloseAcks(t *testing.T) {
 	_, c := serveLive(t)
-	sid, _ := openDuplex(t, c, 1, "duplex-route-1", "exit", "7")
+	sid, _ := sessionstest.OpenDuplex(t, c, 1, "duplex-route-1", "exit", "7")
 	c.Until("data", func(m rpctest.Msg) bool { return m.Method == "duplexChannel.data" })
 	exit := frameOf(t, c.Until("exit", func(m rpctest.Msg) bool { return m.Method == "duplexChannel.exit" }))
 	if exit.ExitCode == nil || *exit.ExitCode != 7 || exit.TransportClosed != nil || exit.WorkerSessionID != sid {
@@ -229,7 +203,7 @@ func TestDuplexExitOnceAndCloseAcks(t *testing.T) {
 	if string(reply.Result) != `{"hostRouteId":"duplex-route-404"}` {
 		t.Fatalf("close of a route never opened: %s", reply.Result)
 	}
-	reply, _ = c.Call(10, "duplexChannelOpen", with(map[string]any{"hostRouteId": "duplex-route-1", "command": []string{}}), "", "")
+	reply, _ = c.Call(10, "duplexChannelOpen", sessionstest.With(map[string]any{"hostRouteId": "duplex-route-1", "command": []string{}}), "", "")
 	if reply.Error == nil {
 		t.Fatalf("reopening a closed route id: %s, want an error", reply.Raw)
 	}
@@ -237,8 +211,8 @@ func TestDuplexExitOnceAndCloseAcks(t *testing.T) {
 
 func TestDuplexRefusesASecondOpenOnALiveRoute(t *testing.T) {
 	_, c := serveLive(t)
-	openDuplex(t, c, 1, "duplex-route-1")
-	reply, _ := c.Call(2, "duplexChannelOpen", with(map[string]any{"hostRouteId": "duplex-route-1", "command": []string{}}), "", "")
+	sessionstest.OpenDuplex(t, c, 1, "duplex-route-1")
+	reply, _ := c.Call(2, "duplexChannelOpen", sessionstest.With(map[string]any{"hostRouteId": "duplex-route-1", "command": []string{}}), "", "")
 	if reply.Error == nil || reply.Error.Code != rpc.CodeInvalidParams {
 		t.Fatalf("second open: %s", reply.Raw)
 	}
@@ -246,7 +220,7 @@ func TestDuplexRefusesASecondOpenOnALiveRoute(t *testing.T) {
 
 func TestFailedOpenSendsNoFrame(t *testing.T) {
 	_, c := serveLive(t)
-	reply, before := c.Call(1, "duplexChannelOpen", with(map[string]any{"hostRouteId": "duplex-route-1", "command": []string{"fail"}}), "", "")
+	reply, before := c.Call(1, "duplexChannelOpen", sessionstest.With(map[string]any{"hostRouteId": "duplex-route-1", "command": []string{"fail"}}), "", "")
 	if reply.Error == nil || len(before) != 0 {
 		t.Fatalf("failed open: %s after %d line(s)", reply.Raw, len(before))
 	}
@@ -259,7 +233,7 @@ func TestFailedOpenSendsNoFrame(t *testing.T) {
 
 func TestCloseStopsFramesAndFailsWhenUnconfirmed(t *testing.T) {
 	d, c := serveLive(t)
-	sid, _ := openDuplex(t, c, 1, "duplex-route-1", "cat")
+	sid, _ := sessionstest.OpenDuplex(t, c, 1, "duplex-route-1", "cat")
 	reply, _ := c.Call(2, "duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-1"}, "", "")
 	if reply.Error != nil || !d.Chan(0).IsClosed() {
 		t.Fatalf("close: %s; channel closed: %v", reply.Raw, d.Chan(0).IsClosed())
@@ -269,7 +243,7 @@ func TestCloseStopsFramesAndFailsWhenUnconfirmed(t *testing.T) {
 	if len(before) != 0 || string(reply.Result) != "null" {
 		t.Fatalf("write after close: %s after %d line(s)", reply.Raw, len(before))
 	}
-	openDuplex(t, c, 4, "duplex-route-2", "stuck")
+	sessionstest.OpenDuplex(t, c, 4, "duplex-route-2", "stuck")
 	reply, _ = c.Call(5, "duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-2"}, "", "")
 	if reply.Error == nil {
 		t.Fatalf("close of a channel whose end is unconfirmed acked: %s", reply.Raw)
@@ -280,7 +254,7 @@ func TestLoginOutputKeepsUTF8AcrossWrites(t *testing.T) {
 	d, c := serveLive(t)
 	d.Login = []string{"split", "cat"}
 	home := sessions.SessionHomeRoot + "/0b0e2c1a-4b2f-4c3d-8e9f-0a1b2c3d4e5f"
-	reply, _ := c.Call(1, "loginPtyOpen", with(map[string]any{"hostRouteId": "b7f1", "loginCommandKey": "claude", "sessionHome": home}), "", "")
+	reply, _ := c.Call(1, "loginPtyOpen", sessionstest.With(map[string]any{"hostRouteId": "b7f1", "loginCommandKey": "claude", "sessionHome": home}), "", "")
 	var res struct{ WorkerSessionID string }
 	c.Result(reply, &res)
 	if !strings.HasPrefix(res.WorkerSessionID, "pty-") {
@@ -307,7 +281,7 @@ func TestLoginOutputKeepsUTF8AcrossWrites(t *testing.T) {
 func TestOutputIsChunkedAndCappedPerRoute(t *testing.T) {
 	defer sessions.SetDuplexLimits(4, 10)()
 	d, c := serveLive(t)
-	sid, _ := openDuplex(t, c, 1, "duplex-route-1", "emit", "abcdefghijklmnop")
+	sid, _ := sessionstest.OpenDuplex(t, c, 1, "duplex-route-1", "emit", "abcdefghijklmnop")
 	var got []string
 	for _, want := range []string{"abcd", "efgh"} {
 		f := frameOf(t, c.Until("data", func(m rpctest.Msg) bool { return m.Method == "duplexChannel.data" }))
@@ -330,7 +304,7 @@ func TestOutputIsChunkedAndCappedPerRoute(t *testing.T) {
 
 func TestStopReachesAChannelWhoseWriteBlocks(t *testing.T) {
 	_, c := serveLive(t)
-	sid, _ := openDuplex(t, c, 1, "duplex-route-1", "block")
+	sid, _ := sessionstest.OpenDuplex(t, c, 1, "duplex-route-1", "block")
 	pair := map[string]any{"hostRouteId": "duplex-route-1", "workerSessionId": sid}
 	c.Send(rpctest.Request(2, "duplexChannelWrite", with2(pair, "data", "AAAA"), "", ""))
 	c.Send(rpctest.Request(3, "duplexChannelWrite", with2(pair, "data", "AQID"), "", ""))
@@ -384,7 +358,7 @@ func TestDuplexWriteTakesOnlyBase64ThatReencodesToItself(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(strconv.Quote(tc.data), func(t *testing.T) {
 			d, c := serveLive(t)
-			sid, _ := openDuplex(t, c, 1, "duplex-route-1")
+			sid, _ := sessionstest.OpenDuplex(t, c, 1, "duplex-route-1")
 			reply, _ := c.Call(2, "duplexChannelWrite", map[string]any{"hostRouteId": "duplex-route-1", "workerSessionId": sid, "data": tc.data}, "", "")
 			got, _, _ := d.Chan(0).Received()
 			if tc.take {
@@ -420,7 +394,7 @@ func TestCloseOfAnOpenWhoseProcessMayLiveIsNotAcknowledged(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d, c := serveLive(t)
-			c.Send(rpctest.Request(1, "duplexChannelOpen", with(map[string]any{"hostRouteId": "duplex-route-1", "command": tc.command}), "", ""))
+			c.Send(rpctest.Request(1, "duplexChannelOpen", sessionstest.With(map[string]any{"hostRouteId": "duplex-route-1", "command": tc.command}), "", ""))
 			if tc.hangs {
 				testkit.WaitFor(t, "the open to reach the driver", func() bool { n, _ := d.Hangs(); return n == 1 })
 			} else if open, _ := c.Reply(); open.Error == nil {
@@ -467,7 +441,7 @@ func TestUnconfirmedClosedRouteIsNeverEvicted(t *testing.T) {
 				reply, _ := c.Call(id, method, params, "", "")
 				return reply
 			}
-			reply := call("duplexChannelOpen", with(map[string]any{"hostRouteId": "duplex-route-0", "command": tc.command}))
+			reply := call("duplexChannelOpen", sessionstest.With(map[string]any{"hostRouteId": "duplex-route-0", "command": tc.command}))
 			if opened := reply.Error == nil; opened != tc.opens {
 				t.Fatalf("open: %s, want opened %v", reply.Raw, tc.opens)
 			}
@@ -479,7 +453,7 @@ func TestUnconfirmedClosedRouteIsNeverEvicted(t *testing.T) {
 			for i := 1; i <= 3; i++ { // past the bound of 2
 				route := fmt.Sprintf("duplex-route-%d", i)
 				id++
-				openDuplex(t, c, id, route)
+				sessionstest.OpenDuplex(t, c, id, route)
 				if reply := call("duplexChannelClose", map[string]any{"hostRouteId": route}); reply.Error != nil {
 					t.Fatalf("close %s: %s", route, reply.Raw)
 				}
@@ -490,7 +464,7 @@ func TestUnconfirmedClosedRouteIsNeverEvicted(t *testing.T) {
 			}
 			// The oldest confirmed route is forgotten: its id opens again.
 			id++
-			openDuplex(t, c, id, "duplex-route-1")
+			sessionstest.OpenDuplex(t, c, id, "duplex-route-1")
 		})
 	}
 }

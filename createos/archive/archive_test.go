@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 	"go.uber.org/goleak"
 )
 
@@ -27,16 +28,16 @@ var fuzzExclude = syncrule.NewExclude([]string{"*/skip", "skip-*"})
 // is never extracted.
 func FuzzValidateArchive(f *testing.F) {
 	t := &testing.T{}
-	f.Add(tarOf(t, &tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "./a", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}))
-	f.Add(tarOf(t, &tar.Header{Name: "./d/", Typeflag: tar.TypeDir, Mode: 0o700}, &tar.Header{Name: "./d/l", Typeflag: tar.TypeSymlink, Linkname: "../d"}, &tar.Header{Name: "./h", Typeflag: tar.TypeLink, Linkname: "d/l"}))
-	f.Add(tarOf(t, &tar.Header{Name: "./l", Typeflag: tar.TypeSymlink, Linkname: "d"}, &tar.Header{Name: "./l/f", Typeflag: tar.TypeReg, Size: 1}))
-	f.Add(tarOf(t, &tar.Header{Name: "./escape", Typeflag: tar.TypeSymlink, Linkname: "../../outside"}))
-	f.Add(tarOf(t, &tar.Header{Name: "./o", Typeflag: tar.TypeSymlink, Linkname: "../outside"}, &tar.Header{Name: "./o/f", Typeflag: tar.TypeReg, Size: 1}))
-	f.Add(tarOf(t, &tar.Header{Name: "./o/", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "./o", Typeflag: tar.TypeSymlink, Linkname: "../outside"}))
-	f.Add(tarOf(t, &tar.Header{Name: "./o", Typeflag: tar.TypeSymlink, Linkname: "../outside/f"}, &tar.Header{Name: "./o", Typeflag: tar.TypeReg, Size: 1}, &tar.Header{Name: "./h", Typeflag: tar.TypeLink, Linkname: "o"}))
-	f.Add(tarOf(t, &tar.Header{Name: "./p", Typeflag: tar.TypeFifo}, &tar.Header{Name: "./abs", Typeflag: tar.TypeSymlink, Linkname: "/"}))
-	f.Add(tarOf(t, &tar.Header{Name: "./skip/", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "./skip/f", Typeflag: tar.TypeReg, Size: 1}, &tar.Header{Name: "./h", Typeflag: tar.TypeLink, Linkname: "skip/f"}))
-	f.Add(tarOf(t, &tar.Header{Name: "./skip-l", Typeflag: tar.TypeSymlink, Linkname: "../outside"}, &tar.Header{Name: "./a/skip", Typeflag: tar.TypeReg, Size: 1}))
+	f.Add(testkit.Tar(t, &tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "./a", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}))
+	f.Add(testkit.Tar(t, &tar.Header{Name: "./d/", Typeflag: tar.TypeDir, Mode: 0o700}, &tar.Header{Name: "./d/l", Typeflag: tar.TypeSymlink, Linkname: "../d"}, &tar.Header{Name: "./h", Typeflag: tar.TypeLink, Linkname: "d/l"}))
+	f.Add(testkit.Tar(t, &tar.Header{Name: "./l", Typeflag: tar.TypeSymlink, Linkname: "d"}, &tar.Header{Name: "./l/f", Typeflag: tar.TypeReg, Size: 1}))
+	f.Add(testkit.Tar(t, &tar.Header{Name: "./escape", Typeflag: tar.TypeSymlink, Linkname: "../../outside"}))
+	f.Add(testkit.Tar(t, &tar.Header{Name: "./o", Typeflag: tar.TypeSymlink, Linkname: "../outside"}, &tar.Header{Name: "./o/f", Typeflag: tar.TypeReg, Size: 1}))
+	f.Add(testkit.Tar(t, &tar.Header{Name: "./o/", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "./o", Typeflag: tar.TypeSymlink, Linkname: "../outside"}))
+	f.Add(testkit.Tar(t, &tar.Header{Name: "./o", Typeflag: tar.TypeSymlink, Linkname: "../outside/f"}, &tar.Header{Name: "./o", Typeflag: tar.TypeReg, Size: 1}, &tar.Header{Name: "./h", Typeflag: tar.TypeLink, Linkname: "o"}))
+	f.Add(testkit.Tar(t, &tar.Header{Name: "./p", Typeflag: tar.TypeFifo}, &tar.Header{Name: "./abs", Typeflag: tar.TypeSymlink, Linkname: "/"}))
+	f.Add(testkit.Tar(t, &tar.Header{Name: "./skip/", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "./skip/f", Typeflag: tar.TypeReg, Size: 1}, &tar.Header{Name: "./h", Typeflag: tar.TypeLink, Linkname: "skip/f"}))
+	f.Add(testkit.Tar(t, &tar.Header{Name: "./skip-l", Typeflag: tar.TypeSymlink, Linkname: "../outside"}, &tar.Header{Name: "./a/skip", Typeflag: tar.TypeReg, Size: 1}))
 	f.Add([]byte("garbage"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
@@ -115,7 +116,7 @@ func TestValidateArchive(t *testing.T) {
 		{"root replaced", []*tar.Header{{Name: "./", Typeflag: tar.TypeSymlink, Linkname: "x"}}, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := validateTar(bytes.NewReader(tarOf(t, tc.hdrs...)), syncrule.Exclude{})
+			n, err := validateTar(bytes.NewReader(testkit.Tar(t, tc.hdrs...)), syncrule.Exclude{})
 			if tc.ok && (err != nil || n != tc.files) {
 				t.Fatalf("%d %v", n, err)
 			}
@@ -142,7 +143,7 @@ func TestValidateArchive(t *testing.T) {
 // validation refuses such an archive, and extraction refuses it on its own.
 func TestExtractRefusesWritingThroughASymlinkedParent(t *testing.T) {
 	root := t.TempDir()
-	archive := tarOf(t,
+	archive := testkit.Tar(t,
 		&tar.Header{Name: "./d/", Typeflag: tar.TypeDir, Mode: 0o755},
 		&tar.Header{Name: "./l", Typeflag: tar.TypeSymlink, Linkname: "d"},
 		&tar.Header{Name: "./l/f", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2},
@@ -170,8 +171,8 @@ func TestExtractRefusesWritingThroughASymlinkedParent(t *testing.T) {
 // validator accepts.
 func TestPackedArchivesValidate(t *testing.T) {
 	src := t.TempDir()
-	mustWrite(t, filepath.Join(src, "a", "b", "c"), "c", 0o640)
-	mustWrite(t, filepath.Join(src, ".hidden"), "h", 0o600)
+	testkit.WriteFile(t, filepath.Join(src, "a", "b", "c"), "c", 0o640)
+	testkit.WriteFile(t, filepath.Join(src, ".hidden"), "h", 0o600)
 	if err := os.Symlink("a/b/c", filepath.Join(src, "l")); err != nil {
 		t.Fatal(err)
 	}
@@ -202,38 +203,6 @@ func declaredBytes(data []byte) int64 {
 		}
 		total += hdr.Size
 	}
-}
-
-func mustWrite(t *testing.T, p, content string, mode os.FileMode) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// tarOf builds an archive; regular entries get Size bytes of 'x'.
-func tarOf(t *testing.T, hdrs ...*tar.Header) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, h := range hdrs {
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if h.Typeflag == tar.TypeReg && h.Size > 0 {
-			_, _ = tw.Write(bytes.Repeat([]byte("x"), int(h.Size)))
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // tarNames lists an archive's entry names.

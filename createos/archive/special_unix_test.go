@@ -8,43 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
-
-// fifo makes a named pipe and a writer that waits to open it, so that code
-// which (wrongly) opens the fifo for reading gets a partner at once and
-// returns instead of hanging the test; the writer closes straight away. At
-// the end of the test the writer is released (a non-blocking reader is its
-// partner) and waited for.
-func fifo(t *testing.T, dir, name string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := syscall.Mkfifo(p, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if w, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
-			w.Close()
-		}
-	}()
-	t.Cleanup(func() {
-		// Held open until the writer is done: it may not have reached its
-		// open yet, and then finds a reader there.
-		r, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		<-done
-		r.Close()
-	})
-	return p
-}
 
 // A directory entry that was a file or a directory when it was listed and
 // is a fifo, another file or a symlink by the time it is opened is
@@ -55,16 +24,16 @@ func fifo(t *testing.T, dir, name string) string {
 // the file listed.
 func TestPackRefusesAnEntryReplacedSinceItWasListed(t *testing.T) {
 	dir := t.TempDir()
-	mustWrite(t, filepath.Join(dir, "file"), "x", 0o644)
-	mustWrite(t, filepath.Join(dir, "other"), "y", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "file"), "x", 0o644)
+	testkit.WriteFile(t, filepath.Join(dir, "other"), "y", 0o644)
 	if err := os.Mkdir(filepath.Join(dir, "dir"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("other", filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	fifo(t, dir, "pipe-file")
-	fifo(t, dir, "pipe-dir")
+	testkit.Fifo(t, dir, "pipe-file")
+	testkit.Fifo(t, dir, "pipe-dir")
 	tree, err := safeopen.OpenTree(dir)
 	if err != nil {
 		t.Fatal(err)

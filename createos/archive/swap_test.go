@@ -8,6 +8,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen/safeopentest"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // A host directory the packer has listed is replaced by a link out of the
@@ -21,8 +22,8 @@ func TestPackNeverReadsOutsideTheSourceThroughASwappedDirectory(t *testing.T) {
 		t.Run(tc.Name, func(t *testing.T) {
 			base := t.TempDir()
 			src, out := filepath.Join(base, "src"), filepath.Join(base, "outside")
-			mustWrite(t, filepath.Join(src, "d", "f"), "inside f", 0o644)
-			mustWrite(t, filepath.Join(out, "f"), safeopentest.Secrets[0], 0o644)
+			testkit.WriteFile(t, filepath.Join(src, "d", "f"), "inside f", 0o644)
+			testkit.WriteFile(t, filepath.Join(out, "f"), safeopentest.Secrets[0], 0o644)
 			var once sync.Once
 			packLookHook = func(name string) {
 				if name != "d/f" {
