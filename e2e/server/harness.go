@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/model"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
@@ -40,9 +41,9 @@ type harness struct {
 	envIDs             map[string]string       // driverKey -> environment id
 	traffic            map[string][]traceEntry // flow name -> what the worker saw
 
-	model        *model      // the scripted model the real agent CLI talks to (model.go)
-	sandboxToken string      // the value only the sandboxes have (realcli.go)
-	realAgents   []realAgent // the agents that run the real CLI
+	model        *model.Server // the scripted model the real agent CLI talks to (package model)
+	sandboxToken string        // the value only the sandboxes have (realcli.go)
+	realAgents   []realAgent   // the agents that run the real CLI
 
 	lastRunID     string          // the run of the last heartbeat
 	chaosSettling map[string]bool // lease ids make chaos leaves to the host's cleanup until its end
@@ -193,7 +194,7 @@ func (h *harness) close() error {
 			p.stop(10 * time.Second)
 		}
 	}
-	if err := h.model.close(); err != nil {
+	if err := h.model.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("the scripted model: %w", err))
 	}
 	if left := procfs.Descendants(os.Getpid()); len(left) > 0 {
@@ -248,7 +249,7 @@ func (h *harness) prepareRun(ctx context.Context) error {
 	if err := h.prepareRealCLI(); err != nil {
 		return err
 	}
-	m, err := startModel(h.logDir)
+	m, err := model.Start(h.logDir)
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ func (h *harness) scale(ctx context.Context) (err error) {
 	lines[0], team, errs[0] = h.team(ctx, "fake-plugin", bridgeFile, agents[:teamSize], otherRun{})
 	runs = append(runs, team...)
 	errs[3] = poll(ctx, time.Minute, "the long run's CLI asked the model", func() (bool, error) {
-		return h.model.result(long.key).Requests > 0, nil
+		return h.model.Result(long.key).Requests > 0, nil
 	})
 	if errs[3] == nil {
 		if errs[3] = h.setDuplexBridge(ctx, true); errs[3] == nil {
@@ -233,7 +233,7 @@ func (h *harness) finishLongRun(ctx context.Context, r *realRun, envID string, s
 	if _, err := h.checkReal(ctx, r); err != nil {
 		return "", err
 	}
-	conv := h.model.result(r.key)
+	conv := h.model.Result(r.key)
 	span := conv.Last.Sub(conv.First)
 	if span < longRunMin {
 		return "", fmt.Errorf("the long run's conversation lasted %s, want at least %s", span.Round(time.Second), longRunMin)
