@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
 // The sandbox API bridge of a run is what the agent in the sandbox calls
@@ -84,7 +86,7 @@ func runLogText(content string) string {
 
 // bridgeOf reads the evidence of one run: its run log (joined text), the
 // worker traffic recorded while it ran and the agent CLI's path.
-func bridgeOf(runLog string, es []traceEntry, agentCmd string) bridgeEvidence {
+func bridgeOf(runLog string, es []trace.Entry, agentCmd string) bridgeEvidence {
 	var ev bridgeEvidence
 	for _, line := range strings.Split(runLog, "\n") {
 		switch {
@@ -119,7 +121,7 @@ type request struct {
 	Result json.RawMessage // nil: no answer, or an error
 }
 
-func requestsOf(es []traceEntry) []request {
+func requestsOf(es []trace.Entry) []request {
 	var out []request
 	byID := map[string]int{}
 	for _, e := range es {
@@ -178,7 +180,7 @@ type routePair struct {
 
 // duplexOpenOf follows one duplexChannelOpen: its argv, its answer, the
 // first line its channel carried, its writes, exits and close.
-func duplexOpenOf(open request, reqs []request, es []traceEntry) duplexOpen {
+func duplexOpenOf(open request, reqs []request, es []trace.Entry) duplexOpen {
 	var p struct {
 		HostRouteID string   `json:"hostRouteId"`
 		Command     []string `json:"command"`

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
@@ -666,7 +666,7 @@ func (h *harness) killWorker() (int, error) {
 // and the stub agent holds in its execute.
 func duplexOpenAndHeld(ctx context.Context, h *harness, r *chaosRow) error {
 	if err := poll(ctx, 3*time.Minute, "the run's duplexChannelOpen answered", func() (bool, error) {
-		return answered(h.traceSince(r.mark), "duplexChannelOpen"), nil
+		return trace.Answered(h.traceSince(r.mark), "duplexChannelOpen"), nil
 	}); err != nil {
 		return err
 	}
@@ -696,9 +696,9 @@ func disarmRelease(ctx context.Context, h *harness, r *chaosRow) error {
 // flight (and, on createos, its sandbox DELETE reached the sim), kills the
 // worker, and checks that the release was not answered first.
 func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, error) {
-	var release traceEntry
-	if err := h.followTrace(ctx, r.mark, 4*time.Minute, "the host's environmentReleaseLease", func(e traceEntry) bool {
-		if e.Dir == "in" && e.rpc().Method == "environmentReleaseLease" {
+	var release trace.Entry
+	if err := trace.Follow(ctx, h.traceDir(), r.mark, 4*time.Minute, "the host's environmentReleaseLease", func(e trace.Entry) bool {
+		if e.Dir == "in" && e.RPC().Method == "environmentReleaseLease" {
 			release = e
 			return true
 		}
@@ -718,9 +718,9 @@ func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, er
 	if err != nil {
 		return "", err
 	}
-	id := string(release.rpc().ID)
+	id := string(release.RPC().ID)
 	for _, e := range h.traceSince(r.mark) {
-		if m := e.rpc(); e.Dir == "out" && m.Method == "" && string(m.ID) == id {
+		if m := e.RPC(); e.Dir == "out" && m.Method == "" && string(m.ID) == id {
 			return "", fmt.Errorf("the worker answered the release (id %s) before the SIGKILL reached it: the injection missed", id)
 		}
 	}
@@ -810,62 +810,4 @@ func restartServer(ctx context.Context, h *harness, r *chaosRow) (string, error)
 	}
 	return fmt.Sprintf("SIGTERM to the server (pid %d) with the stub agent held; it exited (%v) and was started again on the same data directory (pid %d)",
 		pid, old.err, h.server.cmd.Process.Pid), nil
-}
-
-// followTrace waits until an entry of the worker traces written after mark
-// matches, reading only what is new every few milliseconds (the fault
-// that kills mid-release has a window of a few hundred).
-func (h *harness) followTrace(ctx context.Context, mark map[string]int, timeout time.Duration, what string, match func(traceEntry) bool) error {
-	type cursor struct {
-		off  int64
-		skip int // entries of mark still to skip
-		rest []byte
-	}
-	cur := map[string]*cursor{}
-	deadline := time.Now().Add(timeout)
-	for {
-		for _, f := range h.traceFiles() {
-			c := cur[f]
-			if c == nil {
-				c = &cursor{skip: mark[f]}
-				cur[f] = c
-			}
-			fh, err := os.Open(f)
-			if err != nil {
-				continue
-			}
-			buf, _ := io.ReadAll(io.NewSectionReader(fh, c.off, 1<<40))
-			fh.Close()
-			c.off += int64(len(buf))
-			data := append(c.rest, buf...)
-			for {
-				i := bytes.IndexByte(data, '\n')
-				if i < 0 {
-					break
-				}
-				line := data[:i]
-				data = data[i+1:]
-				var e traceEntry
-				if json.Unmarshal(line, &e) != nil {
-					continue
-				}
-				if c.skip > 0 {
-					c.skip--
-					continue
-				}
-				if match(e) {
-					return nil
-				}
-			}
-			c.rest = append([]byte(nil), data...)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %s", what, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
 // simToolsDir is where createos-sim shows the stub agent in its sandboxes
@@ -149,7 +151,7 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 	if err != nil {
 		return fmt.Errorf("run %s: %w", runID, err)
 	}
-	fmt.Printf("   run %s succeeded; %s\n   bridge: %s\n", runID, summarize(h.traffic[flow]), summary)
+	fmt.Printf("   run %s succeeded; %s\n   bridge: %s\n", runID, trace.Summarize(h.traffic[flow]), summary)
 	if measured != nil {
 		return h.reportSpend(runID, spent)
 	}
@@ -182,7 +184,7 @@ func (h *harness) duplexHeartbeat(ctx context.Context) (err error) {
 // stub's GET /api/agents/me went through it and found the agent. On a
 // file-bridge run it also checks that the duplex check fails there, so a
 // duplex pass elsewhere is not an accident of the check.
-func (h *harness) checkBridge(driver, want, runLog string, calls []traceEntry, workspace string) (string, error) {
+func (h *harness) checkBridge(driver, want, runLog string, calls []trace.Entry, workspace string) (string, error) {
 	ev := bridgeOf(runLog, calls, h.agentCommand(driver))
 	problems, mode := ev.fileProblems(), bridgeModes[want]
 	if want == bridgeDuplex {
@@ -324,26 +326,26 @@ func (h *harness) setupSession(ctx context.Context) error {
 	if err := h.pc.api(ctx, "DELETE", "/environments/"+envID+"/custom-image-template?deleteProviderTemplate=true", nil, nil); err != nil {
 		return err
 	}
-	var calls []traceEntry
+	var calls []trace.Entry
 	err = poll(ctx, 30*time.Second, "environmentDeleteTemplate answered without error", func() (bool, error) {
 		calls = h.traceSince(mark)
-		return answered(calls, "environmentDeleteTemplate"), nil
+		return trace.Answered(calls, "environmentDeleteTemplate"), nil
 	})
 	h.traffic["setup-session"] = calls
 	if err != nil {
-		return fmt.Errorf("%w; the worker saw: %s", err, summarize(calls))
+		return fmt.Errorf("%w; the worker saw: %s", err, trace.Summarize(calls))
 	}
 	// The saved probe of a sandbox environment acquires (and releases) a
 	// lease from the active template rather than calling environmentProbe.
 	for _, m := range []string{"environmentStartInteractiveSetup", "environmentCaptureTemplate", "environmentAcquireLease", "environmentReleaseLease"} {
-		if !answered(calls, m) {
-			return fmt.Errorf("%s was not answered without error; the worker saw: %s", m, summarize(calls))
+		if !trace.Answered(calls, m) {
+			return fmt.Errorf("%s was not answered without error; the worker saw: %s", m, trace.Summarize(calls))
 		}
 	}
-	if !sentWith(calls, "environmentAcquireLease", ref) {
+	if !trace.SentWith(calls, "environmentAcquireLease", ref) {
 		return fmt.Errorf("the probe's environmentAcquireLease did not carry the template %s", ref)
 	}
-	fmt.Printf("   %s\n", summarize(calls))
+	fmt.Printf("   %s\n", trace.Summarize(calls))
 	return nil
 }
 
@@ -390,12 +392,12 @@ func (h *harness) disableEnable(ctx context.Context) error {
 	}
 	last := before[len(before)-1]
 	if err := poll(ctx, 30*time.Second, "the old worker answered shutdown and exited", func() (bool, error) {
-		es := readTrace(last)
-		return answered(es, "shutdown") && len(es) > 0 && es[len(es)-1].Dir == "exit", nil
+		es := trace.Read(last)
+		return trace.Answered(es, "shutdown") && len(es) > 0 && es[len(es)-1].Dir == "exit", nil
 	}); err != nil {
 		return err
 	}
-	es := readTrace(last)
+	es := trace.Read(last)
 	if exit := es[len(es)-1].Text; exit != "exit status 0" {
 		return fmt.Errorf("the old worker ended with %q after shutdown, want exit status 0", exit)
 	}
@@ -407,7 +409,7 @@ func (h *harness) disableEnable(ctx context.Context) error {
 	}
 	return poll(ctx, 30*time.Second, "a new worker answered initialize", func() (bool, error) {
 		files := h.traceFiles()
-		return len(files) > len(before) && answered(readTrace(files[len(files)-1]), "initialize"), nil
+		return len(files) > len(before) && trace.Answered(trace.Read(files[len(files)-1]), "initialize"), nil
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/model"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
@@ -38,8 +39,8 @@ type harness struct {
 	companyID, agentID string
 	issueID            string // the orphan checks' issue (orphans.go)
 	pluginID           string
-	envIDs             map[string]string       // driverKey -> environment id
-	traffic            map[string][]traceEntry // flow name -> what the worker saw
+	envIDs             map[string]string        // driverKey -> environment id
+	traffic            map[string][]trace.Entry // flow name -> what the worker saw
 
 	model        *model.Server // the scripted model the real agent CLI talks to (package model)
 	sandboxToken string        // the value only the sandboxes have (realcli.go)
@@ -58,7 +59,7 @@ func newHarness(o options) (*harness, error) {
 	if err := absAll(&o.cacheDir, &o.releaseDir, &o.registryNpm, &o.sim, &o.recorder, &o.npmDir, &o.outDir, &o.fixtures); err != nil {
 		return nil, err
 	}
-	h := &harness{o: o, root: os.Geteuid() == 0, logDir: filepath.Join(o.outDir, "logs"), envIDs: map[string]string{}, traffic: map[string][]traceEntry{}}
+	h := &harness{o: o, root: os.Geteuid() == 0, logDir: filepath.Join(o.outDir, "logs"), envIDs: map[string]string{}, traffic: map[string][]trace.Entry{}}
 	if err := os.RemoveAll(h.logDir); err != nil {
 		return nil, err
 	}

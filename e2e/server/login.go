@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
@@ -44,7 +45,7 @@ type loginSession struct {
 	Opens            int
 }
 
-func loginOf(es []traceEntry) loginSession {
+func loginOf(es []trace.Entry) loginSession {
 	var s loginSession
 	var out strings.Builder
 	for _, r := range requestsOf(es) {
@@ -283,7 +284,7 @@ func (h *harness) loginUnavailable(ctx context.Context, startErr error, mark map
 	var acquires []string
 	refused := 0
 	for _, e := range calls {
-		m := e.rpc()
+		m := e.RPC()
 		switch {
 		case e.Dir == "in" && m.Method == "environmentAcquireLease":
 			if !strings.Contains(string(e.Msg), `"requestedExpiresAt":"`) {
@@ -298,7 +299,7 @@ func (h *harness) loginUnavailable(ctx context.Context, startErr error, mark map
 		}
 	}
 	if len(acquires) != 1 || refused != 1 {
-		return fmt.Errorf("the worker got %d acquires for the login and refused %d, want one refused; %s", len(acquires), refused, summarize(calls))
+		return fmt.Errorf("the worker got %d acquires for the login and refused %d, want one refused; %s", len(acquires), refused, trace.Summarize(calls))
 	}
 	after, err := h.simCounts(ctx)
 	if err != nil {

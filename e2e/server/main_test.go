@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -57,9 +59,9 @@ func TestScreenText(t *testing.T) {
 }
 
 // at builds a trace entry at second s.
-func at(t *testing.T, s int, dir string, msg any) traceEntry {
+func at(t *testing.T, s int, dir string, msg any) trace.Entry {
 	t.Helper()
-	e := trace(t, dir, msg)[0]
+	e := entries(t, dir, msg)[0]
 	e.T = time.Unix(1000+int64(s), 0).UTC().Format(time.RFC3339Nano)
 	return e
 }
@@ -67,18 +69,18 @@ func at(t *testing.T, s int, dir string, msg any) traceEntry {
 func TestCloseAcks(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		es      []traceEntry
+		es      []trace.Entry
 		n       int
 		slowest time.Duration
 	}{
 		{"none", nil, 0, 0},
-		{"two closes, one answered with an error", []traceEntry{
+		{"two closes, one answered with an error", []trace.Entry{
 			at(t, 0, "in", obj{"id": 1, "method": "duplexChannelClose", "params": obj{}}),
 			at(t, 1, "in", obj{"id": 2, "method": "loginPtyClose", "params": obj{}}),
 			at(t, 3, "out", obj{"id": 1, "result": obj{"hostRouteId": "r"}}),
 			at(t, 9, "out", obj{"id": 2, "error": obj{"code": -32000}}),
 		}, 1, 3 * time.Second},
-		{"a reply to another request", []traceEntry{
+		{"a reply to another request", []trace.Entry{
 			at(t, 0, "in", obj{"id": 1, "method": "environmentExecute", "params": obj{}}),
 			at(t, 5, "out", obj{"id": 1, "result": obj{}}),
 			at(t, 5, "in", obj{"id": 2, "method": "duplexChannelClose", "params": obj{}}),
@@ -100,7 +102,7 @@ func TestAgentBridgeMode(t *testing.T) {
 	}
 	probe := obj{"id": 4, "method": "environmentExecute", "params": obj{"command": "sh", "args": []string{"-c", "command -v claude"},
 		"env": obj{"ANTHROPIC_BASE_URL": "http://127.0.0.1:1/c/team-1"}}}
-	es := trace(t,
+	es := entries(t,
 		"in", probe,
 		"in", exec(1, "http://127.0.0.1:1/c/team-1", "queue_v1"),
 		"in", exec(2, "http://127.0.0.1:1/c/team-10", "http2_v1"),

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
 // No orphaned sandboxes (issue 12; docs/decisions.md, "createos v0.2 and
@@ -37,7 +39,7 @@ type issueRun struct {
 	ID, Status string
 	Lease      hostLease
 	Spent      simCounts
-	Calls      []traceEntry
+	Calls      []trace.Entry
 }
 
 // sandbox is the sandbox (provider lease id) of r's lease.
@@ -86,7 +88,7 @@ func (h *harness) orphans(ctx context.Context) (err error) {
 		return fmt.Errorf("the second run resumed the failed run's sandbox %s", a.sandbox())
 	}
 	if sent(b.Calls, "environmentDestroyLease") {
-		return fmt.Errorf("the host destroyed a lease during the second run: the reap is not the driver's (%s)", summarize(b.Calls))
+		return fmt.Errorf("the host destroyed a lease during the second run: the reap is not the driver's (%s)", trace.Summarize(b.Calls))
 	}
 	if err := h.expectHeld(ctx, "after the second run's acquire", b.sandbox()); err != nil {
 		return err
@@ -121,7 +123,7 @@ func (h *harness) orphanGap(ctx context.Context) (err error) {
 	h.traffic["orphans-gap-delete"] = calls
 	for _, m := range []string{"environmentDestroyLease", "environmentReleaseLease"} {
 		if sent(calls, m) {
-			return fmt.Errorf("the delete sent %s: the known gap is closed, update this check and docs/server-e2e.md (%s)", m, summarize(calls))
+			return fmt.Errorf("the delete sent %s: the known gap is closed, update this check and docs/server-e2e.md (%s)", m, trace.Summarize(calls))
 		}
 	}
 	left, err := h.simSandboxes(ctx)
@@ -241,7 +243,7 @@ func (h *harness) runOnIssue(ctx context.Context, envID, issueID string, failing
 		return r, fmt.Errorf("run %s: %w", r.ID, err)
 	}
 	fmt.Printf("   run %s %s; lease %s %s on sandbox %s (execution workspace %s); %s\n",
-		r.ID, r.Status, r.Lease.ID, r.Lease.Status, r.sandbox(), r.Lease.ExecutionWorkspaceID, summarize(r.Calls))
+		r.ID, r.Status, r.Lease.ID, r.Lease.Status, r.sandbox(), r.Lease.ExecutionWorkspaceID, trace.Summarize(r.Calls))
 	return r, h.reportSpend(r.ID, r.Spent)
 }
 
@@ -343,15 +345,15 @@ func (h *harness) deleteReusable(ctx context.Context, envID string, b issueRun) 
 	}
 	calls := h.traceSince(mark)
 	h.traffic["orphans-delete"] = calls
-	if !answered(calls, "environmentDestroyLease") || !sentWith(calls, "environmentDestroyLease", b.sandbox()) {
-		return fmt.Errorf("the consented delete did not destroy %s through the plugin; the worker saw: %s", b.sandbox(), summarize(calls))
+	if !trace.Answered(calls, "environmentDestroyLease") || !trace.SentWith(calls, "environmentDestroyLease", b.sandbox()) {
+		return fmt.Errorf("the consented delete did not destroy %s through the plugin; the worker saw: %s", b.sandbox(), trace.Summarize(calls))
 	}
 	if err := poll(ctx, 30*time.Second, "the sim holds no sandbox", func() (bool, error) {
 		return true, h.expectHeld(ctx, "after the environment delete", "")
 	}); err != nil {
 		return err
 	}
-	fmt.Printf("   delete refused without consent; with ?destroyReusableSandboxLeases=true: %s; the sim holds no sandbox\n", summarize(calls))
+	fmt.Printf("   delete refused without consent; with ?destroyReusableSandboxLeases=true: %s; the sim holds no sandbox\n", trace.Summarize(calls))
 	return nil
 }
 
@@ -380,6 +382,6 @@ func (h *harness) issueState(ctx context.Context, issueID string) string {
 }
 
 // sent reports whether the host sent a method request in es.
-func sent(es []traceEntry, method string) bool {
-	return slices.ContainsFunc(es, func(e traceEntry) bool { return e.Dir == "in" && e.rpc().Method == method })
+func sent(es []trace.Entry, method string) bool {
+	return slices.ContainsFunc(es, func(e trace.Entry) bool { return e.Dir == "in" && e.RPC().Method == method })
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
@@ -212,7 +213,7 @@ func (h *harness) interposeRecorder(ctx context.Context) error {
 	}
 	return poll(ctx, 30*time.Second, "a worker started through the recorder answered initialize", func() (bool, error) {
 		files := h.traceFiles()
-		return len(files) == 1 && answered(readTrace(files[0]), "initialize"), nil
+		return len(files) == 1 && trace.Answered(trace.Read(files[0]), "initialize"), nil
 	})
 }
 

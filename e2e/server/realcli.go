@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/model"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
 // The real agent CLI: Claude Code from the npm registry (pinned in
@@ -344,10 +345,10 @@ func (h *harness) checkReal(ctx context.Context, r *realRun) (string, error) {
 // hostCalls counts a run's host calls that matter for an agent CLI.
 type hostCalls struct{ executes, syncIns, syncOuts, writes, frames int }
 
-func countCalls(es []traceEntry) hostCalls {
+func countCalls(es []trace.Entry) hostCalls {
 	var c hostCalls
 	for _, e := range es {
-		m := e.rpc()
+		m := e.RPC()
 		switch {
 		case e.Dir == "in" && m.Method == "environmentExecute":
 			c.executes++

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
 // Real agents at scale: a team of teamSize agents that start their
@@ -105,7 +107,7 @@ func (h *harness) scale(ctx context.Context) (err error) {
 // the conversation key: the execute running the CLI (stream-json) whose
 // ANTHROPIC_BASE_URL is the conversation's. The host's probes of the CLI
 // carry the agent's environment too, but no bridge.
-func agentBridgeMode(calls []traceEntry, key string) string {
+func agentBridgeMode(calls []trace.Entry, key string) string {
 	for _, x := range executesOf(requestsOf(calls)) {
 		if x.runsAgent() && strings.HasSuffix(x.Env["ANTHROPIC_BASE_URL"], "/c/"+key) {
 			return x.Env["PAPERCLIP_API_BRIDGE_MODE"]
@@ -370,7 +372,7 @@ func perWindow(times []time.Time, start, end time.Time, window time.Duration) []
 
 // closeAcks counts the session closes (duplex and login) answered with a
 // result in calls, and the slowest answer.
-func closeAcks(calls []traceEntry) (int, time.Duration) {
+func closeAcks(calls []trace.Entry) (int, time.Duration) {
 	asked := map[string]time.Time{}
 	n, slowest := 0, time.Duration(0)
 	for _, e := range calls {
