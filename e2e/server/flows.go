@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/bridge"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
@@ -87,14 +88,14 @@ const stubOutput = "stub-agent-output.txt"
 
 var invokedRun = regexp.MustCompile(`Invoked heartbeat run (\S+)`)
 
-// The sandbox API bridge a heartbeat must have run on (see bridge.go).
+// The sandbox API bridge a heartbeat must have run on (see package bridge).
 const (
 	bridgeFile   = "file"
 	bridgeDuplex = "duplex"
 )
 
 // bridgeModes is each bridge's PAPERCLIP_API_BRIDGE_MODE.
-var bridgeModes = map[string]string{bridgeFile: "queue_v1", bridgeDuplex: "http2_v1"}
+var bridgeModes = map[string]string{bridgeFile: bridge.FileMode, bridgeDuplex: bridge.DuplexMode}
 
 // heartbeat points the agent at the driver's environment and the stub
 // CLI, runs one heartbeat with the CLI, and checks its outcome: status
@@ -185,15 +186,15 @@ func (h *harness) duplexHeartbeat(ctx context.Context) (err error) {
 // file-bridge run it also checks that the duplex check fails there, so a
 // duplex pass elsewhere is not an accident of the check.
 func (h *harness) checkBridge(driver, want, runLog string, calls []trace.Entry, workspace string) (string, error) {
-	ev := bridgeOf(runLog, calls, h.agentCommand(driver))
-	problems, mode := ev.fileProblems(), bridgeModes[want]
+	ev := bridge.Of(runLog, calls, h.agentCommand(driver))
+	problems, mode := ev.FileProblems(), bridgeModes[want]
 	if want == bridgeDuplex {
-		problems = ev.duplexProblems()
+		problems = ev.DuplexProblems()
 	}
 	if len(problems) > 0 {
 		return "", fmt.Errorf("the run's API bridge is not the %s bridge: %s", want, strings.Join(problems, "; "))
 	}
-	if want == bridgeFile && len(ev.duplexProblems()) == 0 {
+	if want == bridgeFile && len(ev.DuplexProblems()) == 0 {
 		return "", errors.New("the duplex-bridge check passes on a file-bridge run: it cannot tell the two apart")
 	}
 	got, err := os.ReadFile(filepath.Join(workspace, stubBridgeOutput))

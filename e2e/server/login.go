@@ -48,7 +48,7 @@ type loginSession struct {
 func loginOf(es []trace.Entry) loginSession {
 	var s loginSession
 	var out strings.Builder
-	for _, r := range requestsOf(es) {
+	for _, r := range trace.Requests(es) {
 		switch r.Method {
 		case "loginPtyOpen":
 			s.Opens++

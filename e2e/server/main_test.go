@@ -1,17 +1,34 @@
 package main
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// entries builds a recorded exchange from direction/message pairs.
+func entries(t *testing.T, pairs ...any) []trace.Entry {
+	t.Helper()
+	var es []trace.Entry
+	for i := 0; i < len(pairs); i += 2 {
+		b, err := json.Marshal(pairs[i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		es = append(es, trace.Entry{Entry: rpctest.Entry{Dir: pairs[i].(string), Msg: b}})
+	}
+	return es
+}
+
+type obj = map[string]any
 
 func TestBusiestAndPerWindow(t *testing.T) {
 	t0 := time.Unix(1000, 0)
@@ -127,5 +144,12 @@ func TestBoxWidth(t *testing.T) {
 		if got := boxWidth(tc.in); got != tc.want {
 			t.Errorf("boxWidth(%.40q…) = %d, want %d", tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestRunLogText(t *testing.T) {
+	content := `{"ts":"t","stream":"stdout","chunk":"a\n","seq":1}` + "\n" + `{"ts":"t","stream":"stderr","chunk":"b","seq":2}` + "\n"
+	if got := runLogText(content); got != "a\nb" {
+		t.Fatalf("runLogText = %q", got)
 	}
 }

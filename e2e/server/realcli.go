@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/bridge"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/model"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
@@ -370,10 +371,11 @@ func (c hostCalls) String() string {
 }
 
 // realHeartbeat is one heartbeat of a real agent on driver with the
-// bridge: the full check of checkReal, and that the run's API bridge was
-// the one wanted. The worker traffic is kept as flow.
-func (h *harness) realHeartbeat(ctx context.Context, driver, bridge, flow string) (err error) {
-	if bridge == bridgeDuplex {
+// bridge kind (bridgeFile, bridgeDuplex): the full check of checkReal, and
+// that the run's API bridge was the one wanted. The worker traffic is kept
+// as flow.
+func (h *harness) realHeartbeat(ctx context.Context, driver, kind, flow string) (err error) {
+	if kind == bridgeDuplex {
 		if err := h.setDuplexBridge(ctx, true); err != nil {
 			return err
 		}
@@ -390,7 +392,7 @@ func (h *harness) realHeartbeat(ctx context.Context, driver, bridge, flow string
 		}
 	}
 	mark := h.traceMark()
-	r, err := h.startReal(ctx, agents[0], h.envIDs[driver], driver, bridge, flow, 0, append(h.workTurns(driver, flow, agents[0]), finalTurn(flow)))
+	r, err := h.startReal(ctx, agents[0], h.envIDs[driver], driver, kind, flow, 0, append(h.workTurns(driver, flow, agents[0]), finalTurn(flow)))
 	if err != nil {
 		return err
 	}
@@ -405,17 +407,17 @@ func (h *harness) realHeartbeat(ctx context.Context, driver, bridge, flow string
 	if err != nil {
 		return err
 	}
-	ev := bridgeOf(runLog, h.traffic[flow], h.realCommand(driver))
-	problems := ev.fileProblems()
-	if bridge == bridgeDuplex {
-		problems = ev.duplexProblems()
+	ev := bridge.Of(runLog, h.traffic[flow], h.realCommand(driver))
+	problems := ev.FileProblems()
+	if kind == bridgeDuplex {
+		problems = ev.DuplexProblems()
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("run %s: the API bridge is not the %s bridge: %s", r.runID, bridge, strings.Join(problems, "; "))
+		return fmt.Errorf("run %s: the API bridge is not the %s bridge: %s", r.runID, kind, strings.Join(problems, "; "))
 	}
 	conv := h.model.Result(flow)
 	line := fmt.Sprintf("real-cli %s %s %s %s bridge: %s in %s; %d tool calls checked (%s), %d model requests; host: %s",
-		realCLI, realCLIVersion, driver, bridge, r.status, r.wall.Round(100*time.Millisecond), conv.Checked, strings.Join(conv.Tools, " "), conv.Requests, countCalls(h.traffic[flow]))
+		realCLI, realCLIVersion, driver, kind, r.status, r.wall.Round(100*time.Millisecond), conv.Checked, strings.Join(conv.Tools, " "), conv.Requests, countCalls(h.traffic[flow]))
 	if measured != nil {
 		line += fmt.Sprintf("; CreateOS requests %d", spent.Total)
 	}

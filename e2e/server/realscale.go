@@ -108,8 +108,8 @@ func (h *harness) scale(ctx context.Context) (err error) {
 // ANTHROPIC_BASE_URL is the conversation's. The host's probes of the CLI
 // carry the agent's environment too, but no bridge.
 func agentBridgeMode(calls []trace.Entry, key string) string {
-	for _, x := range executesOf(requestsOf(calls)) {
-		if x.runsAgent() && strings.HasSuffix(x.Env["ANTHROPIC_BASE_URL"], "/c/"+key) {
+	for _, x := range trace.Executes(trace.Requests(calls)) {
+		if x.RunsAgent() && strings.HasSuffix(x.Env["ANTHROPIC_BASE_URL"], "/c/"+key) {
 			return x.Env["PAPERCLIP_API_BRIDGE_MODE"]
 		}
 	}

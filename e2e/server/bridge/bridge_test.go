@@ -1,4 +1,4 @@
-package main
+package bridge
 
 import (
 	"encoding/base64"
@@ -8,7 +8,10 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const testAgent = "/run/tools/claude"
 
@@ -79,19 +82,19 @@ func TestBridgeEvidence(t *testing.T) {
 		duplexWhy string // a substring of the duplex problems
 	}{
 		{"file bridge run", "[paperclip] Starting sandbox callback bridge\n", fileTrace(t), false, true, "lacks"},
-		{"duplex run", duplexReadyLine + "\n", duplexTrace(t, goodReady, goodAck), true, false, ""},
-		{"readiness fallback", duplexReadyLine + "\n[paperclip] Sandbox duplex readiness failed (timeout). Using the file bridge.\n",
+		{"duplex run", ReadyLine + "\n", duplexTrace(t, goodReady, goodAck), true, false, ""},
+		{"readiness fallback", ReadyLine + "\n[paperclip] Sandbox duplex readiness failed (timeout). Using the file bridge.\n",
 			duplexTrace(t, goodReady, goodAck), false, false, "(timeout)"},
 		{"open failed", "[paperclip] Could not open the sandbox duplex channel (channel_open_failed). Using the file bridge.\n",
 			fileTrace(t), false, true, "(channel_open_failed)"},
-		{"another nonce", duplexReadyLine + "\n", duplexTrace(t, `{"version":2,"type":"ready","nonce":"ffff"}`, goodAck), false, false, "READY"},
-		{"extra key in READY", duplexReadyLine + "\n", duplexTrace(t, `{"version":2,"type":"ready","nonce":"`+nonce+`","x":1}`, goodAck), false, false, "READY"},
-		{"close ack without the session", duplexReadyLine + "\n", duplexTrace(t, goodReady, obj{"hostRouteId": "duplex-route-1"}), false, false, "duplexChannelClose"},
+		{"another nonce", ReadyLine + "\n", duplexTrace(t, `{"version":2,"type":"ready","nonce":"ffff"}`, goodAck), false, false, "READY"},
+		{"extra key in READY", ReadyLine + "\n", duplexTrace(t, `{"version":2,"type":"ready","nonce":"`+nonce+`","x":1}`, goodAck), false, false, "READY"},
+		{"close ack without the session", ReadyLine + "\n", duplexTrace(t, goodReady, obj{"hostRouteId": "duplex-route-1"}), false, false, "duplexChannelClose"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ev := bridgeOf(c.log, c.es, testAgent)
-			dp, fp := ev.duplexProblems(), ev.fileProblems()
+			ev := Of(c.log, c.es, testAgent)
+			dp, fp := ev.DuplexProblems(), ev.FileProblems()
 			if (len(dp) == 0) != c.duplexOK {
 				t.Errorf("duplex problems %q, want ok=%t", dp, c.duplexOK)
 			}
@@ -102,12 +105,5 @@ func TestBridgeEvidence(t *testing.T) {
 				t.Errorf("duplex problems %q do not mention %q", dp, c.duplexWhy)
 			}
 		})
-	}
-}
-
-func TestRunLogText(t *testing.T) {
-	content := `{"ts":"t","stream":"stdout","chunk":"a\n","seq":1}` + "\n" + `{"ts":"t","stream":"stderr","chunk":"b","seq":2}` + "\n"
-	if got := runLogText(content); got != "a\nb" {
-		t.Fatalf("runLogText = %q", got)
 	}
 }
