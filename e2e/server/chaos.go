@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
@@ -516,11 +517,11 @@ func (h *harness) strayProcesses() []int {
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.PID))
 		cmd := procfs.Cmdline(p.PID)
 		switch {
-		case h.sim != nil && p.PID == h.sim.cmd.Process.Pid:
-		case h.server != nil && p.PID == h.server.cmd.Process.Pid:
+		case h.sim != nil && p.PID == h.sim.Pid():
+		case h.server != nil && p.PID == h.server.Pid():
 		case strings.HasPrefix(exe, pg):
 		case exe == bin || exe == bin+".real":
-		case strings.Contains(cmd, "/node_modules/"+mainPackage+"/dist/worker.js"):
+		case strings.Contains(cmd, "/node_modules/"+registry.MainPackage+"/dist/worker.js"):
 		default:
 			out = append(out, p.PID)
 		}
@@ -790,14 +791,14 @@ func restartServer(ctx context.Context, h *harness, r *chaosRow) (string, error)
 	if err := holdSeen("execute", chaosHoldExecute)(ctx, h, r); err != nil {
 		return "", err
 	}
-	pid := h.server.cmd.Process.Pid
+	pid := h.server.Pid()
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return "", err
 	}
 	select {
-	case <-h.server.done:
+	case <-h.server.Done():
 	case <-time.After(2 * time.Minute):
-		return "", fmt.Errorf("the server (pid %d) did not exit within 2m of SIGTERM; see %s", pid, h.server.log.Name())
+		return "", fmt.Errorf("the server (pid %d) did not exit within 2m of SIGTERM; see %s", pid, h.server.LogName())
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
@@ -809,5 +810,5 @@ func restartServer(ctx context.Context, h *harness, r *chaosRow) (string, error)
 		return "", err
 	}
 	return fmt.Sprintf("SIGTERM to the server (pid %d) with the stub agent held; it exited (%v) and was started again on the same data directory (pid %d)",
-		pid, old.err, h.server.cmd.Process.Pid), nil
+		pid, old.Err(), h.server.Pid()), nil
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/model"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/proc"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
@@ -28,9 +30,9 @@ type harness struct {
 	tmpInstall bool // installDir is per-run (root, and out/ unreachable by the server user)
 
 	leaseRootsBefore map[string]bool
-	sim, server      *proc
+	sim, server      *proc.Proc
 	serverStarts     int
-	registry         *registry
+	registry         *registry.Registry
 	platformDir      string // the installed platform package that holds the worker
 	simURL, simKey   string
 	agentKey         string // the dummy provider key the stub agent never uses
@@ -66,7 +68,7 @@ func newHarness(o options) (*harness, error) {
 	if err := os.MkdirAll(h.logDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := becomeSubreaper(); err != nil {
+	if err := proc.BecomeSubreaper(); err != nil {
 		return nil, fmt.Errorf("become a child subreaper (needed to find leftovers): %w", err)
 	}
 	dir, err := os.MkdirTemp("", "sandbox-plugin-server-e2e-")
@@ -187,22 +189,22 @@ func (h *harness) run(ctx context.Context) error {
 // close stops whatever is still running and removes the run directory.
 func (h *harness) close() error {
 	var errs []error
-	if err := h.registry.stop(); err != nil {
+	if err := h.registry.Stop(); err != nil {
 		errs = append(errs, err)
 	}
-	for _, p := range []*proc{h.server, h.sim} {
+	for _, p := range []*proc.Proc{h.server, h.sim} {
 		if p != nil {
-			p.stop(10 * time.Second)
+			p.Stop(10 * time.Second)
 		}
 	}
 	if err := h.model.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("the scripted model: %w", err))
 	}
 	if left := procfs.Descendants(os.Getpid()); len(left) > 0 {
-		killDescendants()
+		proc.KillDescendants()
 		errs = append(errs, fmt.Errorf("killed %d leftover processes", len(left)))
 	}
-	reapOrphans()
+	proc.ReapOrphans()
 	if h.runDir != "" {
 		// Keep the server's own logs and the raw worker traces with ours.
 		_ = os.CopyFS(filepath.Join(h.logDir, "paperclip-instance-logs"), os.DirFS(filepath.Join(h.dataDir(), "instances", "default", "logs")))
@@ -272,12 +274,12 @@ func (h *harness) startSim(ctx context.Context) error {
 		args = append(args, "--path", simToolsDir+"/"+chaosBinDir) // first: the chaos tar (chaos_stub.go)
 	}
 	cmd := exec.Command(h.o.sim, append(args, "--path", simNodeDir, "--path", simClaudeDir)...)
-	p, err := startProc("createos-sim", h.logDir, cmd)
+	p, err := proc.Start("createos-sim", h.logDir, cmd)
 	if err != nil {
 		return err
 	}
 	h.sim = p
-	line, err := p.waitLine(30*time.Second, "its URL on stdout", func(s string) bool { return strings.HasPrefix(s, "http://127.0.0.1:") })
+	line, err := p.WaitLine(30*time.Second, "its URL on stdout", func(s string) bool { return strings.HasPrefix(s, "http://127.0.0.1:") })
 	if err != nil {
 		return err
 	}
@@ -299,12 +301,12 @@ func (h *harness) startServer(ctx context.Context) error {
 	if h.serverStarts > 1 {
 		name = fmt.Sprintf("paperclip-server-%d", h.serverStarts) // a restart (make chaos) keeps the first log
 	}
-	p, err := startProc(name, h.logDir, cmd)
+	p, err := proc.Start(name, h.logDir, cmd)
 	if err != nil {
 		return err
 	}
 	h.server = p
-	line, err := p.waitLine(3*time.Minute, `"Paperclip is ready at …"`, readyLine.MatchString)
+	line, err := p.WaitLine(3*time.Minute, `"Paperclip is ready at …"`, readyLine.MatchString)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -151,5 +153,21 @@ func TestRunLogText(t *testing.T) {
 	content := `{"ts":"t","stream":"stdout","chunk":"a\n","seq":1}` + "\n" + `{"ts":"t","stream":"stderr","chunk":"b","seq":2}` + "\n"
 	if got := runLogText(content); got != "a\nb" {
 		t.Fatalf("runLogText = %q", got)
+	}
+}
+
+func TestInstalledPackagesIsThePluginsPackages(t *testing.T) {
+	modules := t.TempDir()
+	for _, d := range []string{"paperclip-plugin-go-sandbox", "paperclip-go-sandbox-linux-x64", "left-pad", ".bin"} {
+		if err := os.Mkdir(filepath.Join(modules, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := installedPackages(modules)
+	if want := []string{"paperclip-go-sandbox-linux-x64", "paperclip-plugin-go-sandbox"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("installedPackages = %v, %v; want %v", got, err, want)
+	}
+	if _, err := installedPackages(filepath.Join(modules, "missing")); err == nil || !strings.Contains(err.Error(), "plugin directory") {
+		t.Errorf("a missing node_modules: %v", err)
 	}
 }
