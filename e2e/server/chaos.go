@@ -182,7 +182,6 @@ func printChaosTable(rows []*chaosRow) {
 // cleanup, the next heartbeat, the leftovers.
 func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	r.run, r.next, r.leftovers = "-", "-", "-"
-	envID := h.envIDs[r.driver]
 	if err := h.waitProvider(ctx); err != nil {
 		r.fail("harness: %v", err)
 		return
@@ -198,14 +197,35 @@ func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 			}
 		}()
 	}
-	if err := h.pointAgent(ctx, envID, h.agentCommand(r.driver)); err != nil {
-		r.fail("harness: %v", err)
+	if !h.startFaultedRun(ctx, f, r) {
 		return
+	}
+	err := h.injectFault(ctx, f, r)
+	h.chaosOutcome(ctx, f, r)
+	if f.hit != nil && err == nil {
+		if herr := f.hit(ctx, h, r); herr != nil {
+			r.fail("the injection missed: %v", herr)
+		}
+	}
+	h.hostFollowUps(ctx, r)
+	if err := h.settleLater(ctx, r); err != nil {
+		r.fail("harness: %v", err)
+	}
+	h.nextHeartbeat(ctx, f, r)
+}
+
+// startFaultedRun points the agent at the row's driver with the stub,
+// arms the fault and wakes the agent: the row's run. It reports whether
+// the run started; if not, the row says why and the fault is disarmed.
+func (h *harness) startFaultedRun(ctx context.Context, f chaosFault, r *chaosRow) bool {
+	if err := h.pointAgent(ctx, h.envIDs[r.driver], h.agentCommand(r.driver)); err != nil {
+		r.fail("harness: %v", err)
+		return false
 	}
 	if err := f.arm(ctx, h, r); err != nil {
 		r.fail("harness: arm: %v", err)
 		_ = f.disarm(ctx, h, r)
-		return
+		return false
 	}
 	r.mark = h.traceMark()
 	var run struct {
@@ -219,10 +239,16 @@ func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	if err != nil {
 		r.fail("harness: %v", err)
 		_ = f.disarm(ctx, h, r)
-		return
+		return false
 	}
 	r.runID = run.ID
 	fmt.Printf("   run %s\n", r.runID)
+	return true
+}
+
+// injectFault injects the row's fault into its run and disarms it; the
+// error says why the injection (or the disarm) failed.
+func (h *harness) injectFault(ctx context.Context, f chaosFault, r *chaosRow) error {
 	injected, err := f.inject(ctx, h, r)
 	if derr := f.disarm(ctx, h, r); derr != nil {
 		err = errors.Join(err, derr)
@@ -232,17 +258,12 @@ func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	}
 	r.injected = injected
 	fmt.Printf("   injected: %s\n", injected)
+	return err
+}
 
-	h.chaosOutcome(ctx, f, r)
-	if f.hit != nil && err == nil {
-		if herr := f.hit(ctx, h, r); herr != nil {
-			r.fail("the injection missed: %v", herr)
-		}
-	}
-	h.hostFollowUps(ctx, r)
-	if err := h.settleLater(ctx, r); err != nil {
-		r.fail("harness: %v", err)
-	}
+// nextHeartbeat runs the agent's next heartbeat after the row's fault, on
+// the row's driver and bridge, once the provider answers again.
+func (h *harness) nextHeartbeat(ctx context.Context, f chaosFault, r *chaosRow) {
 	h.lastRunID = ""
 	if err := h.waitProvider(ctx); err != nil {
 		r.fail("harness: before the next heartbeat: %v", err)
@@ -393,15 +414,53 @@ func (h *harness) sessionHomes() map[string]bool {
 // lease roots and homes are left where they are (the harness did not
 // create them).
 func (h *harness) chaosLeftovers(ctx context.Context, rows []*chaosRow, homesBefore map[string]bool) error {
-	type owner struct {
-		row  *chaosRow
-		what string
+	roots, sandboxes, err := h.rowOwners(ctx, rows)
+	if err != nil {
+		return err
 	}
-	roots, sandboxes := map[string]owner{}, map[string]owner{}
+	var found leftovers
+	_ = poll(ctx, 30*time.Second, "nothing of the rows left", func() (bool, error) {
+		found = h.findLeftovers(ctx, roots, sandboxes, homesBefore)
+		return len(found.left) == 0 && len(found.stray) == 0, nil
+	})
+	for _, r := range rows {
+		if what := found.left[r]; len(what) > 0 {
+			slices.Sort(what)
+			r.leftovers = strings.Join(what, ", ")
+			r.fail("left after the host's cleanup: %s", r.leftovers)
+		} else {
+			r.leftovers = "none"
+		}
+	}
+	for _, p := range found.kill {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	for _, id := range found.sandboxes {
+		_ = h.simDestroy(ctx, id)
+	}
+	if len(found.stray) > 0 {
+		slices.Sort(found.stray)
+		return fmt.Errorf("left after the host's cleanup, of no row: %s", strings.Join(found.stray, ", "))
+	}
+	return nil
+}
+
+// rowOwner is the row a lease root or sim sandbox belongs to, and which
+// of its runs' leases named it ("the faulted run's").
+type rowOwner struct {
+	row  *chaosRow
+	what string
+}
+
+// rowOwners is the fake lease roots and the createos sim sandboxes of the
+// rows' leases: the faulted run's, the host retries' and the next
+// heartbeat's.
+func (h *harness) rowOwners(ctx context.Context, rows []*chaosRow) (roots, sandboxes map[string]rowOwner, err error) {
+	roots, sandboxes = map[string]rowOwner{}, map[string]rowOwner{}
 	for _, r := range rows {
 		leases, err := h.leases(ctx, h.envIDs[r.driver])
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		for _, l := range leases {
 			which := ""
@@ -418,74 +477,62 @@ func (h *harness) chaosLeftovers(ctx context.Context, rows []*chaosRow, homesBef
 				continue
 			}
 			if root := l.Metadata.FakeRootDir; root != "" {
-				roots[root] = owner{r, which}
+				roots[root] = rowOwner{r, which}
 			}
 			if r.driver == "createos" && l.ProviderLeaseID != "" {
-				sandboxes[l.ProviderLeaseID] = owner{r, which}
+				sandboxes[l.ProviderLeaseID] = rowOwner{r, which}
 			}
 		}
 	}
-	var kill []int
-	var sbLeft []string
-	var stray []string
-	left := map[*chaosRow][]string{}
-	_ = poll(ctx, 30*time.Second, "nothing of the rows left", func() (bool, error) {
-		kill, sbLeft, stray = nil, nil, nil
-		left = map[*chaosRow][]string{}
-		for root, o := range roots {
-			if _, err := os.Lstat(root); err == nil {
-				left[o.row] = append(left[o.row], o.what+" lease root "+root)
-			}
+	return roots, sandboxes, nil
+}
+
+// leftovers is what one look found left after the host's cleanup.
+type leftovers struct {
+	left      map[*chaosRow][]string // what a row left
+	stray     []string               // what belongs to no row
+	kill      []int                  // the stray processes, a row's or none's
+	sandboxes []string               // every sim sandbox still held
+}
+
+// findLeftovers looks once for what is left: the rows' lease roots,
+// every stray process (a row's if marked with its lease root), every sim
+// sandbox (a row's if its lease names it) and every new session home.
+func (h *harness) findLeftovers(ctx context.Context, roots, sandboxes map[string]rowOwner, homesBefore map[string]bool) leftovers {
+	found := leftovers{left: map[*chaosRow][]string{}}
+	for root, o := range roots {
+		if _, err := os.Lstat(root); err == nil {
+			found.left[o.row] = append(found.left[o.row], o.what+" lease root "+root)
 		}
-		for _, pid := range h.strayProcesses() {
-			desc := fmt.Sprintf("process %d %s", pid, truncate(procfs.Cmdline(pid), 100))
-			kill = append(kill, pid)
-			if o, ok := roots[markerOf(pid)]; ok {
-				left[o.row] = append(left[o.row], desc+" (of "+o.what+" lease)")
-			} else {
-				stray = append(stray, desc)
-			}
-		}
-		sbs, err := h.simSandboxes(ctx)
-		if err != nil {
-			stray = append(stray, "sim sandboxes unknown: "+err.Error())
-		}
-		for _, sb := range sbs {
-			sbLeft = append(sbLeft, sb.ID)
-			desc := fmt.Sprintf("sim sandbox %s (%s)", sb.ID, sb.Status)
-			if o, ok := sandboxes[sb.ID]; ok {
-				left[o.row] = append(left[o.row], o.what+" "+desc)
-			} else {
-				stray = append(stray, desc)
-			}
-		}
-		for d := range h.sessionHomes() {
-			if !homesBefore[d] {
-				stray = append(stray, "session home "+d)
-			}
-		}
-		return len(left) == 0 && len(stray) == 0, nil
-	})
-	for _, r := range rows {
-		if what := left[r]; len(what) > 0 {
-			slices.Sort(what)
-			r.leftovers = strings.Join(what, ", ")
-			r.fail("left after the host's cleanup: %s", r.leftovers)
+	}
+	for _, pid := range h.strayProcesses() {
+		desc := fmt.Sprintf("process %d %s", pid, truncate(procfs.Cmdline(pid), 100))
+		found.kill = append(found.kill, pid)
+		if o, ok := roots[markerOf(pid)]; ok {
+			found.left[o.row] = append(found.left[o.row], desc+" (of "+o.what+" lease)")
 		} else {
-			r.leftovers = "none"
+			found.stray = append(found.stray, desc)
 		}
 	}
-	for _, p := range kill {
-		_ = syscall.Kill(p, syscall.SIGKILL)
+	sbs, err := h.simSandboxes(ctx)
+	if err != nil {
+		found.stray = append(found.stray, "sim sandboxes unknown: "+err.Error())
 	}
-	for _, id := range sbLeft {
-		_ = h.simDestroy(ctx, id)
+	for _, sb := range sbs {
+		found.sandboxes = append(found.sandboxes, sb.ID)
+		desc := fmt.Sprintf("sim sandbox %s (%s)", sb.ID, sb.Status)
+		if o, ok := sandboxes[sb.ID]; ok {
+			found.left[o.row] = append(found.left[o.row], o.what+" "+desc)
+		} else {
+			found.stray = append(found.stray, desc)
+		}
 	}
-	if len(stray) > 0 {
-		slices.Sort(stray)
-		return fmt.Errorf("left after the host's cleanup, of no row: %s", strings.Join(stray, ", "))
+	for d := range h.sessionHomes() {
+		if !homesBefore[d] {
+			found.stray = append(found.stray, "session home "+d)
+		}
 	}
-	return nil
+	return found
 }
 
 // markerOf is the fake lease root a process is marked with
