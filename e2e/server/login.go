@@ -166,16 +166,35 @@ func (h *harness) login(ctx context.Context, driver string) error {
 	if err != nil {
 		return err
 	}
+	s, err := h.driveLogin(ctx, driver, base+"/"+started.SessionID, mark)
+	if err != nil {
+		return err
+	}
+	if problems := h.loginProblems(ctx, driver, s); len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	fmt.Printf("   login %s: succeeded in %s; %s %s setup-token with HOME %s, drawn %d columns wide; the host read the sign-in URL off its first screen; the typed code reached it and was refused on the terminal; cancelled: no process, no session home\n",
+		driver, time.Since(start).Round(100*time.Millisecond), realCLI, realCLIVersion, s.SessionHome, boxWidth(s.Output)+1)
+	return h.nothingHeld(ctx, driver)
+}
+
+// driveLogin plays the operator's part of the login session (its API
+// path): waits for the sign-in URL (GET …/prompt), types a code (POST
+// …/code) and waits for the CLI's refusal on the terminal, cancels (POST
+// …/cancel) and waits until the PTY is closed and its lease released. It
+// returns the session as the worker saw it; the traffic is kept as
+// login-<driver>.
+func (h *harness) driveLogin(ctx context.Context, driver, session string, mark map[string]int) (loginSession, error) {
 	var prompt struct {
 		AuthorizationURL string `json:"authorizationUrl"`
 	}
 	promptErr := poll(ctx, time.Minute, "the host read the sign-in URL off the terminal (GET …/prompt)", func() (bool, error) {
-		err := h.pc.api(ctx, "GET", base+"/"+started.SessionID+"/prompt", nil, &prompt)
+		err := h.pc.api(ctx, "GET", session+"/prompt", nil, &prompt)
 		return err == nil && strings.HasPrefix(prompt.AuthorizationURL, loginURLPrefix), err
 	})
 	var codeErr error
 	if promptErr == nil {
-		codeErr = h.pc.api(ctx, "POST", base+"/"+started.SessionID+"/code", map[string]any{"browserCode": loginBogusCode}, nil)
+		codeErr = h.pc.api(ctx, "POST", session+"/code", map[string]any{"browserCode": loginBogusCode}, nil)
 	}
 	var s loginSession
 	refusedErr := errors.New("not tried")
@@ -185,7 +204,7 @@ func (h *harness) login(ctx context.Context, driver string) error {
 			return strings.Contains(screenText(s.Output), loginCodeRefused), nil
 		})
 	}
-	cancelErr := h.pc.api(ctx, "POST", base+"/"+started.SessionID+"/cancel", map[string]any{}, nil)
+	cancelErr := h.pc.api(ctx, "POST", session+"/cancel", map[string]any{}, nil)
 	closed := poll(ctx, time.Minute, "the login PTY closed and its lease released", func() (bool, error) {
 		s = loginOf(h.traceSince(mark))
 		if !s.CloseAcked && s.Exits == 0 {
@@ -195,8 +214,16 @@ func (h *harness) login(ctx context.Context, driver string) error {
 	})
 	h.traffic["login-"+driver] = h.traceSince(mark)
 	if err := errors.Join(promptErr, codeErr, refusedErr, cancelErr, closed); err != nil {
-		return fmt.Errorf("%w; the terminal showed: %q", err, truncate(screenText(s.Output), 1500))
+		return s, fmt.Errorf("%w; the terminal showed: %q", err, truncate(screenText(s.Output), 1500))
 	}
+	return s, nil
+}
+
+// loginProblems lists what is wrong with a finished login session: one
+// open with the claude key, the CLI's box as wide as the worker's
+// terminal, its first screen and version, the host's typing, and nothing
+// left (no setup-token process, no session home).
+func (h *harness) loginProblems(ctx context.Context, driver string, s loginSession) []string {
 	var problems []string
 	text := screenText(s.Output)
 	switch {
@@ -219,12 +246,7 @@ func (h *harness) login(ctx context.Context, driver string) error {
 	if gone, err := h.sessionHomeGone(ctx, driver, s.SessionHome); !gone {
 		problems = append(problems, fmt.Sprintf("the session home %s is left (%v)", s.SessionHome, err))
 	}
-	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "; "))
-	}
-	fmt.Printf("   login %s: succeeded in %s; %s %s setup-token with HOME %s, drawn %d columns wide; the host read the sign-in URL off its first screen; the typed code reached it and was refused on the terminal; cancelled: no process, no session home\n",
-		driver, time.Since(start).Round(100*time.Millisecond), realCLI, realCLIVersion, s.SessionHome, boxWidth(s.Output)+1)
-	return h.nothingHeld(ctx, driver)
+	return problems
 }
 
 // setupTokenProcesses lists the processes still running `claude

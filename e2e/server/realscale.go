@@ -156,18 +156,7 @@ func (h *harness) team(ctx context.Context, driver, bridge string, agents []real
 		skip = len(before)
 	}
 	start := time.Now()
-	errs := make([]error, len(runs))
-	var wg sync.WaitGroup
-	for i, r := range runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if errs[i] = h.wake(ctx, r); errs[i] == nil {
-				errs[i] = h.waitReal(ctx, r)
-			}
-		}()
-	}
-	wg.Wait()
+	errs := h.runTogether(ctx, runs)
 	wall := time.Since(start)
 	ids := map[string]bool{}
 	for _, r := range runs {
@@ -187,23 +176,52 @@ func (h *harness) team(ctx context.Context, driver, bridge string, agents []real
 	line := fmt.Sprintf("team %s: %d of %d succeeded; %s %s, %s bridge; slowest run %s, all done in %s",
 		driver, succeeded, len(runs), realCLI, realCLIVersion, bridge, slowest.Round(100*time.Millisecond), wall.Round(100*time.Millisecond))
 	if driver == "createos" {
-		reqs, err := h.simLog(ctx, skip)
+		spent, err := h.teamRequests(ctx, skip, other)
 		if err != nil {
 			return line, runs, err
 		}
-		others, err := h.sandboxesOfAgent(ctx, other.envID, other.agentID)
-		if err != nil {
-			return line, runs, err
-		}
-		var times []time.Time
-		for _, q := range reqs {
-			if !others[q.sandbox()] {
-				times = append(times, q.at())
-			}
-		}
-		line += fmt.Sprintf("; CreateOS requests %d in total, %d in the busiest 60 s (the long run's sandbox's not counted)", len(times), busiest(times, time.Minute))
+		line += spent
 	}
 	return line, runs, errors.Join(append(errs, leaseErr)...)
+}
+
+// runTogether wakes every run at once and waits for each; the errors are
+// the runs', in order.
+func (h *harness) runTogether(ctx context.Context, runs []*realRun) []error {
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = h.wake(ctx, r); errs[i] == nil {
+				errs[i] = h.waitReal(ctx, r)
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// teamRequests is the part of a createos team's line about the sim's
+// requests after its first skip: in total and in the busiest 60 s, those
+// on the other run's sandboxes not counted.
+func (h *harness) teamRequests(ctx context.Context, skip int, other otherRun) (string, error) {
+	reqs, err := h.simLog(ctx, skip)
+	if err != nil {
+		return "", err
+	}
+	others, err := h.sandboxesOfAgent(ctx, other.envID, other.agentID)
+	if err != nil {
+		return "", err
+	}
+	var times []time.Time
+	for _, q := range reqs {
+		if !others[q.sandbox()] {
+			times = append(times, q.at())
+		}
+	}
+	return fmt.Sprintf("; CreateOS requests %d in total, %d in the busiest 60 s (the long run's sandbox's not counted)", len(times), busiest(times, time.Minute)), nil
 }
 
 // startLongRun starts one real agent whose conversation lasts at least
