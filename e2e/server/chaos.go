@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
@@ -436,7 +437,7 @@ func (h *harness) chaosLeftovers(ctx context.Context, rows []*chaosRow, homesBef
 		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
 	for _, id := range found.sandboxes {
-		_ = h.simDestroy(ctx, id)
+		_ = h.simAPI.Destroy(ctx, id)
 	}
 	if len(found.stray) > 0 {
 		slices.Sort(found.stray)
@@ -514,7 +515,7 @@ func (h *harness) findLeftovers(ctx context.Context, roots, sandboxes map[string
 			found.stray = append(found.stray, desc)
 		}
 	}
-	sbs, err := h.simSandboxes(ctx)
+	sbs, err := h.simAPI.Sandboxes(ctx)
 	if err != nil {
 		found.stray = append(found.stray, "sim sandboxes unknown: "+err.Error())
 	}
@@ -666,7 +667,7 @@ func (h *harness) runEnded(ctx context.Context, runID string) (string, bool) {
 // outage row, before the next heartbeat and the next row).
 func (h *harness) waitProvider(ctx context.Context) error {
 	return poll(ctx, time.Minute, "createos-sim answering GET /v1/rootfs again", func() (bool, error) {
-		err := h.simCall(ctx, "GET", "/v1/rootfs", nil, nil)
+		err := h.simAPI.Call(ctx, "GET", "/v1/rootfs", nil, nil)
 		return err == nil, err
 	})
 }
@@ -727,7 +728,7 @@ func duplexOpenAndHeld(ctx context.Context, h *harness, r *chaosRow) error {
 // removes the tree); for createos the sandbox DELETE held 60 s by the sim.
 func armRelease(ctx context.Context, h *harness, r *chaosRow) error {
 	if r.driver == "createos" {
-		return h.simCall(ctx, "POST", "/_control/faults", map[string]any{"route": "sandbox.delete", "delay_ms": 60000, "count": 1}, nil)
+		return h.simAPI.Call(ctx, "POST", "/_control/faults", map[string]any{"route": "sandbox.delete", "delay_ms": 60000, "count": 1}, nil)
 	}
 	return holdFlag(chaosDaemon)(ctx, h, r)
 }
@@ -735,7 +736,7 @@ func armRelease(ctx context.Context, h *harness, r *chaosRow) error {
 func disarmRelease(ctx context.Context, h *harness, r *chaosRow) error {
 	var err error
 	if r.driver == "createos" {
-		err = h.simCall(ctx, "POST", "/_control/reset", nil, nil)
+		err = h.simAPI.Call(ctx, "POST", "/_control/reset", nil, nil)
 	}
 	return errors.Join(err, releaseHolds(ctx, h, r))
 }
@@ -756,8 +757,8 @@ func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, er
 	}
 	if r.driver == "createos" {
 		if err := poll(ctx, time.Minute, "the release's sandbox DELETE at the sim", func() (bool, error) {
-			reqs, err := h.simRequests(ctx)
-			return slices.ContainsFunc(reqs, func(q simRequest) bool { return q.Route == "sandbox.delete" && q.Status == 0 }), err
+			reqs, err := h.simAPI.Requests(ctx)
+			return slices.ContainsFunc(reqs, func(q simctl.Request) bool { return q.Route == "sandbox.delete" && q.Status == 0 }), err
 		}); err != nil {
 			return "", err
 		}
@@ -782,16 +783,16 @@ func simOutage(control string, body map[string]any) func(context.Context, *harne
 		if err := holdSeen("execute", chaosHoldExecute)(ctx, h, r); err != nil {
 			return "", err
 		}
-		c, err := h.simCounts(ctx)
+		c, err := h.simAPI.Counts(ctx)
 		if err != nil {
 			return "", err
 		}
-		reqs, err := h.simRequests(ctx)
+		reqs, err := h.simAPI.Requests(ctx)
 		if err != nil {
 			return "", err
 		}
 		r.simBefore, r.cutBefore = len(reqs), c.ActiveCut
-		if err := h.simCall(ctx, "POST", "/_control/"+control, body, nil); err != nil {
+		if err := h.simAPI.Call(ctx, "POST", "/_control/"+control, body, nil); err != nil {
 			return "", err
 		}
 		if err := letGo(h, r); err != nil {
@@ -808,7 +809,7 @@ func cutAtWork(ctx context.Context, h *harness, r *chaosRow) error {
 	if err := h.waitProvider(ctx); err != nil { // the run may end inside the outage
 		return err
 	}
-	c, err := h.simCounts(ctx)
+	c, err := h.simAPI.Counts(ctx)
 	if err != nil {
 		return err
 	}
@@ -821,11 +822,11 @@ func cutAtWork(ctx context.Context, h *harness, r *chaosRow) error {
 // answered500 proves the 500 outage answered at least one of the worker's
 // requests with 500.
 func answered500(ctx context.Context, h *harness, r *chaosRow) error {
-	reqs, err := h.simRequests(ctx)
+	reqs, err := h.simAPI.Requests(ctx)
 	if err != nil {
 		return err
 	}
-	if r.simBefore > len(reqs) || !slices.ContainsFunc(reqs[r.simBefore:], func(q simRequest) bool { return q.Status == 500 }) {
+	if r.simBefore > len(reqs) || !slices.ContainsFunc(reqs[r.simBefore:], func(q simctl.Request) bool { return q.Status == 500 }) {
 		return fmt.Errorf("no request after the outage began was answered 500 (%d requests since)", max(len(reqs)-r.simBefore, 0))
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/bridge"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
@@ -111,10 +112,10 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 	if err := h.pointAgent(ctx, h.envIDs[driver], h.agentCommand(driver)); err != nil {
 		return err
 	}
-	var measured *spend
+	var measured *simctl.Spend
 	if driver == "createos" {
 		var err error
-		if measured, err = h.startSpend(ctx); err != nil {
+		if measured, err = h.simAPI.StartSpend(ctx); err != nil {
 			return err
 		}
 	}
@@ -124,7 +125,7 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 	// last executes and the release) is done: wait for the lease.
 	leaseErr := h.waitLeasesReleased(ctx, h.envIDs[driver], driver)
 	h.traffic[flow] = h.traceSince(mark)
-	spent, err := measured.stopIfStarted(ctx)
+	spent, err := measured.StopIfStarted(ctx)
 	if err != nil {
 		return err
 	}
@@ -161,9 +162,9 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 
 // reportSpend prints the CreateOS requests of a heartbeat and fails when
 // they break the budget.
-func (h *harness) reportSpend(runID string, spent simCounts) error {
-	fmt.Printf("   CreateOS requests of the whole heartbeat (budget %d): %s\n", heartbeatRequestBudget, spent)
-	if why := overBudget(spent); why != "" {
+func (h *harness) reportSpend(runID string, spent simctl.Counts) error {
+	fmt.Printf("   CreateOS requests of the whole heartbeat (budget %d): %s\n", simctl.HeartbeatBudget, spent)
+	if why := simctl.OverBudget(spent); why != "" {
 		return fmt.Errorf("run %s: %s", runID, why)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/model"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/proc"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
@@ -35,7 +36,8 @@ type harness struct {
 	registry         *registry.Registry
 	platformDir      string // the installed platform package that holds the worker
 	simURL, simKey   string
-	agentKey         string // the dummy provider key the stub agent never uses
+	simAPI           simctl.Client // the sim's API, once it runs
+	agentKey         string        // the dummy provider key the stub agent never uses
 	pc               *paperclip
 
 	companyID, agentID string
@@ -284,6 +286,7 @@ func (h *harness) startSim(ctx context.Context) error {
 		return err
 	}
 	h.simURL = strings.TrimSpace(line)
+	h.simAPI = simctl.Client{URL: h.simURL, Key: h.simKey}
 	fmt.Println("   createos-sim at", h.simURL)
 	return nil
 }

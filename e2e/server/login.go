@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
@@ -152,10 +153,10 @@ func (h *harness) login(ctx context.Context, driver string) error {
 		SessionID string `json:"sessionId"`
 		Status    string `json:"status"`
 	}
-	var before simCounts
+	var before simctl.Counts
 	if driver == "createos" {
 		var err error
-		if before, err = h.simCounts(ctx); err != nil {
+		if before, err = h.simAPI.Counts(ctx); err != nil {
 			return err
 		}
 	}
@@ -276,7 +277,7 @@ func (h *harness) sessionHomeGone(ctx context.Context, driver, home string) (boo
 		return false, fmt.Errorf("the open named session home %q", home)
 	}
 	if driver == "createos" {
-		held, err := h.simSandboxes(ctx)
+		held, err := h.simAPI.Sandboxes(ctx)
 		return err == nil && len(held) == 0, err
 	}
 	_, err := os.Lstat(home)
@@ -297,7 +298,7 @@ const expiryRefused = "CreateOS does not yet support leases with a guaranteed ex
 // and refused it with the reference string, the sim got no request, and
 // no lease is left. When a host or driver closes the gap the check fails
 // and says to update it.
-func (h *harness) loginUnavailable(ctx context.Context, startErr error, mark map[string]int, before simCounts) error {
+func (h *harness) loginUnavailable(ctx context.Context, startErr error, mark map[string]int, before simctl.Counts) error {
 	if startErr == nil {
 		return errors.New("the Claude login started on createos: the known limitation is gone; make this a real login check (login.go)")
 	}
@@ -323,11 +324,11 @@ func (h *harness) loginUnavailable(ctx context.Context, startErr error, mark map
 	if len(acquires) != 1 || refused != 1 {
 		return fmt.Errorf("the worker got %d acquires for the login and refused %d, want one refused; %s", len(acquires), refused, trace.Summarize(calls))
 	}
-	after, err := h.simCounts(ctx)
+	after, err := h.simAPI.Counts(ctx)
 	if err != nil {
 		return err
 	}
-	if spent := after.minus(before); spent.Total != 0 {
+	if spent := after.Minus(before); spent.Total != 0 {
 		return fmt.Errorf("the refused login acquire sent CreateOS requests: %s", spent)
 	}
 	if err := h.waitLeasesReleased(ctx, h.envIDs["createos"], "createos login"); err != nil {

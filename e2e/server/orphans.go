@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
@@ -38,7 +39,7 @@ func agentStub(failing bool) string {
 type issueRun struct {
 	ID, Status string
 	Lease      hostLease
-	Spent      simCounts
+	Spent      simctl.Counts
 	Calls      []trace.Entry
 }
 
@@ -70,7 +71,7 @@ func (h *harness) orphans(ctx context.Context) (err error) {
 	}
 	// 2. The provider's idle pause (autoPauseAfterSeconds; the sim has no
 	// timer, its control API stands in for it).
-	if err := h.simAutoPause(ctx, a.sandbox()); err != nil {
+	if err := h.simAPI.AutoPause(ctx, a.sandbox()); err != nil {
 		return fmt.Errorf("idle-pause the failed run's sandbox %s: %w", a.sandbox(), err)
 	}
 	// 3. The next run of the same agent on the same issue: the host does
@@ -126,15 +127,15 @@ func (h *harness) orphanGap(ctx context.Context) (err error) {
 			return fmt.Errorf("the delete sent %s: the known gap is closed, update this check and docs/server-e2e.md (%s)", m, trace.Summarize(calls))
 		}
 	}
-	left, err := h.simSandboxes(ctx)
+	left, err := h.simAPI.Sandboxes(ctx)
 	if err != nil {
 		return err
 	}
 	if len(left) != 1 || left[0].ID != c.sandbox() {
-		return fmt.Errorf("after a failed run and a plain environment delete the sim holds %s; the known gap leaves exactly the failed run's sandbox %s", sandboxIDs(left), c.sandbox())
+		return fmt.Errorf("after a failed run and a plain environment delete the sim holds %s; the known gap leaves exactly the failed run's sandbox %s", simctl.SandboxIDs(left), c.sandbox())
 	}
 	fmt.Printf("   KNOWN LIMITATION (asserted): the delete made no plugin call; the failed run's sandbox %s (%s) is left, removed now by hand\n", left[0].ID, left[0].Status)
-	if err := h.simDestroy(ctx, c.sandbox()); err != nil {
+	if err := h.simAPI.Destroy(ctx, c.sandbox()); err != nil {
 		return err
 	}
 	return h.expectHeld(ctx, "after removing it", "")
@@ -205,7 +206,7 @@ func (h *harness) runOnIssue(ctx context.Context, envID, issueID string, failing
 	if err := h.pointAgent(ctx, envID, agentStub(failing)); err != nil {
 		return issueRun{}, err
 	}
-	measured, err := h.startSpend(ctx)
+	measured, err := h.simAPI.StartSpend(ctx)
 	if err != nil {
 		return issueRun{}, err
 	}
@@ -233,7 +234,7 @@ func (h *harness) runOnIssue(ctx context.Context, envID, issueID string, failing
 	leaseErr := h.waitLeasesReleased(ctx, envID, "the reusable createos environment's")
 	r.Calls = h.traceSince(mark)
 	h.traffic[flow] = r.Calls
-	if r.Spent, err = measured.stop(ctx); err != nil {
+	if r.Spent, err = measured.Stop(ctx); err != nil {
 		return r, err
 	}
 	if leaseErr != nil {
@@ -315,7 +316,7 @@ func (h *harness) waitRunDone(ctx context.Context, runID string) (string, error)
 // expectHeld checks that the sim holds exactly the sandbox id (none when
 // id is "").
 func (h *harness) expectHeld(ctx context.Context, when, id string) error {
-	held, err := h.simSandboxes(ctx)
+	held, err := h.simAPI.Sandboxes(ctx)
 	if err != nil {
 		return err
 	}
@@ -326,7 +327,7 @@ func (h *harness) expectHeld(ctx context.Context, when, id string) error {
 	if id != "" {
 		want = id + " alone"
 	}
-	return fmt.Errorf("%s the sim holds %s, want %s", when, sandboxIDs(held), want)
+	return fmt.Errorf("%s the sim holds %s, want %s", when, simctl.SandboxIDs(held), want)
 }
 
 // deleteReusable deletes the environment whose warm lease is b's: a plain

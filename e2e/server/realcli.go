@@ -13,6 +13,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/bridge"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/model"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
@@ -385,9 +386,9 @@ func (h *harness) realHeartbeat(ctx context.Context, driver, kind, flow string) 
 	if err != nil {
 		return err
 	}
-	var measured *spend
+	var measured *simctl.Spend
 	if driver == "createos" {
-		if measured, err = h.startSpend(ctx); err != nil {
+		if measured, err = h.simAPI.StartSpend(ctx); err != nil {
 			return err
 		}
 	}
@@ -399,7 +400,7 @@ func (h *harness) realHeartbeat(ctx context.Context, driver, kind, flow string) 
 	runErr := h.waitReal(ctx, r)
 	leaseErr := h.waitLeasesReleased(ctx, h.envIDs[driver], driver)
 	h.traffic[flow] = h.traceSince(mark)
-	spent, err := measured.stopIfStarted(ctx)
+	spent, err := measured.StopIfStarted(ctx)
 	if err := errors.Join(runErr, leaseErr, err); err != nil {
 		return err
 	}

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
@@ -149,7 +149,7 @@ func (h *harness) team(ctx context.Context, driver, bridge string, agents []real
 	}
 	skip := 0
 	if driver == "createos" {
-		before, err := h.simLog(ctx, 0)
+		before, err := h.simAPI.Log(ctx, 0)
 		if err != nil {
 			return "", nil, err
 		}
@@ -207,7 +207,7 @@ func (h *harness) runTogether(ctx context.Context, runs []*realRun) []error {
 // requests after its first skip: in total and in the busiest 60 s, those
 // on the other run's sandboxes not counted.
 func (h *harness) teamRequests(ctx context.Context, skip int, other otherRun) (string, error) {
-	reqs, err := h.simLog(ctx, skip)
+	reqs, err := h.simAPI.Log(ctx, skip)
 	if err != nil {
 		return "", err
 	}
@@ -217,8 +217,8 @@ func (h *harness) teamRequests(ctx context.Context, skip int, other otherRun) (s
 	}
 	var times []time.Time
 	for _, q := range reqs {
-		if !others[q.sandbox()] {
-			times = append(times, q.at())
+		if !others[q.Sandbox()] {
+			times = append(times, q.At())
 		}
 	}
 	return fmt.Sprintf("; CreateOS requests %d in total, %d in the busiest 60 s (the long run's sandbox's not counted)", len(times), busiest(times, time.Minute)), nil
@@ -228,7 +228,7 @@ func (h *harness) teamRequests(ctx context.Context, skip int, other otherRun) (s
 // longRunMin, with a tool call every few seconds, on createos with the
 // file bridge. skip is the length of the sim's request log before it.
 func (h *harness) startLongRun(ctx context.Context, a realAgent, envID string) (*realRun, int, error) {
-	before, err := h.simLog(ctx, 0)
+	before, err := h.simAPI.Log(ctx, 0)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -262,14 +262,14 @@ func (h *harness) finishLongRun(ctx context.Context, r *realRun, envID string, s
 	if err != nil {
 		return "", err
 	}
-	reqs, err := h.simLog(ctx, skip)
+	reqs, err := h.simAPI.Log(ctx, skip)
 	if err != nil {
 		return "", err
 	}
 	var times []time.Time
 	for _, q := range reqs {
-		if mine[q.sandbox()] {
-			times = append(times, q.at())
+		if mine[q.Sandbox()] {
+			times = append(times, q.At())
 		}
 	}
 	var perMinute []string
@@ -309,44 +309,15 @@ func (h *harness) sandboxesOfAgent(ctx context.Context, envID, agentID string) (
 	return out, nil
 }
 
-// simEntry is one request of the sim's brief request log.
-type simEntry struct {
-	Path string `json:"path"`
-	AtMs int64  `json:"at_ms"`
-}
-
-var sandboxPath = regexp.MustCompile(`^/v1/sandboxes/([^/]+)`)
-
-// sandbox is the sandbox the request's path names ("" for none).
-func (e simEntry) sandbox() string {
-	if m := sandboxPath.FindStringSubmatch(e.Path); m != nil {
-		return m[1]
-	}
-	return ""
-}
-
-func (e simEntry) at() time.Time { return time.UnixMilli(e.AtMs) }
-
-// simLog is the sim's brief request log after its first skip entries.
-func (h *harness) simLog(ctx context.Context, skip int) ([]simEntry, error) {
-	var got struct {
-		Requests []simEntry `json:"requests"`
-	}
-	if err := h.simCall(ctx, "GET", "/_control/requests?brief=1", nil, &got); err != nil {
-		return nil, err
-	}
-	return got.Requests[min(skip, len(got.Requests)):], nil
-}
-
 // nothingHeld checks that the driver holds no sandbox once the host
 // released its leases: createos-sim holds none, and no fake lease root
 // is left beyond those there before the run.
 func (h *harness) nothingHeld(ctx context.Context, driver string) error {
 	if driver == "createos" {
 		return poll(ctx, 30*time.Second, "createos-sim holds no sandbox", func() (bool, error) {
-			held, err := h.simSandboxes(ctx)
+			held, err := h.simAPI.Sandboxes(ctx)
 			if err != nil || len(held) > 0 {
-				return false, fmt.Errorf("the sim holds %s (%v)", sandboxIDs(held), err)
+				return false, fmt.Errorf("the sim holds %s (%v)", simctl.SandboxIDs(held), err)
 			}
 			return true, nil
 		})
