@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
@@ -181,7 +183,6 @@ func printChaosTable(rows []*chaosRow) {
 // cleanup, the next heartbeat, the leftovers.
 func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	r.run, r.next, r.leftovers = "-", "-", "-"
-	envID := h.envIDs[r.driver]
 	if err := h.waitProvider(ctx); err != nil {
 		r.fail("harness: %v", err)
 		return
@@ -197,14 +198,35 @@ func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 			}
 		}()
 	}
-	if err := h.pointAgent(ctx, envID, h.agentCommand(r.driver)); err != nil {
-		r.fail("harness: %v", err)
+	if !h.startFaultedRun(ctx, f, r) {
 		return
+	}
+	err := h.injectFault(ctx, f, r)
+	h.chaosOutcome(ctx, f, r)
+	if f.hit != nil && err == nil {
+		if herr := f.hit(ctx, h, r); herr != nil {
+			r.fail("the injection missed: %v", herr)
+		}
+	}
+	h.hostFollowUps(ctx, r)
+	if err := h.settleLater(ctx, r); err != nil {
+		r.fail("harness: %v", err)
+	}
+	h.nextHeartbeat(ctx, f, r)
+}
+
+// startFaultedRun points the agent at the row's driver with the stub,
+// arms the fault and wakes the agent: the row's run. It reports whether
+// the run started; if not, the row says why and the fault is disarmed.
+func (h *harness) startFaultedRun(ctx context.Context, f chaosFault, r *chaosRow) bool {
+	if err := h.pointAgent(ctx, h.envIDs[r.driver], h.agentCommand(r.driver)); err != nil {
+		r.fail("harness: %v", err)
+		return false
 	}
 	if err := f.arm(ctx, h, r); err != nil {
 		r.fail("harness: arm: %v", err)
 		_ = f.disarm(ctx, h, r)
-		return
+		return false
 	}
 	r.mark = h.traceMark()
 	var run struct {
@@ -218,10 +240,16 @@ func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	if err != nil {
 		r.fail("harness: %v", err)
 		_ = f.disarm(ctx, h, r)
-		return
+		return false
 	}
 	r.runID = run.ID
 	fmt.Printf("   run %s\n", r.runID)
+	return true
+}
+
+// injectFault injects the row's fault into its run and disarms it; the
+// error says why the injection (or the disarm) failed.
+func (h *harness) injectFault(ctx context.Context, f chaosFault, r *chaosRow) error {
 	injected, err := f.inject(ctx, h, r)
 	if derr := f.disarm(ctx, h, r); derr != nil {
 		err = errors.Join(err, derr)
@@ -231,17 +259,12 @@ func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	}
 	r.injected = injected
 	fmt.Printf("   injected: %s\n", injected)
+	return err
+}
 
-	h.chaosOutcome(ctx, f, r)
-	if f.hit != nil && err == nil {
-		if herr := f.hit(ctx, h, r); herr != nil {
-			r.fail("the injection missed: %v", herr)
-		}
-	}
-	h.hostFollowUps(ctx, r)
-	if err := h.settleLater(ctx, r); err != nil {
-		r.fail("harness: %v", err)
-	}
+// nextHeartbeat runs the agent's next heartbeat after the row's fault, on
+// the row's driver and bridge, once the provider answers again.
+func (h *harness) nextHeartbeat(ctx context.Context, f chaosFault, r *chaosRow) {
 	h.lastRunID = ""
 	if err := h.waitProvider(ctx); err != nil {
 		r.fail("harness: before the next heartbeat: %v", err)
@@ -392,15 +415,53 @@ func (h *harness) sessionHomes() map[string]bool {
 // lease roots and homes are left where they are (the harness did not
 // create them).
 func (h *harness) chaosLeftovers(ctx context.Context, rows []*chaosRow, homesBefore map[string]bool) error {
-	type owner struct {
-		row  *chaosRow
-		what string
+	roots, sandboxes, err := h.rowOwners(ctx, rows)
+	if err != nil {
+		return err
 	}
-	roots, sandboxes := map[string]owner{}, map[string]owner{}
+	var found leftovers
+	_ = poll(ctx, 30*time.Second, "nothing of the rows left", func() (bool, error) {
+		found = h.findLeftovers(ctx, roots, sandboxes, homesBefore)
+		return len(found.left) == 0 && len(found.stray) == 0, nil
+	})
+	for _, r := range rows {
+		if what := found.left[r]; len(what) > 0 {
+			slices.Sort(what)
+			r.leftovers = strings.Join(what, ", ")
+			r.fail("left after the host's cleanup: %s", r.leftovers)
+		} else {
+			r.leftovers = "none"
+		}
+	}
+	for _, p := range found.kill {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	for _, id := range found.sandboxes {
+		_ = h.simAPI.Destroy(ctx, id)
+	}
+	if len(found.stray) > 0 {
+		slices.Sort(found.stray)
+		return fmt.Errorf("left after the host's cleanup, of no row: %s", strings.Join(found.stray, ", "))
+	}
+	return nil
+}
+
+// rowOwner is the row a lease root or sim sandbox belongs to, and which
+// of its runs' leases named it ("the faulted run's").
+type rowOwner struct {
+	row  *chaosRow
+	what string
+}
+
+// rowOwners is the fake lease roots and the createos sim sandboxes of the
+// rows' leases: the faulted run's, the host retries' and the next
+// heartbeat's.
+func (h *harness) rowOwners(ctx context.Context, rows []*chaosRow) (roots, sandboxes map[string]rowOwner, err error) {
+	roots, sandboxes = map[string]rowOwner{}, map[string]rowOwner{}
 	for _, r := range rows {
 		leases, err := h.leases(ctx, h.envIDs[r.driver])
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		for _, l := range leases {
 			which := ""
@@ -417,74 +478,62 @@ func (h *harness) chaosLeftovers(ctx context.Context, rows []*chaosRow, homesBef
 				continue
 			}
 			if root := l.Metadata.FakeRootDir; root != "" {
-				roots[root] = owner{r, which}
+				roots[root] = rowOwner{r, which}
 			}
 			if r.driver == "createos" && l.ProviderLeaseID != "" {
-				sandboxes[l.ProviderLeaseID] = owner{r, which}
+				sandboxes[l.ProviderLeaseID] = rowOwner{r, which}
 			}
 		}
 	}
-	var kill []int
-	var sbLeft []string
-	var stray []string
-	left := map[*chaosRow][]string{}
-	_ = poll(ctx, 30*time.Second, "nothing of the rows left", func() (bool, error) {
-		kill, sbLeft, stray = nil, nil, nil
-		left = map[*chaosRow][]string{}
-		for root, o := range roots {
-			if _, err := os.Lstat(root); err == nil {
-				left[o.row] = append(left[o.row], o.what+" lease root "+root)
-			}
+	return roots, sandboxes, nil
+}
+
+// leftovers is what one look found left after the host's cleanup.
+type leftovers struct {
+	left      map[*chaosRow][]string // what a row left
+	stray     []string               // what belongs to no row
+	kill      []int                  // the stray processes, a row's or none's
+	sandboxes []string               // every sim sandbox still held
+}
+
+// findLeftovers looks once for what is left: the rows' lease roots,
+// every stray process (a row's if marked with its lease root), every sim
+// sandbox (a row's if its lease names it) and every new session home.
+func (h *harness) findLeftovers(ctx context.Context, roots, sandboxes map[string]rowOwner, homesBefore map[string]bool) leftovers {
+	found := leftovers{left: map[*chaosRow][]string{}}
+	for root, o := range roots {
+		if _, err := os.Lstat(root); err == nil {
+			found.left[o.row] = append(found.left[o.row], o.what+" lease root "+root)
 		}
-		for _, pid := range h.strayProcesses() {
-			desc := fmt.Sprintf("process %d %s", pid, truncate(procfs.Cmdline(pid), 100))
-			kill = append(kill, pid)
-			if o, ok := roots[markerOf(pid)]; ok {
-				left[o.row] = append(left[o.row], desc+" (of "+o.what+" lease)")
-			} else {
-				stray = append(stray, desc)
-			}
-		}
-		sbs, err := h.simSandboxes(ctx)
-		if err != nil {
-			stray = append(stray, "sim sandboxes unknown: "+err.Error())
-		}
-		for _, sb := range sbs {
-			sbLeft = append(sbLeft, sb.ID)
-			desc := fmt.Sprintf("sim sandbox %s (%s)", sb.ID, sb.Status)
-			if o, ok := sandboxes[sb.ID]; ok {
-				left[o.row] = append(left[o.row], o.what+" "+desc)
-			} else {
-				stray = append(stray, desc)
-			}
-		}
-		for d := range h.sessionHomes() {
-			if !homesBefore[d] {
-				stray = append(stray, "session home "+d)
-			}
-		}
-		return len(left) == 0 && len(stray) == 0, nil
-	})
-	for _, r := range rows {
-		if what := left[r]; len(what) > 0 {
-			slices.Sort(what)
-			r.leftovers = strings.Join(what, ", ")
-			r.fail("left after the host's cleanup: %s", r.leftovers)
+	}
+	for _, pid := range h.strayProcesses() {
+		desc := fmt.Sprintf("process %d %s", pid, truncate(procfs.Cmdline(pid), 100))
+		found.kill = append(found.kill, pid)
+		if o, ok := roots[markerOf(pid)]; ok {
+			found.left[o.row] = append(found.left[o.row], desc+" (of "+o.what+" lease)")
 		} else {
-			r.leftovers = "none"
+			found.stray = append(found.stray, desc)
 		}
 	}
-	for _, p := range kill {
-		_ = syscall.Kill(p, syscall.SIGKILL)
+	sbs, err := h.simAPI.Sandboxes(ctx)
+	if err != nil {
+		found.stray = append(found.stray, "sim sandboxes unknown: "+err.Error())
 	}
-	for _, id := range sbLeft {
-		_ = h.simDestroy(ctx, id)
+	for _, sb := range sbs {
+		found.sandboxes = append(found.sandboxes, sb.ID)
+		desc := fmt.Sprintf("sim sandbox %s (%s)", sb.ID, sb.Status)
+		if o, ok := sandboxes[sb.ID]; ok {
+			found.left[o.row] = append(found.left[o.row], o.what+" "+desc)
+		} else {
+			found.stray = append(found.stray, desc)
+		}
 	}
-	if len(stray) > 0 {
-		slices.Sort(stray)
-		return fmt.Errorf("left after the host's cleanup, of no row: %s", strings.Join(stray, ", "))
+	for d := range h.sessionHomes() {
+		if !homesBefore[d] {
+			found.stray = append(found.stray, "session home "+d)
+		}
 	}
-	return nil
+	return found
 }
 
 // markerOf is the fake lease root a process is marked with
@@ -516,11 +565,11 @@ func (h *harness) strayProcesses() []int {
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.PID))
 		cmd := procfs.Cmdline(p.PID)
 		switch {
-		case h.sim != nil && p.PID == h.sim.cmd.Process.Pid:
-		case h.server != nil && p.PID == h.server.cmd.Process.Pid:
+		case h.sim != nil && p.PID == h.sim.Pid():
+		case h.server != nil && p.PID == h.server.Pid():
 		case strings.HasPrefix(exe, pg):
 		case exe == bin || exe == bin+".real":
-		case strings.Contains(cmd, "/node_modules/"+mainPackage+"/dist/worker.js"):
+		case strings.Contains(cmd, "/node_modules/"+registry.MainPackage+"/dist/worker.js"):
 		default:
 			out = append(out, p.PID)
 		}
@@ -618,7 +667,7 @@ func (h *harness) runEnded(ctx context.Context, runID string) (string, bool) {
 // outage row, before the next heartbeat and the next row).
 func (h *harness) waitProvider(ctx context.Context) error {
 	return poll(ctx, time.Minute, "createos-sim answering GET /v1/rootfs again", func() (bool, error) {
-		err := h.simCall(ctx, "GET", "/v1/rootfs", nil, nil)
+		err := h.simAPI.Call(ctx, "GET", "/v1/rootfs", nil, nil)
 		return err == nil, err
 	})
 }
@@ -666,7 +715,7 @@ func (h *harness) killWorker() (int, error) {
 // and the stub agent holds in its execute.
 func duplexOpenAndHeld(ctx context.Context, h *harness, r *chaosRow) error {
 	if err := poll(ctx, 3*time.Minute, "the run's duplexChannelOpen answered", func() (bool, error) {
-		return answered(h.traceSince(r.mark), "duplexChannelOpen"), nil
+		return trace.Answered(h.traceSince(r.mark), "duplexChannelOpen"), nil
 	}); err != nil {
 		return err
 	}
@@ -679,7 +728,7 @@ func duplexOpenAndHeld(ctx context.Context, h *harness, r *chaosRow) error {
 // removes the tree); for createos the sandbox DELETE held 60 s by the sim.
 func armRelease(ctx context.Context, h *harness, r *chaosRow) error {
 	if r.driver == "createos" {
-		return h.simCall(ctx, "POST", "/_control/faults", map[string]any{"route": "sandbox.delete", "delay_ms": 60000, "count": 1}, nil)
+		return h.simAPI.Call(ctx, "POST", "/_control/faults", map[string]any{"route": "sandbox.delete", "delay_ms": 60000, "count": 1}, nil)
 	}
 	return holdFlag(chaosDaemon)(ctx, h, r)
 }
@@ -687,7 +736,7 @@ func armRelease(ctx context.Context, h *harness, r *chaosRow) error {
 func disarmRelease(ctx context.Context, h *harness, r *chaosRow) error {
 	var err error
 	if r.driver == "createos" {
-		err = h.simCall(ctx, "POST", "/_control/reset", nil, nil)
+		err = h.simAPI.Call(ctx, "POST", "/_control/reset", nil, nil)
 	}
 	return errors.Join(err, releaseHolds(ctx, h, r))
 }
@@ -696,9 +745,9 @@ func disarmRelease(ctx context.Context, h *harness, r *chaosRow) error {
 // flight (and, on createos, its sandbox DELETE reached the sim), kills the
 // worker, and checks that the release was not answered first.
 func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, error) {
-	var release traceEntry
-	if err := h.followTrace(ctx, r.mark, 4*time.Minute, "the host's environmentReleaseLease", func(e traceEntry) bool {
-		if e.Dir == "in" && e.rpc().Method == "environmentReleaseLease" {
+	var release trace.Entry
+	if err := trace.Follow(ctx, h.traceDir(), r.mark, 4*time.Minute, "the host's environmentReleaseLease", func(e trace.Entry) bool {
+		if e.Dir == "in" && e.RPC().Method == "environmentReleaseLease" {
 			release = e
 			return true
 		}
@@ -708,8 +757,8 @@ func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, er
 	}
 	if r.driver == "createos" {
 		if err := poll(ctx, time.Minute, "the release's sandbox DELETE at the sim", func() (bool, error) {
-			reqs, err := h.simRequests(ctx)
-			return slices.ContainsFunc(reqs, func(q simRequest) bool { return q.Route == "sandbox.delete" && q.Status == 0 }), err
+			reqs, err := h.simAPI.Requests(ctx)
+			return slices.ContainsFunc(reqs, func(q simctl.Request) bool { return q.Route == "sandbox.delete" && q.Status == 0 }), err
 		}); err != nil {
 			return "", err
 		}
@@ -718,9 +767,9 @@ func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, er
 	if err != nil {
 		return "", err
 	}
-	id := string(release.rpc().ID)
+	id := string(release.RPC().ID)
 	for _, e := range h.traceSince(r.mark) {
-		if m := e.rpc(); e.Dir == "out" && m.Method == "" && string(m.ID) == id {
+		if m := e.RPC(); e.Dir == "out" && m.Method == "" && string(m.ID) == id {
 			return "", fmt.Errorf("the worker answered the release (id %s) before the SIGKILL reached it: the injection missed", id)
 		}
 	}
@@ -734,16 +783,16 @@ func simOutage(control string, body map[string]any) func(context.Context, *harne
 		if err := holdSeen("execute", chaosHoldExecute)(ctx, h, r); err != nil {
 			return "", err
 		}
-		c, err := h.simCounts(ctx)
+		c, err := h.simAPI.Counts(ctx)
 		if err != nil {
 			return "", err
 		}
-		reqs, err := h.simRequests(ctx)
+		reqs, err := h.simAPI.Requests(ctx)
 		if err != nil {
 			return "", err
 		}
 		r.simBefore, r.cutBefore = len(reqs), c.ActiveCut
-		if err := h.simCall(ctx, "POST", "/_control/"+control, body, nil); err != nil {
+		if err := h.simAPI.Call(ctx, "POST", "/_control/"+control, body, nil); err != nil {
 			return "", err
 		}
 		if err := letGo(h, r); err != nil {
@@ -760,7 +809,7 @@ func cutAtWork(ctx context.Context, h *harness, r *chaosRow) error {
 	if err := h.waitProvider(ctx); err != nil { // the run may end inside the outage
 		return err
 	}
-	c, err := h.simCounts(ctx)
+	c, err := h.simAPI.Counts(ctx)
 	if err != nil {
 		return err
 	}
@@ -773,11 +822,11 @@ func cutAtWork(ctx context.Context, h *harness, r *chaosRow) error {
 // answered500 proves the 500 outage answered at least one of the worker's
 // requests with 500.
 func answered500(ctx context.Context, h *harness, r *chaosRow) error {
-	reqs, err := h.simRequests(ctx)
+	reqs, err := h.simAPI.Requests(ctx)
 	if err != nil {
 		return err
 	}
-	if r.simBefore > len(reqs) || !slices.ContainsFunc(reqs[r.simBefore:], func(q simRequest) bool { return q.Status == 500 }) {
+	if r.simBefore > len(reqs) || !slices.ContainsFunc(reqs[r.simBefore:], func(q simctl.Request) bool { return q.Status == 500 }) {
 		return fmt.Errorf("no request after the outage began was answered 500 (%d requests since)", max(len(reqs)-r.simBefore, 0))
 	}
 	return nil
@@ -790,14 +839,14 @@ func restartServer(ctx context.Context, h *harness, r *chaosRow) (string, error)
 	if err := holdSeen("execute", chaosHoldExecute)(ctx, h, r); err != nil {
 		return "", err
 	}
-	pid := h.server.cmd.Process.Pid
+	pid := h.server.Pid()
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return "", err
 	}
 	select {
-	case <-h.server.done:
+	case <-h.server.Done():
 	case <-time.After(2 * time.Minute):
-		return "", fmt.Errorf("the server (pid %d) did not exit within 2m of SIGTERM; see %s", pid, h.server.log.Name())
+		return "", fmt.Errorf("the server (pid %d) did not exit within 2m of SIGTERM; see %s", pid, h.server.LogName())
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
@@ -809,63 +858,5 @@ func restartServer(ctx context.Context, h *harness, r *chaosRow) (string, error)
 		return "", err
 	}
 	return fmt.Sprintf("SIGTERM to the server (pid %d) with the stub agent held; it exited (%v) and was started again on the same data directory (pid %d)",
-		pid, old.err, h.server.cmd.Process.Pid), nil
-}
-
-// followTrace waits until an entry of the worker traces written after mark
-// matches, reading only what is new every few milliseconds (the fault
-// that kills mid-release has a window of a few hundred).
-func (h *harness) followTrace(ctx context.Context, mark map[string]int, timeout time.Duration, what string, match func(traceEntry) bool) error {
-	type cursor struct {
-		off  int64
-		skip int // entries of mark still to skip
-		rest []byte
-	}
-	cur := map[string]*cursor{}
-	deadline := time.Now().Add(timeout)
-	for {
-		for _, f := range h.traceFiles() {
-			c := cur[f]
-			if c == nil {
-				c = &cursor{skip: mark[f]}
-				cur[f] = c
-			}
-			fh, err := os.Open(f)
-			if err != nil {
-				continue
-			}
-			buf, _ := io.ReadAll(io.NewSectionReader(fh, c.off, 1<<40))
-			fh.Close()
-			c.off += int64(len(buf))
-			data := append(c.rest, buf...)
-			for {
-				i := bytes.IndexByte(data, '\n')
-				if i < 0 {
-					break
-				}
-				line := data[:i]
-				data = data[i+1:]
-				var e traceEntry
-				if json.Unmarshal(line, &e) != nil {
-					continue
-				}
-				if c.skip > 0 {
-					c.skip--
-					continue
-				}
-				if match(e) {
-					return nil
-				}
-			}
-			c.rest = append([]byte(nil), data...)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %s", what, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+		pid, old.Err(), h.server.Pid()), nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/proc"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
@@ -69,11 +70,11 @@ func (h *harness) stopAndCheck(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if !h.server.stop(60 * time.Second) {
-		return fmt.Errorf("the server did not exit within 60s of SIGTERM; see %s", h.server.log.Name())
+	if !h.server.Stop(60 * time.Second) {
+		return fmt.Errorf("the server did not exit within 60s of SIGTERM; see %s", h.server.LogName())
 	}
-	if !h.sim.stop(20 * time.Second) {
-		return fmt.Errorf("createos-sim did not exit within 20s of SIGTERM; see %s", h.sim.log.Name())
+	if !h.sim.Stop(20 * time.Second) {
+		return fmt.Errorf("createos-sim did not exit within 20s of SIGTERM; see %s", h.sim.LogName())
 	}
 	if ents, err := os.ReadDir(simDir); err != nil || len(ents) > 0 {
 		return fmt.Errorf("createos-sim left %d entries in its directory (%v)", len(ents), err)
@@ -91,7 +92,7 @@ func (h *harness) stopAndCheck(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	reapOrphans()
+	proc.ReapOrphans()
 	var left []string
 	for r := range h.leaseRoots() {
 		if !h.leaseRootsBefore[r] {

@@ -10,6 +10,10 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/bridge"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
 // simToolsDir is where createos-sim shows the stub agent in its sandboxes
@@ -85,14 +89,14 @@ const stubOutput = "stub-agent-output.txt"
 
 var invokedRun = regexp.MustCompile(`Invoked heartbeat run (\S+)`)
 
-// The sandbox API bridge a heartbeat must have run on (see bridge.go).
+// The sandbox API bridge a heartbeat must have run on (see package bridge).
 const (
 	bridgeFile   = "file"
 	bridgeDuplex = "duplex"
 )
 
 // bridgeModes is each bridge's PAPERCLIP_API_BRIDGE_MODE.
-var bridgeModes = map[string]string{bridgeFile: "queue_v1", bridgeDuplex: "http2_v1"}
+var bridgeModes = map[string]string{bridgeFile: bridge.FileMode, bridgeDuplex: bridge.DuplexMode}
 
 // heartbeat points the agent at the driver's environment and the stub
 // CLI, runs one heartbeat with the CLI, and checks its outcome: status
@@ -108,10 +112,10 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 	if err := h.pointAgent(ctx, h.envIDs[driver], h.agentCommand(driver)); err != nil {
 		return err
 	}
-	var measured *spend
+	var measured *simctl.Spend
 	if driver == "createos" {
 		var err error
-		if measured, err = h.startSpend(ctx); err != nil {
+		if measured, err = h.simAPI.StartSpend(ctx); err != nil {
 			return err
 		}
 	}
@@ -121,7 +125,7 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 	// last executes and the release) is done: wait for the lease.
 	leaseErr := h.waitLeasesReleased(ctx, h.envIDs[driver], driver)
 	h.traffic[flow] = h.traceSince(mark)
-	spent, err := measured.stopIfStarted(ctx)
+	spent, err := measured.StopIfStarted(ctx)
 	if err != nil {
 		return err
 	}
@@ -149,7 +153,7 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 	if err != nil {
 		return fmt.Errorf("run %s: %w", runID, err)
 	}
-	fmt.Printf("   run %s succeeded; %s\n   bridge: %s\n", runID, summarize(h.traffic[flow]), summary)
+	fmt.Printf("   run %s succeeded; %s\n   bridge: %s\n", runID, trace.Summarize(h.traffic[flow]), summary)
 	if measured != nil {
 		return h.reportSpend(runID, spent)
 	}
@@ -158,9 +162,9 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 
 // reportSpend prints the CreateOS requests of a heartbeat and fails when
 // they break the budget.
-func (h *harness) reportSpend(runID string, spent simCounts) error {
-	fmt.Printf("   CreateOS requests of the whole heartbeat (budget %d): %s\n", heartbeatRequestBudget, spent)
-	if why := overBudget(spent); why != "" {
+func (h *harness) reportSpend(runID string, spent simctl.Counts) error {
+	fmt.Printf("   CreateOS requests of the whole heartbeat (budget %d): %s\n", simctl.HeartbeatBudget, spent)
+	if why := simctl.OverBudget(spent); why != "" {
 		return fmt.Errorf("run %s: %s", runID, why)
 	}
 	return nil
@@ -182,16 +186,16 @@ func (h *harness) duplexHeartbeat(ctx context.Context) (err error) {
 // stub's GET /api/agents/me went through it and found the agent. On a
 // file-bridge run it also checks that the duplex check fails there, so a
 // duplex pass elsewhere is not an accident of the check.
-func (h *harness) checkBridge(driver, want, runLog string, calls []traceEntry, workspace string) (string, error) {
-	ev := bridgeOf(runLog, calls, h.agentCommand(driver))
-	problems, mode := ev.fileProblems(), bridgeModes[want]
+func (h *harness) checkBridge(driver, want, runLog string, calls []trace.Entry, workspace string) (string, error) {
+	ev := bridge.Of(runLog, calls, h.agentCommand(driver))
+	problems, mode := ev.FileProblems(), bridgeModes[want]
 	if want == bridgeDuplex {
-		problems = ev.duplexProblems()
+		problems = ev.DuplexProblems()
 	}
 	if len(problems) > 0 {
 		return "", fmt.Errorf("the run's API bridge is not the %s bridge: %s", want, strings.Join(problems, "; "))
 	}
-	if want == bridgeFile && len(ev.duplexProblems()) == 0 {
+	if want == bridgeFile && len(ev.DuplexProblems()) == 0 {
 		return "", errors.New("the duplex-bridge check passes on a file-bridge run: it cannot tell the two apart")
 	}
 	got, err := os.ReadFile(filepath.Join(workspace, stubBridgeOutput))
@@ -324,26 +328,26 @@ func (h *harness) setupSession(ctx context.Context) error {
 	if err := h.pc.api(ctx, "DELETE", "/environments/"+envID+"/custom-image-template?deleteProviderTemplate=true", nil, nil); err != nil {
 		return err
 	}
-	var calls []traceEntry
+	var calls []trace.Entry
 	err = poll(ctx, 30*time.Second, "environmentDeleteTemplate answered without error", func() (bool, error) {
 		calls = h.traceSince(mark)
-		return answered(calls, "environmentDeleteTemplate"), nil
+		return trace.Answered(calls, "environmentDeleteTemplate"), nil
 	})
 	h.traffic["setup-session"] = calls
 	if err != nil {
-		return fmt.Errorf("%w; the worker saw: %s", err, summarize(calls))
+		return fmt.Errorf("%w; the worker saw: %s", err, trace.Summarize(calls))
 	}
 	// The saved probe of a sandbox environment acquires (and releases) a
 	// lease from the active template rather than calling environmentProbe.
 	for _, m := range []string{"environmentStartInteractiveSetup", "environmentCaptureTemplate", "environmentAcquireLease", "environmentReleaseLease"} {
-		if !answered(calls, m) {
-			return fmt.Errorf("%s was not answered without error; the worker saw: %s", m, summarize(calls))
+		if !trace.Answered(calls, m) {
+			return fmt.Errorf("%s was not answered without error; the worker saw: %s", m, trace.Summarize(calls))
 		}
 	}
-	if !sentWith(calls, "environmentAcquireLease", ref) {
+	if !trace.SentWith(calls, "environmentAcquireLease", ref) {
 		return fmt.Errorf("the probe's environmentAcquireLease did not carry the template %s", ref)
 	}
-	fmt.Printf("   %s\n", summarize(calls))
+	fmt.Printf("   %s\n", trace.Summarize(calls))
 	return nil
 }
 
@@ -390,12 +394,12 @@ func (h *harness) disableEnable(ctx context.Context) error {
 	}
 	last := before[len(before)-1]
 	if err := poll(ctx, 30*time.Second, "the old worker answered shutdown and exited", func() (bool, error) {
-		es := readTrace(last)
-		return answered(es, "shutdown") && len(es) > 0 && es[len(es)-1].Dir == "exit", nil
+		es := trace.Read(last)
+		return trace.Answered(es, "shutdown") && len(es) > 0 && es[len(es)-1].Dir == "exit", nil
 	}); err != nil {
 		return err
 	}
-	es := readTrace(last)
+	es := trace.Read(last)
 	if exit := es[len(es)-1].Text; exit != "exit status 0" {
 		return fmt.Errorf("the old worker ended with %q after shutdown, want exit status 0", exit)
 	}
@@ -407,7 +411,7 @@ func (h *harness) disableEnable(ctx context.Context) error {
 	}
 	return poll(ctx, 30*time.Second, "a new worker answered initialize", func() (bool, error) {
 		files := h.traceFiles()
-		return len(files) > len(before) && answered(readTrace(files[len(files)-1]), "initialize"), nil
+		return len(files) > len(before) && trace.Answered(trace.Read(files[len(files)-1]), "initialize"), nil
 	})
 }
 

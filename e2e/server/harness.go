@@ -13,6 +13,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/model"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/proc"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
@@ -26,23 +31,24 @@ type harness struct {
 	tmpInstall bool // installDir is per-run (root, and out/ unreachable by the server user)
 
 	leaseRootsBefore map[string]bool
-	sim, server      *proc
+	sim, server      *proc.Proc
 	serverStarts     int
-	registry         *registry
+	registry         *registry.Registry
 	platformDir      string // the installed platform package that holds the worker
 	simURL, simKey   string
-	agentKey         string // the dummy provider key the stub agent never uses
+	simAPI           simctl.Client // the sim's API, once it runs
+	agentKey         string        // the dummy provider key the stub agent never uses
 	pc               *paperclip
 
 	companyID, agentID string
 	issueID            string // the orphan checks' issue (orphans.go)
 	pluginID           string
-	envIDs             map[string]string       // driverKey -> environment id
-	traffic            map[string][]traceEntry // flow name -> what the worker saw
+	envIDs             map[string]string        // driverKey -> environment id
+	traffic            map[string][]trace.Entry // flow name -> what the worker saw
 
-	model        *model      // the scripted model the real agent CLI talks to (model.go)
-	sandboxToken string      // the value only the sandboxes have (realcli.go)
-	realAgents   []realAgent // the agents that run the real CLI
+	model        *model.Server // the scripted model the real agent CLI talks to (package model)
+	sandboxToken string        // the value only the sandboxes have (realcli.go)
+	realAgents   []realAgent   // the agents that run the real CLI
 
 	lastRunID     string          // the run of the last heartbeat
 	chaosSettling map[string]bool // lease ids make chaos leaves to the host's cleanup until its end
@@ -57,14 +63,14 @@ func newHarness(o options) (*harness, error) {
 	if err := absAll(&o.cacheDir, &o.releaseDir, &o.registryNpm, &o.sim, &o.recorder, &o.npmDir, &o.outDir, &o.fixtures); err != nil {
 		return nil, err
 	}
-	h := &harness{o: o, root: os.Geteuid() == 0, logDir: filepath.Join(o.outDir, "logs"), envIDs: map[string]string{}, traffic: map[string][]traceEntry{}}
+	h := &harness{o: o, root: os.Geteuid() == 0, logDir: filepath.Join(o.outDir, "logs"), envIDs: map[string]string{}, traffic: map[string][]trace.Entry{}}
 	if err := os.RemoveAll(h.logDir); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(h.logDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := becomeSubreaper(); err != nil {
+	if err := proc.BecomeSubreaper(); err != nil {
 		return nil, fmt.Errorf("become a child subreaper (needed to find leftovers): %w", err)
 	}
 	dir, err := os.MkdirTemp("", "sandbox-plugin-server-e2e-")
@@ -185,22 +191,22 @@ func (h *harness) run(ctx context.Context) error {
 // close stops whatever is still running and removes the run directory.
 func (h *harness) close() error {
 	var errs []error
-	if err := h.registry.stop(); err != nil {
+	if err := h.registry.Stop(); err != nil {
 		errs = append(errs, err)
 	}
-	for _, p := range []*proc{h.server, h.sim} {
+	for _, p := range []*proc.Proc{h.server, h.sim} {
 		if p != nil {
-			p.stop(10 * time.Second)
+			p.Stop(10 * time.Second)
 		}
 	}
-	if err := h.model.close(); err != nil {
+	if err := h.model.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("the scripted model: %w", err))
 	}
 	if left := procfs.Descendants(os.Getpid()); len(left) > 0 {
-		killDescendants()
+		proc.KillDescendants()
 		errs = append(errs, fmt.Errorf("killed %d leftover processes", len(left)))
 	}
-	reapOrphans()
+	proc.ReapOrphans()
 	if h.runDir != "" {
 		// Keep the server's own logs and the raw worker traces with ours.
 		_ = os.CopyFS(filepath.Join(h.logDir, "paperclip-instance-logs"), os.DirFS(filepath.Join(h.dataDir(), "instances", "default", "logs")))
@@ -248,7 +254,7 @@ func (h *harness) prepareRun(ctx context.Context) error {
 	if err := h.prepareRealCLI(); err != nil {
 		return err
 	}
-	m, err := startModel(h.logDir)
+	m, err := model.Start(h.logDir)
 	if err != nil {
 		return err
 	}
@@ -270,16 +276,17 @@ func (h *harness) startSim(ctx context.Context) error {
 		args = append(args, "--path", simToolsDir+"/"+chaosBinDir) // first: the chaos tar (chaos_stub.go)
 	}
 	cmd := exec.Command(h.o.sim, append(args, "--path", simNodeDir, "--path", simClaudeDir)...)
-	p, err := startProc("createos-sim", h.logDir, cmd)
+	p, err := proc.Start("createos-sim", h.logDir, cmd)
 	if err != nil {
 		return err
 	}
 	h.sim = p
-	line, err := p.waitLine(30*time.Second, "its URL on stdout", func(s string) bool { return strings.HasPrefix(s, "http://127.0.0.1:") })
+	line, err := p.WaitLine(30*time.Second, "its URL on stdout", func(s string) bool { return strings.HasPrefix(s, "http://127.0.0.1:") })
 	if err != nil {
 		return err
 	}
 	h.simURL = strings.TrimSpace(line)
+	h.simAPI = simctl.Client{URL: h.simURL, Key: h.simKey}
 	fmt.Println("   createos-sim at", h.simURL)
 	return nil
 }
@@ -297,12 +304,12 @@ func (h *harness) startServer(ctx context.Context) error {
 	if h.serverStarts > 1 {
 		name = fmt.Sprintf("paperclip-server-%d", h.serverStarts) // a restart (make chaos) keeps the first log
 	}
-	p, err := startProc(name, h.logDir, cmd)
+	p, err := proc.Start(name, h.logDir, cmd)
 	if err != nil {
 		return err
 	}
 	h.server = p
-	line, err := p.waitLine(3*time.Minute, `"Paperclip is ready at …"`, readyLine.MatchString)
+	line, err := p.WaitLine(3*time.Minute, `"Paperclip is ready at …"`, readyLine.MatchString)
 	if err != nil {
 		return err
 	}

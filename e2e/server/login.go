@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
@@ -44,10 +46,10 @@ type loginSession struct {
 	Opens            int
 }
 
-func loginOf(es []traceEntry) loginSession {
+func loginOf(es []trace.Entry) loginSession {
 	var s loginSession
 	var out strings.Builder
-	for _, r := range requestsOf(es) {
+	for _, r := range trace.Requests(es) {
 		switch r.Method {
 		case "loginPtyOpen":
 			s.Opens++
@@ -151,10 +153,10 @@ func (h *harness) login(ctx context.Context, driver string) error {
 		SessionID string `json:"sessionId"`
 		Status    string `json:"status"`
 	}
-	var before simCounts
+	var before simctl.Counts
 	if driver == "createos" {
 		var err error
-		if before, err = h.simCounts(ctx); err != nil {
+		if before, err = h.simAPI.Counts(ctx); err != nil {
 			return err
 		}
 	}
@@ -165,16 +167,35 @@ func (h *harness) login(ctx context.Context, driver string) error {
 	if err != nil {
 		return err
 	}
+	s, err := h.driveLogin(ctx, driver, base+"/"+started.SessionID, mark)
+	if err != nil {
+		return err
+	}
+	if problems := h.loginProblems(ctx, driver, s); len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	fmt.Printf("   login %s: succeeded in %s; %s %s setup-token with HOME %s, drawn %d columns wide; the host read the sign-in URL off its first screen; the typed code reached it and was refused on the terminal; cancelled: no process, no session home\n",
+		driver, time.Since(start).Round(100*time.Millisecond), realCLI, realCLIVersion, s.SessionHome, boxWidth(s.Output)+1)
+	return h.nothingHeld(ctx, driver)
+}
+
+// driveLogin plays the operator's part of the login session (its API
+// path): waits for the sign-in URL (GET …/prompt), types a code (POST
+// …/code) and waits for the CLI's refusal on the terminal, cancels (POST
+// …/cancel) and waits until the PTY is closed and its lease released. It
+// returns the session as the worker saw it; the traffic is kept as
+// login-<driver>.
+func (h *harness) driveLogin(ctx context.Context, driver, session string, mark map[string]int) (loginSession, error) {
 	var prompt struct {
 		AuthorizationURL string `json:"authorizationUrl"`
 	}
 	promptErr := poll(ctx, time.Minute, "the host read the sign-in URL off the terminal (GET …/prompt)", func() (bool, error) {
-		err := h.pc.api(ctx, "GET", base+"/"+started.SessionID+"/prompt", nil, &prompt)
+		err := h.pc.api(ctx, "GET", session+"/prompt", nil, &prompt)
 		return err == nil && strings.HasPrefix(prompt.AuthorizationURL, loginURLPrefix), err
 	})
 	var codeErr error
 	if promptErr == nil {
-		codeErr = h.pc.api(ctx, "POST", base+"/"+started.SessionID+"/code", map[string]any{"browserCode": loginBogusCode}, nil)
+		codeErr = h.pc.api(ctx, "POST", session+"/code", map[string]any{"browserCode": loginBogusCode}, nil)
 	}
 	var s loginSession
 	refusedErr := errors.New("not tried")
@@ -184,7 +205,7 @@ func (h *harness) login(ctx context.Context, driver string) error {
 			return strings.Contains(screenText(s.Output), loginCodeRefused), nil
 		})
 	}
-	cancelErr := h.pc.api(ctx, "POST", base+"/"+started.SessionID+"/cancel", map[string]any{}, nil)
+	cancelErr := h.pc.api(ctx, "POST", session+"/cancel", map[string]any{}, nil)
 	closed := poll(ctx, time.Minute, "the login PTY closed and its lease released", func() (bool, error) {
 		s = loginOf(h.traceSince(mark))
 		if !s.CloseAcked && s.Exits == 0 {
@@ -194,8 +215,16 @@ func (h *harness) login(ctx context.Context, driver string) error {
 	})
 	h.traffic["login-"+driver] = h.traceSince(mark)
 	if err := errors.Join(promptErr, codeErr, refusedErr, cancelErr, closed); err != nil {
-		return fmt.Errorf("%w; the terminal showed: %q", err, truncate(screenText(s.Output), 1500))
+		return s, fmt.Errorf("%w; the terminal showed: %q", err, truncate(screenText(s.Output), 1500))
 	}
+	return s, nil
+}
+
+// loginProblems lists what is wrong with a finished login session: one
+// open with the claude key, the CLI's box as wide as the worker's
+// terminal, its first screen and version, the host's typing, and nothing
+// left (no setup-token process, no session home).
+func (h *harness) loginProblems(ctx context.Context, driver string, s loginSession) []string {
 	var problems []string
 	text := screenText(s.Output)
 	switch {
@@ -218,12 +247,7 @@ func (h *harness) login(ctx context.Context, driver string) error {
 	if gone, err := h.sessionHomeGone(ctx, driver, s.SessionHome); !gone {
 		problems = append(problems, fmt.Sprintf("the session home %s is left (%v)", s.SessionHome, err))
 	}
-	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "; "))
-	}
-	fmt.Printf("   login %s: succeeded in %s; %s %s setup-token with HOME %s, drawn %d columns wide; the host read the sign-in URL off its first screen; the typed code reached it and was refused on the terminal; cancelled: no process, no session home\n",
-		driver, time.Since(start).Round(100*time.Millisecond), realCLI, realCLIVersion, s.SessionHome, boxWidth(s.Output)+1)
-	return h.nothingHeld(ctx, driver)
+	return problems
 }
 
 // setupTokenProcesses lists the processes still running `claude
@@ -253,7 +277,7 @@ func (h *harness) sessionHomeGone(ctx context.Context, driver, home string) (boo
 		return false, fmt.Errorf("the open named session home %q", home)
 	}
 	if driver == "createos" {
-		held, err := h.simSandboxes(ctx)
+		held, err := h.simAPI.Sandboxes(ctx)
 		return err == nil && len(held) == 0, err
 	}
 	_, err := os.Lstat(home)
@@ -274,7 +298,7 @@ const expiryRefused = "CreateOS does not yet support leases with a guaranteed ex
 // and refused it with the reference string, the sim got no request, and
 // no lease is left. When a host or driver closes the gap the check fails
 // and says to update it.
-func (h *harness) loginUnavailable(ctx context.Context, startErr error, mark map[string]int, before simCounts) error {
+func (h *harness) loginUnavailable(ctx context.Context, startErr error, mark map[string]int, before simctl.Counts) error {
 	if startErr == nil {
 		return errors.New("the Claude login started on createos: the known limitation is gone; make this a real login check (login.go)")
 	}
@@ -283,7 +307,7 @@ func (h *harness) loginUnavailable(ctx context.Context, startErr error, mark map
 	var acquires []string
 	refused := 0
 	for _, e := range calls {
-		m := e.rpc()
+		m := e.RPC()
 		switch {
 		case e.Dir == "in" && m.Method == "environmentAcquireLease":
 			if !strings.Contains(string(e.Msg), `"requestedExpiresAt":"`) {
@@ -298,13 +322,13 @@ func (h *harness) loginUnavailable(ctx context.Context, startErr error, mark map
 		}
 	}
 	if len(acquires) != 1 || refused != 1 {
-		return fmt.Errorf("the worker got %d acquires for the login and refused %d, want one refused; %s", len(acquires), refused, summarize(calls))
+		return fmt.Errorf("the worker got %d acquires for the login and refused %d, want one refused; %s", len(acquires), refused, trace.Summarize(calls))
 	}
-	after, err := h.simCounts(ctx)
+	after, err := h.simAPI.Counts(ctx)
 	if err != nil {
 		return err
 	}
-	if spent := after.minus(before); spent.Total != 0 {
+	if spent := after.Minus(before); spent.Total != 0 {
 		return fmt.Errorf("the refused login acquire sent CreateOS requests: %s", spent)
 	}
 	if err := h.waitLeasesReleased(ctx, h.envIDs["createos"], "createos login"); err != nil {

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
 // No orphaned sandboxes (issue 12; docs/decisions.md, "createos v0.2 and
@@ -36,8 +39,8 @@ func agentStub(failing bool) string {
 type issueRun struct {
 	ID, Status string
 	Lease      hostLease
-	Spent      simCounts
-	Calls      []traceEntry
+	Spent      simctl.Counts
+	Calls      []trace.Entry
 }
 
 // sandbox is the sandbox (provider lease id) of r's lease.
@@ -68,7 +71,7 @@ func (h *harness) orphans(ctx context.Context) (err error) {
 	}
 	// 2. The provider's idle pause (autoPauseAfterSeconds; the sim has no
 	// timer, its control API stands in for it).
-	if err := h.simAutoPause(ctx, a.sandbox()); err != nil {
+	if err := h.simAPI.AutoPause(ctx, a.sandbox()); err != nil {
 		return fmt.Errorf("idle-pause the failed run's sandbox %s: %w", a.sandbox(), err)
 	}
 	// 3. The next run of the same agent on the same issue: the host does
@@ -86,7 +89,7 @@ func (h *harness) orphans(ctx context.Context) (err error) {
 		return fmt.Errorf("the second run resumed the failed run's sandbox %s", a.sandbox())
 	}
 	if sent(b.Calls, "environmentDestroyLease") {
-		return fmt.Errorf("the host destroyed a lease during the second run: the reap is not the driver's (%s)", summarize(b.Calls))
+		return fmt.Errorf("the host destroyed a lease during the second run: the reap is not the driver's (%s)", trace.Summarize(b.Calls))
 	}
 	if err := h.expectHeld(ctx, "after the second run's acquire", b.sandbox()); err != nil {
 		return err
@@ -121,18 +124,18 @@ func (h *harness) orphanGap(ctx context.Context) (err error) {
 	h.traffic["orphans-gap-delete"] = calls
 	for _, m := range []string{"environmentDestroyLease", "environmentReleaseLease"} {
 		if sent(calls, m) {
-			return fmt.Errorf("the delete sent %s: the known gap is closed, update this check and docs/server-e2e.md (%s)", m, summarize(calls))
+			return fmt.Errorf("the delete sent %s: the known gap is closed, update this check and docs/server-e2e.md (%s)", m, trace.Summarize(calls))
 		}
 	}
-	left, err := h.simSandboxes(ctx)
+	left, err := h.simAPI.Sandboxes(ctx)
 	if err != nil {
 		return err
 	}
 	if len(left) != 1 || left[0].ID != c.sandbox() {
-		return fmt.Errorf("after a failed run and a plain environment delete the sim holds %s; the known gap leaves exactly the failed run's sandbox %s", sandboxIDs(left), c.sandbox())
+		return fmt.Errorf("after a failed run and a plain environment delete the sim holds %s; the known gap leaves exactly the failed run's sandbox %s", simctl.SandboxIDs(left), c.sandbox())
 	}
 	fmt.Printf("   KNOWN LIMITATION (asserted): the delete made no plugin call; the failed run's sandbox %s (%s) is left, removed now by hand\n", left[0].ID, left[0].Status)
-	if err := h.simDestroy(ctx, c.sandbox()); err != nil {
+	if err := h.simAPI.Destroy(ctx, c.sandbox()); err != nil {
 		return err
 	}
 	return h.expectHeld(ctx, "after removing it", "")
@@ -203,7 +206,7 @@ func (h *harness) runOnIssue(ctx context.Context, envID, issueID string, failing
 	if err := h.pointAgent(ctx, envID, agentStub(failing)); err != nil {
 		return issueRun{}, err
 	}
-	measured, err := h.startSpend(ctx)
+	measured, err := h.simAPI.StartSpend(ctx)
 	if err != nil {
 		return issueRun{}, err
 	}
@@ -231,7 +234,7 @@ func (h *harness) runOnIssue(ctx context.Context, envID, issueID string, failing
 	leaseErr := h.waitLeasesReleased(ctx, envID, "the reusable createos environment's")
 	r.Calls = h.traceSince(mark)
 	h.traffic[flow] = r.Calls
-	if r.Spent, err = measured.stop(ctx); err != nil {
+	if r.Spent, err = measured.Stop(ctx); err != nil {
 		return r, err
 	}
 	if leaseErr != nil {
@@ -241,7 +244,7 @@ func (h *harness) runOnIssue(ctx context.Context, envID, issueID string, failing
 		return r, fmt.Errorf("run %s: %w", r.ID, err)
 	}
 	fmt.Printf("   run %s %s; lease %s %s on sandbox %s (execution workspace %s); %s\n",
-		r.ID, r.Status, r.Lease.ID, r.Lease.Status, r.sandbox(), r.Lease.ExecutionWorkspaceID, summarize(r.Calls))
+		r.ID, r.Status, r.Lease.ID, r.Lease.Status, r.sandbox(), r.Lease.ExecutionWorkspaceID, trace.Summarize(r.Calls))
 	return r, h.reportSpend(r.ID, r.Spent)
 }
 
@@ -313,7 +316,7 @@ func (h *harness) waitRunDone(ctx context.Context, runID string) (string, error)
 // expectHeld checks that the sim holds exactly the sandbox id (none when
 // id is "").
 func (h *harness) expectHeld(ctx context.Context, when, id string) error {
-	held, err := h.simSandboxes(ctx)
+	held, err := h.simAPI.Sandboxes(ctx)
 	if err != nil {
 		return err
 	}
@@ -324,7 +327,7 @@ func (h *harness) expectHeld(ctx context.Context, when, id string) error {
 	if id != "" {
 		want = id + " alone"
 	}
-	return fmt.Errorf("%s the sim holds %s, want %s", when, sandboxIDs(held), want)
+	return fmt.Errorf("%s the sim holds %s, want %s", when, simctl.SandboxIDs(held), want)
 }
 
 // deleteReusable deletes the environment whose warm lease is b's: a plain
@@ -343,15 +346,15 @@ func (h *harness) deleteReusable(ctx context.Context, envID string, b issueRun) 
 	}
 	calls := h.traceSince(mark)
 	h.traffic["orphans-delete"] = calls
-	if !answered(calls, "environmentDestroyLease") || !sentWith(calls, "environmentDestroyLease", b.sandbox()) {
-		return fmt.Errorf("the consented delete did not destroy %s through the plugin; the worker saw: %s", b.sandbox(), summarize(calls))
+	if !trace.Answered(calls, "environmentDestroyLease") || !trace.SentWith(calls, "environmentDestroyLease", b.sandbox()) {
+		return fmt.Errorf("the consented delete did not destroy %s through the plugin; the worker saw: %s", b.sandbox(), trace.Summarize(calls))
 	}
 	if err := poll(ctx, 30*time.Second, "the sim holds no sandbox", func() (bool, error) {
 		return true, h.expectHeld(ctx, "after the environment delete", "")
 	}); err != nil {
 		return err
 	}
-	fmt.Printf("   delete refused without consent; with ?destroyReusableSandboxLeases=true: %s; the sim holds no sandbox\n", summarize(calls))
+	fmt.Printf("   delete refused without consent; with ?destroyReusableSandboxLeases=true: %s; the sim holds no sandbox\n", trace.Summarize(calls))
 	return nil
 }
 
@@ -380,6 +383,6 @@ func (h *harness) issueState(ctx context.Context, issueID string) string {
 }
 
 // sent reports whether the host sent a method request in es.
-func sent(es []traceEntry, method string) bool {
-	return slices.ContainsFunc(es, func(e traceEntry) bool { return e.Dir == "in" && e.rpc().Method == method })
+func sent(es []trace.Entry, method string) bool {
+	return slices.ContainsFunc(es, func(e trace.Entry) bool { return e.Dir == "in" && e.RPC().Method == method })
 }

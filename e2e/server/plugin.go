@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
@@ -23,7 +25,34 @@ import (
 // Node's process.platform and process.arch of the server.
 func platformPackage() string {
 	arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[runtime.GOARCH]
-	return platformPrefix + runtime.GOOS + "-" + arch
+	return registry.PlatformPrefix + runtime.GOOS + "-" + arch
+}
+
+// startRegistry installs verdaccio (when its lockfile changed), starts it
+// on a free loopback port, creates the publishing user and publishes every
+// tarball of the release to it.
+func (h *harness) startRegistry(ctx context.Context) error {
+	installDir := filepath.Join(h.o.cacheDir, "registry")
+	if err := installLocked(ctx, h.o.registryNpm, installDir, filepath.Join(h.logDir, "npm-ci-registry.log"), registry.Script); err != nil {
+		return err
+	}
+	r, err := registry.Start(h.node(), installDir, filepath.Join(h.runDir, "registry"), h.logDir)
+	h.registry = r // stopped by close even when it did not come up
+	if err != nil {
+		return err
+	}
+	fmt.Println("   verdaccio at", r.URL)
+	if err := r.Login(ctx); err != nil {
+		return err
+	}
+	tarballs, err := r.Publish(ctx, h.o.releaseDir, h.logDir)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("   published %d tarballs of %s\n", len(tarballs), h.o.releaseDir)
+	// The server's npm installs from it: its user's ~/.npmrc, as an
+	// operator with a private registry would have it.
+	return os.WriteFile(filepath.Join(h.runDir, "home", ".npmrc"), []byte("registry="+r.URL+"\n"), 0o644)
 }
 
 // pluginDir is where the server installs npm plugins: ~/.paperclip/plugins
@@ -31,8 +60,8 @@ func platformPackage() string {
 func (h *harness) pluginDir() string { return filepath.Join(h.runDir, "home", ".paperclip", "plugins") }
 
 func (h *harness) installPlugin(ctx context.Context) error {
-	mark := h.registry.proc.lineCount()
-	if _, err := h.pc.run(ctx, 3*time.Minute, "plugin", "install", mainPackage); err != nil {
+	mark := h.registry.Mark()
+	if _, err := h.pc.run(ctx, 3*time.Minute, "plugin", "install", registry.MainPackage); err != nil {
 		return err
 	}
 	if err := h.inspectPlugin(ctx); err != nil {
@@ -44,7 +73,7 @@ func (h *harness) installPlugin(ctx context.Context) error {
 	if err := h.checkInstalled(ctx, mark); err != nil {
 		return err
 	}
-	return h.registry.stop()
+	return h.registry.Stop()
 }
 
 // inspectPlugin finds the plugin in plugin list and checks its drivers in
@@ -92,9 +121,9 @@ func (h *harness) inspectPlugin(ctx context.Context) error {
 // tarball (its log from line mark on), the plugin directory holds those
 // two, and the worker the server runs is the platform package's binary.
 func (h *harness) checkInstalled(ctx context.Context, mark int) error {
-	want := []string{platformPackage(), mainPackage}
+	want := []string{platformPackage(), registry.MainPackage}
 	slices.Sort(want)
-	if got := h.registry.fetched(mark); !slices.Equal(got, want) {
+	if got := h.registry.Fetched(mark); !slices.Equal(got, want) {
 		return fmt.Errorf("the install pulled %v from the registry, want %v", got, want)
 	}
 	modules := filepath.Join(h.pluginDir(), "node_modules")
@@ -111,7 +140,7 @@ func (h *harness) checkInstalled(ctx context.Context, mark int) error {
 		return err
 	}
 	fmt.Printf("   the registry served %s@%s and %s@%s, no other tarball; the worker (pid %d) runs %s\n",
-		mainPackage, packageVersion(filepath.Join(modules, mainPackage)), platformPackage(), packageVersion(h.platformDir), pid, h.workerBinary())
+		registry.MainPackage, packageVersion(filepath.Join(modules, registry.MainPackage)), platformPackage(), packageVersion(h.platformDir), pid, h.workerBinary())
 	return nil
 }
 
@@ -124,7 +153,7 @@ func installedPackages(modules string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if n := e.Name(); n == mainPackage || strings.HasPrefix(n, platformPrefix) {
+		if n := e.Name(); n == registry.MainPackage || strings.HasPrefix(n, registry.PlatformPrefix) {
 			out = append(out, n)
 		}
 	}
@@ -212,7 +241,7 @@ func (h *harness) interposeRecorder(ctx context.Context) error {
 	}
 	return poll(ctx, 30*time.Second, "a worker started through the recorder answered initialize", func() (bool, error) {
 		files := h.traceFiles()
-		return len(files) == 1 && answered(readTrace(files[0]), "initialize"), nil
+		return len(files) == 1 && trace.Answered(trace.Read(files[0]), "initialize"), nil
 	})
 }
 

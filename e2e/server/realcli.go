@@ -10,11 +10,16 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/bridge"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/model"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
 // The real agent CLI: Claude Code from the npm registry (pinned in
 // e2e/server/npm), driven by the claude_local adapter with engine "cli",
-// talking to the scripted model (model.go). The npm package's bin is a
+// talking to the scripted model (package model). The npm package's bin is a
 // placeholder its postinstall replaces; the harness runs the platform
 // package's native binary directly, so no install script matters.
 const (
@@ -135,7 +140,7 @@ func (h *harness) pointReal(ctx context.Context, a realAgent, envID, driver, key
 		"adapterConfig": map[string]any{
 			"engine": "cli", "command": h.realCommand(driver), "model": realCLIModel, "timeoutSec": 600,
 			"env": map[string]any{
-				"ANTHROPIC_BASE_URL":                       h.model.baseURL(key),
+				"ANTHROPIC_BASE_URL":                       h.model.BaseURL(key),
 				"ANTHROPIC_API_KEY":                        "sk-ant-e2e-model-" + randomHex(8),
 				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 				"DISABLE_AUTOUPDATER":                      "1",
@@ -158,10 +163,10 @@ func commentBody(key string) string {
 // file written, read back and edited, the edit seen by the shell, and a
 // call of the Paperclip API through the run's bridge that posts a
 // comment on the agent's issue.
-func (h *harness) workTurns(driver, key string, a realAgent) []turn {
+func (h *harness) workTurns(driver, key string, a realAgent) []model.Turn {
 	note := "{{cwd}}/" + realNote
 	uid := h.sandboxUID(driver)
-	probe := func(r toolResult, vars map[string]string) error {
+	probe := func(r model.ToolResult, vars map[string]string) error {
 		if r.IsError {
 			return fmt.Errorf("the tool reported an error: %s", truncate(r.Content, 300))
 		}
@@ -187,13 +192,13 @@ fetch(String(u).replace(/\/+$/, "") + "/api/issues/" + issue + "/comments", {met
   body: JSON.stringify({body})}).then(async (r) => { const t = await r.text(); let id = ""; try { id = JSON.parse(t).id || ""; } catch {} console.log(r.status + " " + (id || t.slice(0, 300))); },
   (e) => { console.log("error " + e.message); process.exit(1); });' ` + a.IssueID + ` '` + commentBody(key) + `'`
 	commented := regexp.MustCompile(`^20[01] [0-9a-f-]{36}$`)
-	return []turn{
-		{tool: "Bash", input: map[string]any{"command": "pwd; id -u; cat " + h.tokenPath(driver), "description": "Where am I, as whom, and the sandbox's token"}, check: probe},
-		{tool: "Write", input: map[string]any{"file_path": note, "content": noteWritten(key)}, check: containing("File created successfully")},
-		{tool: "Read", input: map[string]any{"file_path": note}, check: readBack(noteWritten(key))},
-		{tool: "Edit", input: map[string]any{"file_path": note, "old_string": "written by", "new_string": "edited by"}, check: containing("has been updated successfully")},
-		{tool: "Bash", input: map[string]any{"command": "cat " + realNote, "description": "The edit on disk"}, check: exactly(noteEdited(key))},
-		{tool: "Bash", input: map[string]any{"command": post, "description": "Comment on my issue through the Paperclip API"}, check: succeeded(func(out string) error {
+	return []model.Turn{
+		{Tool: "Bash", Input: map[string]any{"command": "pwd; id -u; cat " + h.tokenPath(driver), "description": "Where am I, as whom, and the sandbox's token"}, Check: probe},
+		{Tool: "Write", Input: map[string]any{"file_path": note, "content": noteWritten(key)}, Check: model.Containing("File created successfully")},
+		{Tool: "Read", Input: map[string]any{"file_path": note}, Check: model.ReadBack(noteWritten(key))},
+		{Tool: "Edit", Input: map[string]any{"file_path": note, "old_string": "written by", "new_string": "edited by"}, Check: model.Containing("has been updated successfully")},
+		{Tool: "Bash", Input: map[string]any{"command": "cat " + realNote, "description": "The edit on disk"}, Check: model.Exactly(noteEdited(key))},
+		{Tool: "Bash", Input: map[string]any{"command": post, "description": "Comment on my issue through the Paperclip API"}, Check: model.Succeeded(func(out string) error {
 			if !commented.MatchString(strings.TrimSpace(out)) {
 				return fmt.Errorf("the comment call printed %q, want 201 and the comment's id", truncate(out, 300))
 			}
@@ -203,15 +208,15 @@ fetch(String(u).replace(/\/+$/, "") + "/api/issues/" + issue + "/comments", {met
 }
 
 // finalTurn ends a conversation.
-func finalTurn(key string) turn {
-	return turn{text: "Done: conversation " + key + " wrote, read and edited its note and commented."}
+func finalTurn(key string) model.Turn {
+	return model.Turn{Text: "Done: conversation " + key + " wrote, read and edited its note and commented."}
 }
 
 // tickTurns are n quick shell calls, each checked, for the long run.
-func tickTurns(n int) []turn {
-	var out []turn
+func tickTurns(n int) []model.Turn {
+	var out []model.Turn
 	for i := 1; i <= n; i++ {
-		out = append(out, turn{tool: "Bash", input: map[string]any{"command": fmt.Sprintf("echo tick %d", i), "description": "A tick"}, check: exactly(fmt.Sprintf("tick %d", i))})
+		out = append(out, model.Turn{Tool: "Bash", Input: map[string]any{"command": fmt.Sprintf("echo tick %d", i), "description": "A tick"}, Check: model.Exactly(fmt.Sprintf("tick %d", i))})
 	}
 	return out
 }
@@ -238,8 +243,8 @@ func wakeOnIssue(a realAgent) map[string]any {
 // readyReal scripts the conversation key, points the agent at it and
 // removes the note an earlier run of the agent left in its workspace
 // (the agent writes it as a new file).
-func (h *harness) readyReal(ctx context.Context, a realAgent, envID, driver, bridge, key string, delay time.Duration, turns []turn) (*realRun, error) {
-	h.model.script(key, delay, turns)
+func (h *harness) readyReal(ctx context.Context, a realAgent, envID, driver, bridge, key string, delay time.Duration, turns []model.Turn) (*realRun, error) {
+	h.model.Script(key, delay, turns)
 	if err := h.pointReal(ctx, a, envID, driver, key); err != nil {
 		return nil, err
 	}
@@ -267,7 +272,7 @@ func (h *harness) wake(ctx context.Context, r *realRun) error {
 }
 
 // startReal is readyReal and wake.
-func (h *harness) startReal(ctx context.Context, a realAgent, envID, driver, bridge, key string, delay time.Duration, turns []turn) (*realRun, error) {
+func (h *harness) startReal(ctx context.Context, a realAgent, envID, driver, bridge, key string, delay time.Duration, turns []model.Turn) (*realRun, error) {
 	r, err := h.readyReal(ctx, a, envID, driver, bridge, key, delay, turns)
 	if err != nil {
 		return nil, err
@@ -292,11 +297,11 @@ func (h *harness) agentWorkspace(agentID string) string {
 // on the agent's issue (the server's API says so), and the stored
 // transcript has the tool calls. It returns the text of the run log.
 func (h *harness) checkReal(ctx context.Context, r *realRun) (string, error) {
-	conv := h.model.result(r.key)
+	conv := h.model.Result(r.key)
 	if r.status != "succeeded" {
-		return "", fmt.Errorf("run %s of %s: status %s; %v", r.runID, r.agent.Name, r.status, conv.problem())
+		return "", fmt.Errorf("run %s of %s: status %s; %v", r.runID, r.agent.Name, r.status, conv.Problem())
 	}
-	if err := conv.problem(); err != nil {
+	if err := conv.Problem(); err != nil {
 		return "", fmt.Errorf("run %s of %s: %w", r.runID, r.agent.Name, err)
 	}
 	got, err := os.ReadFile(filepath.Join(h.agentWorkspace(r.agent.ID), realNote))
@@ -329,8 +334,8 @@ func (h *harness) checkReal(ctx context.Context, r *realRun) (string, error) {
 	}
 	text := runLogText(log.Content)
 	for i := range conv.Tools {
-		if !strings.Contains(text, toolUseID(r.key, i)) {
-			return "", fmt.Errorf("run %s: the stored transcript lacks tool call %d (%s, %s)", r.runID, i+1, conv.Tools[i], toolUseID(r.key, i))
+		if !strings.Contains(text, model.ToolUseID(r.key, i)) {
+			return "", fmt.Errorf("run %s: the stored transcript lacks tool call %d (%s, %s)", r.runID, i+1, conv.Tools[i], model.ToolUseID(r.key, i))
 		}
 	}
 	if !strings.Contains(text, `"subtype":"success"`) {
@@ -342,10 +347,10 @@ func (h *harness) checkReal(ctx context.Context, r *realRun) (string, error) {
 // hostCalls counts a run's host calls that matter for an agent CLI.
 type hostCalls struct{ executes, syncIns, syncOuts, writes, frames int }
 
-func countCalls(es []traceEntry) hostCalls {
+func countCalls(es []trace.Entry) hostCalls {
 	var c hostCalls
 	for _, e := range es {
-		m := e.rpc()
+		m := e.RPC()
 		switch {
 		case e.Dir == "in" && m.Method == "environmentExecute":
 			c.executes++
@@ -367,10 +372,11 @@ func (c hostCalls) String() string {
 }
 
 // realHeartbeat is one heartbeat of a real agent on driver with the
-// bridge: the full check of checkReal, and that the run's API bridge was
-// the one wanted. The worker traffic is kept as flow.
-func (h *harness) realHeartbeat(ctx context.Context, driver, bridge, flow string) (err error) {
-	if bridge == bridgeDuplex {
+// bridge kind (bridgeFile, bridgeDuplex): the full check of checkReal, and
+// that the run's API bridge was the one wanted. The worker traffic is kept
+// as flow.
+func (h *harness) realHeartbeat(ctx context.Context, driver, kind, flow string) (err error) {
+	if kind == bridgeDuplex {
 		if err := h.setDuplexBridge(ctx, true); err != nil {
 			return err
 		}
@@ -380,21 +386,21 @@ func (h *harness) realHeartbeat(ctx context.Context, driver, bridge, flow string
 	if err != nil {
 		return err
 	}
-	var measured *spend
+	var measured *simctl.Spend
 	if driver == "createos" {
-		if measured, err = h.startSpend(ctx); err != nil {
+		if measured, err = h.simAPI.StartSpend(ctx); err != nil {
 			return err
 		}
 	}
 	mark := h.traceMark()
-	r, err := h.startReal(ctx, agents[0], h.envIDs[driver], driver, bridge, flow, 0, append(h.workTurns(driver, flow, agents[0]), finalTurn(flow)))
+	r, err := h.startReal(ctx, agents[0], h.envIDs[driver], driver, kind, flow, 0, append(h.workTurns(driver, flow, agents[0]), finalTurn(flow)))
 	if err != nil {
 		return err
 	}
 	runErr := h.waitReal(ctx, r)
 	leaseErr := h.waitLeasesReleased(ctx, h.envIDs[driver], driver)
 	h.traffic[flow] = h.traceSince(mark)
-	spent, err := measured.stopIfStarted(ctx)
+	spent, err := measured.StopIfStarted(ctx)
 	if err := errors.Join(runErr, leaseErr, err); err != nil {
 		return err
 	}
@@ -402,17 +408,17 @@ func (h *harness) realHeartbeat(ctx context.Context, driver, bridge, flow string
 	if err != nil {
 		return err
 	}
-	ev := bridgeOf(runLog, h.traffic[flow], h.realCommand(driver))
-	problems := ev.fileProblems()
-	if bridge == bridgeDuplex {
-		problems = ev.duplexProblems()
+	ev := bridge.Of(runLog, h.traffic[flow], h.realCommand(driver))
+	problems := ev.FileProblems()
+	if kind == bridgeDuplex {
+		problems = ev.DuplexProblems()
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("run %s: the API bridge is not the %s bridge: %s", r.runID, bridge, strings.Join(problems, "; "))
+		return fmt.Errorf("run %s: the API bridge is not the %s bridge: %s", r.runID, kind, strings.Join(problems, "; "))
 	}
-	conv := h.model.result(flow)
+	conv := h.model.Result(flow)
 	line := fmt.Sprintf("real-cli %s %s %s %s bridge: %s in %s; %d tool calls checked (%s), %d model requests; host: %s",
-		realCLI, realCLIVersion, driver, bridge, r.status, r.wall.Round(100*time.Millisecond), conv.Checked, strings.Join(conv.Tools, " "), conv.Requests, countCalls(h.traffic[flow]))
+		realCLI, realCLIVersion, driver, kind, r.status, r.wall.Round(100*time.Millisecond), conv.Checked, strings.Join(conv.Tools, " "), conv.Requests, countCalls(h.traffic[flow]))
 	if measured != nil {
 		line += fmt.Sprintf("; CreateOS requests %d", spent.Total)
 	}

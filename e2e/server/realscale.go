@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
 // Real agents at scale: a team of teamSize agents that start their
@@ -63,7 +65,7 @@ func (h *harness) scale(ctx context.Context) (err error) {
 	lines[0], team, errs[0] = h.team(ctx, "fake-plugin", bridgeFile, agents[:teamSize], otherRun{})
 	runs = append(runs, team...)
 	errs[3] = poll(ctx, time.Minute, "the long run's CLI asked the model", func() (bool, error) {
-		return h.model.result(long.key).Requests > 0, nil
+		return h.model.Result(long.key).Requests > 0, nil
 	})
 	if errs[3] == nil {
 		if errs[3] = h.setDuplexBridge(ctx, true); errs[3] == nil {
@@ -105,9 +107,9 @@ func (h *harness) scale(ctx context.Context) (err error) {
 // the conversation key: the execute running the CLI (stream-json) whose
 // ANTHROPIC_BASE_URL is the conversation's. The host's probes of the CLI
 // carry the agent's environment too, but no bridge.
-func agentBridgeMode(calls []traceEntry, key string) string {
-	for _, x := range executesOf(requestsOf(calls)) {
-		if x.runsAgent() && strings.HasSuffix(x.Env["ANTHROPIC_BASE_URL"], "/c/"+key) {
+func agentBridgeMode(calls []trace.Entry, key string) string {
+	for _, x := range trace.Executes(trace.Requests(calls)) {
+		if x.RunsAgent() && strings.HasSuffix(x.Env["ANTHROPIC_BASE_URL"], "/c/"+key) {
 			return x.Env["PAPERCLIP_API_BRIDGE_MODE"]
 		}
 	}
@@ -147,25 +149,14 @@ func (h *harness) team(ctx context.Context, driver, bridge string, agents []real
 	}
 	skip := 0
 	if driver == "createos" {
-		before, err := h.simLog(ctx, 0)
+		before, err := h.simAPI.Log(ctx, 0)
 		if err != nil {
 			return "", nil, err
 		}
 		skip = len(before)
 	}
 	start := time.Now()
-	errs := make([]error, len(runs))
-	var wg sync.WaitGroup
-	for i, r := range runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if errs[i] = h.wake(ctx, r); errs[i] == nil {
-				errs[i] = h.waitReal(ctx, r)
-			}
-		}()
-	}
-	wg.Wait()
+	errs := h.runTogether(ctx, runs)
 	wall := time.Since(start)
 	ids := map[string]bool{}
 	for _, r := range runs {
@@ -185,30 +176,59 @@ func (h *harness) team(ctx context.Context, driver, bridge string, agents []real
 	line := fmt.Sprintf("team %s: %d of %d succeeded; %s %s, %s bridge; slowest run %s, all done in %s",
 		driver, succeeded, len(runs), realCLI, realCLIVersion, bridge, slowest.Round(100*time.Millisecond), wall.Round(100*time.Millisecond))
 	if driver == "createos" {
-		reqs, err := h.simLog(ctx, skip)
+		spent, err := h.teamRequests(ctx, skip, other)
 		if err != nil {
 			return line, runs, err
 		}
-		others, err := h.sandboxesOfAgent(ctx, other.envID, other.agentID)
-		if err != nil {
-			return line, runs, err
-		}
-		var times []time.Time
-		for _, q := range reqs {
-			if !others[q.sandbox()] {
-				times = append(times, q.at())
-			}
-		}
-		line += fmt.Sprintf("; CreateOS requests %d in total, %d in the busiest 60 s (the long run's sandbox's not counted)", len(times), busiest(times, time.Minute))
+		line += spent
 	}
 	return line, runs, errors.Join(append(errs, leaseErr)...)
+}
+
+// runTogether wakes every run at once and waits for each; the errors are
+// the runs', in order.
+func (h *harness) runTogether(ctx context.Context, runs []*realRun) []error {
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = h.wake(ctx, r); errs[i] == nil {
+				errs[i] = h.waitReal(ctx, r)
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// teamRequests is the part of a createos team's line about the sim's
+// requests after its first skip: in total and in the busiest 60 s, those
+// on the other run's sandboxes not counted.
+func (h *harness) teamRequests(ctx context.Context, skip int, other otherRun) (string, error) {
+	reqs, err := h.simAPI.Log(ctx, skip)
+	if err != nil {
+		return "", err
+	}
+	others, err := h.sandboxesOfAgent(ctx, other.envID, other.agentID)
+	if err != nil {
+		return "", err
+	}
+	var times []time.Time
+	for _, q := range reqs {
+		if !others[q.Sandbox()] {
+			times = append(times, q.At())
+		}
+	}
+	return fmt.Sprintf("; CreateOS requests %d in total, %d in the busiest 60 s (the long run's sandbox's not counted)", len(times), busiest(times, time.Minute)), nil
 }
 
 // startLongRun starts one real agent whose conversation lasts at least
 // longRunMin, with a tool call every few seconds, on createos with the
 // file bridge. skip is the length of the sim's request log before it.
 func (h *harness) startLongRun(ctx context.Context, a realAgent, envID string) (*realRun, int, error) {
-	before, err := h.simLog(ctx, 0)
+	before, err := h.simAPI.Log(ctx, 0)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -233,7 +253,7 @@ func (h *harness) finishLongRun(ctx context.Context, r *realRun, envID string, s
 	if _, err := h.checkReal(ctx, r); err != nil {
 		return "", err
 	}
-	conv := h.model.result(r.key)
+	conv := h.model.Result(r.key)
 	span := conv.Last.Sub(conv.First)
 	if span < longRunMin {
 		return "", fmt.Errorf("the long run's conversation lasted %s, want at least %s", span.Round(time.Second), longRunMin)
@@ -242,14 +262,14 @@ func (h *harness) finishLongRun(ctx context.Context, r *realRun, envID string, s
 	if err != nil {
 		return "", err
 	}
-	reqs, err := h.simLog(ctx, skip)
+	reqs, err := h.simAPI.Log(ctx, skip)
 	if err != nil {
 		return "", err
 	}
 	var times []time.Time
 	for _, q := range reqs {
-		if mine[q.sandbox()] {
-			times = append(times, q.at())
+		if mine[q.Sandbox()] {
+			times = append(times, q.At())
 		}
 	}
 	var perMinute []string
@@ -289,44 +309,15 @@ func (h *harness) sandboxesOfAgent(ctx context.Context, envID, agentID string) (
 	return out, nil
 }
 
-// simEntry is one request of the sim's brief request log.
-type simEntry struct {
-	Path string `json:"path"`
-	AtMs int64  `json:"at_ms"`
-}
-
-var sandboxPath = regexp.MustCompile(`^/v1/sandboxes/([^/]+)`)
-
-// sandbox is the sandbox the request's path names ("" for none).
-func (e simEntry) sandbox() string {
-	if m := sandboxPath.FindStringSubmatch(e.Path); m != nil {
-		return m[1]
-	}
-	return ""
-}
-
-func (e simEntry) at() time.Time { return time.UnixMilli(e.AtMs) }
-
-// simLog is the sim's brief request log after its first skip entries.
-func (h *harness) simLog(ctx context.Context, skip int) ([]simEntry, error) {
-	var got struct {
-		Requests []simEntry `json:"requests"`
-	}
-	if err := h.simCall(ctx, "GET", "/_control/requests?brief=1", nil, &got); err != nil {
-		return nil, err
-	}
-	return got.Requests[min(skip, len(got.Requests)):], nil
-}
-
 // nothingHeld checks that the driver holds no sandbox once the host
 // released its leases: createos-sim holds none, and no fake lease root
 // is left beyond those there before the run.
 func (h *harness) nothingHeld(ctx context.Context, driver string) error {
 	if driver == "createos" {
 		return poll(ctx, 30*time.Second, "createos-sim holds no sandbox", func() (bool, error) {
-			held, err := h.simSandboxes(ctx)
+			held, err := h.simAPI.Sandboxes(ctx)
 			if err != nil || len(held) > 0 {
-				return false, fmt.Errorf("the sim holds %s (%v)", sandboxIDs(held), err)
+				return false, fmt.Errorf("the sim holds %s (%v)", simctl.SandboxIDs(held), err)
 			}
 			return true, nil
 		})
@@ -370,7 +361,7 @@ func perWindow(times []time.Time, start, end time.Time, window time.Duration) []
 
 // closeAcks counts the session closes (duplex and login) answered with a
 // result in calls, and the slowest answer.
-func closeAcks(calls []traceEntry) (int, time.Duration) {
+func closeAcks(calls []trace.Entry) (int, time.Duration) {
 	asked := map[string]time.Time{}
 	n, slowest := 0, time.Duration(0)
 	for _, e := range calls {

@@ -1,8 +1,17 @@
-package main
+// Package registry is the local npm registry of make server-e2e: a
+// verdaccio (pinned by the package-lock.json beside this file) on
+// loopback, started and stopped by the run, with its storage in the run
+// directory. The release is published to it and the server installs the
+// plugin from it by name. It has no uplink: it serves the packages of the
+// release and nothing else. It also knows the release's package names and
+// reads from its log which tarballs it served.
+package registry
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,24 +25,28 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/proc"
 )
 
-// registry is a verdaccio (pinned by e2e/server/registry/package-lock.json)
-// on loopback, started and stopped by the run, with its storage in the run
-// directory. The release is published to it and the server installs the
-// plugin from it by name. It has no uplink: it serves the packages of the
-// release and nothing else.
-type registry struct {
-	url  string // http://127.0.0.1:<port>/
+// Registry is one running verdaccio.
+type Registry struct {
+	URL  string // http://127.0.0.1:<port>/
 	dir  string // config, storage, htpasswd, the publisher's npmrc and npm cache
-	proc *proc
+	proc *proc.Proc
 }
 
+// The release's package names: the main package and the prefix of its
+// platform packages (paperclip-go-sandbox-linux-x64).
 const (
-	mainPackage     = "paperclip-plugin-go-sandbox"
-	platformPrefix  = "paperclip-go-sandbox-"
-	registryUser    = "e2e-publisher"
-	verdaccioScript = "node_modules/verdaccio/bin/verdaccio"
+	MainPackage    = "paperclip-plugin-go-sandbox"
+	PlatformPrefix = "paperclip-go-sandbox-"
+)
+
+const (
+	registryUser = "e2e-publisher"
+	// Script is verdaccio's entry point in its install directory.
+	Script = "node_modules/verdaccio/bin/verdaccio"
 )
 
 // registryConfig is verdaccio's config.yaml: anyone may read, the one
@@ -55,44 +68,30 @@ max_body_size: 100mb
 log: { type: stdout, format: json, level: http }
 `
 
-// startRegistry installs verdaccio (when its lockfile changed), starts it
-// on a free loopback port, creates the publishing user and publishes every
-// tarball of the release to it.
-func (h *harness) startRegistry(ctx context.Context) error {
-	installDir := filepath.Join(h.o.cacheDir, "registry")
-	if err := installLocked(ctx, h.o.registryNpm, installDir, filepath.Join(h.logDir, "npm-ci-registry.log"), verdaccioScript); err != nil {
-		return err
-	}
+// Start starts verdaccio (installed in installDir) with node on a free
+// loopback port, its config and storage in dir, its output in
+// logDir/verdaccio.log, and waits for it to listen. Once the process is
+// started the Registry is returned even with an error, so that the
+// caller stops it.
+func Start(node, installDir, dir, logDir string) (*Registry, error) {
 	port, err := freePort()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r := &registry{url: fmt.Sprintf("http://127.0.0.1:%d/", port), dir: filepath.Join(h.runDir, "registry")}
+	r := &Registry{URL: fmt.Sprintf("http://127.0.0.1:%d/", port), dir: dir}
 	if err := os.MkdirAll(r.dir, 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(r.dir, "config.yaml"), fmt.Appendf(nil, registryConfig, r.dir), 0o600); err != nil {
-		return err
+		return nil, err
 	}
-	cmd := exec.Command(h.node(), filepath.Join(installDir, verdaccioScript), "--config", filepath.Join(r.dir, "config.yaml"), "--listen", fmt.Sprintf("127.0.0.1:%d", port))
-	cmd.Env = []string{"PATH=" + filepath.Dir(h.node()) + ":/usr/bin:/bin", "HOME=" + r.dir}
-	if r.proc, err = startProc("verdaccio", h.logDir, cmd); err != nil {
-		return err
+	cmd := exec.Command(node, filepath.Join(installDir, Script), "--config", filepath.Join(r.dir, "config.yaml"), "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	cmd.Env = []string{"PATH=" + filepath.Dir(node) + ":/usr/bin:/bin", "HOME=" + r.dir}
+	if r.proc, err = proc.Start("verdaccio", logDir, cmd); err != nil {
+		return nil, err
 	}
-	h.registry = r
-	if _, err := r.proc.waitLine(time.Minute, "verdaccio's http address", func(s string) bool { return strings.Contains(s, `"msg":"http address`) }); err != nil {
-		return err
-	}
-	fmt.Println("   verdaccio at", r.url)
-	if err := r.login(ctx); err != nil {
-		return err
-	}
-	if err := r.publish(ctx, h.o.releaseDir, h.logDir); err != nil {
-		return err
-	}
-	// The server's npm installs from it: its user's ~/.npmrc, as an
-	// operator with a private registry would have it.
-	return os.WriteFile(filepath.Join(h.runDir, "home", ".npmrc"), []byte("registry="+r.url+"\n"), 0o644)
+	_, err = r.proc.WaitLine(time.Minute, "verdaccio's http address", func(s string) bool { return strings.Contains(s, `"msg":"http address`) })
+	return r, err
 }
 
 // freePort is a loopback TCP port nothing listened on a moment ago.
@@ -105,11 +104,11 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// login creates the publishing user (npm adduser's request) and writes
+// Login creates the publishing user (npm adduser's request) and writes
 // the publisher's npmrc with its token.
-func (r *registry) login(ctx context.Context) error {
+func (r *Registry) Login(ctx context.Context) error {
 	body, _ := json.Marshal(map[string]string{"name": registryUser, "password": randomHex(16)})
-	req, err := http.NewRequestWithContext(ctx, "PUT", r.url+"-/user/org.couchdb.user:"+registryUser, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, "PUT", r.URL+"-/user/org.couchdb.user:"+registryUser, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -125,17 +124,18 @@ func (r *registry) login(ctx context.Context) error {
 	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil || resp.StatusCode != http.StatusCreated || created.Token == "" {
 		return fmt.Errorf("create the registry user: HTTP %d, no token (%v)", resp.StatusCode, err)
 	}
-	host := strings.TrimPrefix(r.url, "http:")
-	npmrc := fmt.Sprintf("registry=%s\n%s:_authToken=%s\n", r.url, host, created.Token)
+	host := strings.TrimPrefix(r.URL, "http:")
+	npmrc := fmt.Sprintf("registry=%s\n%s:_authToken=%s\n", r.URL, host, created.Token)
 	return os.WriteFile(filepath.Join(r.dir, "npmrc"), []byte(npmrc), 0o600)
 }
 
-// publish publishes every tarball of the release with npm, the platform
-// packages before the main package that depends on them.
-func (r *registry) publish(ctx context.Context, releaseDir, logDir string) error {
+// Publish publishes every tarball of the release with npm, the platform
+// packages before the main package that depends on them, its output in
+// logDir/npm-publish.log, and returns the tarballs.
+func (r *Registry) Publish(ctx context.Context, releaseDir, logDir string) ([]string, error) {
 	tarballs, err := releaseTarballs(releaseDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var log bytes.Buffer
 	defer func() { _ = os.WriteFile(filepath.Join(logDir, "npm-publish.log"), log.Bytes(), 0o644) }()
@@ -148,11 +148,10 @@ func (r *registry) publish(ctx context.Context, releaseDir, logDir string) error
 		cancel()
 		fmt.Fprintf(&log, "$ npm publish %s\n%s\n", filepath.Base(tgz), out)
 		if err != nil {
-			return fmt.Errorf("npm publish %s: %v: %s", filepath.Base(tgz), err, truncate(string(out), 2000))
+			return nil, fmt.Errorf("npm publish %s: %v: %s", filepath.Base(tgz), err, truncate(string(out), 2000))
 		}
 	}
-	fmt.Printf("   published %d tarballs of %s\n", len(tarballs), releaseDir)
-	return nil
+	return tarballs, nil
 }
 
 // releaseTarballs is the tarballs of make release, platform packages
@@ -166,9 +165,9 @@ func releaseTarballs(dir string) ([]string, error) {
 	var platforms, main []string
 	for _, f := range all {
 		switch base := filepath.Base(f); {
-		case strings.HasPrefix(base, platformPrefix):
+		case strings.HasPrefix(base, PlatformPrefix):
 			platforms = append(platforms, f)
-		case strings.HasPrefix(base, mainPackage+"-"):
+		case strings.HasPrefix(base, MainPackage+"-"):
 			main = append(main, f)
 		}
 	}
@@ -182,11 +181,18 @@ func releaseTarballs(dir string) ([]string, error) {
 // /<name>/-/<name>-<version>.tgz.
 var tarballPath = regexp.MustCompile(`^/([^/]+)/-/[^/]+\.tgz$`)
 
-// fetched is the packages whose tarballs the registry served (status
-// 200) in its log lines from the from-th on, sorted.
-func (r *registry) fetched(from int) []string {
+// Mark is how many log lines verdaccio has written so far.
+func (r *Registry) Mark() int { return r.proc.LineCount() }
+
+// Fetched is the packages whose tarballs the registry served (status
+// 200) in its log lines from the from-th (a Mark) on, sorted.
+func (r *Registry) Fetched(from int) []string { return fetched(r.proc.LinesFrom(from)) }
+
+// fetched is the packages whose tarballs verdaccio's log lines say it
+// served (status 200), sorted.
+func fetched(lines []string) []string {
 	var names []string
-	for _, line := range r.proc.linesFrom(from) {
+	for _, line := range lines {
 		var rec struct {
 			Request struct{ Method, URL string } `json:"request"`
 			Status  int                          `json:"status"`
@@ -202,15 +208,30 @@ func (r *registry) fetched(from int) []string {
 	return names
 }
 
-// stop ends verdaccio; an unclean end is an error.
-func (r *registry) stop() error {
+// Stop ends verdaccio; an unclean end is an error. It does nothing for
+// a nil Registry or one already stopped.
+func (r *Registry) Stop() error {
 	if r == nil || r.proc == nil {
 		return nil
 	}
 	p := r.proc
 	r.proc = nil
-	if !p.stop(10 * time.Second) {
-		return errors.New("verdaccio did not exit within 10s of SIGTERM; see " + p.log.Name())
+	if !p.Stop(10 * time.Second) {
+		return errors.New("verdaccio did not exit within 10s of SIGTERM; see " + p.LogName())
 	}
 	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// truncate is s cut to n bytes, "…" marking a cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -1,12 +1,15 @@
-package main
+package registry
 
 import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestReleaseTarballsPublishesThePlatformPackagesFirst(t *testing.T) {
 	cases := []struct {
@@ -50,30 +53,17 @@ func TestFetchedIsTheTarballsTheRegistryServed(t *testing.T) {
 		`{"level":25,"request":{"method":"PUT","url":"/paperclip-go-sandbox-darwin-arm64/-/paperclip-go-sandbox-darwin-arm64-0.1.0.tgz"},"status":200}`,
 		`(node:1) Warning: Verdaccio doesn't need superuser privileges`,
 	}
-	r := &registry{proc: &proc{lines: lines}}
-	if got, want := r.fetched(0), []string{"paperclip-go-sandbox-linux-x64", "paperclip-plugin-go-sandbox"}; !slices.Equal(got, want) {
-		t.Errorf("fetched(0) = %v, want %v", got, want)
+	cases := []struct {
+		from int
+		want []string
+	}{
+		{0, []string{"paperclip-go-sandbox-linux-x64", "paperclip-plugin-go-sandbox"}},
+		{3, []string{"paperclip-go-sandbox-linux-x64"}},
+		{len(lines), nil},
 	}
-	if got, want := r.fetched(3), []string{"paperclip-go-sandbox-linux-x64"}; !slices.Equal(got, want) {
-		t.Errorf("fetched(3) = %v, want %v", got, want)
-	}
-	if got := r.fetched(len(lines)); got != nil {
-		t.Errorf("fetched(end) = %v, want none", got)
-	}
-}
-
-func TestInstalledPackagesIsThePluginsPackages(t *testing.T) {
-	modules := t.TempDir()
-	for _, d := range []string{"paperclip-plugin-go-sandbox", "paperclip-go-sandbox-linux-x64", "left-pad", ".bin"} {
-		if err := os.Mkdir(filepath.Join(modules, d), 0o755); err != nil {
-			t.Fatal(err)
+	for _, tc := range cases {
+		if got := fetched(lines[tc.from:]); !slices.Equal(got, tc.want) {
+			t.Errorf("fetched from line %d = %v, want %v", tc.from, got, tc.want)
 		}
-	}
-	got, err := installedPackages(modules)
-	if want := []string{"paperclip-go-sandbox-linux-x64", "paperclip-plugin-go-sandbox"}; err != nil || !slices.Equal(got, want) {
-		t.Errorf("installedPackages = %v, %v; want %v", got, err, want)
-	}
-	if _, err := installedPackages(filepath.Join(modules, "missing")); err == nil || !strings.Contains(err.Error(), "plugin directory") {
-		t.Errorf("a missing node_modules: %v", err)
 	}
 }

@@ -1,4 +1,10 @@
-package main
+// Package proc runs the long-running children of the server-e2e harness
+// (the Paperclip server, createos-sim, verdaccio): each in its own process
+// group, its output in a log file and kept in memory for waits on a line,
+// stopped by pid with SIGTERM and then SIGKILL. It also holds what keeps
+// the harness's process tree accountable: it becomes the child subreaper
+// of every orphan below it, reaps them, and kills whatever is left.
+package proc
 
 import (
 	"bufio"
@@ -16,10 +22,10 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
-// proc is a long-running child of the harness (the server, the sim). It
+// Proc is a long-running child of the harness (the server, the sim). It
 // runs in its own process group, its output goes to a log file under
 // out/, and the harness stops it by pid.
-type proc struct {
+type Proc struct {
 	name string
 	cmd  *exec.Cmd
 	log  *os.File
@@ -27,17 +33,17 @@ type proc struct {
 	err  error
 
 	mu    sync.Mutex
-	lines []string // stdout+stderr lines, for waitLine
+	lines []string // stdout+stderr lines, for WaitLine
 	cond  *sync.Cond
 }
 
-// startProc starts cmd with its output in logDir/<name>.log.
-func startProc(name, logDir string, cmd *exec.Cmd) (*proc, error) {
+// Start starts cmd with its output in logDir/<name>.log.
+func Start(name, logDir string, cmd *exec.Cmd) (*Proc, error) {
 	f, err := os.Create(filepath.Join(logDir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
-	p := &proc{name: name, cmd: cmd, log: f, done: make(chan struct{})}
+	p := &Proc{name: name, cmd: cmd, log: f, done: make(chan struct{})}
 	p.cond = sync.NewCond(&p.mu)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -77,8 +83,8 @@ func startProc(name, logDir string, cmd *exec.Cmd) (*proc, error) {
 	return p, nil
 }
 
-// waitLine waits until an output line satisfies match and returns it.
-func (p *proc) waitLine(timeout time.Duration, what string, match func(string) bool) (string, error) {
+// WaitLine waits until an output line satisfies match and returns it.
+func (p *Proc) WaitLine(timeout time.Duration, what string, match func(string) bool) (string, error) {
 	timer := time.AfterFunc(timeout, func() {
 		p.mu.Lock()
 		p.cond.Broadcast()
@@ -106,15 +112,28 @@ func (p *proc) waitLine(timeout time.Duration, what string, match func(string) b
 	}
 }
 
-// lineCount is how many output lines there are so far.
-func (p *proc) lineCount() int {
+// Pid is the process's pid (its process group's id too).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed once the process has exited and its output is in the log.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Err is how the process ended (the error of exec.Cmd.Wait); it is valid
+// once Done is closed.
+func (p *Proc) Err() error { return p.err }
+
+// LogName is the path of the process's log file.
+func (p *Proc) LogName() string { return p.log.Name() }
+
+// LineCount is how many output lines there are so far.
+func (p *Proc) LineCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.lines)
 }
 
-// linesFrom is the output lines from the from-th on.
-func (p *proc) linesFrom(from int) []string {
+// LinesFrom is the output lines from the from-th on.
+func (p *Proc) LinesFrom(from int) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if from >= len(p.lines) {
@@ -123,9 +142,9 @@ func (p *proc) linesFrom(from int) []string {
 	return slices.Clone(p.lines[from:])
 }
 
-// stop sends SIGTERM to the process group, waits up to grace, then
+// Stop sends SIGTERM to the process group, waits up to grace, then
 // SIGKILLs the group. It reports whether the process ended on its own.
-func (p *proc) stop(grace time.Duration) (clean bool) {
+func (p *Proc) Stop(grace time.Duration) (clean bool) {
 	pgid := p.cmd.Process.Pid
 	select {
 	case <-p.done:
@@ -146,9 +165,9 @@ func (p *proc) stop(grace time.Duration) (clean bool) {
 	return clean
 }
 
-// reapOrphans collects exited processes that were reparented to the
+// ReapOrphans collects exited processes that were reparented to the
 // harness. Call it only when no exec.Cmd of ours is still running.
-func reapOrphans() {
+func ReapOrphans() {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
@@ -158,8 +177,8 @@ func reapOrphans() {
 	}
 }
 
-// killDescendants SIGKILLs every process below the harness.
-func killDescendants() {
+// KillDescendants SIGKILLs every process below the harness.
+func KillDescendants() {
 	for _, p := range procfs.Descendants(os.Getpid()) {
 		_ = syscall.Kill(p.PID, syscall.SIGKILL)
 	}

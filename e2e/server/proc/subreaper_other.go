@@ -1,11 +1,11 @@
 //go:build !linux
 
-package main
+package proc
 
 import "errors"
 
-// becomeSubreaper fails: the harness runs on Linux only. Its leftover check
+// BecomeSubreaper fails: the harness runs on Linux only. Its leftover check
 // needs a child subreaper, and createos-sim needs Linux namespaces.
-func becomeSubreaper() error {
+func BecomeSubreaper() error {
 	return errors.New("the server end-to-end harness runs on Linux only")
 }

@@ -1,4 +1,4 @@
-package main
+package bridge
 
 import (
 	"encoding/base64"
@@ -6,21 +6,25 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const testAgent = "/run/tools/claude"
 
-// trace builds a recorded exchange from direction/message pairs.
-func trace(t *testing.T, pairs ...any) []traceEntry {
+// entries builds a recorded exchange from direction/message pairs.
+func entries(t *testing.T, pairs ...any) []trace.Entry {
 	t.Helper()
-	var es []traceEntry
+	var es []trace.Entry
 	for i := 0; i < len(pairs); i += 2 {
 		b, err := json.Marshal(pairs[i+1])
 		if err != nil {
 			t.Fatal(err)
 		}
-		es = append(es, traceEntry{Entry: rpctest.Entry{Dir: pairs[i].(string), Msg: b}})
+		es = append(es, trace.Entry{Entry: rpctest.Entry{Dir: pairs[i].(string), Msg: b}})
 	}
 	return es
 }
@@ -34,8 +38,8 @@ func agentExec(id int, mode string) obj {
 	}}
 }
 
-func fileTrace(t *testing.T) []traceEntry {
-	return trace(t,
+func fileTrace(t *testing.T) []trace.Entry {
+	return entries(t,
 		"in", obj{"id": 1, "method": "environmentExecute", "params": obj{"command": "sh", "args": []string{"-c", "nohup 'node' 'paperclip-bridge-server.mjs' &"},
 			"env": obj{"PAPERCLIP_API_BRIDGE_MODE": "queue_v1", "PAPERCLIP_BRIDGE_TOKEN": "t", "PAPERCLIP_BRIDGE_QUEUE_DIR": "/q"}}},
 		"out", obj{"id": 1, "result": obj{"exitCode": 0}},
@@ -49,10 +53,10 @@ const nonce = "0123456789abcdef0123456789abcdef"
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
 // duplexTrace is a duplex bridge run; ready is the channel's first line.
-func duplexTrace(t *testing.T, ready string, closeAck obj) []traceEntry {
+func duplexTrace(t *testing.T, ready string, closeAck obj) []trace.Entry {
 	pair := obj{"hostRouteId": "duplex-route-1", "workerSessionId": "w-1"}
 	argv := []string{"sh", "-c", "exec env PAPERCLIP_API_BRIDGE_MODE='http2_v1' PAPERCLIP_BRIDGE_TOKEN='tok' PAPERCLIP_BRIDGE_NONCE='" + nonce + "' 'node' '/e.mjs'"}
-	return trace(t,
+	return entries(t,
 		"in", obj{"id": 1, "method": "duplexChannelOpen", "params": obj{"hostRouteId": "duplex-route-1", "command": argv}},
 		"out", obj{"id": 1, "result": pair},
 		"out", obj{"method": "duplexChannel.data", "params": obj{"hostRouteId": "duplex-route-1", "workerSessionId": "w-1", "chunk": b64(ready + "\nPRI * HTTP/2.0")}},
@@ -72,25 +76,25 @@ func TestBridgeEvidence(t *testing.T) {
 	cases := []struct {
 		name      string
 		log       string
-		es        []traceEntry
+		es        []trace.Entry
 		duplexOK  bool
 		fileOK    bool
 		duplexWhy string // a substring of the duplex problems
 	}{
 		{"file bridge run", "[paperclip] Starting sandbox callback bridge\n", fileTrace(t), false, true, "lacks"},
-		{"duplex run", duplexReadyLine + "\n", duplexTrace(t, goodReady, goodAck), true, false, ""},
-		{"readiness fallback", duplexReadyLine + "\n[paperclip] Sandbox duplex readiness failed (timeout). Using the file bridge.\n",
+		{"duplex run", ReadyLine + "\n", duplexTrace(t, goodReady, goodAck), true, false, ""},
+		{"readiness fallback", ReadyLine + "\n[paperclip] Sandbox duplex readiness failed (timeout). Using the file bridge.\n",
 			duplexTrace(t, goodReady, goodAck), false, false, "(timeout)"},
 		{"open failed", "[paperclip] Could not open the sandbox duplex channel (channel_open_failed). Using the file bridge.\n",
 			fileTrace(t), false, true, "(channel_open_failed)"},
-		{"another nonce", duplexReadyLine + "\n", duplexTrace(t, `{"version":2,"type":"ready","nonce":"ffff"}`, goodAck), false, false, "READY"},
-		{"extra key in READY", duplexReadyLine + "\n", duplexTrace(t, `{"version":2,"type":"ready","nonce":"`+nonce+`","x":1}`, goodAck), false, false, "READY"},
-		{"close ack without the session", duplexReadyLine + "\n", duplexTrace(t, goodReady, obj{"hostRouteId": "duplex-route-1"}), false, false, "duplexChannelClose"},
+		{"another nonce", ReadyLine + "\n", duplexTrace(t, `{"version":2,"type":"ready","nonce":"ffff"}`, goodAck), false, false, "READY"},
+		{"extra key in READY", ReadyLine + "\n", duplexTrace(t, `{"version":2,"type":"ready","nonce":"`+nonce+`","x":1}`, goodAck), false, false, "READY"},
+		{"close ack without the session", ReadyLine + "\n", duplexTrace(t, goodReady, obj{"hostRouteId": "duplex-route-1"}), false, false, "duplexChannelClose"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ev := bridgeOf(c.log, c.es, testAgent)
-			dp, fp := ev.duplexProblems(), ev.fileProblems()
+			ev := Of(c.log, c.es, testAgent)
+			dp, fp := ev.DuplexProblems(), ev.FileProblems()
 			if (len(dp) == 0) != c.duplexOK {
 				t.Errorf("duplex problems %q, want ok=%t", dp, c.duplexOK)
 			}
@@ -101,26 +105,5 @@ func TestBridgeEvidence(t *testing.T) {
 				t.Errorf("duplex problems %q do not mention %q", dp, c.duplexWhy)
 			}
 		})
-	}
-}
-
-func TestRunLogText(t *testing.T) {
-	content := `{"ts":"t","stream":"stdout","chunk":"a\n","seq":1}` + "\n" + `{"ts":"t","stream":"stderr","chunk":"b","seq":2}` + "\n"
-	if got := runLogText(content); got != "a\nb" {
-		t.Fatalf("runLogText = %q", got)
-	}
-}
-
-func TestElideChannelBytes(t *testing.T) {
-	in := json.RawMessage(`{"id":1,"method":"duplexChannelWrite","params":{"hostRouteId":"r","data":"AAAA"}}`)
-	var m struct {
-		Params struct{ Data string } `json:"params"`
-	}
-	if err := json.Unmarshal(elideChannelBytes(in), &m); err != nil || m.Params.Data != "[4 base64 characters]" {
-		t.Fatalf("elided data %q (%v)", m.Params.Data, err)
-	}
-	other := json.RawMessage(`{"id":1,"method":"environmentExecute","params":{"data":"AAAA"}}`)
-	if string(elideChannelBytes(other)) != string(other) {
-		t.Fatal("another method's params changed")
 	}
 }

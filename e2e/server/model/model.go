@@ -1,4 +1,16 @@
-package main
+// Package model is the scripted model endpoint the real agent CLI talks
+// to in make server-e2e: the Anthropic Messages API (POST /v1/messages,
+// streamed as server-sent events) on loopback, reached through
+// ANTHROPIC_BASE_URL. Every agent run gets a conversation of its own under
+// /c/<key>, so its base URL is Server.BaseURL(key). A conversation is a
+// list of tool calls, each with the check its tool result must pass, then
+// a final answer: the model plays the next turn from the tool results the
+// request carries, and a result that fails its check ends the conversation
+// with the problem recorded, so a broken sandbox fails the run. Every
+// request is logged as one JSON line in model-requests.jsonl, and whatever
+// the model did not understand in model-problems.log, both in the log
+// directory.
+package model
 
 import (
 	"bytes"
@@ -15,18 +27,8 @@ import (
 	"time"
 )
 
-// model is the scripted model endpoint the real agent CLI talks to: the
-// Anthropic Messages API (POST /v1/messages, streamed as server-sent
-// events) on loopback, reached through ANTHROPIC_BASE_URL. Every agent run
-// gets a conversation of its own under /c/<key>, so its base URL is
-// model.baseURL(key). A conversation is a list of tool calls, each with
-// the check its tool result must pass, then a final answer: the model
-// plays the next turn from the tool results the request carries, and a
-// result that fails its check ends the conversation with the problem
-// recorded, so a broken sandbox fails the run. Every request is logged as
-// one JSON line in model-requests.jsonl, and whatever the model did not
-// understand in model-problems.log, both in the log directory.
-type model struct {
+// Server is the scripted model: its conversations and its two logs.
+type Server struct {
 	srv  *http.Server
 	ln   net.Listener
 	done chan struct{}
@@ -38,19 +40,19 @@ type model struct {
 	served   int
 }
 
-// turn is one step of a conversation: a tool call (tool and input) and
-// the check of what it returns, or, when tool is "", the final answer.
-// The string values of input may name a variable an earlier check set, as
+// Turn is one step of a conversation: a tool call (Tool and Input) and
+// the check of what it returns, or, when Tool is "", the final answer.
+// The string values of Input may name a variable an earlier check set, as
 // {{name}}; a check may set variables (the sandbox's working directory).
-type turn struct {
-	tool  string
-	input map[string]any
-	check check
-	text  string
+type Turn struct {
+	Tool  string
+	Input map[string]any
+	Check Check
+	Text  string
 }
 
-// check is a check of a tool result; vars are the conversation's.
-type check func(res toolResult, vars map[string]string) error
+// Check is a check of a tool result; vars are the conversation's.
+type Check func(res ToolResult, vars map[string]string) error
 
 // expand is input with every {{name}} in its string values replaced.
 func expand(input map[string]any, vars map[string]string) map[string]any {
@@ -69,8 +71,8 @@ func expand(input map[string]any, vars map[string]string) map[string]any {
 	return out
 }
 
-// toolResult is one tool_result block of a request, its content as text.
-type toolResult struct {
+// ToolResult is one tool_result block of a request, its content as text.
+type ToolResult struct {
 	ID      string
 	Content string
 	IsError bool
@@ -79,7 +81,7 @@ type toolResult struct {
 // conversation is one agent run's script and what became of it.
 type conversation struct {
 	key   string
-	turns []turn
+	turns []Turn
 	delay time.Duration // before every answer: a model that takes its time
 	vars  map[string]string
 
@@ -90,8 +92,8 @@ type conversation struct {
 	finished bool     // the final answer was sent
 }
 
-// conversationResult is what the harness reads after a run.
-type conversationResult struct {
+// Result is what the harness reads after a run.
+type Result struct {
 	Requests int
 	Checked  int
 	Tools    []string
@@ -101,12 +103,13 @@ type conversationResult struct {
 	Last     time.Time
 }
 
-func startModel(logDir string) (*model, error) {
+// Start starts the model on a free loopback port, its logs in logDir.
+func Start(logDir string) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	m := &model{ln: ln, done: make(chan struct{}), convs: map[string]*conversation{}}
+	m := &Server{ln: ln, done: make(chan struct{}), convs: map[string]*conversation{}}
 	if m.log, err = os.Create(filepath.Join(logDir, "model-requests.jsonl")); err != nil {
 		ln.Close()
 		return nil, err
@@ -124,8 +127,8 @@ func startModel(logDir string) (*model, error) {
 	return m, nil
 }
 
-// close stops the server and closes its logs.
-func (m *model) close() error {
+// Close stops the server and closes its logs.
+func (m *Server) Close() error {
 	if m == nil {
 		return nil
 	}
@@ -136,27 +139,27 @@ func (m *model) close() error {
 	return errors.Join(err, m.log.Close(), m.problems.Close())
 }
 
-// baseURL is ANTHROPIC_BASE_URL for the conversation key.
-func (m *model) baseURL(key string) string {
+// BaseURL is ANTHROPIC_BASE_URL for the conversation key.
+func (m *Server) BaseURL(key string) string {
 	return "http://" + m.ln.Addr().String() + "/c/" + key
 }
 
-// script registers a conversation; a key is used once.
-func (m *model) script(key string, delay time.Duration, turns []turn) {
+// Script registers a conversation; a key is used once.
+func (m *Server) Script(key string, delay time.Duration, turns []Turn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.convs[key] = &conversation{key: key, turns: turns, delay: delay, vars: map[string]string{}}
 }
 
-// result reports what became of the conversation key.
-func (m *model) result(key string) conversationResult {
+// Result reports what became of the conversation key.
+func (m *Server) Result(key string) Result {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.convs[key]
 	if c == nil {
-		return conversationResult{Problems: []string{"no such conversation " + key}}
+		return Result{Problems: []string{"no such conversation " + key}}
 	}
-	r := conversationResult{Requests: len(c.requests), Checked: c.checked, Tools: append([]string(nil), c.tools...),
+	r := Result{Requests: len(c.requests), Checked: c.checked, Tools: append([]string(nil), c.tools...),
 		Finished: c.finished, Problems: append([]string(nil), c.problems...)}
 	if len(c.requests) > 0 {
 		r.First, r.Last = c.requests[0], c.requests[len(c.requests)-1]
@@ -164,9 +167,9 @@ func (m *model) result(key string) conversationResult {
 	return r
 }
 
-// problem is the conversation's failure: it holds the first problem and
+// Problem is the conversation's failure: it holds the first problem and
 // whether the conversation played through to its final answer.
-func (r conversationResult) problem() error {
+func (r Result) Problem() error {
 	switch {
 	case len(r.Problems) > 0:
 		return fmt.Errorf("the scripted model: %s", strings.Join(r.Problems, "; "))
@@ -222,26 +225,27 @@ func (b contentBlock) text() string {
 // toolResults are every tool_result in the conversation, in order. A
 // request's messages hold role "system" entries after user turns (Claude
 // Code 2.1.328), so the whole conversation is read, not its last message.
-func (r messagesRequest) toolResults() []toolResult {
-	var out []toolResult
+func (r messagesRequest) toolResults() []ToolResult {
+	var out []ToolResult
 	for _, msg := range r.Messages {
 		if msg.Role != "user" {
 			continue
 		}
 		for _, b := range blocks(msg.Content) {
 			if b.Type == "tool_result" {
-				out = append(out, toolResult{ID: b.ToolUseID, Content: b.text(), IsError: b.IsError})
+				out = append(out, ToolResult{ID: b.ToolUseID, Content: b.text(), IsError: b.IsError})
 			}
 		}
 	}
 	return out
 }
 
-func toolUseID(key string, i int) string { return fmt.Sprintf("toolu_%s_%d", key, i) }
+// ToolUseID is the id of the conversation key's i-th tool call.
+func ToolUseID(key string, i int) string { return fmt.Sprintf("toolu_%s_%d", key, i) }
 
 // ServeHTTP answers POST /c/<key>/v1/messages and logs everything else as
 // not understood.
-func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (m *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	if err != nil {
 		http.Error(w, "read body", http.StatusBadRequest)
@@ -293,7 +297,7 @@ func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // yet and returns the answer: the next tool call, or the final answer, or
 // (after a failed check) a final answer naming the problem. It runs with
 // m.mu held.
-func (c *conversation) next(req messagesRequest, m *model) []sseEvent {
+func (c *conversation) next(req messagesRequest, m *Server) []sseEvent {
 	results := req.toolResults()
 	tools := len(c.turns) - 1 // the last turn is the final answer
 	for i := c.checked; i < len(results); i++ {
@@ -302,11 +306,11 @@ func (c *conversation) next(req messagesRequest, m *model) []sseEvent {
 		switch {
 		case i >= tools:
 			err = fmt.Errorf("tool result %d after the last tool call", i+1)
-		case res.ID != toolUseID(c.key, i):
-			err = fmt.Errorf("tool result %d answers %q, want %q", i+1, res.ID, toolUseID(c.key, i))
+		case res.ID != ToolUseID(c.key, i):
+			err = fmt.Errorf("tool result %d answers %q, want %q", i+1, res.ID, ToolUseID(c.key, i))
 		default:
-			if err = c.turns[i].check(res, c.vars); err != nil {
-				err = fmt.Errorf("tool result %d (%s): %w", i+1, c.turns[i].tool, err)
+			if err = c.turns[i].Check(res, c.vars); err != nil {
+				err = fmt.Errorf("tool result %d (%s): %w", i+1, c.turns[i].Tool, err)
 			}
 		}
 		c.checked = i + 1
@@ -320,20 +324,20 @@ func (c *conversation) next(req messagesRequest, m *model) []sseEvent {
 		return textAnswer(req.Model, "The scripted model stops here: "+c.problems[0])
 	case c.finished:
 		m.notUnderstood(c, "a request after the final answer")
-		return textAnswer(req.Model, c.turns[tools].text)
+		return textAnswer(req.Model, c.turns[tools].Text)
 	case len(results) < tools:
 		t := c.turns[len(results)]
-		c.tools = append(c.tools, t.tool)
-		return toolAnswer(req.Model, toolUseID(c.key, len(results)), t.tool, expand(t.input, c.vars))
+		c.tools = append(c.tools, t.Tool)
+		return toolAnswer(req.Model, ToolUseID(c.key, len(results)), t.Tool, expand(t.Input, c.vars))
 	default:
 		c.finished = true
-		return textAnswer(req.Model, c.turns[tools].text)
+		return textAnswer(req.Model, c.turns[tools].Text)
 	}
 }
 
 // notUnderstood records a problem of c (nil: a request for no
 // conversation) in model-problems.log. It runs with m.mu held.
-func (m *model) notUnderstood(c *conversation, what string) {
+func (m *Server) notUnderstood(c *conversation, what string) {
 	key := "-"
 	if c != nil {
 		key = c.key
@@ -344,7 +348,7 @@ func (m *model) notUnderstood(c *conversation, what string) {
 
 // logRequest writes one request as a JSON line; the API key is replaced
 // by its length. It runs with m.mu held.
-func (m *model) logRequest(n int, at time.Time, r *http.Request, key string, body []byte) {
+func (m *Server) logRequest(n int, at time.Time, r *http.Request, key string, body []byte) {
 	headers := map[string]string{}
 	for k, v := range r.Header {
 		headers[strings.ToLower(k)] = strings.Join(v, ", ")
@@ -411,10 +415,10 @@ func writeAPIError(w http.ResponseWriter, status int, typ, msg string) {
 
 // Checks of tool results.
 
-// succeeded is a check that the tool did not report an error and its
+// Succeeded is a check that the tool did not report an error and its
 // output passes f.
-func succeeded(f func(out string) error) check {
-	return func(r toolResult, _ map[string]string) error {
+func Succeeded(f func(out string) error) Check {
+	return func(r ToolResult, _ map[string]string) error {
 		if r.IsError {
 			return fmt.Errorf("the tool reported an error: %s", truncate(r.Content, 300))
 		}
@@ -422,9 +426,9 @@ func succeeded(f func(out string) error) check {
 	}
 }
 
-// exactly is a check that the output is want (trailing newlines aside).
-func exactly(want string) check {
-	return succeeded(func(out string) error {
+// Exactly is a check that the output is want (trailing newlines aside).
+func Exactly(want string) Check {
+	return Succeeded(func(out string) error {
 		if strings.TrimRight(out, "\n") != strings.TrimRight(want, "\n") {
 			return fmt.Errorf("output %q, want %q", truncate(out, 300), want)
 		}
@@ -432,10 +436,10 @@ func exactly(want string) check {
 	})
 }
 
-// readBack is a check that a Read of a file returned content: the Read
+// ReadBack is a check that a Read of a file returned content: the Read
 // tool numbers lines ("1\tline one\n2\t…").
-func readBack(content string) check {
-	return succeeded(func(out string) error {
+func ReadBack(content string) Check {
+	return Succeeded(func(out string) error {
 		var got bytes.Buffer
 		for i, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 			num, text, ok := strings.Cut(strings.TrimLeft(line, " "), "\t")
@@ -451,9 +455,9 @@ func readBack(content string) check {
 	})
 }
 
-// containing is a check that the output holds every one of parts.
-func containing(parts ...string) check {
-	return succeeded(func(out string) error {
+// Containing is a check that the output holds every one of parts.
+func Containing(parts ...string) Check {
+	return Succeeded(func(out string) error {
 		for _, p := range parts {
 			if !strings.Contains(out, p) {
 				return fmt.Errorf("output %q lacks %q", truncate(out, 300), p)
@@ -461,4 +465,12 @@ func containing(parts ...string) check {
 		}
 		return nil
 	})
+}
+
+// truncate is s cut to n bytes, "…" marking a cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
