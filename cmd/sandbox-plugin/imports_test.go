@@ -37,7 +37,14 @@ var layers = []struct {
 	{"fake", 6},
 	{"bench", 7},
 	{"cmd", 7},
-	{"e2e", 7},
+	{"e2e", 9},
+	{"e2e/server/bridge", 8},
+	{"e2e/server/registry", 8},
+	{"e2e/server/model", 7},
+	{"e2e/server/proc", 7},
+	{"e2e/server/recorder", 7},
+	{"e2e/server/simctl", 7},
+	{"e2e/server/trace", 7},
 }
 
 func rankOf(pkg string) (int, bool) {
