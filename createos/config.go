@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -42,6 +43,9 @@ type Config struct {
 	EgressAllowlist       []string
 	// v0.3: a paused sandbox that leases are forked from.
 	Snapshot *string
+	// RequestsPerMinute is the worker's request budget to this API origin
+	// and key (api.Limiter).
+	RequestsPerMinute int
 }
 
 // DefaultAutoPauseAfterSeconds is the v0.2 idle window of a warm lease.
@@ -115,8 +119,24 @@ func parseV02(raw handlers.Object, c *Config) error {
 	if c.EgressAllowlist, err = allowlist(raw["egressAllowlist"], errEgressList, true); err != nil {
 		return err
 	}
-	c.Snapshot, err = text(raw, "snapshot")
+	if c.Snapshot, err = text(raw, "snapshot"); err != nil {
+		return err
+	}
+	c.RequestsPerMinute, err = requestsPerMinute(raw["requestsPerMinute"])
 	return err
+}
+
+// requestsPerMinute reads the budget: an integer in
+// [api.MinPerMinute, api.MaxPerMinute], api.DefaultPerMinute when unset.
+func requestsPerMinute(v any) (int, error) {
+	if v == nil {
+		return api.DefaultPerMinute, nil
+	}
+	f, ok := number(v)
+	if !ok || math.IsNaN(f) || f != math.Trunc(f) || f < api.MinPerMinute || f > api.MaxPerMinute {
+		return 0, errRequestsPerMinute
+	}
+	return int(f), nil
 }
 
 func autoPause(v any) (int64, error) {
@@ -324,6 +344,7 @@ func (c Config) Normalized() handlers.Object {
 		"timeoutMs": c.TimeoutMs, "reuseLease": c.ReuseLease,
 		"autoPauseAfterSeconds": c.AutoPauseAfterSeconds, "rootfsByAdapter": c.RootfsByAdapter,
 		"egressAllowlist": c.EgressAllowlist, "snapshot": strOrNil(c.Snapshot),
+		"requestsPerMinute": c.RequestsPerMinute,
 	}
 }
 

@@ -58,7 +58,7 @@ var (
 
 // sharedPacer is the worker-wide pacer every Driver uses by default: all
 // leases, commands and cleanups to one origin share its budget.
-var sharedPacer = api.NewRequestPacer(api.RequestInterval)
+var sharedPacer = api.NewLimiter()
 
 // Option configures a Driver.
 type Option func(*Driver)
@@ -125,6 +125,7 @@ func (d *Driver) client(cfg Config) (*api.Client, error) {
 	return api.New(api.Options{
 		Origin: cfg.APIURL, Key: key, Shape: cfg.Shape, Timeout: cfg.timeout(),
 		HTTP: d.http, Pacer: d.pacer, Poll: d.pollInterval, MaxDownload: d.maxDownload, ForkRetry: d.forkRetry,
+		PerMinute: cfg.RequestsPerMinute,
 	}), nil
 }
 
@@ -222,6 +223,8 @@ func (d *Driver) Declaration() handlers.DriverDeclaration {
 					"description": "Hosts or CIDRs the sandbox may reach; empty allows all. A run's network grants are added."},
 				"snapshot": handlers.Object{"type": "string", "examples": []string{"sb-..."},
 					"description": "A paused sandbox (a captured template) that leases are forked from."},
+				"requestsPerMinute": handlers.Object{"type": "integer", "minimum": api.MinPerMinute, "maximum": api.MaxPerMinute, "default": api.DefaultPerMinute,
+					"description": "Requests a minute this worker sends to the CreateOS API with this key (the provider allows 300 per caller). Set less when other workers or clients share the key or the address."},
 			},
 		},
 	}

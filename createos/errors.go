@@ -3,6 +3,7 @@ package createos
 import (
 	"errors"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
@@ -119,6 +120,7 @@ var (
 	errCustomEndpointKey = operator.New("Custom CreateOS API endpoints require an explicit environment API key; the host fallback is only available for https://api.sb.createos.sh.")
 	errReuseLease        = operator.New("reuseLease must be a boolean.")
 	errTimeoutRange      = operator.Errorf("timeoutMs must be an integer between 1 and %d.", maxTimeoutMs)
+	errRequestsPerMinute = operator.Errorf("requestsPerMinute must be an integer between %d and %d (the provider allows 300 a minute per caller; set less when other clients share this API key or address).", api.MinPerMinute, api.MaxPerMinute)
 	errAutoPauseRange    = operator.Errorf("autoPauseAfterSeconds must be an integer between %d and %d.", minAutoPauseSeconds, maxAutoPauseSeconds)
 	errRootfsMap         = operator.New("rootfsByAdapter must be an object of adapter names to root filesystems.")
 	errRootfsEntries     = operator.New("rootfsByAdapter must contain non-empty adapter and root filesystem strings.")

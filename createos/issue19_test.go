@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/rs/zerolog"
 
@@ -120,7 +121,7 @@ type holdingPacer struct {
 
 func (p *holdingPacer) arm() { p.mu.Lock(); p.armed = true; p.mu.Unlock() }
 
-func (p *holdingPacer) Wait(ctx context.Context, _ string) error {
+func (p *holdingPacer) Wait(ctx context.Context, _ api.Account) error {
 	p.mu.Lock()
 	hold := p.armed
 	if hold {

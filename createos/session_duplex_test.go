@@ -238,7 +238,7 @@ type urgentPacer struct {
 	urgent, normal int
 }
 
-func (p *urgentPacer) Wait(ctx context.Context, _ string) error {
+func (p *urgentPacer) Wait(ctx context.Context, _ api.Account) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if api.IsUrgent(ctx) {
@@ -342,9 +342,9 @@ func TestDuplexRequestsArePaced(t *testing.T) {
 	srv, d, bp := sessionServer(t, createostest.Options{})
 	l := leaseOn(t, d, bp)
 	var waits atomic.Int64
-	d.pacer = api.PacerFunc(func(ctx context.Context, origin string) error {
+	d.pacer = api.PacerFunc(func(ctx context.Context, a api.Account) error {
 		waits.Add(1)
-		return api.NoPacing.Wait(ctx, origin)
+		return api.NoPacing.Wait(ctx, a)
 	})
 	sink := newRecSink(t)
 	from := len(srv.Requests())

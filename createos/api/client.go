@@ -24,9 +24,10 @@ const maxJSONBody = 16 << 20
 // Client talks to one CreateOS origin with one key. Every request goes to
 // ${origin}/v1${path}, carries X-Api-Key, refuses redirects and is paced.
 type Client struct {
-	origin string
-	key    string
-	shape  string
+	origin  string
+	key     string
+	account Account
+	shape   string
 	// timeout bounds a sandbox delete made for cleanup.
 	timeout time.Duration
 	http    *http.Client
@@ -52,6 +53,9 @@ type Options struct {
 	Poll        time.Duration
 	MaxDownload int64
 	ForkRetry   time.Duration
+	// PerMinute is the account's request budget (config.requestsPerMinute;
+	// 0 for DefaultPerMinute).
+	PerMinute int
 }
 
 // DefaultPoll is the transition polling interval.
@@ -63,6 +67,10 @@ func New(o Options) *Client {
 		origin: o.Origin, key: o.Key, shape: o.Shape, timeout: o.Timeout,
 		http: noRedirects(o.HTTP), pacer: o.Pacer, poll: o.Poll,
 		maxDownload: o.MaxDownload, forkRetry: o.ForkRetry,
+	}
+	c.account = Account{ID: AccountID(o.Origin, c.KeyDigest()), PerMinute: o.PerMinute}
+	if c.account.PerMinute <= 0 {
+		c.account.PerMinute = DefaultPerMinute
 	}
 	if c.pacer == nil {
 		c.pacer = NoPacing
@@ -115,8 +123,49 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte, 
 // APIError without reading the body. A request that was never handed to
 // the transport (the pacer or ctx refused it first, or it could not be
 // built) fails with an *unsentError: it cannot have reached the provider.
-func (c *Client) Send(ctx context.Context, method, path string, body io.Reader, size int64, hdr http.Header) (*http.Response, error) {
-	if err := c.pacer.Wait(ctx, c.origin); err != nil {
+//
+// A rejection (429, or 503 with Retry-After) was not processed: the pacer
+// is told, and the same request is sent again after Retry-After while
+// that fits in ctx's deadline (the body is rewound); past it, the error
+// says the rate limit outlasted the call.
+func (c *Client) Send(ctx context.Context, method, path string, body io.ReadSeeker, size int64, hdr http.Header) (*http.Response, error) {
+	for attempt := 1; ; attempt++ {
+		resp, err := c.sendOnce(ctx, method, path, body, size, hdr)
+		var ae *APIError
+		if !errors.As(err, &ae) || !ae.rejected {
+			return resp, err
+		}
+		if r, ok := c.pacer.(Rejecter); ok {
+			r.Rejected(ctx, c.account)
+		}
+		if attempt == maxRejections || !fitsDeadline(ctx, ae.retryAfter) {
+			ae.outlasted = true
+			return nil, ae
+		}
+		if err := sleep(ctx, ae.retryAfter); err != nil {
+			return nil, &unsentError{err}
+		}
+		if body != nil {
+			if _, err := body.Seek(0, io.SeekStart); err != nil {
+				return nil, &unsentError{err}
+			}
+		}
+	}
+}
+
+// maxRejections bounds the sends of one request the provider keeps
+// refusing, whatever the deadline.
+const maxRejections = 20
+
+// fitsDeadline reports whether waiting d leaves ctx time to send again.
+func fitsDeadline(ctx context.Context, d time.Duration) bool {
+	end, ok := ctx.Deadline()
+	return !ok || time.Until(end) > d
+}
+
+// sendOnce is one send of Send's request.
+func (c *Client) sendOnce(ctx context.Context, method, path string, body io.Reader, size int64, hdr http.Header) (*http.Response, error) {
+	if err := c.pacer.Wait(ctx, c.account); err != nil {
 		return nil, &unsentError{err}
 	}
 	if ctx.Err() != nil {
@@ -146,7 +195,7 @@ func (c *Client) Send(ctx context.Context, method, path string, body io.Reader, 
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		resp.Body.Close()
-		return nil, &APIError{Status: resp.StatusCode, Label: operationLabel(path)}
+		return nil, statusError(resp, operationLabel(path))
 	}
 	return resp, nil
 }
@@ -439,5 +488,13 @@ func (c *Client) Timeout() time.Duration { return c.timeout }
 // caller's account where the key itself must not appear.
 func (c *Client) KeyDigest() string {
 	sum := sha256.Sum256([]byte(c.key))
+	return hex.EncodeToString(sum[:])
+}
+
+// AccountID names an origin and key (the pacer's accounts, cleanup
+// marks): the hex SHA-256 of both, the key as its digest.
+func AccountID(origin, keyDigest string) string {
+	b, _ := json.Marshal([]string{origin, keyDigest})
+	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

@@ -3,6 +3,10 @@ package api
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 )
@@ -13,10 +17,57 @@ type APIError struct {
 	Status int
 	// Label is chosen from the request path only.
 	Label string
+
+	// rejected is a rate-limit answer (429, or 503 with Retry-After): the
+	// request was not processed and may be sent again after retryAfter.
+	rejected   bool
+	retryAfter time.Duration
+	// outlasted is a rejection Send gave up on: the wait it asked for did
+	// not fit in the call's deadline.
+	outlasted bool
 }
 
 func (e *APIError) Error() string {
+	if e.outlasted {
+		return fmt.Sprintf("CreateOS rate limit (HTTP %d) during %s outlasted the call: the provider asked to wait longer than the call had left. Retry later; if other clients share this API key or address, lower requestsPerMinute.", e.Status, e.Label)
+	}
 	return fmt.Sprintf("CreateOS request failed (HTTP %d) during %s.", e.Status, e.Label)
+}
+
+// defaultRetryAfter is the wait after a 429 that names none.
+const defaultRetryAfter = time.Second
+
+// statusError is the APIError of a non-2xx answer: a 429, and a 503 that
+// carries Retry-After, are rejections, with the wait they ask for.
+func statusError(resp *http.Response, label string) *APIError {
+	e := &APIError{Status: resp.StatusCode, Label: label}
+	ra, hasRA := retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		e.rejected, e.retryAfter = true, defaultRetryAfter
+		if hasRA {
+			e.retryAfter = ra
+		}
+	case resp.StatusCode == http.StatusServiceUnavailable && hasRA:
+		e.rejected, e.retryAfter = true, ra
+	}
+	return e
+}
+
+// retryAfter reads a Retry-After header: delay-seconds or an HTTP date
+// (RFC 9110 10.2.3), never negative.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, t.Sub(now)), true
+	}
+	return 0, false
 }
 
 // OperatorMessage marks the text as written for operators: it holds only
@@ -47,7 +98,8 @@ func (e *unsentError) Unwrap() error { return e.cause }
 
 // MayHaveCreated reports whether a creation request that answered err may
 // have created something all the same: unless it was never sent, or the
-// provider refused it (an HTTP status below 500), it may have.
+// provider refused it (an HTTP status below 500, or a rate-limit rejection,
+// which was not processed), it may have.
 func MayHaveCreated(err error) bool {
 	var unsent *unsentError
 	var ae *APIError
@@ -57,7 +109,7 @@ func MayHaveCreated(err error) bool {
 	case errors.As(err, &unsent):
 		return false
 	case errors.As(err, &ae):
-		return ae.Status >= 500
+		return ae.Status >= 500 && !ae.rejected
 	}
 	return true
 }

@@ -2,133 +2,213 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
 )
 
-// RequestInterval is the minimum spacing of request starts to one API
-// origin: the provider allows 300 requests a minute per caller IP.
-const RequestInterval = 300 * time.Millisecond
+// The provider documents a budget of 300 requests a minute per caller,
+// without saying whether it counts them in a sliding window or drains a
+// bucket without burst. The limiter keeps under both: at most PerMinute
+// requests in any 60 s (a token bucket whose burst and minute of refill
+// add up to PerMinute), and after a rejection, steady spacing that doubles
+// on the next rejection and halves after each quiet period until the full
+// budget is back. The arithmetic is in docs/performance.md.
 
-// Pacer is awaited before every request to origin. It returns nil when the
-// request may start, or ctx's cause when ctx ends first.
+const (
+	// DefaultPerMinute is the budget a worker keeps to one account when the
+	// config sets none: a tenth below the documented 300, for the provider's
+	// clock, requests that end sessions (which never wait), and a
+	// rejection's retry.
+	DefaultPerMinute = 270
+	// MinPerMinute and MaxPerMinute bound config.requestsPerMinute.
+	MinPerMinute = 10
+	MaxPerMinute = 300
+
+	// quietPeriod is how long a slowed account goes without a rejection
+	// before its spacing halves (and, at steady spacing, before the full
+	// budget is back).
+	quietPeriod = 30 * time.Second
+	// escalateAfter is how long after a change a rejection doubles the
+	// spacing again: rejections of requests sent before the change say
+	// nothing about it.
+	escalateAfter = 5 * time.Second
+	// maxSpacing bounds the spacing of a slowed account.
+	maxSpacing = 10 * time.Second
+)
+
+// Account is whom a request counts against: an API origin with one key,
+// and that account's budget.
+type Account struct {
+	// ID is the hex SHA-256 of the origin and the key's digest; never the
+	// key or the URL.
+	ID        string
+	PerMinute int
+}
+
+// Pacer is awaited before every request of account. It returns nil when
+// the request may start, or ctx's cause when ctx ends first.
 type Pacer interface {
-	Wait(ctx context.Context, origin string) error
+	Wait(ctx context.Context, a Account) error
+}
+
+// Rejecter is a Pacer that learns from the provider's rejections: a 429,
+// or a 503 carrying Retry-After, of a request of a.
+type Rejecter interface {
+	Rejected(ctx context.Context, a Account)
 }
 
 // PacerFunc adapts a function to Pacer.
-type PacerFunc func(ctx context.Context, origin string) error
+type PacerFunc func(ctx context.Context, a Account) error
 
 // Wait implements Pacer.
-func (f PacerFunc) Wait(ctx context.Context, origin string) error { return f(ctx, origin) }
+func (f PacerFunc) Wait(ctx context.Context, a Account) error { return f(ctx, a) }
 
 // NoPacing starts every request at once; tests use it.
-var NoPacing Pacer = PacerFunc(func(ctx context.Context, _ string) error {
+var NoPacing Pacer = PacerFunc(func(ctx context.Context, _ Account) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
 	return nil
 })
 
-// Urgent marks ctx's requests as ones that end a session. The pacer starts
-// an urgent request before every queued request that is not urgent (still
-// spaced): the host retires the whole worker when a session close is not
-// acknowledged within 10 s, and on an origin the host's pollers keep busy
-// (two per file-bridge run, an execute every 100 ms each) a close behind
+// Urgent marks ctx's requests as ones that end a session: they start at
+// once, whatever the budget, and the requests after them pay for them. The
+// host retires the whole worker when a session close is not acknowledged
+// within 10 s, and on an account the host's pollers keep busy (two per
+// file-bridge run, an execute every 100 ms each) a close queued behind
 // them would wait for all of them.
 func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
 
 type urgentKey struct{}
 
+// IsUrgent reports whether ctx was marked by Urgent.
 func IsUrgent(ctx context.Context) bool { u, _ := ctx.Value(urgentKey{}).(bool); return u }
 
-// RequestPacer spaces request starts per origin: each start is at least
-// interval after the previous start to the same origin, urgent requests
-// first, each class in arrival order. A waiter whose context ends while it
-// is queued leaves at once, and its turn consumes no spacing, so the others
-// keep their order and spacing.
-type RequestPacer struct {
-	interval time.Duration
-
+// Limiter is the worker-wide Pacer and Rejecter: one budget per account,
+// shared by every lease, command, stream reconnect and cleanup on it.
+type Limiter struct {
 	mu       sync.Mutex
-	accounts map[string]*account
+	accounts map[string]*budget
 }
 
-// account is one origin's queue; p.mu guards it.
-type account struct {
-	lastStarted time.Time
-	queues      [2][]chan struct{} // urgent, then the rest; a turn's channel closes when it may start
-	timer       *time.Timer        // set while the next start is scheduled
+// NewLimiter returns a limiter with no account yet.
+func NewLimiter() *Limiter { return &Limiter{accounts: map[string]*budget{}} }
+
+// budget is one account's state; Limiter.mu guards the fields.
+type budget struct {
+	perMinute int
+	full      *rate.Limiter
+	// slow is set after a rejection: one request per spacing.
+	slow    *rate.Limiter
+	spacing time.Duration
+	changed time.Time // the last change of slow
 }
 
-// NewRequestPacer returns a pacer with the given spacing.
-func NewRequestPacer(interval time.Duration) *RequestPacer {
-	return &RequestPacer{interval: interval, accounts: map[string]*account{}}
+// fullBudget is a token bucket that admits at most perMinute requests in
+// any 60 s: a burst of a third of them at once, the rest refilled over the
+// minute (burst + 60 s × rate = perMinute).
+func fullBudget(perMinute int) *rate.Limiter {
+	burst := max(1, perMinute/3)
+	return rate.NewLimiter(rate.Limit(float64(perMinute-burst)/60), burst)
 }
 
-// Wait implements Pacer.
-func (p *RequestPacer) Wait(ctx context.Context, origin string) error {
+// steadySpacing is a budget's spacing when it is spread evenly.
+func steadySpacing(perMinute int) time.Duration { return time.Minute / time.Duration(perMinute) }
+
+// Wait implements Pacer: the request starts once the account's budget,
+// and its spacing if it was slowed, hold a turn for it. A waiter whose ctx
+// ends leaves at once and gives its turn back.
+func (l *Limiter) Wait(ctx context.Context, a Account) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	sum := sha256.Sum256([]byte(origin))
-	key := hex.EncodeToString(sum[:])
-	turn := make(chan struct{})
-	class := 1
-	if IsUrgent(ctx) {
-		class = 0
+	now := time.Now()
+	l.mu.Lock()
+	b := l.budgetOf(a)
+	l.recover(ctx, b, now)
+	turns := []*rate.Reservation{b.full.ReserveN(now, 1)}
+	if b.slow != nil {
+		turns = append(turns, b.slow.ReserveN(now, 1))
 	}
-	p.mu.Lock()
-	a := p.accounts[key]
-	if a == nil {
-		a = &account{}
-		p.accounts[key] = a
+	l.mu.Unlock()
+	var delay time.Duration
+	for _, r := range turns {
+		delay = max(delay, r.DelayFrom(now))
 	}
-	a.queues[class] = append(a.queues[class], turn)
-	p.startLocked(a)
-	p.mu.Unlock()
-
+	if delay == 0 || IsUrgent(ctx) {
+		return nil
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
 	select {
-	case <-turn:
+	case <-t.C:
 		return nil
 	case <-ctx.Done():
+		for _, r := range turns {
+			r.Cancel()
+		}
+		return context.Cause(ctx)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if i := slices.Index(a.queues[class], turn); i >= 0 {
-		a.queues[class] = slices.Delete(a.queues[class], i, i+1)
-	}
-	// Started as ctx ended, the turn is spent; either way the request
-	// does not start.
-	return context.Cause(ctx)
 }
 
-// startLocked starts the queued turns whose time has come and schedules
-// the next one. p.mu is held.
-func (p *RequestPacer) startLocked(a *account) {
-	for a.timer == nil {
-		q := &a.queues[0]
-		if len(*q) == 0 {
-			q = &a.queues[1]
-		}
-		if len(*q) == 0 {
-			return
-		}
-		if wait := time.Until(a.lastStarted.Add(p.interval)); wait > 0 {
-			a.timer = time.AfterFunc(wait, func() {
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				a.timer = nil
-				p.startLocked(a)
-			})
-			return
-		}
-		turn := (*q)[0]
-		*q = (*q)[1:]
-		a.lastStarted = time.Now()
-		close(turn)
+// budgetOf is a's budget, made on first use or when its size changed.
+// l.mu is held.
+func (l *Limiter) budgetOf(a Account) *budget {
+	per := a.PerMinute
+	if per <= 0 {
+		per = DefaultPerMinute
 	}
+	b := l.accounts[a.ID]
+	if b == nil || b.perMinute != per {
+		b = &budget{perMinute: per, full: fullBudget(per)}
+		l.accounts[a.ID] = b
+	}
+	return b
+}
+
+// Rejected implements Rejecter: the first rejection spaces the account's
+// requests evenly over its budget; one that comes escalateAfter after the
+// last change doubles the spacing.
+func (l *Limiter) Rejected(ctx context.Context, a Account) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.budgetOf(a)
+	switch {
+	case b.slow == nil:
+		b.setSpacing(steadySpacing(b.perMinute), now)
+	case now.Sub(b.changed) >= escalateAfter && b.spacing < maxSpacing:
+		b.setSpacing(min(2*b.spacing, maxSpacing), now)
+	default:
+		b.changed = now // still being refused: the quiet period starts again
+		return
+	}
+	zerolog.Ctx(ctx).Info().Dur("spacing", b.spacing).Int("budgetPerMinute", b.perMinute).
+		Msg("CreateOS rate limit: the provider refused a request; requests to this API account are now spaced out")
+}
+
+// recover halves a slowed account's spacing after each quiet period, and
+// gives the full budget back once steady spacing has been quiet too.
+// l.mu is held.
+func (l *Limiter) recover(ctx context.Context, b *budget, now time.Time) {
+	if b.slow == nil || now.Sub(b.changed) < quietPeriod {
+		return
+	}
+	log := zerolog.Ctx(ctx).Info().Int("budgetPerMinute", b.perMinute)
+	if steady := steadySpacing(b.perMinute); b.spacing > steady {
+		b.setSpacing(max(b.spacing/2, steady), now)
+		log.Dur("spacing", b.spacing).Msg("CreateOS rate limit: no refusal for a while; requests to this API account are spaced less")
+		return
+	}
+	b.slow = nil
+	b.changed = now
+	log.Msg("CreateOS rate limit: no refusal for a while; this API account has its full budget again")
+}
+
+func (b *budget) setSpacing(d time.Duration, now time.Time) {
+	b.spacing, b.changed = d, now
+	b.slow = rate.NewLimiter(rate.Every(d), 1)
 }

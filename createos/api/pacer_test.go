@@ -1,217 +1,196 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
-// The pacer tests run in a synctest bubble: time is virtual, so spacing is
-// asserted exactly and nothing depends on the machine's speed.
+// The limiter tests run in a synctest bubble: time is virtual, so budgets
+// and spacing are asserted exactly and nothing depends on the machine's
+// speed.
 
-// "spaces concurrent requests to one endpoint across clients"
-func TestPacerSpacesConcurrentRequestsToOneEndpoint(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := NewRequestPacer(RequestInterval)
-		var mu sync.Mutex
-		var starts []time.Time
-		var wg sync.WaitGroup
-		for range 3 {
-			wg.Go(func() {
-				if err := p.Wait(t.Context(), "https://pacing.test"); err != nil {
-					t.Error(err)
-				}
-				mu.Lock()
-				starts = append(starts, time.Now())
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		for i := 1; i < len(starts); i++ {
-			if gap := starts[i].Sub(starts[i-1]); gap < RequestInterval {
-				t.Errorf("start %d came %v after the previous one", i, gap)
-			}
-		}
-		// Another origin does not wait for this one.
-		t0 := time.Now()
-		if err := p.Wait(t.Context(), "https://other.test"); err != nil || time.Since(t0) != 0 {
-			t.Errorf("other origin waited %v (%v)", time.Since(t0), err)
-		}
-	})
-}
+var acct = Account{ID: "a", PerMinute: 270}
 
-// "an aborted queued request does not block cleanup"
-func TestPacerAbortedRequestDoesNotBlockCleanup(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := NewRequestPacer(RequestInterval)
-		if err := p.Wait(t.Context(), "https://pacing.test"); err != nil {
+// starts waits n times on l for a, one after another, and returns when
+// each start came.
+func starts(t *testing.T, l *Limiter, a Account, n int) []time.Time {
+	t.Helper()
+	out := make([]time.Time, 0, n)
+	for range n {
+		if err := l.Wait(t.Context(), a); err != nil {
 			t.Fatal(err)
 		}
-		cancelled := errors.New("cancelled")
-		ctx, cancel := context.WithCancelCause(t.Context())
-		cancel(cancelled)
-		if err := p.Wait(ctx, "https://pacing.test"); err != cancelled {
-			t.Fatalf("pre-aborted wait: %v, want the cancellation reason", err)
-		}
-		t0 := time.Now()
-		if err := p.Wait(t.Context(), "https://pacing.test"); err != nil {
-			t.Fatal(err)
-		}
-		// The aborted turn consumed no spacing: the next start is measured
-		// from the last real start.
-		if got := time.Since(t0); got != RequestInterval {
-			t.Errorf("cleanup waited %v, want %v", got, RequestInterval)
-		}
-	})
-}
-
-// "cancels promptly behind other queued requests without disturbing their
-// spacing"
-func TestPacerCancelsPromptlyBehindQueuedRequests(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := NewRequestPacer(RequestInterval)
-		const origin = "https://pacing.test"
-		if err := p.Wait(t.Context(), origin); err != nil {
-			t.Fatal(err)
-		}
-		first := time.Now()
-		earlier := make(chan time.Time, 1)
-		go func() {
-			_ = p.Wait(t.Context(), origin)
-			earlier <- time.Now()
-		}()
-		synctest.Wait() // the earlier request is queued, sleeping
-		ctx, cancel := context.WithCancelCause(t.Context())
-		later := make(chan error, 1)
-		go func() { later <- p.Wait(ctx, origin) }()
-		synctest.Wait()
-		reason := errors.New("cancelled")
-		cancel(reason)
-		synctest.Wait()
-		select {
-		case err := <-later:
-			if err != reason {
-				t.Errorf("cancelled wait: %v", err)
-			}
-		default:
-			t.Fatal("the cancelled wait did not return before the earlier request started")
-		}
-		select {
-		case <-earlier:
-			t.Fatal("the earlier request started too soon")
-		default:
-		}
-		at := <-earlier
-		if at.Sub(first) != RequestInterval {
-			t.Errorf("earlier request started %v after the first, want %v", at.Sub(first), RequestInterval)
-		}
-		t0 := time.Now()
-		if err := p.Wait(t.Context(), origin); err != nil {
-			t.Fatal(err)
-		}
-		if got := time.Since(t0); got != RequestInterval {
-			t.Errorf("subsequent wait took %v, want %v", got, RequestInterval)
-		}
-	})
-}
-
-func TestNoPacingHonoursCancellation(t *testing.T) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	reason := errors.New("stop")
-	cancel(reason)
-	if err := NoPacing.Wait(ctx, "x"); err != reason {
-		t.Errorf("got %v", err)
+		out = append(out, time.Now())
 	}
-	if err := NoPacing.Wait(context.Background(), "x"); err != nil {
-		t.Error(err)
-	}
+	return out
 }
 
-// An urgent request (one that ends a session) starts before the requests
-// queued ahead of it that are not urgent, still spaced; urgent requests
-// keep their own order.
-func TestPacerStartsUrgentRequestsFirst(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		queued string // in arrival order, after a first request: n normal, u urgent
-		want   string // the order they start in
-	}{
-		{"normal only", "nnn", "012"},
-		{"urgent behind normal", "nnu", "201"},
-		{"two urgent keep their order", "nunu", "1302"},
-		{"urgent only", "uu", "01"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+// busiest is the most starts in any window of length w.
+func busiest(at []time.Time, w time.Duration) int {
+	most := 0
+	for i := range at {
+		n := 0
+		for j := i; j < len(at) && at[j].Sub(at[i]) < w; j++ {
+			n++
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// A third of the budget starts at once, the rest is spread over the
+// minute, and no 60 s ever holds more than the budget.
+func TestLimiterKeepsTheBudgetInAnyMinute(t *testing.T) {
+	for _, per := range []int{MinPerMinute, 100, DefaultPerMinute, MaxPerMinute} {
+		t.Run("", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				p := NewRequestPacer(RequestInterval)
-				const origin = "https://pacing.test"
-				if err := p.Wait(t.Context(), origin); err != nil {
-					t.Fatal(err)
+				l := NewLimiter()
+				a := Account{ID: "a", PerMinute: per}
+				t0 := time.Now()
+				at := starts(t, l, a, 3*per)
+				burst := per / 3
+				if at[burst-1] != t0 || !at[burst].After(t0) {
+					t.Errorf("per %d: the first %d did not start at once (last %v, next %v)", per, burst, at[burst-1].Sub(t0), at[burst].Sub(t0))
 				}
-				var mu sync.Mutex
-				var order []byte
-				var starts []time.Time
-				var wg sync.WaitGroup
-				for i, c := range tc.queued {
-					ctx := t.Context()
-					if c == 'u' {
-						ctx = Urgent(ctx)
-					}
-					wg.Go(func() {
-						if err := p.Wait(ctx, origin); err != nil {
-							t.Error(err)
-						}
-						mu.Lock()
-						order = append(order, byte('0'+i))
-						starts = append(starts, time.Now())
-						mu.Unlock()
-					})
-					synctest.Wait() // queued in this order
-				}
-				wg.Wait()
-				if string(order) != tc.want {
-					t.Errorf("started in the order %s, want %s", order, tc.want)
-				}
-				for i := 1; i < len(starts); i++ {
-					if gap := starts[i].Sub(starts[i-1]); gap != RequestInterval {
-						t.Errorf("start %d came %v after the previous one, want %v", i, gap, RequestInterval)
-					}
+				if got := busiest(at, time.Minute); got > per {
+					t.Errorf("per %d: %d starts in one minute", per, got)
 				}
 			})
 		})
 	}
 }
 
-// A cancelled urgent request leaves the queue like any other: the normal
-// request behind it starts on its own turn.
-func TestPacerCancelledUrgentRequestLeaves(t *testing.T) {
+// Accounts do not share a budget; a changed budget is a new one.
+func TestLimiterAccountsAreSeparate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := NewRequestPacer(RequestInterval)
-		const origin = "https://pacing.test"
-		if err := p.Wait(t.Context(), origin); err != nil {
+		l := NewLimiter()
+		starts(t, l, acct, 90)
+		t0 := time.Now()
+		starts(t, l, Account{ID: "b", PerMinute: 270}, 90)
+		starts(t, l, Account{ID: "a", PerMinute: 30}, 10)
+		if time.Since(t0) != 0 {
+			t.Errorf("another account waited %v", time.Since(t0))
+		}
+	})
+}
+
+// A waiter whose context ends leaves at once with its cause and gives its
+// turn back; an urgent request never waits.
+func TestLimiterCancellationAndUrgency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLimiter()
+		starts(t, l, acct, 90)
+		cause := errors.New("released")
+		ctx, cancel := context.WithCancelCause(t.Context())
+		done := make(chan error)
+		go func() { done <- l.Wait(ctx, acct) }()
+		synctest.Wait()
+		cancel(cause)
+		if err := <-done; err != cause {
+			t.Fatalf("cancelled wait: %v, want its cause", err)
+		}
+		t0 := time.Now()
+		if err := l.Wait(t.Context(), acct); err != nil {
 			t.Fatal(err)
 		}
-		first := time.Now()
-		normal := make(chan time.Time, 1)
-		go func() {
-			_ = p.Wait(t.Context(), origin)
-			normal <- time.Now()
-		}()
-		synctest.Wait()
-		ctx, cancel := context.WithCancelCause(Urgent(t.Context()))
-		urgent := make(chan error, 1)
-		go func() { urgent <- p.Wait(ctx, origin) }()
-		synctest.Wait()
-		reason := errors.New("cancelled")
-		cancel(reason)
-		if err := <-urgent; err != reason {
-			t.Errorf("cancelled urgent wait: %v", err)
+		if got, want := time.Since(t0), time.Minute/180; got != want {
+			t.Errorf("the next waiter waited %v, want %v: the cancelled turn was not given back", got, want)
 		}
-		if at := <-normal; at.Sub(first) != RequestInterval {
-			t.Errorf("the normal request started %v after the first, want %v", at.Sub(first), RequestInterval)
+		t0 = time.Now()
+		if err := l.Wait(Urgent(t.Context()), acct); err != nil || time.Since(t0) != 0 {
+			t.Errorf("an urgent request waited %v (%v)", time.Since(t0), err)
+		}
+	})
+}
+
+// A rejection spaces the account evenly over its budget; another, once
+// the change is escalateAfter old, doubles the spacing; each quiet period
+// halves it, and after steady spacing is quiet too the full budget is
+// back. Each change is logged once at info.
+func TestLimiterSlowsDownOnRejectionAndRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		ctx := zerolog.New(&logs).WithContext(t.Context())
+		l := NewLimiter()
+		// gap is the spacing of two starts, to the microsecond (rate's
+		// arithmetic is in float seconds).
+		gap := func() time.Duration {
+			t.Helper()
+			at := starts(t, l, acct, 2)
+			return at[1].Sub(at[0]).Round(time.Microsecond)
+		}
+		steady := (time.Minute / 270).Round(time.Microsecond)
+		l.Rejected(ctx, acct)
+		l.Rejected(ctx, acct) // the same burst: no escalation
+		if g := gap(); g != steady {
+			t.Fatalf("after a rejection: spacing %v, want %v", g, steady)
+		}
+		time.Sleep(escalateAfter)
+		l.Rejected(ctx, acct)
+		if g := gap(); g != (2 * time.Minute / 270).Round(time.Microsecond) {
+			t.Fatalf("after a later rejection: spacing %v, want %v", g, 2*steady)
+		}
+		time.Sleep(quietPeriod)
+		if err := l.Wait(ctx, acct); err != nil {
+			t.Fatal(err)
+		}
+		if g := gap(); g != steady {
+			t.Fatalf("after a quiet period: spacing %v, want %v", g, steady)
+		}
+		time.Sleep(quietPeriod)
+		if err := l.Wait(ctx, acct); err != nil {
+			t.Fatal(err)
+		}
+		if g := gap(); g != 0 {
+			t.Fatalf("after two quiet periods: spacing %v, want the full budget back", g)
+		}
+		if n := strings.Count(logs.String(), `"level":"info"`); n != 4 {
+			t.Errorf("%d info lines, want one per change (4):\n%s", n, logs.String())
+		}
+	})
+}
+
+// NoPacing starts at once but honours an ended context.
+func TestNoPacingHonoursCancellation(t *testing.T) {
+	if err := NoPacing.Wait(t.Context(), acct); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := NoPacing.Wait(ctx, acct); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+// Many waiters at once share the budget without a race.
+func TestLimiterConcurrentWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLimiter()
+		var mu sync.Mutex
+		var at []time.Time
+		var wg sync.WaitGroup
+		for range 200 {
+			wg.Go(func() {
+				if err := l.Wait(t.Context(), acct); err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				at = append(at, time.Now())
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if got := busiest(slices.SortedFunc(slices.Values(at), time.Time.Compare), time.Minute); got > 270 {
+			t.Errorf("%d starts in one minute", got)
 		}
 	})
 }

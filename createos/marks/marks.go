@@ -11,7 +11,6 @@ package marks
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -265,11 +264,6 @@ func Default() Store {
 	return Store{dir: filepath.Join(os.TempDir(), DirPrefix+strconv.Itoa(os.Getuid()))}
 }
 
-// Account names an account in mark file names: 32 hex digits of the
-// SHA-256 of the API origin and the hex SHA-256 of the key (keyDigest),
-// never the key.
-func Account(origin, keyDigest string) string {
-	b, _ := json.Marshal([]string{origin, keyDigest})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
-}
+// Account names an account in mark file names: the first 32 hex digits of
+// api.AccountID, never the key.
+func Account(origin, keyDigest string) string { return api.AccountID(origin, keyDigest)[:32] }
