@@ -1140,6 +1140,18 @@ func (s *soak) report(took time.Duration, warm, end runtime.MemStats, logGrowth 
 		mib(int64(warm.HeapInuse)), mib(int64(end.HeapInuse)), mib(int64(end.HeapInuse)-int64(warm.HeapInuse)), mib(int64(logGrowth)),
 		mib(int64(warm.HeapAlloc)), mib(int64(end.HeapAlloc)))
 	line("goroutines %d at the baseline, %d at the end; server requests %d", s.baseGoroutines, runtime.NumGoroutine(), len(s.srv.Requests()))
+	rejected, surfaced := 0, 0
+	for _, r := range s.srv.Requests() {
+		if r.Status == http.StatusTooManyRequests {
+			rejected++
+		}
+	}
+	for msg, n := range st.errors {
+		if strings.Contains(msg, "HTTP 429") {
+			surfaced += n
+		}
+	}
+	line("rate-limit rejections answered %d: retried %d, surfaced in error answers %d", rejected, rejected-surfaced, surfaced)
 	line("error answers:")
 	for _, k := range slices.SortedFunc(maps.Keys(st.errors), func(x, y string) int { return cmp.Or(st.errors[y]-st.errors[x], strings.Compare(x, y)) }) {
 		line("  %5d %s", st.errors[k], k)
