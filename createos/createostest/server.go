@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/netgate"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/ratelimit"
 )
 
 // Options configures a Server. The zero value is usable.
@@ -49,6 +50,13 @@ type Options struct {
 	ControlPrefix string
 	// Logf, when set, receives one line per request and notable events.
 	Logf func(format string, args ...any)
+	// RateLimit, when set, runs every /v1 request with the right key
+	// through a limiter first: one over the limit is answered 429 with
+	// Retry-After and {"status":"fail","data":"rate limit exceeded"}, and
+	// not performed. Control requests are not limited. RateClock is the
+	// limiter's clock; default time.Now.
+	RateLimit *ratelimit.Limit
+	RateClock func() time.Time
 }
 
 // Server is a CreateOS control plane backed by real directories and real
@@ -65,6 +73,7 @@ type Server struct {
 	dir    string
 	faults *Faults
 	rec    recorder
+	rate   *ratelimit.Limiter // nil: no limit
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -117,6 +126,9 @@ func Start(opts Options) (*Server, error) {
 	if err := checkPath(opts.Path); err != nil {
 		return nil, fmt.Errorf("createostest: %w", err)
 	}
+	if opts.RateLimit != nil && opts.RateLimit.Check() != nil {
+		return nil, fmt.Errorf("createostest: rate limit %v: %w", *opts.RateLimit, opts.RateLimit.Check())
+	}
 	if err := Isolation(); err != nil {
 		return nil, err
 	}
@@ -132,6 +144,9 @@ func Start(opts Options) (*Server, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 		sandboxes: map[string]*sandbox{},
+	}
+	if opts.RateLimit != nil {
+		s.rate = ratelimit.NewLimiter(*opts.RateLimit, opts.RateClock)
 	}
 	s.hs = httptest.NewUnstartedServer(s.routes())
 	if opts.Addr != "" {

@@ -44,9 +44,13 @@ type Stats struct {
 	Minutes            []Minute // oldest first; minutes without a request are left out
 }
 
-// NewLimiter enforces l; clock is what Now reads (nil: time.Now), so
-// that tests can drive time.
+// NewLimiter enforces l, which must pass Check (NewLimiter panics
+// otherwise); clock is what Now reads (nil: time.Now), so that tests can
+// drive time.
 func NewLimiter(l Limit, clock func() time.Time) *Limiter {
+	if err := l.Check(); err != nil {
+		panic("ratelimit: NewLimiter: " + err.Error())
+	}
 	if clock == nil {
 		clock = time.Now
 	}

@@ -10,6 +10,7 @@
 package ratelimit
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -69,10 +70,27 @@ func Parse(spec string) (Limit, error) {
 		return bad(fmt.Sprintf("duration %q is not a positive Go duration such as 60s or 1m", per))
 	}
 	l := Limit{Mode: Mode(mode), N: n, Per: d}
-	if l.Mode == Bucket && l.Spacing() <= 0 {
-		return bad("duration/N is below a nanosecond")
+	if err := l.Check(); err != nil {
+		return bad(err.Error())
 	}
 	return l, nil
+}
+
+// Check reports what makes l one a Limiter cannot enforce: a mode other
+// than Window or Bucket, N below 1, Per of 0 or less, or a bucket whose
+// Per/N is below a nanosecond.
+func (l Limit) Check() error {
+	switch {
+	case l.Mode != Window && l.Mode != Bucket:
+		return fmt.Errorf("unknown mode %q", l.Mode)
+	case l.N < 1:
+		return fmt.Errorf("count %d is below 1", l.N)
+	case l.Per <= 0:
+		return fmt.Errorf("duration %v is not positive", l.Per)
+	case l.Mode == Bucket && l.Spacing() <= 0:
+		return errors.New("duration/N is below a nanosecond")
+	}
+	return nil
 }
 
 // Spacing is the least time between two admitted requests of a bucket:

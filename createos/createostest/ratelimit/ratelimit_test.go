@@ -337,3 +337,35 @@ func TestConcurrentAdmit(t *testing.T) {
 		t.Fatalf("Stats %+v, want 100 admitted and 300 rejected", st)
 	}
 }
+
+func TestCheck(t *testing.T) {
+	cases := []struct {
+		limit ratelimit.Limit
+		err   string // "" = enforceable
+	}{
+		{ratelimit.Limit{Mode: ratelimit.Window, N: 1, Per: time.Nanosecond}, ""},
+		{ratelimit.Limit{Mode: ratelimit.Bucket, N: 1000, Per: time.Microsecond}, ""},
+		{ratelimit.Limit{}, `unknown mode ""`},
+		{ratelimit.Limit{Mode: ratelimit.None, N: 1, Per: time.Second}, `unknown mode "none"`},
+		{ratelimit.Limit{Mode: ratelimit.Window, N: 0, Per: time.Second}, "count 0 is below 1"},
+		{ratelimit.Limit{Mode: ratelimit.Window, N: 1}, "duration 0s is not positive"},
+		{ratelimit.Limit{Mode: ratelimit.Bucket, N: 2, Per: time.Nanosecond}, "below a nanosecond"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.limit.String(), func(t *testing.T) {
+			err := tc.limit.Check()
+			if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("Check() = %v, want %q", err, tc.err)
+			}
+			if err == nil {
+				return
+			}
+			defer func() {
+				if recover() == nil {
+					t.Fatal("NewLimiter accepted a limit Check rejects")
+				}
+			}()
+			ratelimit.NewLimiter(tc.limit, nil)
+		})
+	}
+}
