@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/ratelimit"
 )
 
 const usage = `createos-sim: a fake CreateOS control plane backed by real directories and processes.
@@ -99,6 +100,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Func("path", "GUEST: put sandbox directory GUEST first on PATH for every command, login shells included (repeatable; with --mount, how an agent CLI becomes resolvable)", func(s string) error {
 		cfg.opts.Path = append(cfg.opts.Path, s)
 		return nil
+	})
+	fs.Func("rate-limit", "SPEC: limit the /v1 requests as the provider may, window:N/<duration> (at most N in any <duration>, e.g. window:300/60s) or bucket:N/<duration> (one every <duration>/N, no burst, e.g. bucket:5/s); over it is 429 with Retry-After", func(s string) error {
+		l, err := ratelimit.Parse(s)
+		cfg.opts.RateLimit = &l
+		return err
 	})
 	fs.IntVar(&cfg.replayOverlap, "replay-overlap", 0, "frames at or below a reconnect's after= that /connect resends before the new ones (the client de-duplicates)")
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }

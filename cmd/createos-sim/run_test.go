@@ -10,12 +10,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/ratelimit"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
@@ -176,6 +178,11 @@ func TestSimBadFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"extra"}, strings.NewReader(""), &out, &errs); code != 2 {
 		t.Fatalf("exit %d", code)
 	}
+	errs.Reset()
+	if code := run(context.Background(), []string{"--rate-limit", "window:0/60s"}, strings.NewReader(""), &out, &errs); code != 2 ||
+		!strings.Contains(errs.String(), `ratelimit: bad spec "window:0/60s": count "0"`) {
+		t.Fatalf("a bad --rate-limit: exit %d, stderr %q", code, errs.String())
+	}
 	if out.Len() != 0 {
 		t.Fatalf("stdout %q", out.String())
 	}
@@ -193,15 +200,18 @@ func TestParseFlags(t *testing.T) {
 			o := cfg.opts
 			if o.Addr != "127.0.0.1:0" || o.APIKey != "test-key" || o.JournalLimit != 1<<20 || o.Heartbeat != 5*time.Second ||
 				o.ControlPrefix != "" || o.WritableHost || o.Dir != "" || len(o.Mounts) != 0 || cfg.stdinEOF || cfg.verbose ||
-				cfg.transitionReads != 0 || cfg.destroyedReads != 0 || cfg.replayOverlap != 0 || len(o.Path) != 0 {
+				cfg.transitionReads != 0 || cfg.destroyedReads != 0 || cfg.replayOverlap != 0 || len(o.Path) != 0 || o.RateLimit != nil {
 				t.Fatalf("%+v", cfg)
 			}
 		}, ""},
 		{"every flag", []string{"--listen", "127.0.0.1:3109", "--api-key", "k", "--exit-on-stdin-eof", "--dir", "/d",
 			"--transition-reads", "2", "--destroyed-reads", "3", "--journal-limit", "4096", "--heartbeat", "500ms",
 			"--writable-host", "--control", "-v", "--mount", tools + ":/tools", "--path", "/tools/bin", "--path", "/tools/sbin",
-			"--replay-overlap", "2"}, func(t *testing.T, cfg config) {
+			"--replay-overlap", "2", "--rate-limit", "window:300/60s"}, func(t *testing.T, cfg config) {
 			o := cfg.opts
+			if o.RateLimit == nil || *o.RateLimit != (ratelimit.Limit{Mode: ratelimit.Window, N: 300, Per: time.Minute}) {
+				t.Fatalf("rate limit %+v", o.RateLimit)
+			}
 			if o.Addr != "127.0.0.1:3109" || o.APIKey != "k" || o.Dir != "/d" || o.JournalLimit != 4096 || o.Heartbeat != 500*time.Millisecond ||
 				!o.WritableHost || o.ControlPrefix != "/_control" || len(o.Mounts) != 1 || o.Mounts[0].Host != tools || o.Mounts[0].Guest != "/tools" ||
 				!cfg.stdinEOF || !cfg.verbose || cfg.transitionReads != 2 || cfg.destroyedReads != 3 || cfg.replayOverlap != 2 ||
@@ -209,7 +219,14 @@ func TestParseFlags(t *testing.T) {
 				t.Fatalf("%+v", cfg)
 			}
 		}, ""},
+		{"a bucket", []string{"--rate-limit", "bucket:5/s"}, func(t *testing.T, cfg config) {
+			if l := cfg.opts.RateLimit; l == nil || *l != (ratelimit.Limit{Mode: ratelimit.Bucket, N: 5, Per: time.Second}) {
+				t.Fatalf("rate limit %+v", l)
+			}
+		}, ""},
 		{"bad mount", []string{"--mount", "relative:/tools"}, nil, "absolute path"},
+		{"bad rate limit mode", []string{"--rate-limit", "sliding:300/60s"}, nil, `ratelimit: bad spec "sliding:300/60s": unknown mode "sliding"`},
+		{"bad rate limit duration", []string{"--rate-limit", "window:300/60"}, nil, `duration "60" is not a positive Go duration`},
 		{"unknown flag", []string{"--nope"}, nil, "flag provided but not defined"},
 		{"argument", []string{"extra"}, nil, `unexpected argument "extra"`},
 	}
@@ -310,5 +327,41 @@ func TestSimOutageControls(t *testing.T) {
 	}
 	if code := stop("signal"); code != 0 {
 		t.Fatalf("exit code %d while unreachable", code)
+	}
+}
+
+// --rate-limit: over the limit the API answers 429 with Retry-After and
+// does nothing, the control API is not limited, and /_control/rate
+// counts what the limiter decided.
+func TestSimRateLimit(t *testing.T) {
+	url, stop := startSim(t, "--api-key", "sim-key", "--control", "--rate-limit", "window:2/1h")
+	defer stop("signal")
+	defer http.DefaultClient.CloseIdleConnections()
+	for i, want := range []int{201, 200, 429, 429} {
+		method, path := "GET", "/v1/sandboxes"
+		if i%2 == 0 {
+			method = "POST"
+		}
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(`{"shape":"s-1vcpu-1gb"}`))
+		req.Header.Set("X-Api-Key", "sim-key")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		after, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if resp.StatusCode != want || (want == 429 && (err != nil || after < 1 || after > 3600)) {
+			t.Fatalf("request %d: %d, Retry-After %q; want %d", i, resp.StatusCode, resp.Header.Get("Retry-After"), want)
+		}
+	}
+	_, env := call(t, "GET", url+"/_control/sandboxes", "sim-key", nil)
+	if n := len(env["data"].(map[string]any)["sandboxes"].([]any)); n != 1 {
+		t.Fatalf("%d sandboxes, want 1: the rejected create made one", n)
+	}
+	code, env := call(t, "GET", url+"/_control/rate", "sim-key", nil)
+	rate, _ := env["data"].(map[string]any)
+	if code != 200 || rate["mode"] != "window" || rate["limit"] != float64(2) || rate["per"] != "3600s" ||
+		rate["admitted"] != float64(2) || rate["rejected"] != float64(2) || rate["busiest60s"] != float64(2) {
+		t.Fatalf("/_control/rate: %d %v", code, env)
 	}
 }

@@ -25,7 +25,9 @@ import (
 //	POST {prefix}/unreachable     {"duration_ms"}: Unreachable, connections refused (the
 //	                              control API too) and open ones closed for that long,
 //	                              after this answer is sent
-//	POST {prefix}/reset           remove every fault (the replay overlap stays)
+//	POST {prefix}/reset           remove every fault and zero the rate counters (the replay
+//	                              overlap and the rate limit's window stay)
+//	GET  {prefix}/rate            Options.RateLimit and its counters (ratelimit.Report)
 //	GET  {prefix}/requests        the request log; with ?brief=1 only each request's
 //	                              seq, route, path, status and at_ms (arrival, Unix ms)
 //	GET  {prefix}/counts          requests per route: {"total", "routes": {route: n},
@@ -45,6 +47,7 @@ func (s *Server) controlRoutes(mux *http.ServeMux, prefix string) {
 	h("POST "+prefix+"/reset", s.controlReset)
 	h("GET "+prefix+"/requests", s.controlRequests)
 	h("GET "+prefix+"/counts", s.controlCounts)
+	h("GET "+prefix+"/rate", func(w http.ResponseWriter, r *http.Request) error { return success(w, http.StatusOK, s.rate.Report()) })
 	h("GET "+prefix+"/sandboxes", s.controlSandboxes)
 	h("POST "+prefix+"/fork-window", s.controlForkWindow)
 	h("POST "+prefix+"/auto-pause", s.controlAutoPause)
@@ -55,9 +58,11 @@ func (s *Server) controlRoutes(mux *http.ServeMux, prefix string) {
 	h("POST "+prefix+"/replay-overlap", s.controlReplayOverlap)
 }
 
-// controlReset is POST {prefix}/reset: every fault removed.
+// controlReset is POST {prefix}/reset: every fault removed, the rate
+// counters zeroed.
 func (s *Server) controlReset(w http.ResponseWriter, r *http.Request) error {
 	s.faults.Reset()
+	s.rate.Reset()
 	return ok(w)
 }
 

@@ -2,6 +2,7 @@ package createostest
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -78,9 +79,9 @@ func (s *Server) routes() http.Handler {
 }
 
 // api is the one preamble of every API route: it records and logs the
-// request, applies an injected delay, checks the API key, answers an
-// injected status, and otherwise runs fn and answers its error. It never
-// redirects.
+// request, checks the API key and the rate limit, applies an injected
+// delay, answers a wrong key or an injected status, and otherwise runs fn
+// and answers its error. It never redirects.
 func (s *Server) api(route Route, fn handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		route := route
@@ -94,11 +95,14 @@ func (s *Server) api(route Route, fn handler) http.Handler {
 			s.rec.finish(rec, sw.status)
 			s.logf("%s %s %s -> %d (%s)", r.Method, r.URL.RequestURI(), route, sw.status, time.Since(start).Round(time.Millisecond))
 		}()
+		err := s.authorize(r, route == RouteRootfs)
+		if err == nil && !s.admit(sw) {
+			return
+		}
 		f := s.faults.take(route)
 		if !s.delay(r, f.Delay) {
 			return // the client or the server is gone
 		}
-		err := s.authorize(r, route == RouteRootfs)
 		switch {
 		case err != nil:
 		case f.Status != 0:
@@ -116,6 +120,18 @@ func (s *Server) authorize(r *http.Request, public bool) error {
 		return failure(http.StatusUnauthorized, "invalid or missing API key")
 	}
 	return nil
+}
+
+// admit decides a request with the right key under Options.RateLimit: a
+// rejected one is answered 429 with Retry-After (whole seconds, rounded
+// up) and goes no further, no fault taken.
+func (s *Server) admit(w http.ResponseWriter) bool {
+	ok, after := s.rate.Admit(s.rate.Now())
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((after+time.Second-1)/time.Second))))
+		answer(w, failure(http.StatusTooManyRequests, "rate limit exceeded"))
+	}
+	return ok
 }
 
 // delay waits d before a request is handled; false when the request or

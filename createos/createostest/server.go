@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/netgate"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/ratelimit"
 )
 
 // Options configures a Server. The zero value is usable.
@@ -47,6 +50,13 @@ type Options struct {
 	ControlPrefix string
 	// Logf, when set, receives one line per request and notable events.
 	Logf func(format string, args ...any)
+	// RateLimit, when set, runs every /v1 request with the right key
+	// through a limiter first: one over the limit is answered 429 with
+	// Retry-After and {"status":"fail","data":"rate limit exceeded"}, and
+	// not performed. Control requests are not limited. RateClock is the
+	// limiter's clock; default time.Now.
+	RateLimit *ratelimit.Limit
+	RateClock func() time.Time
 }
 
 // Server is a CreateOS control plane backed by real directories and real
@@ -57,12 +67,13 @@ type Server struct {
 
 	opts   Options
 	hs     *httptest.Server
-	gate   *gate          // the listener, closable for a while (Unreachable)
+	gate   *netgate.Gate  // the listener, closable for a while (Unreachable)
 	bgMu   sync.Mutex     // orders Unreachable's bg.Add and Close's cancel
 	bg     sync.WaitGroup // Unreachable's reopen timers; Close waits for them
 	dir    string
 	faults *Faults
 	rec    recorder
+	rate   *ratelimit.Limiter // nil: no limit
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -115,6 +126,9 @@ func Start(opts Options) (*Server, error) {
 	if err := checkPath(opts.Path); err != nil {
 		return nil, fmt.Errorf("createostest: %w", err)
 	}
+	if opts.RateLimit != nil && opts.RateLimit.Check() != nil {
+		return nil, fmt.Errorf("createostest: rate limit %v: %w", *opts.RateLimit, opts.RateLimit.Check())
+	}
 	if err := Isolation(); err != nil {
 		return nil, err
 	}
@@ -131,6 +145,9 @@ func Start(opts Options) (*Server, error) {
 		cancel:    cancel,
 		sandboxes: map[string]*sandbox{},
 	}
+	if opts.RateLimit != nil {
+		s.rate = ratelimit.NewLimiter(*opts.RateLimit, opts.RateClock)
+	}
 	s.hs = httptest.NewUnstartedServer(s.routes())
 	if opts.Addr != "" {
 		l, err := net.Listen("tcp", opts.Addr)
@@ -142,9 +159,9 @@ func Start(opts Options) (*Server, error) {
 		s.hs.Listener.Close()
 		s.hs.Listener = l
 	}
-	s.gate = newGate(s.hs.Listener)
+	s.gate = netgate.New(s.hs.Listener)
 	s.hs.Listener = s.gate
-	s.hs.Config.ConnState = s.gate.track
+	s.hs.Config.ConnState = s.gate.Track
 	s.hs.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }
 	s.hs.Start()
 	s.URL = s.hs.URL
@@ -192,16 +209,16 @@ func (s *Server) unreachable(d time.Duration, beforeCut func(), own net.Conn) er
 	if s.ctx.Err() != nil {
 		return net.ErrClosed
 	}
-	gen, err := s.gate.refuse()
+	gen, err := s.gate.Refuse()
 	if err != nil {
 		return err
 	}
 	if beforeCut != nil {
 		beforeCut()
 	}
-	s.gate.cut(own)
+	s.gate.Cut(own)
 	if d <= 0 {
-		return s.gate.up(gen)
+		return s.gate.Up(gen)
 	}
 	s.logf("unreachable for %s: refusing connections on %s", d, s.gate.Addr())
 	s.bg.Add(1)
@@ -215,7 +232,7 @@ func (s *Server) unreachable(d time.Duration, beforeCut func(), own net.Conn) er
 			case <-s.ctx.Done():
 				return
 			}
-			err := s.gate.up(gen)
+			err := s.gate.Up(gen)
 			if err == nil {
 				s.logf("reachable again on %s", s.gate.Addr())
 				return
@@ -228,167 +245,12 @@ func (s *Server) unreachable(d time.Duration, beforeCut func(), own net.Conn) er
 	return nil
 }
 
-// gate is the server's listener: net.Listener over a socket it can close
-// and reopen on the same address, so that the server refuses connections
-// for a while, and that closes the connections it accepted on request.
-// Serve never sees the socket go: Accept waits while it is down.
-type gate struct {
-	addr net.Addr
-
-	mu     sync.Mutex
-	inner  net.Listener  // nil while down
-	gen    int           // counts downs; an up for an older one is stale
-	upped  chan struct{} // closed when inner comes back (or the gate closes)
-	closed bool
-	conns  map[net.Conn]bool // accepted, and whether a request is in flight on it
-	// activeCut counts the connections cut while a request was in flight
-	// on them (the request that asked for the cut not counted): the
-	// evidence that an outage hit a client at work.
-	activeCut int
-}
+// ActiveCuts is how many connections an Unreachable has cut while a
+// request was in flight on them, over the server's life.
+func (s *Server) ActiveCuts() int { return s.gate.ActiveCuts() }
 
 // connKey is the request context's key of the connection it came on.
 type connKey struct{}
-
-func newGate(l net.Listener) *gate {
-	return &gate{addr: l.Addr(), inner: l, upped: make(chan struct{}), conns: map[net.Conn]bool{}}
-}
-
-func (g *gate) Addr() net.Addr { return g.addr }
-
-func (g *gate) Accept() (net.Conn, error) {
-	for {
-		g.mu.Lock()
-		l, upped, closed := g.inner, g.upped, g.closed
-		g.mu.Unlock()
-		if closed {
-			return nil, net.ErrClosed
-		}
-		if l == nil {
-			<-upped
-			continue
-		}
-		c, err := l.Accept()
-		g.mu.Lock()
-		current := g.inner == l && !g.closed
-		if err == nil && current {
-			c = &gateConn{Conn: c, g: g}
-			g.conns[c] = false
-		}
-		g.mu.Unlock()
-		switch {
-		case err == nil && current:
-			return c, nil
-		case err == nil:
-			c.Close() // accepted as the socket went down
-		case current:
-			return nil, err
-		}
-	}
-}
-
-// Close closes the socket and ends Accept for good; the connections are
-// the http.Server's to close.
-func (g *gate) Close() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return nil
-	}
-	g.closed = true
-	var err error
-	if g.inner != nil {
-		err = g.inner.Close()
-		g.inner = nil
-	} else {
-		close(g.upped)
-	}
-	return err
-}
-
-// refuse closes the socket; it returns the generation that up must name.
-func (g *gate) refuse() (int, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return 0, net.ErrClosed
-	}
-	g.gen++
-	var err error
-	if g.inner != nil {
-		err = g.inner.Close()
-		g.inner = nil
-		g.upped = make(chan struct{})
-	}
-	return g.gen, err
-}
-
-// cut closes every connection the gate accepted, counting those with a
-// request in flight but skip.
-func (g *gate) cut(skip net.Conn) {
-	g.mu.Lock()
-	conns := slices.Collect(maps.Keys(g.conns))
-	for c, active := range g.conns {
-		if active && c != skip {
-			g.activeCut++
-		}
-	}
-	g.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-	}
-}
-
-// track is the http.Server's ConnState hook: which accepted connections
-// have a request in flight.
-func (g *gate) track(c net.Conn, st http.ConnState) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if _, ok := g.conns[c]; ok && (st == http.StateActive || st == http.StateIdle) {
-		g.conns[c] = st == http.StateActive
-	}
-}
-
-// ActiveCuts is how many connections an Unreachable has cut while a
-// request was in flight on them, over the server's life.
-func (s *Server) ActiveCuts() int {
-	s.gate.mu.Lock()
-	defer s.gate.mu.Unlock()
-	return s.gate.activeCut
-}
-
-// up listens on the address again, unless a later down or Close came
-// since the down that returned gen.
-func (g *gate) up(gen int) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed || gen != g.gen || g.inner != nil {
-		return nil
-	}
-	l, err := net.Listen(g.addr.Network(), g.addr.String())
-	if err != nil {
-		return err
-	}
-	g.inner = l
-	close(g.upped)
-	return nil
-}
-
-// gateConn is an accepted connection; it leaves the gate's set on Close.
-type gateConn struct {
-	net.Conn
-	g    *gate
-	once sync.Once
-}
-
-func (c *gateConn) Close() error {
-	c.once.Do(func() {
-		c.g.mu.Lock()
-		delete(c.g.conns, c)
-		c.g.mu.Unlock()
-	})
-	return c.Conn.Close()
-}
 
 // Faults returns the fault-injection knobs.
 func (s *Server) Faults() *Faults { return s.faults }
