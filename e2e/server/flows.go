@@ -120,7 +120,9 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 		}
 	}
 	mark := h.traceMark()
+	start := time.Now()
 	out, runErr := h.pc.run(ctx, 5*time.Minute, "heartbeat", "run", "--agent-id", h.agentID, "--timeout-ms", "240000")
+	took := time.Since(start)
 	// The run is reported succeeded before the host's own cleanup (its
 	// last executes and the release) is done: wait for the lease.
 	leaseErr := h.waitLeasesReleased(ctx, h.envIDs[driver], driver)
@@ -153,9 +155,44 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 	if err != nil {
 		return fmt.Errorf("run %s: %w", runID, err)
 	}
-	fmt.Printf("   run %s succeeded; %s\n   bridge: %s\n", runID, trace.Summarize(h.traffic[flow]), summary)
+	fmt.Printf("   run %s succeeded in %v; %s\n   bridge: %s\n", runID, took.Round(10*time.Millisecond), trace.Summarize(h.traffic[flow]), summary)
 	if measured != nil {
-		return h.reportSpend(runID, spent)
+		if err := h.reportSpend(runID, spent); err != nil {
+			return err
+		}
+	}
+	return h.noteHeartbeat(ctx, driver, flow, took)
+}
+
+// createosHeartbeatRatio bounds the createos stub heartbeat's wall time by
+// the fake one's: the provider's own latency, not our pacing, is what may
+// make it slower (issue 22).
+const createosHeartbeatRatio = 1.5
+
+// noteHeartbeat keeps the first stub heartbeat's time per driver and, once
+// both are in, prints them with the sim's rate counts and fails when the
+// createos one takes more than createosHeartbeatRatio times the fake one.
+func (h *harness) noteHeartbeat(ctx context.Context, driver, flow string, took time.Duration) error {
+	if flow != "heartbeat-"+driver || h.heartbeatTook[driver] != 0 {
+		return nil
+	}
+	if h.heartbeatTook == nil {
+		h.heartbeatTook = map[string]time.Duration{}
+	}
+	h.heartbeatTook[driver] = took
+	fake, cos := h.heartbeatTook["fake-plugin"], h.heartbeatTook["createos"]
+	if fake == 0 || cos == 0 {
+		return nil
+	}
+	rate, err := h.simAPI.Rate(ctx)
+	if err != nil {
+		return err
+	}
+	ratio := float64(cos) / float64(fake)
+	fmt.Printf("   stub heartbeat: fake-plugin %v, createos %v (%.2fx, budget %.1fx); createos-sim %s: %s\n",
+		fake.Round(10*time.Millisecond), cos.Round(10*time.Millisecond), ratio, createosHeartbeatRatio, simRateLimit, rate)
+	if ratio > createosHeartbeatRatio {
+		return fmt.Errorf("the createos stub heartbeat took %.2fx the fake-plugin one (%v vs %v), more than %.1fx", ratio, cos, fake, createosHeartbeatRatio)
 	}
 	return nil
 }

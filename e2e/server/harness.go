@@ -50,8 +50,9 @@ type harness struct {
 	sandboxToken string        // the value only the sandboxes have (realcli.go)
 	realAgents   []realAgent   // the agents that run the real CLI
 
-	lastRunID     string          // the run of the last heartbeat
-	chaosSettling map[string]bool // lease ids make chaos leaves to the host's cleanup until its end
+	heartbeatTook map[string]time.Duration // driver -> wall time of its stub-agent heartbeat run
+	lastRunID     string                   // the run of the last heartbeat
+	chaosSettling map[string]bool          // lease ids make chaos leaves to the host's cleanup until its end
 }
 
 const pluginKey = "paperclip.go-sandbox-provider"
@@ -262,6 +263,10 @@ func (h *harness) prepareRun(ctx context.Context) error {
 	return nil
 }
 
+// simRateLimit is the limit createos-sim enforces in these runs: the
+// provider's documented 300 requests a minute, counted in a sliding window.
+const simRateLimit = "window:300/60s"
+
 func (h *harness) startSim(ctx context.Context) error {
 	simDir := filepath.Join(h.runDir, "sim")
 	if err := os.MkdirAll(simDir, 0o755); err != nil {
@@ -271,7 +276,7 @@ func (h *harness) startSim(ctx context.Context) error {
 		"--mount", filepath.Join(h.runDir, "tools") + ":" + simToolsDir,
 		"--mount", filepath.Dir(h.node()) + ":" + simNodeDir,
 		"--mount", h.claudeDir() + ":" + simClaudeDir, "--mount", h.sandboxOnlyDir() + ":" + simSandboxDir,
-		"--control", "-v"}
+		"--control", "-v", "--rate-limit", simRateLimit}
 	if h.o.chaos {
 		args = append(args, "--path", simToolsDir+"/"+chaosBinDir) // first: the chaos tar (chaos_stub.go)
 	}

@@ -17,9 +17,12 @@ import (
 // heartbeats together on each driver, and one long run on createos, all
 // at once, sharing the machine (2 cores here). The long run has a
 // createos environment of its own, on a second origin of the sim
-// (http://localhost:<port>): the worker spaces requests per API origin
-// (createos/pacer.go), so on the team's origin it would wait behind the
-// team's requests, as a second CreateOS account does not. The sim's
+// (http://localhost:<port>): the worker keeps one request budget per API
+// origin and key (createos/api's limiter), so on the team's origin it
+// would wait behind the team's requests, as a second CreateOS account
+// does not. The sim counts both origins against its one limit, as a
+// provider that counts per caller address would: what that costs is
+// 429s, which the worker waits out and sends again. The sim's
 // requests are told apart by the sandbox their path names.
 const (
 	teamSize = 8
@@ -40,10 +43,11 @@ const (
 //
 // The createos team is on the duplex bridge because on the file bridge
 // two host pollers per run (the bridge queue and the run-log tail, each
-// an execute every 100 ms) keep the worker's 300 ms request spacing of
-// the origin saturated, and a bridge request, several executes that must
-// finish within the host's 10 s iteration timeout, then times out now
-// and again (docs/decisions.md, "Issue 20").
+// an execute every 100 ms) want 160 requests a second, far past the
+// provider's 300 a minute, so the account's budget is saturated and a
+// bridge request, several executes that must finish within the host's 10 s
+// iteration timeout, times out now and again (docs/decisions.md, "Issue
+// 20" and "Issue 22").
 func (h *harness) scale(ctx context.Context) (err error) {
 	agents, err := h.realAgentsUpTo(ctx, 2*teamSize+1)
 	if err != nil {

@@ -262,3 +262,25 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// Rate is what createos-sim's rate limit admitted and refused
+// (GET /_control/rate).
+type Rate struct {
+	Mode       string `json:"mode"`
+	Limit      int    `json:"limit"`
+	Per        string `json:"per"`
+	Admitted   int    `json:"admitted"`
+	Rejected   int    `json:"rejected"`
+	Busiest60s int    `json:"busiest60s"`
+}
+
+func (r Rate) String() string {
+	return fmt.Sprintf("%d admitted, %d refused, busiest 60 s %d (limit %s:%d/%s)", r.Admitted, r.Rejected, r.Busiest60s, r.Mode, r.Limit, r.Per)
+}
+
+// Rate reads the sim's rate-limit counts.
+func (c Client) Rate(ctx context.Context) (Rate, error) {
+	var r Rate
+	err := c.Call(ctx, "GET", "/_control/rate", nil, &r)
+	return r, err
+}
