@@ -131,7 +131,7 @@ func TestSyncCancelledAfterItsLastCommandExitedFails(t *testing.T) {
 	defer cancel()
 	streams := 0
 	s.d = s.stub.driver(WithHTTPClient(&http.Client{Transport: closeHook{s.stub.transport(), func(r *http.Request) {
-		if streams++; streams == 2 { // the post-upload command's
+		if streams++; streams == 1 { // the post-upload command's (its guard in the same script)
 			cancel()
 		}
 	}}}))

@@ -171,15 +171,11 @@ func (d *Driver) syncFiles(ctx context.Context, c *api.Client, p *handlers.SyncP
 			r.BytesTransferred += bytes
 		}
 		for _, pc := range op.PostUploadCommands {
-			cwd := cwdOrRoot(pc.Cwd)
-			guard, err := remoteGuard(cwd)
+			guarded, err := postUploadScript(cwdOrRoot(pc.Cwd), pc.Command)
 			if err != nil {
 				return nil, err
 			}
-			if err := t.run(ctx, guard, workspaceDir, nil); err != nil {
-				return nil, err
-			}
-			if err := t.run(ctx, pc.Command, cwd, pc.TimeoutMs); err != nil {
+			if err := t.run(ctx, guarded, workspaceDir, pc.TimeoutMs); err != nil {
 				return nil, err
 			}
 		}

@@ -33,8 +33,20 @@ func guarded(candidate string) (*script.Script, error) {
 	return s, nil
 }
 
-// remoteGuard is the guard alone, run before a post-upload command to prove
-// its cwd is contained.
+// postUploadScript runs a post-upload command in cwd once the guard has
+// proved that cwd lies in the workspace, in one request: the command runs
+// with bash -c in the path the guard resolved, so what was proved is where
+// it runs.
+func postUploadScript(cwd, command string) (string, error) {
+	s, err := guarded(cwd)
+	if err != nil {
+		return "", err
+	}
+	return s.Run(script.Sh("cd"), script.Sh("--"), resolved).
+		Run(script.Sh("exec"), script.Sh("/bin/bash"), script.Sh("-c"), script.Value(command)).Build()
+}
+
+// remoteGuard is the guard alone.
 func remoteGuard(candidate string) (string, error) {
 	s, err := guarded(candidate)
 	if err != nil {

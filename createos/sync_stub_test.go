@@ -82,16 +82,22 @@ func (s *syncStub) serveSync(w http.ResponseWriter, r *http.Request, body []byte
 		if err := json.Unmarshal(body, &req); err != nil || req.Cmd != "/bin/bash" || len(req.Args) != 2 || req.Args[0] != "-lc" || !req.Stream {
 			s.t.Errorf("stream body %s", body)
 		}
-		command := commandOf(s.t, req.Args[1])
+		guard, command := guardedCommand(commandOf(s.t, req.Args[1]))
 		s.mu.Lock()
+		if guard != "" {
+			s.commands = append(s.commands, guard)
+		}
 		s.commands = append(s.commands, command)
 		exitFor, running := s.exitFor, s.running
 		s.mu.Unlock()
-		if running != nil {
+		code := 0
+		if exitFor != nil && guard != "" {
+			code = exitFor(guard)
+		}
+		if running != nil && code == 0 {
 			running(r, command)
 		}
-		code := 0
-		if exitFor != nil {
+		if exitFor != nil && code == 0 {
 			code = exitFor(command)
 		}
 		ndjson(w, `{"exit_code":`+strconv.Itoa(code)+`}`)
@@ -111,6 +117,18 @@ func commandOf(t *testing.T, script string) string {
 		return ""
 	}
 	return strings.ReplaceAll(script[i+len(marker):len(script)-1], `'"'"'`, `'`)
+}
+
+// guardedCommand splits a post-upload script (postUploadScript) into its
+// guard and its verbatim command, so that the stub sees the two steps it
+// runs; any other script is a command alone.
+func guardedCommand(script string) (guard, command string) {
+	const sep = ` && cd -- "$resolved" && exec /bin/bash -c '`
+	i := strings.Index(script, sep)
+	if !strings.HasPrefix(script, "root=$(realpath -- ") || i < 0 || !strings.HasSuffix(script, "'") {
+		return "", script
+	}
+	return script[:i], strings.ReplaceAll(script[i+len(sep):len(script)-1], `'"'"'`, `'`)
 }
 
 func (s *syncStub) params(ops ...handlers.SyncOperation) *handlers.SyncParams {
