@@ -38,6 +38,7 @@ var layers = []struct {
 	{"bench", 7},
 	{"cmd", 7},
 	{"e2e", 9},
+	{"e2e/server/jsonhttp", 6},
 	{"e2e/server/bridge", 8},
 	{"e2e/server/registry", 8},
 	{"e2e/server/model", 7},

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
@@ -171,9 +172,9 @@ func (h *harness) runChaos(ctx context.Context) ([]*chaosRow, error) {
 func printChaosTable(rows []*chaosRow) {
 	fmt.Printf("\n%-12s %-25s %-40s %-30s %s\n", "driver", "fault", "run", "next heartbeat", "leftovers")
 	for _, r := range rows {
-		fmt.Printf("%-12s %-25s %-40s %-30s %s\n", r.driver, r.fault, truncate(r.run, 200), truncate(r.next, 200), r.leftovers)
+		fmt.Printf("%-12s %-25s %-40s %-30s %s\n", r.driver, r.fault, jsonhttp.Truncate(r.run, 200), jsonhttp.Truncate(r.next, 200), r.leftovers)
 		for _, p := range r.problems {
-			fmt.Printf("%-12s %-25s ! %s\n", "", "", truncate(p, 600))
+			fmt.Printf("%-12s %-25s ! %s\n", "", "", jsonhttp.Truncate(p, 600))
 		}
 	}
 	fmt.Println()
@@ -322,7 +323,7 @@ func (h *harness) hostFollowUps(ctx context.Context, r *chaosRow) {
 		r.retries = append(r.retries, run.ID)
 		r.followUps = append(r.followUps, fmt.Sprintf("host retry %s %s", run.ID, run.Status))
 		if run.Status != "succeeded" {
-			r.fail("the host's retry %s of the run: %s %s", run.ID, run.Status, truncate(string(run.Error), 300))
+			r.fail("the host's retry %s of the run: %s %s", run.ID, run.Status, jsonhttp.Truncate(string(run.Error), 300))
 		}
 	}
 }
@@ -386,7 +387,7 @@ func (h *harness) chaosOutcome(ctx context.Context, f chaosFault, r *chaosRow) {
 	}
 	r.run = fmt.Sprintf("%s [%s] %s", run.Status, run.ErrorCode, msg)
 	if !f.cause.MatchString(msg) && !f.cause.MatchString(run.ErrorCode) {
-		r.fail("the run %s with an error that does not name the cause (want %s): [%s] %s", run.Status, f.cause, run.ErrorCode, truncate(msg, 400))
+		r.fail("the run %s with an error that does not name the cause (want %s): [%s] %s", run.Status, f.cause, run.ErrorCode, jsonhttp.Truncate(msg, 400))
 	}
 }
 
@@ -507,7 +508,7 @@ func (h *harness) findLeftovers(ctx context.Context, roots, sandboxes map[string
 		}
 	}
 	for _, pid := range h.strayProcesses() {
-		desc := fmt.Sprintf("process %d %s", pid, truncate(procfs.Cmdline(pid), 100))
+		desc := fmt.Sprintf("process %d %s", pid, jsonhttp.Truncate(procfs.Cmdline(pid), 100))
 		found.kill = append(found.kill, pid)
 		if o, ok := roots[markerOf(pid)]; ok {
 			found.left[o.row] = append(found.left[o.row], desc+" (of "+o.what+" lease)")

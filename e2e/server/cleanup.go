@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/proc"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
@@ -86,7 +87,7 @@ func (h *harness) stopAndCheck(ctx context.Context) error {
 		}
 		var s []string
 		for _, p := range left {
-			s = append(s, fmt.Sprintf("%d %s", p.PID, truncate(procfs.Cmdline(p.PID), 160)))
+			s = append(s, fmt.Sprintf("%d %s", p.PID, jsonhttp.Truncate(procfs.Cmdline(p.PID), 160)))
 		}
 		return false, fmt.Errorf("left running:\n  %s", strings.Join(s, "\n  "))
 	}); err != nil {

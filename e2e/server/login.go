@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
@@ -215,7 +216,7 @@ func (h *harness) driveLogin(ctx context.Context, driver, session string, mark m
 	})
 	h.traffic["login-"+driver] = h.traceSince(mark)
 	if err := errors.Join(promptErr, codeErr, refusedErr, cancelErr, closed); err != nil {
-		return s, fmt.Errorf("%w; the terminal showed: %q", err, truncate(screenText(s.Output), 1500))
+		return s, fmt.Errorf("%w; the terminal showed: %q", err, jsonhttp.Truncate(screenText(s.Output), 1500))
 	}
 	return s, nil
 }
@@ -311,7 +312,7 @@ func (h *harness) loginUnavailable(ctx context.Context, startErr error, mark map
 		switch {
 		case e.Dir == "in" && m.Method == "environmentAcquireLease":
 			if !strings.Contains(string(e.Msg), `"requestedExpiresAt":"`) {
-				return fmt.Errorf("the login's acquire carries no requestedExpiresAt: %s", truncate(string(e.Msg), 300))
+				return fmt.Errorf("the login's acquire carries no requestedExpiresAt: %s", jsonhttp.Truncate(string(e.Msg), 300))
 			}
 			acquires = append(acquires, string(m.ID))
 		case e.Dir == "out" && len(m.Error) > 0 && slices.Contains(acquires, string(m.ID)):

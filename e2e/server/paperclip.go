@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 )
 
 // paperclip talks to one running server: its REST API for what the CLI
@@ -32,7 +34,7 @@ type paperclip struct {
 func (pc *paperclip) api(ctx context.Context, method, path string, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	req, err := newJSONRequest(ctx, method, pc.apiBase+"/api"+path, body)
+	req, err := jsonhttp.NewRequest(ctx, method, pc.apiBase+"/api"+path, body)
 	if err != nil {
 		return err
 	}
@@ -47,11 +49,11 @@ func (pc *paperclip) api(ctx context.Context, method, path string, body, out any
 		return fmt.Errorf("%s %s: read body: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, truncate(string(b), 2000))
+		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, jsonhttp.Truncate(string(b), 2000))
 	}
 	if out != nil && len(bytes.TrimSpace(b)) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s %s: decode %s: %w", method, path, truncate(string(b), 500), err)
+			return fmt.Errorf("%s %s: decode %s: %w", method, path, jsonhttp.Truncate(string(b), 500), err)
 		}
 	}
 	return nil
@@ -64,7 +66,7 @@ func (pc *paperclip) logAPI(method, path string, status int, body []byte) {
 		return
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "%s %s %s -> %d %s\n", time.Now().Format(time.TimeOnly), method, path, status, truncate(string(body), 4000))
+	fmt.Fprintf(f, "%s %s %s -> %d %s\n", time.Now().Format(time.TimeOnly), method, path, status, jsonhttp.Truncate(string(body), 4000))
 }
 
 // run runs `paperclipai <args> --api-base <server>`, keeping its output in
@@ -88,7 +90,7 @@ func (pc *paperclip) run(ctx context.Context, timeout time.Duration, args ...str
 		return stdout.String(), fmt.Errorf("paperclipai %s: no answer within %s; see %s.log", strings.Join(args, " "), timeout, name)
 	}
 	if err != nil {
-		return stdout.String(), fmt.Errorf("paperclipai %s: %v: %s", strings.Join(args, " "), err, truncate(stderr.String()+stdout.String(), 2000))
+		return stdout.String(), fmt.Errorf("paperclipai %s: %v: %s", strings.Join(args, " "), err, jsonhttp.Truncate(stderr.String()+stdout.String(), 2000))
 	}
 	return stdout.String(), nil
 }
@@ -100,16 +102,9 @@ func (pc *paperclip) runJSON(ctx context.Context, out any, args ...string) error
 		return err
 	}
 	if err := json.Unmarshal([]byte(s), out); err != nil {
-		return fmt.Errorf("paperclipai %s --json: decode: %w: %s", strings.Join(args, " "), err, truncate(s, 500))
+		return fmt.Errorf("paperclipai %s --json: decode: %w: %s", strings.Join(args, " "), err, jsonhttp.Truncate(s, 500))
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // poll calls check every interval until it reports done, returns an
@@ -135,21 +130,4 @@ func poll(ctx context.Context, timeout time.Duration, what string, check func() 
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-}
-
-// newJSONRequest is a request with body (if non-nil) as its JSON.
-func newJSONRequest(ctx context.Context, method, url string, body any) (*http.Request, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err == nil && body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return req, err
 }

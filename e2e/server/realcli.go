@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/bridge"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/model"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
@@ -168,11 +169,11 @@ func (h *harness) workTurns(driver, key string, a realAgent) []model.Turn {
 	uid := h.sandboxUID(driver)
 	probe := func(r model.ToolResult, vars map[string]string) error {
 		if r.IsError {
-			return fmt.Errorf("the tool reported an error: %s", truncate(r.Content, 300))
+			return fmt.Errorf("the tool reported an error: %s", jsonhttp.Truncate(r.Content, 300))
 		}
 		lines := strings.Split(strings.TrimRight(r.Content, "\n"), "\n")
 		if len(lines) != 3 {
-			return fmt.Errorf("output %q, want 3 lines (pwd, id -u, the token)", truncate(r.Content, 300))
+			return fmt.Errorf("output %q, want 3 lines (pwd, id -u, the token)", jsonhttp.Truncate(r.Content, 300))
 		}
 		if !sandboxCwdOK(driver, lines[0]) {
 			return fmt.Errorf("pwd printed %q, not the %s sandbox's workspace", lines[0], driver)
@@ -200,7 +201,7 @@ fetch(String(u).replace(/\/+$/, "") + "/api/issues/" + issue + "/comments", {met
 		{Tool: "Bash", Input: map[string]any{"command": "cat " + realNote, "description": "The edit on disk"}, Check: model.Exactly(noteEdited(key))},
 		{Tool: "Bash", Input: map[string]any{"command": post, "description": "Comment on my issue through the Paperclip API"}, Check: model.Succeeded(func(out string) error {
 			if !commented.MatchString(strings.TrimSpace(out)) {
-				return fmt.Errorf("the comment call printed %q, want 201 and the comment's id", truncate(out, 300))
+				return fmt.Errorf("the comment call printed %q, want 201 and the comment's id", jsonhttp.Truncate(out, 300))
 			}
 			return nil
 		})},

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 )
 
 // Server is the scripted model: its conversations and its two logs.
@@ -420,7 +422,7 @@ func writeAPIError(w http.ResponseWriter, status int, typ, msg string) {
 func Succeeded(f func(out string) error) Check {
 	return func(r ToolResult, _ map[string]string) error {
 		if r.IsError {
-			return fmt.Errorf("the tool reported an error: %s", truncate(r.Content, 300))
+			return fmt.Errorf("the tool reported an error: %s", jsonhttp.Truncate(r.Content, 300))
 		}
 		return f(r.Content)
 	}
@@ -430,7 +432,7 @@ func Succeeded(f func(out string) error) Check {
 func Exactly(want string) Check {
 	return Succeeded(func(out string) error {
 		if strings.TrimRight(out, "\n") != strings.TrimRight(want, "\n") {
-			return fmt.Errorf("output %q, want %q", truncate(out, 300), want)
+			return fmt.Errorf("output %q, want %q", jsonhttp.Truncate(out, 300), want)
 		}
 		return nil
 	})
@@ -444,12 +446,12 @@ func ReadBack(content string) Check {
 		for i, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 			num, text, ok := strings.Cut(strings.TrimLeft(line, " "), "\t")
 			if !ok || num != fmt.Sprint(i+1) {
-				return fmt.Errorf("the Read tool's output line %d is %q, not a numbered line", i+1, truncate(line, 200))
+				return fmt.Errorf("the Read tool's output line %d is %q, not a numbered line", i+1, jsonhttp.Truncate(line, 200))
 			}
 			got.WriteString(text + "\n")
 		}
 		if strings.TrimRight(got.String(), "\n") != strings.TrimRight(content, "\n") {
-			return fmt.Errorf("the Read tool returned %q, want what was written, %q", truncate(got.String(), 300), content)
+			return fmt.Errorf("the Read tool returned %q, want what was written, %q", jsonhttp.Truncate(got.String(), 300), content)
 		}
 		return nil
 	})
@@ -460,17 +462,9 @@ func Containing(parts ...string) Check {
 	return Succeeded(func(out string) error {
 		for _, p := range parts {
 			if !strings.Contains(out, p) {
-				return fmt.Errorf("output %q lacks %q", truncate(out, 300), p)
+				return fmt.Errorf("output %q lacks %q", jsonhttp.Truncate(out, 300), p)
 			}
 		}
 		return nil
 	})
-}
-
-// truncate is s cut to n bytes, "…" marking a cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

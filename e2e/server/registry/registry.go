@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/proc"
 )
 
@@ -148,7 +149,7 @@ func (r *Registry) Publish(ctx context.Context, releaseDir, logDir string) ([]st
 		cancel()
 		fmt.Fprintf(&log, "$ npm publish %s\n%s\n", filepath.Base(tgz), out)
 		if err != nil {
-			return nil, fmt.Errorf("npm publish %s: %v: %s", filepath.Base(tgz), err, truncate(string(out), 2000))
+			return nil, fmt.Errorf("npm publish %s: %v: %s", filepath.Base(tgz), err, jsonhttp.Truncate(string(out), 2000))
 		}
 	}
 	return tarballs, nil
@@ -226,12 +227,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// truncate is s cut to n bytes, "…" marking a cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

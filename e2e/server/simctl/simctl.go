@@ -8,7 +8,6 @@
 package simctl
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 )
 
 // HeartbeatBudget is issue 12's bound on the CreateOS requests one whole
@@ -89,7 +90,7 @@ type Sandbox struct {
 func (c Client) Call(ctx context.Context, method, path string, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := newJSONRequest(ctx, method, c.URL+path, body)
+	req, err := jsonhttp.NewRequest(ctx, method, c.URL+path, body)
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func (c Client) Call(ctx context.Context, method, path string, body, out any) er
 		return fmt.Errorf("createos-sim %s %s: read body: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("createos-sim %s %s: HTTP %d: %s", method, path, resp.StatusCode, truncate(string(b), 500))
+		return fmt.Errorf("createos-sim %s %s: HTTP %d: %s", method, path, resp.StatusCode, jsonhttp.Truncate(string(b), 500))
 	}
 	if out == nil {
 		return nil
@@ -113,7 +114,7 @@ func (c Client) Call(ctx context.Context, method, path string, body, out any) er
 		Data json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(b, &env); err != nil {
-		return fmt.Errorf("createos-sim %s %s: decode %s: %w", method, path, truncate(string(b), 500), err)
+		return fmt.Errorf("createos-sim %s %s: decode %s: %w", method, path, jsonhttp.Truncate(string(b), 500), err)
 	}
 	return json.Unmarshal(env.Data, out)
 }
@@ -236,31 +237,6 @@ func (s *Spend) StopIfStarted(ctx context.Context) (Counts, error) {
 		return Counts{}, nil
 	}
 	return s.Stop(ctx)
-}
-
-// newJSONRequest is a request with body (if non-nil) as its JSON.
-func newJSONRequest(ctx context.Context, method, url string, body any) (*http.Request, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err == nil && body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return req, err
-}
-
-// truncate is s cut to n bytes, "…" marking a cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Rate is what createos-sim's rate limit admitted and refused
