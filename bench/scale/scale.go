@@ -152,7 +152,12 @@ func table(rows []row) string {
 			r.sim.admitted, rejected, r.sim.busiest60s, seconds(time.Duration(r.sim.requests())*OldRequestInterval), r.sim.source)
 	}
 	_ = w.Flush()
-	return b.String()
+	// Cells left empty still pad their line; the table ends at its text.
+	lines := strings.Split(b.String(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return strings.Join(lines, "\n")
 }
 
 // seconds is d in seconds with two decimals.

@@ -109,6 +109,9 @@ func TestTable(t *testing.T) {
 				t.Fatalf("table:\n%s", strings.Join(lines, "\n"))
 			}
 			for i, want := range tc.want {
+				if l := lines[i+1]; strings.TrimRight(l, " ") != l {
+					t.Errorf("line %d ends in spaces: %q", i+1, l)
+				}
 				if got := columns(lines[i+1]); !slices.Equal(got, want) {
 					t.Errorf("line %d: %q, want %q", i+1, got, want)
 				}
