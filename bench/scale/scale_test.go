@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -278,7 +279,7 @@ func head(s string, n int) string {
 }
 
 // readRate is the sim's counters from GET {control}/rate; a sim without
-// that endpoint (404) is counted from its request log.
+// that endpoint (404) or without a limit is counted from its request log.
 func (s *sim) readRate() (counters, error) {
 	code, body, err := s.control("/rate")
 	switch {
@@ -289,7 +290,11 @@ func (s *sim) readRate() (counters, error) {
 	case code != http.StatusOK:
 		return counters{}, fmt.Errorf("GET /_control/rate: %d %.200s", code, body)
 	}
-	return parseRate(body)
+	c, err := parseRate(body)
+	if errors.Is(err, errNotCounted) {
+		return s.readLog()
+	}
+	return c, err
 }
 
 // readLog counts GET {control}/requests?brief=1, less readRate's own
@@ -302,21 +307,22 @@ func (s *sim) readLog() (counters, error) {
 	var log struct {
 		Data struct {
 			Requests []struct {
-				Path string `json:"path"`
-				AtMs int64  `json:"at_ms"`
+				Path   string `json:"path"`
+				Status int    `json:"status"`
+				AtMs   int64  `json:"at_ms"`
 			} `json:"requests"`
 		} `json:"data"`
 	}
 	if code != http.StatusOK || json.Unmarshal(body, &log) != nil {
 		return counters{}, fmt.Errorf("GET /_control/requests: %d %.200s", code, body)
 	}
-	var arrivals []int64
+	var requests []logged
 	for _, q := range log.Data.Requests {
 		if q.Path != "/_control/rate" {
-			arrivals = append(arrivals, q.AtMs)
+			requests = append(requests, logged{atMs: q.AtMs, status: q.Status})
 		}
 	}
-	return fromLog(arrivals), nil
+	return fromLog(requests), nil
 }
 
 // control is GET {origin}/_control{path} with the API key.

@@ -96,9 +96,9 @@ func TestTable(t *testing.T) {
 				{"no limit", "1", "2.00 s", "24", "0", "24", "7.20 s", "rate"},
 				{"no limit", "4", "8.00 s", "4.00", "96", "4", "96", "30.00 s", "rate"},
 			}},
-		{"a request log leaves rejections unknown",
-			[]row{{mode: unlimited, k: 1, wall: time.Second, measured: true, sim: fromLog([]int64{0, 10, 20})}},
-			[][]string{{"no limit", "1", "1.00 s", "3", "?", "3", "0.90 s", "request log"}}},
+		{"counted from a request log",
+			[]row{{mode: unlimited, k: 1, wall: time.Second, measured: true, sim: fromLog([]logged{{0, 201}, {10, 429}, {20, 200}})}},
+			[][]string{{"no limit", "1", "1.00 s", "2", "1", "2", "0.90 s", "request log"}}},
 		{"a run that did not measure",
 			[]row{{mode: modes[1], k: 4, failures: []string{"no sim"}}},
 			[][]string{{"window", "4", "not measured"}}},
@@ -158,11 +158,14 @@ func TestParseRate(t *testing.T) {
 		want       counters
 		err        string
 	}{
-		{"bare", `{"mode":"window","limit":300,"per":"60s","admitted":280,"rejected":12,"busiest60s":280,"minutes":[200,80]}`,
+		{"bare", `{"mode":"window","limit":300,"per":"60s","admitted":280,"rejected":12,"busiest60s":280,"minutes":[]}`,
 			counters{admitted: 280, rejected: 12, busiest60s: 280, source: "rate"}, ""},
-		{"in the control API's envelope", `{"status":"success","data":{"mode":"none","admitted":24,"rejected":0,"busiest60s":24,"minutes":[24]}}`,
-			counters{admitted: 24, rejected: 0, busiest60s: 24, source: "rate"}, ""},
+		{"in the control API's envelope", `{"status":"success","data":{"mode":"bucket","limit":5,"per":"1s","admitted":24,"rejected":3,"busiest60s":24,
+			"minutes":[{"start":"2026-12-02T17:50:00Z","admitted":24,"rejected":3}]}}`,
+			counters{admitted: 24, rejected: 3, busiest60s: 24, source: "rate"}, ""},
 		{"a counter missing", `{"mode":"bucket","admitted":3}`, counters{}, "lacks admitted, rejected or busiest60s"},
+		{"no limit keeps no counters", `{"status":"success","data":{"mode":"none","limit":0,"admitted":0,"rejected":0,"busiest60s":0}}`,
+			counters{}, "no limit, so no counters"},
 		{"not JSON", `404 page not found`, counters{}, "GET /rate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
