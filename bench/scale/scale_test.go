@@ -267,7 +267,7 @@ func startSim(t *testing.T, path string, m mode) (*sim, error) {
 		case <-exited:
 		case <-time.After(5 * time.Second):
 		}
-		return nil, fmt.Errorf("createos-sim %s did not start (first line %q); stderr begins:\n%s", strings.Join(args, " "), s.origin, head(stderr.String(), 3))
+		return nil, fmt.Errorf("createos-sim %s did not start (first line %q); stderr begins:\n%s", strings.Join(args, " "), s.origin, strings.TrimSpace(head(stderr.String(), 2)))
 	}
 	return s, nil
 }
