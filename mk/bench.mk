@@ -10,6 +10,9 @@
 #   BENCH_SYNC_DIR=/dev/shm    where the sync trees and the lease roots go (default the temp dir)
 #   BENCH_ARGS='--gap-ms 2'    any other bench/host.mjs option
 # The pipe-client round trip is `go test -run '^$' -bench Pipe ./rpc`.
+# bench-scale (issue 22, bench/scale) runs K = 1 and 4 createos lease
+# lifecycles at once against a fresh bin/createos-sim per sim rate limit and
+# fails when a lifecycle fails or a budget is missed (docs/performance.md).
 
 BENCH_FLOOR     := bin/bench-floor
 BENCH_TRANSPORT := bin/bench-transport
@@ -22,7 +25,7 @@ BENCH_JSON      ?= out/bench-host.json
 BENCH_ARGS      ?=
 BENCH_PROF      := out/prof
 
-.PHONY: bench-host bench-workers bench-profile
+.PHONY: bench-host bench-workers bench-profile bench-scale
 
 bench-workers: ## build the benchmark workers into bin/bench-floor and bin/bench-transport
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BENCH_FLOOR) ./bench/floor
@@ -42,3 +45,6 @@ bench-profile: ## CPU and heap profiles of a 64 MiB execute (BENCH_PROFILE=Sleep
 		-cpuprofile $(BENCH_PROF)/$(BENCH_PROFILE).cpu.pprof -memprofile $(BENCH_PROF)/$(BENCH_PROFILE).mem.pprof ./bench
 	$(GO) tool pprof -top -nodecount 25 -ignore 'bench_test\.' $(BENCH_PROF)/bench.test $(BENCH_PROF)/$(BENCH_PROFILE).cpu.pprof
 	$(GO) tool pprof -top -nodecount 15 -ignore 'bench_test\.' -sample_index=alloc_space $(BENCH_PROF)/bench.test $(BENCH_PROF)/$(BENCH_PROFILE).mem.pprof
+
+bench-scale: build createos-sim ## K=1 and K=4 createos lease lifecycles at once against createos-sim with no limit, a 300/60s window and a 5/s bucket: one table, and the budgets
+	BENCH_SCALE_BIN=$(abspath $(dir $(BIN))) $(GO) test -count=1 -v -timeout 30m -run '^TestScale$$' ./bench/scale
