@@ -47,4 +47,4 @@ bench-profile: ## CPU and heap profiles of a 64 MiB execute (BENCH_PROFILE=Sleep
 	$(GO) tool pprof -top -nodecount 15 -ignore 'bench_test\.' -sample_index=alloc_space $(BENCH_PROF)/bench.test $(BENCH_PROF)/$(BENCH_PROFILE).mem.pprof
 
 bench-scale: build createos-sim ## K=1 and K=4 createos lease lifecycles at once against createos-sim with no limit, a 300/60s window and a 5/s bucket: one table, and the budgets
-	BENCH_SCALE_BIN=$(abspath $(dir $(BIN))) $(GO) test -count=1 -v -timeout 30m -run '^TestScale$$' ./bench/scale
+	BENCH_SCALE_BIN=$(abspath $(dir $(BIN))) $(GO) test -count=1 -v -timeout 30m -run '^$$' -bench '^BenchmarkScale$$' -benchtime=1x ./bench/scale

@@ -42,12 +42,15 @@ const (
 	lifecycleTimeout = 10 * time.Minute
 )
 
-// TestScale is the measurement: every mode at every K, one table, and the
-// budgets.
-func TestScale(t *testing.T) {
+// BenchmarkScale is the measurement: every mode at every K, once (run it
+// with -benchtime=1x, as make bench-scale does), one table, and the
+// budgets. It is a benchmark, so `go test` never runs it; run without the
+// binaries it fails.
+func BenchmarkScale(b *testing.B) {
+	t := b
 	bins := os.Getenv(binEnv)
 	if bins == "" {
-		t.Skipf("%s is not set, so nothing was measured: `make bench-scale` builds the binaries and runs this test with it", binEnv)
+		t.Fatalf("%s is not set: `make bench-scale` builds the binaries and runs this benchmark with it", binEnv)
 	}
 	for _, name := range []string{"sandbox-plugin", "createos-sim"} {
 		if _, err := os.Stat(filepath.Join(bins, name)); err != nil {
@@ -57,7 +60,7 @@ func TestScale(t *testing.T) {
 	var rows []row
 	for _, m := range modes {
 		for _, k := range concurrencies {
-			t.Run(fmt.Sprintf("%s/K=%d", m.name, k), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/K=%d", m.name, k), func(t *testing.B) {
 				r := measure(t, bins, m, k)
 				for _, f := range r.failures {
 					t.Error(f)
@@ -75,7 +78,7 @@ func TestScale(t *testing.T) {
 
 // measure runs k lifecycles at once against a fresh sim in mode m through
 // a fresh worker.
-func measure(t *testing.T, bins string, m mode, k int) row {
+func measure(t testing.TB, bins string, m mode, k int) row {
 	r := row{mode: m, k: k}
 	s, err := startSim(t, filepath.Join(bins, "createos-sim"), m)
 	if err != nil {
@@ -179,7 +182,7 @@ func deref(p *int) any {
 // startWorker starts the worker binary with the scrubbed environment the
 // host gives plugin workers and initializes it; the test's cleanup kills
 // it.
-func startWorker(t *testing.T, path string, logs *rpctest.ExecuteLogs) (*rpc.Client, error) {
+func startWorker(t testing.TB, path string, logs *rpctest.ExecuteLogs) (*rpc.Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	c, err := rpc.StartClient(ctx, rpc.ClientOptions{
@@ -211,7 +214,7 @@ type sim struct {
 // startSim starts createos-sim in mode m on a free port with a data
 // directory of its own; the test's cleanup stops it (stdin EOF, which
 // deletes every sandbox, then SIGKILL after 10 s).
-func startSim(t *testing.T, path string, m mode) (*sim, error) {
+func startSim(t testing.TB, path string, m mode) (*sim, error) {
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
 	s := &sim{key: "bench-scale-" + hex.EncodeToString(nonce), http: &http.Client{Timeout: 10 * time.Second}}

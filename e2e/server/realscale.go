@@ -89,6 +89,9 @@ func (h *harness) scale(ctx context.Context) (err error) {
 			fmt.Println("   " + l)
 		}
 	}
+	if rate, err := h.simAPI.Rate(ctx); err == nil {
+		fmt.Printf("   createos-sim %s over the run so far: %s\n", simRateLimit, rate)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -125,6 +128,7 @@ func agentBridgeMode(calls []trace.Entry, key string) string {
 func (h *harness) longRunEnvironment(ctx context.Context) (string, error) {
 	cfg := h.envConfig("createos")
 	cfg["apiUrl"] = strings.Replace(h.simURL, "://127.0.0.1:", "://localhost:", 1)
+	cfg["requestsPerMinute"] = longRunRequestsPerMinute
 	var env struct {
 		ID string `json:"id"`
 	}
