@@ -27,22 +27,9 @@ const (
 	simNodeDir  = "/paperclip-e2e-node"
 )
 
-// The request budgets of the two createos environments (requestsPerMinute):
-// both call the one createos-sim, which counts them against its one limit
-// (simRateLimit, 300 a minute), as a provider counts one caller, so they
-// add up to less, as an operator whose workers share an address sets
-// them. A sliding window that fills refuses everything until its oldest
-// requests leave it, tens of seconds, which a duplex open (30 s) cannot
-// wait out.
-const (
-	mainRequestsPerMinute    = 180
-	longRunRequestsPerMinute = 100
-)
-
 func (h *harness) envConfig(driver string) map[string]any {
 	if driver == "createos" {
-		return map[string]any{"provider": "createos", "apiUrl": h.simURL, "apiKey": h.simKey, "shape": "s-1vcpu-1gb", "timeoutMs": 120000,
-			"requestsPerMinute": mainRequestsPerMinute}
+		return map[string]any{"provider": "createos", "apiUrl": h.simURL, "apiKey": h.simKey, "shape": "s-1vcpu-1gb", "timeoutMs": 120000}
 	}
 	// path: directories the fake searches before its default PATH. The
 	// bridge's server (file or duplex gateway) and the stub's API call run

@@ -50,6 +50,8 @@ type harness struct {
 	sandboxToken string        // the value only the sandboxes have (realcli.go)
 	realAgents   []realAgent   // the agents that run the real CLI
 
+	longSim       *proc.Proc               // the long run's createos-sim: a second CreateOS account
+	longSimAPI    simctl.Client            // its client
 	heartbeatTook map[string]time.Duration // driver -> wall time of its stub-agent heartbeat run
 	lastRunID     string                   // the run of the last heartbeat
 	chaosSettling map[string]bool          // lease ids make chaos leaves to the host's cleanup until its end
@@ -195,7 +197,7 @@ func (h *harness) close() error {
 	if err := h.registry.Stop(); err != nil {
 		errs = append(errs, err)
 	}
-	for _, p := range []*proc.Proc{h.server, h.sim} {
+	for _, p := range []*proc.Proc{h.server, h.sim, h.longSim} {
 		if p != nil {
 			p.Stop(10 * time.Second)
 		}
@@ -268,9 +270,22 @@ func (h *harness) prepareRun(ctx context.Context) error {
 const simRateLimit = "window:300/60s"
 
 func (h *harness) startSim(ctx context.Context) error {
-	simDir := filepath.Join(h.runDir, "sim")
-	if err := os.MkdirAll(simDir, 0o755); err != nil {
+	p, url, err := h.launchSim("createos-sim", filepath.Join(h.runDir, "sim"))
+	if err != nil {
 		return err
+	}
+	h.sim = p
+	h.simURL = url
+	h.simAPI = simctl.Client{URL: h.simURL, Key: h.simKey}
+	fmt.Println("   createos-sim at", h.simURL)
+	return nil
+}
+
+// launchSim starts a createos-sim named name in simDir, with the run's
+// key, mounts, PATH and rate limit, and returns it with its URL.
+func (h *harness) launchSim(name, simDir string) (*proc.Proc, string, error) {
+	if err := os.MkdirAll(simDir, 0o755); err != nil {
+		return nil, "", err
 	}
 	args := []string{"--listen", "127.0.0.1:0", "--api-key", h.simKey, "--dir", simDir,
 		"--mount", filepath.Join(h.runDir, "tools") + ":" + simToolsDir,
@@ -281,19 +296,16 @@ func (h *harness) startSim(ctx context.Context) error {
 		args = append(args, "--path", simToolsDir+"/"+chaosBinDir) // first: the chaos tar (chaos_stub.go)
 	}
 	cmd := exec.Command(h.o.sim, append(args, "--path", simNodeDir, "--path", simClaudeDir)...)
-	p, err := proc.Start("createos-sim", h.logDir, cmd)
+	p, err := proc.Start(name, h.logDir, cmd)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	h.sim = p
 	line, err := p.WaitLine(30*time.Second, "its URL on stdout", func(s string) bool { return strings.HasPrefix(s, "http://127.0.0.1:") })
 	if err != nil {
-		return err
+		p.Stop(10 * time.Second)
+		return nil, "", err
 	}
-	h.simURL = strings.TrimSpace(line)
-	h.simAPI = simctl.Client{URL: h.simURL, Key: h.simKey}
-	fmt.Println("   createos-sim at", h.simURL)
-	return nil
+	return p, strings.TrimSpace(line), nil
 }
 
 var readyLine = regexp.MustCompile(`Paperclip is ready at (http://127\.0\.0\.1:\d+)`)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -16,13 +18,12 @@ import (
 // Real agents at scale: a team of teamSize agents that start their
 // heartbeats together on each driver, and one long run on createos, all
 // at once, sharing the machine (2 cores here). The long run has a
-// createos environment of its own, on a second origin of the sim
-// (http://localhost:<port>): the worker keeps one request budget per API
-// origin and key (createos/api's limiter), so on the team's origin it
-// would wait behind the team's requests, as a second CreateOS account
-// does not. The sim counts both origins against its one limit, as a
-// provider that counts per caller address would: what that costs is
-// 429s, which the worker waits out and sends again. The sim's
+// createos environment of its own, on a createos-sim of its own: a second
+// CreateOS account, with its own 300 requests a minute. On the team's
+// account it would share the team's budget, and together they want more
+// than the provider allows: the team's duplex writes, which must answer
+// within the bridge's own timeouts, would wait behind the long run's
+// polls. The sim's
 // requests are told apart by the sandbox their path names.
 const (
 	teamSize = 8
@@ -107,7 +108,33 @@ func (h *harness) scale(ctx context.Context) (err error) {
 	if err := errors.Join(h.nothingHeld(ctx, "fake-plugin"), h.nothingHeld(ctx, "createos")); err != nil {
 		return err
 	}
-	return h.pc.api(ctx, "DELETE", "/environments/"+longEnv, nil, nil)
+	if err := h.pc.api(ctx, "DELETE", "/environments/"+longEnv, nil, nil); err != nil {
+		return err
+	}
+	return h.stopLongSim(ctx)
+}
+
+// stopLongSim checks that the long run's sim holds no sandbox, stops it and
+// checks that it left nothing in its directory.
+func (h *harness) stopLongSim(ctx context.Context) error {
+	if err := poll(ctx, 30*time.Second, "the long run's createos-sim holds no sandbox", func() (bool, error) {
+		held, err := h.longSimAPI.Sandboxes(ctx)
+		if err != nil || len(held) > 0 {
+			return false, fmt.Errorf("it holds %s (%v)", simctl.SandboxIDs(held), err)
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	if !h.longSim.Stop(20 * time.Second) {
+		return fmt.Errorf("the long run's createos-sim did not exit within 20s of SIGTERM; see %s", h.longSim.LogName())
+	}
+	h.longSim = nil
+	dir := filepath.Join(h.runDir, "sim-long")
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) > 0 {
+		return fmt.Errorf("the long run's createos-sim left %d entries in its directory (%v)", len(ents), err)
+	}
+	return nil
 }
 
 // agentBridgeMode is PAPERCLIP_API_BRIDGE_MODE of the agent execute of
@@ -123,12 +150,16 @@ func agentBridgeMode(calls []trace.Entry, key string) string {
 	return ""
 }
 
-// longRunEnvironment creates the long run's createos environment, on
-// the sim's second origin.
+// longRunEnvironment starts the long run's createos-sim and creates its
+// createos environment on it.
 func (h *harness) longRunEnvironment(ctx context.Context) (string, error) {
+	p, url, err := h.launchSim("createos-sim-long", filepath.Join(h.runDir, "sim-long"))
+	if err != nil {
+		return "", err
+	}
+	h.longSim, h.longSimAPI = p, simctl.Client{URL: url, Key: h.simKey}
 	cfg := h.envConfig("createos")
-	cfg["apiUrl"] = strings.Replace(h.simURL, "://127.0.0.1:", "://localhost:", 1)
-	cfg["requestsPerMinute"] = longRunRequestsPerMinute
+	cfg["apiUrl"] = url
 	var env struct {
 		ID string `json:"id"`
 	}
@@ -236,7 +267,7 @@ func (h *harness) teamRequests(ctx context.Context, skip int, other otherRun) (s
 // longRunMin, with a tool call every few seconds, on createos with the
 // file bridge. skip is the length of the sim's request log before it.
 func (h *harness) startLongRun(ctx context.Context, a realAgent, envID string) (*realRun, int, error) {
-	before, err := h.simAPI.Log(ctx, 0)
+	before, err := h.longSimAPI.Log(ctx, 0)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -270,7 +301,7 @@ func (h *harness) finishLongRun(ctx context.Context, r *realRun, envID string, s
 	if err != nil {
 		return "", err
 	}
-	reqs, err := h.simAPI.Log(ctx, skip)
+	reqs, err := h.longSimAPI.Log(ctx, skip)
 	if err != nil {
 		return "", err
 	}
