@@ -12,8 +12,8 @@ import (
 // The provider documents a budget of 300 requests a minute per caller,
 // without saying whether it counts them in a sliding window or drains a
 // bucket without burst. The limiter keeps under both: at most PerMinute
-// requests in any 60 s (a token bucket whose burst and minute of refill
-// add up to PerMinute), and after a rejection, steady spacing that doubles
+// requests in any 60 s (a token bucket whose burst, half the budget, and
+// minute of refill add up to PerMinute), and after a rejection, steady spacing that doubles
 // on the next rejection and halves after each quiet period until the full
 // budget is back. The arithmetic is in docs/performance.md.
 
@@ -108,10 +108,10 @@ type budget struct {
 }
 
 // fullBudget is a token bucket that admits at most perMinute requests in
-// any 60 s: a burst of a third of them at once, the rest refilled over the
-// minute (burst + 60 s × rate = perMinute).
+// any 60 s: a burst of half of them at once, the other half refilled over
+// the minute (burst + 60 s × rate = perMinute).
 func fullBudget(perMinute int) *rate.Limiter {
-	burst := max(1, perMinute/3)
+	burst := max(1, perMinute/2)
 	return rate.NewLimiter(rate.Limit(float64(perMinute-burst)/60), burst)
 }
 
