@@ -136,12 +136,25 @@ type row struct {
 	// that could not be measured (then wall and sim mean nothing).
 	failures []string
 	measured bool
+	// apart is the floor row: each lifecycle through a worker of its own,
+	// so nothing of the worker is shared.
+	apart bool
 }
 
 // find is the measured row of m at K=k, or nil.
 func find(rows []row, m mode, k int) *row {
 	for i := range rows {
-		if rows[i].mode.name == m.name && rows[i].k == k && rows[i].measured {
+		if rows[i].mode.name == m.name && rows[i].k == k && rows[i].measured && !rows[i].apart {
+			return &rows[i]
+		}
+	}
+	return nil
+}
+
+// findApart is the measured floor row, or nil.
+func findApart(rows []row) *row {
+	for i := range rows {
+		if rows[i].apart && rows[i].measured {
 			return &rows[i]
 		}
 	}
@@ -162,7 +175,11 @@ func table(rows []row) string {
 		if one := find(rows, r.mode, 1); r.k == 4 && one != nil && one.wall > 0 {
 			ratio = fmt.Sprintf("%.2f", float64(r.wall)/float64(one.wall))
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", r.mode.name, r.k, seconds(r.wall), ratio,
+		name := r.mode.name
+		if r.apart {
+			name += ", a worker each"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", name, r.k, seconds(r.wall), ratio,
 			r.sim.admitted, r.sim.rejected, r.sim.busiest60s, seconds(time.Duration(r.sim.requests())*OldRequestInterval), r.sim.source)
 	}
 	_ = w.Flush()
@@ -200,15 +217,19 @@ func violations(rows []row) []string {
 			}
 		}
 		if m.unlimited() {
-			out = append(out, speedViolations(find(rows, m, 1), find(rows, m, 4))...)
+			out = append(out, speedViolations(find(rows, m, 1), find(rows, m, 4), findApart(rows))...)
 		}
 	}
 	return out
 }
 
-// speedViolations are the no-limit budgets one and four (either nil when
-// not measured) miss.
-func speedViolations(one, four *row) []string {
+// speedViolations are the no-limit budgets one, four and the floor apart
+// (each nil when not measured) miss. Four leases through one worker may
+// take concurrencyBudget × the longer of K=1 and the floor: where the
+// machine has the cores, four lifecycles apart take what one does, and the
+// budget is the 1.5 × K=1; on 2 cores the sim's own work (a
+// supervised process per execute) makes four apart take about twice one.
+func speedViolations(one, four, apart *row) []string {
 	if one == nil {
 		return nil
 	}
@@ -217,9 +238,15 @@ func speedViolations(one, four *row) []string {
 		out = append(out, fmt.Sprintf("no limit, K=1: wall %s is over %.1f × its %d requests × 300 ms (%s): the requests are still paced",
 			seconds(one.wall), pacingBudget, one.sim.requests(), seconds(time.Duration(pacingBudget*float64(paced)))))
 	}
-	if four != nil && float64(four.wall) > concurrencyBudget*float64(one.wall) {
-		out = append(out, fmt.Sprintf("no limit: K=4 wall %s is %.2f × K=1's %s, over the budget of %.1f ×: concurrent leases wait for each other",
-			seconds(four.wall), float64(four.wall)/float64(one.wall), seconds(one.wall), concurrencyBudget))
+	base, of := one.wall, "K=1's"
+	if apart == nil {
+		out = append(out, "no limit, K=4 with a worker each: not measured")
+	} else if apart.wall > base {
+		base, of = apart.wall, "the floor's (K=4 with a worker each)"
+	}
+	if four != nil && float64(four.wall) > concurrencyBudget*float64(base) {
+		out = append(out, fmt.Sprintf("no limit: K=4 wall %s is %.2f × %s %s, over the budget of %.1f ×: concurrent leases wait for each other",
+			seconds(four.wall), float64(four.wall)/float64(base), of, seconds(base), concurrencyBudget))
 	}
 	return out
 }

@@ -69,6 +69,13 @@ func BenchmarkScale(b *testing.B) {
 			})
 		}
 	}
+	t.Run("no limit/K=4/a worker each", func(t *testing.B) {
+		r := measureApart(t, bins, modes[0], 4)
+		for _, f := range r.failures {
+			t.Error(f)
+		}
+		rows = append(rows, r)
+	})
 	fmt.Printf("\nbench-scale: K lease lifecycles at once, each acquire + %d × execute /bin/echo + release; a fresh createos-sim and worker per row\n\n%s\n",
 		executes, table(rows))
 	if v := violations(rows); len(v) > 0 {
@@ -79,17 +86,29 @@ func BenchmarkScale(b *testing.B) {
 // measure runs k lifecycles at once against a fresh sim in mode m through
 // a fresh worker.
 func measure(t testing.TB, bins string, m mode, k int) row {
-	r := row{mode: m, k: k}
+	return measureWith(t, bins, row{mode: m, k: k}, 1)
+}
+
+// measureApart is measure with a fresh worker for each lifecycle: the
+// floor, where nothing of the worker is shared.
+func measureApart(t testing.TB, bins string, m mode, k int) row {
+	return measureWith(t, bins, row{mode: m, k: k, apart: true}, k)
+}
+
+func measureWith(t testing.TB, bins string, r row, workers int) row {
+	m, k := r.mode, r.k
 	s, err := startSim(t, filepath.Join(bins, "createos-sim"), m)
 	if err != nil {
 		r.failures = []string{err.Error()}
 		return r
 	}
 	logs := rpctest.NewExecuteLogs(t)
-	c, err := startWorker(t, filepath.Join(bins, "sandbox-plugin"), logs)
-	if err != nil {
-		r.failures = []string{err.Error()}
-		return r
+	cs := make([]*rpc.Client, workers)
+	for i := range cs {
+		if cs[i], err = startWorker(t, filepath.Join(bins, "sandbox-plugin"), logs); err != nil {
+			r.failures = []string{err.Error()}
+			return r
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lifecycleTimeout)
 	defer cancel()
@@ -97,7 +116,7 @@ func measure(t testing.TB, bins string, m mode, k int) row {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for n := range k {
-		wg.Go(func() { errs[n] = lifecycle(ctx, c, logs, s, n+1) })
+		wg.Go(func() { errs[n] = lifecycle(ctx, cs[n%workers], logs, s, n+1) })
 	}
 	wg.Wait()
 	r.wall = time.Since(start)
@@ -107,7 +126,9 @@ func measure(t testing.TB, bins string, m mode, k int) row {
 		}
 	}
 	if len(r.failures) > 0 {
-		t.Logf("the worker's stderr (its end):\n%s", c.Stderr())
+		for _, c := range cs {
+			t.Logf("a worker's stderr (its end):\n%s", c.Stderr())
+		}
 	}
 	if r.sim, err = s.readRate(); err != nil {
 		r.failures = append(r.failures, err.Error())

@@ -14,11 +14,28 @@ func measured(m mode, k int, wall time.Duration, admitted, rejected, busiest int
 }
 
 // within is a full set of rows that keeps every budget: 24 requests a
-// lease, K=1 in 1 s (7.2 s paced), K=4 in 1.2 s.
+// lease, K=1 in 1 s (7.2 s paced), K=4 in 1.2 s, and the floor (K=4 with
+// a worker each) in 1 s.
 func within() []row {
 	var rows []row
 	for _, m := range modes {
 		rows = append(rows, measured(m, 1, time.Second, 24, 0, 24), measured(m, 4, 1200*time.Millisecond, 96, 0, 96))
+	}
+	apart := measured(modes[0], 4, time.Second, 96, 0, 96)
+	apart.apart = true
+	return append(rows, apart)
+}
+
+// withApart is within() with the floor's wall set to d.
+func withApart(d time.Duration, four time.Duration) []row {
+	rows := within()
+	for i := range rows {
+		switch {
+		case rows[i].apart:
+			rows[i].wall = d
+		case rows[i].mode.unlimited() && rows[i].k == 4:
+			rows[i].wall = four
+		}
 	}
 	return rows
 }
@@ -28,7 +45,7 @@ func within() []row {
 func edit(name string, k int, f func(*row)) []row {
 	rows := within()
 	for i := range rows {
-		if rows[i].mode.name == name && rows[i].k == k {
+		if rows[i].mode.name == name && rows[i].k == k && !rows[i].apart {
 			f(&rows[i])
 		}
 	}
@@ -54,6 +71,17 @@ func TestViolations(t *testing.T) {
 		{"K=4 just over 1.5 × K=1",
 			edit("no limit", 4, func(r *row) { r.wall = 1501 * time.Millisecond }),
 			[]string{"K=4 wall 1.50 s is 1.50 × K=1's 1.00 s, over the budget of 1.5 ×"}},
+		{"a floor over K=1 is the base: four at 1.5 × a 2 s floor",
+			withApart(2*time.Second, 3*time.Second), nil},
+		{"just over 1.5 × the floor",
+			withApart(2*time.Second, 3001*time.Millisecond),
+			[]string{"no limit: K=4 wall 3.00 s is 1.50 × the floor's (K=4 with a worker each) 2.00 s, over the budget of 1.5 ×"}},
+		{"a floor under K=1 leaves K=1 the base",
+			withApart(500*time.Millisecond, 1501*time.Millisecond),
+			[]string{"K=4 wall 1.50 s is 1.50 × K=1's 1.00 s"}},
+		{"no floor measured",
+			func() []row { r := within(); return r[:len(r)-1] }(),
+			[]string{"no limit, K=4 with a worker each: not measured"}},
 		{"the window's budget is counted with rejected requests left out",
 			edit("window", 4, func(r *row) { r.sim.admitted, r.sim.rejected, r.sim.busiest60s = 300, 50, 300 }), nil},
 		{"the window overrun",
