@@ -50,11 +50,11 @@ type harness struct {
 	sandboxToken string        // the value only the sandboxes have (realcli.go)
 	realAgents   []realAgent   // the agents that run the real CLI
 
-	longSim       *proc.Proc               // the long run's createos-sim: a second CreateOS account
-	longSimAPI    simctl.Client            // its client
-	heartbeatTook map[string]time.Duration // driver -> wall time of its stub-agent heartbeat run
-	lastRunID     string                   // the run of the last heartbeat
-	chaosSettling map[string]bool          // lease ids make chaos leaves to the host's cleanup until its end
+	longSim       *proc.Proc                 // the long run's createos-sim: a second CreateOS account
+	longSimAPI    simctl.Client              // its client
+	heartbeatTook map[string][]time.Duration // driver -> wall times of its stub-agent file-bridge heartbeats
+	lastRunID     string                     // the run of the last heartbeat
+	chaosSettling map[string]bool            // lease ids make chaos leaves to the host's cleanup until its end
 }
 
 const pluginKey = "paperclip.go-sandbox-provider"
@@ -160,6 +160,7 @@ func (h *harness) run(ctx context.Context) error {
 		{"agent heartbeat on createos (file bridge)", func(ctx context.Context) error {
 			return h.heartbeat(ctx, "createos", "heartbeat-createos", bridgeFile)
 		}},
+		{"stub heartbeat times on both drivers (createos within 1.5x of fake-plugin)", h.heartbeatTimes},
 		{"agent heartbeat on fake-plugin over the duplex bridge (enableSandboxDuplexBridge on)", h.duplexHeartbeat},
 		{"real agent CLI heartbeat on fake-plugin (file bridge)", func(ctx context.Context) error {
 			return h.realHeartbeat(ctx, "fake-plugin", bridgeFile, "heartbeat-fake-plugin-real-cli")
