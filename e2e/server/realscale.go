@@ -96,14 +96,8 @@ func (h *harness) scale(ctx context.Context) (err error) {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	var wrong []string
-	for _, r := range runs {
-		if got, want := agentBridgeMode(calls, r.key), bridgeModes[r.bridge]; got != want {
-			wrong = append(wrong, fmt.Sprintf("%s ran its agent with PAPERCLIP_API_BRIDGE_MODE=%q, want %s", r.key, got, want))
-		}
-	}
-	if len(wrong) > 0 {
-		return errors.New(strings.Join(wrong, "; "))
+	if err := wrongBridges(calls, runs); err != nil {
+		return err
 	}
 	if err := errors.Join(h.nothingHeld(ctx, "fake-plugin"), h.nothingHeld(ctx, "createos")); err != nil {
 		return err
@@ -133,6 +127,21 @@ func (h *harness) stopLongSim(ctx context.Context) error {
 	dir := filepath.Join(h.runDir, "sim-long")
 	if ents, err := os.ReadDir(dir); err != nil || len(ents) > 0 {
 		return fmt.Errorf("the long run's createos-sim left %d entries in its directory (%v)", len(ents), err)
+	}
+	return nil
+}
+
+// wrongBridges names the runs whose agent execute (in calls) did not have
+// its bridge's PAPERCLIP_API_BRIDGE_MODE.
+func wrongBridges(calls []trace.Entry, runs []*realRun) error {
+	var wrong []string
+	for _, r := range runs {
+		if got, want := agentBridgeMode(calls, r.key), bridgeModes[r.bridge]; got != want {
+			wrong = append(wrong, fmt.Sprintf("%s ran its agent with PAPERCLIP_API_BRIDGE_MODE=%q, want %s", r.key, got, want))
+		}
+	}
+	if len(wrong) > 0 {
+		return errors.New(strings.Join(wrong, "; "))
 	}
 	return nil
 }
