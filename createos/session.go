@@ -228,7 +228,9 @@ func (ch *channel) beginWrite() (ctx context.Context, path string, done func()) 
 	if ch.stopping {
 		return nil, "", nil
 	}
-	wctx, cut := context.WithCancelCause(ch.life)
+	// A write is what the other end of a live session waits on (a bridge
+	// response the agent reads): it goes ahead of the budget's queue.
+	wctx, cut := context.WithCancelCause(api.Urgent(ch.life))
 	ctx, cancel := deadline.Timeout(wctx, min(ch.c.Timeout(), writeBudget))
 	ch.endWrite = cut
 	return ctx, ch.path, func() {

@@ -255,24 +255,33 @@ func (p *urgentPacer) counts() (urgent, normal int) {
 	return p.urgent, p.normal
 }
 
-// The requests of a close (stdin close, SIGTERM, tree DELETE) are Urgent,
-// so the pacer starts them ahead of the host's pollers; nothing else is.
-// (make server-e2e's createos team: a close behind 16 pollers was
-// acknowledged after the host's 10 s, and the host retired the worker.)
-func TestDuplexCloseRequestsAreUrgent(t *testing.T) {
+// The requests of a close (stdin close, SIGTERM, tree DELETE) and every
+// write are Urgent, so the pacer starts them ahead of the host's pollers;
+// the open is not. (make server-e2e's createos team: a close behind 16
+// pollers was acknowledged after the host's 10 s, and the host retired the
+// worker; a bridge response written behind them reached the agent too
+// late.)
+func TestDuplexCloseAndWriteRequestsAreUrgent(t *testing.T) {
 	_, d, bp := sessionServer(t, createostest.Options{})
 	p := &urgentPacer{}
 	d.pacer = p
 	l := leaseOn(t, d, bp)
 	ch := openDuplex(t, d, bp, l, newRecSink(t), "sh", "-c", "cat >/dev/null; exec sleep 30")
-	if u, n := p.counts(); u != 0 || n == 0 {
-		t.Fatalf("before the close: %d urgent and %d other waits, want 0 and some", u, n)
+	u0, n0 := p.counts()
+	if u0 != 0 || n0 == 0 {
+		t.Fatalf("after the open: %d urgent and %d other waits, want 0 and some", u0, n0)
+	}
+	if err := ch.Write([]byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := p.counts(); u != 1 {
+		t.Fatalf("a write made %d urgent waits, want 1", u)
 	}
 	if err := ch.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if u, _ := p.counts(); u != 3 {
-		t.Errorf("the close made %d urgent waits, want 3 (stdin close, signal, delete)", u)
+	if u, _ := p.counts(); u != 4 {
+		t.Errorf("the close made %d urgent waits, want 3 (stdin close, signal, delete)", u-1)
 	}
 }
 

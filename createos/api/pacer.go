@@ -74,12 +74,14 @@ var NoPacing Pacer = PacerFunc(func(ctx context.Context, _ Account) error {
 	return nil
 })
 
-// Urgent marks ctx's requests as ones that end a session: they start at
-// once, whatever the budget, and the requests after them pay for them. The
-// host retires the whole worker when a session close is not acknowledged
-// within 10 s, and on an account the host's pollers keep busy (two per
-// file-bridge run, an execute every 100 ms each) a close queued behind
-// them would wait for all of them.
+// Urgent marks ctx's requests as ones a live session waits on: its writes
+// and the requests that end it. They start at once, whatever the budget,
+// and the requests after them pay for them (the budget's tenth of headroom
+// covers the few). The host retires the whole worker when a session close
+// is not acknowledged within 10 s, a bridge response written into a duplex
+// channel is read by an agent that does not wait long, and on an account
+// the host's pollers keep busy (two per file-bridge run, an execute every
+// 100 ms each) either queued behind them would wait for all of them.
 func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
 
 type urgentKey struct{}
