@@ -12,7 +12,7 @@ import (
 )
 
 // OldRequestInterval is the spacing the createos driver kept between any
-// two requests to one origin before issue 22 (api.RequestInterval): the
+// two requests to one origin before issue 22 (its RequestInterval): the
 // cost of a run's requests had they all been paced.
 const OldRequestInterval = 300 * time.Millisecond
 
