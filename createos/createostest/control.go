@@ -1,6 +1,7 @@
 package createostest
 
 import (
+	"encoding/json"
 	"net"
 	"net/http"
 	"strconv"
@@ -110,26 +111,33 @@ func (s *Server) controlFailFor(w http.ResponseWriter, r *http.Request) error {
 // controlTreeNotExited is POST {prefix}/tree-not-exited:
 // Faults().TreeNotExited.
 func (s *Server) controlTreeNotExited(w http.ResponseWriter, r *http.Request) error {
-	var b struct {
-		Count *int `json:"count"`
+	n, err := intBody(r, "count")
+	if err != nil {
+		return err
 	}
-	if decode(r, &b) != nil || b.Count == nil {
-		return failure(http.StatusBadRequest, "want {count}")
-	}
-	s.faults.TreeNotExited(*b.Count)
+	s.faults.TreeNotExited(n)
 	return ok(w)
 }
 
 // controlReplayOverlap is POST {prefix}/replay-overlap: SetReplayOverlap.
 func (s *Server) controlReplayOverlap(w http.ResponseWriter, r *http.Request) error {
-	var b struct {
-		Frames *int `json:"frames"`
+	n, err := intBody(r, "frames")
+	if err != nil {
+		return err
 	}
-	if decode(r, &b) != nil || b.Frames == nil {
-		return failure(http.StatusBadRequest, "want {frames}")
-	}
-	s.SetReplayOverlap(*b.Frames)
+	s.SetReplayOverlap(n)
 	return ok(w)
+}
+
+// intBody reads a control body {name: integer}; anything else is a 400
+// naming what is wanted.
+func intBody(r *http.Request, name string) (int, error) {
+	var b map[string]json.RawMessage
+	var n int
+	if decode(r, &b) != nil || b[name] == nil || string(b[name]) == "null" || json.Unmarshal(b[name], &n) != nil {
+		return 0, failure(http.StatusBadRequest, "want {"+name+"}")
+	}
+	return n, nil
 }
 
 // streamFaultKinds are the stream fault kinds by their control names.
