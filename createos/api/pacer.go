@@ -75,9 +75,10 @@ var NoPacing Pacer = PacerFunc(func(ctx context.Context, _ Account) error {
 })
 
 // Urgent marks ctx's requests as ones a live session waits on: its writes
-// and the requests that end it. They start at once, whatever the budget,
-// and the requests after them pay for them (the budget's tenth of headroom
-// covers the few). The host retires the whole worker when a session close
+// and the requests that end it. They start at once, and the requests after
+// them pay for them, while what they owe the budget stays within a tenth of
+// it (the headroom DefaultPerMinute keeps); past that, as when a channel
+// carries megabytes, they wait their turn like the rest. The host retires the whole worker when a session close
 // is not acknowledged within 10 s, a bridge response written into a duplex
 // channel is read by an agent that does not wait long, and on an account
 // the host's pollers keep busy (two per file-bridge run, an execute every
@@ -131,6 +132,7 @@ func (l *Limiter) Wait(ctx context.Context, a Account) error {
 	l.mu.Lock()
 	b := l.budgetOf(a)
 	l.recover(ctx, b, now)
+	urgent := IsUrgent(ctx) && b.full.TokensAt(now) > -float64(b.perMinute/10)
 	turns := []*rate.Reservation{b.full.ReserveN(now, 1)}
 	if b.slow != nil {
 		turns = append(turns, b.slow.ReserveN(now, 1))
@@ -140,7 +142,7 @@ func (l *Limiter) Wait(ctx context.Context, a Account) error {
 	for _, r := range turns {
 		delay = max(delay, r.DelayFrom(now))
 	}
-	if delay == 0 || IsUrgent(ctx) {
+	if delay == 0 || urgent {
 		return nil
 	}
 	t := time.NewTimer(delay)

@@ -112,6 +112,32 @@ func TestLimiterCancellationAndUrgency(t *testing.T) {
 	})
 }
 
+// Urgent requests borrow at most a tenth of the budget: then they wait
+// like the rest, so a session writing megabytes cannot overrun the
+// provider's limit.
+func TestLimiterUrgentDebtIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLimiter()
+		starts(t, l, acct, 135)
+		ctx := Urgent(t.Context())
+		t0 := time.Now()
+		for range 27 {
+			if err := l.Wait(ctx, acct); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if time.Since(t0) != 0 {
+			t.Fatalf("the first urgent requests waited %v", time.Since(t0))
+		}
+		if err := l.Wait(ctx, acct); err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(t0) == 0 {
+			t.Error("an urgent request past a tenth of the budget in debt did not wait")
+		}
+	})
+}
+
 // A rejection spaces the account evenly over its budget; another, once
 // the change is escalateAfter old, doubles the spacing; each quiet period
 // halves it, and after steady spacing is quiet too the full budget is
