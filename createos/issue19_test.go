@@ -300,7 +300,9 @@ func twoTenantsKeepApart(t *testing.T, yLast, destroy bool) {
 	if err := ch.Close(t.Context()); err != nil {
 		t.Fatalf("X's close: %v", err)
 	}
+	x.stub.mu.Lock() // X's follower may still be reconnecting
 	x.stub.connect = nil
+	x.stub.mu.Unlock()
 	ch, err = x.open(t, d, lx, newRecSink(t))
 	if err != nil {
 		t.Fatalf("X's open after Y's release: %v", err)
