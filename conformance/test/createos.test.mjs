@@ -374,13 +374,13 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     assert.ok(syncTook < 30_000, `the sync step took ${syncTook}ms`);
     // In: the upload and the extract, which removes the archive itself
     // (a separate rm follows only an extract that did not finish); out: the
-    // archive, the download and the scratch rm, a mapping; two for the
-    // post-upload command (its cwd's guard, then the command, spec §3.9)
+    // archive, the download and the scratch rm, a mapping; one for the
+    // post-upload command (its cwd's guard and the command in one script)
     // and one for the execute; the commands are streaming execs, the rm a
     // plain exec, and none is a managed process.
     assert.deepEqual(syncRoutes, [
       "files.put", "exec.stream", // sync in
-      "exec.stream", "exec.stream", // post-upload: guard, command
+      "exec.stream", // post-upload: the guard and the command
       "exec.stream", // the execute
       "exec.stream", "files.get", "exec", // sync out: result.txt
       "exec.stream", "files.get", "exec", // sync out: out/
