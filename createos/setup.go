@@ -60,7 +60,7 @@ func (d *Driver) StartInteractiveSetup(ctx context.Context, p *handlers.StartSet
 	}
 	md := handlers.Object{
 		"provider": Key, originKey: originFingerprint(cfg.APIURL), "companyId": p.CompanyID,
-		"environmentId": p.EnvironmentID, "sandboxId": v.ID, "setupMarker": marker,
+		"environmentId": p.EnvironmentID, "setupMarker": marker,
 		"expiresAt": strOrNil(p.ExpiresAt), "sourceTemplateRefRedacted": p.SourceTemplateRef != nil,
 	}
 	return setupSession(v.ID, md, p.ExpiresAt, true), nil
@@ -107,15 +107,19 @@ func missingSetup() *handlers.SetupSession {
 	return &handlers.SetupSession{Status: "missing", Metadata: handlers.Object{"provider": Key, "missing": true}}
 }
 
-// ownSetup checks that md is this environment's setup of sandbox id
-// (spec: metadataMatches, sandboxId, a setup marker) and returns a client.
+// ownSetup checks that md is a setup of this environment (metadataMatches
+// and a setup marker) and returns a client and the marker. The metadata
+// cannot name the sandbox: the host stores it with keys like sandboxId
+// redacted (shared environment-custom-images.js) and passes the id as
+// providerLeaseId. What binds the id to the setup is the marker inside
+// the sandbox (provenSetup), checked before anything is changed.
 func (d *Driver) ownSetup(p *handlers.BaseParams, id string, md handlers.Object) (*api.Client, string, error) {
 	ok, err := metadataMatches(p, md)
 	if err != nil {
 		return nil, "", err
 	}
 	marker, _ := md["setupMarker"].(string)
-	if !ok || md["sandboxId"] != id || !markerRE.MatchString(marker) {
+	if !ok || !markerRE.MatchString(marker) {
 		return nil, "", errSetupNotOurs
 	}
 	if _, err := api.CheckID(id); err != nil {
@@ -178,15 +182,8 @@ func (d *Driver) CaptureTemplate(ctx context.Context, p *handlers.CaptureTemplat
 	defer cancel()
 	ctx, wcancel := deadline.Work(ctx, timeout)
 	defer wcancel()
-	if err := c.Transition(ctx, id, "running"); err != nil {
+	if err := provenSetup(ctx, c, id, marker); err != nil {
 		return nil, err
-	}
-	r, err := c.Exec(ctx, id, "/bin/cat", markerPath)
-	if err != nil {
-		return nil, err
-	}
-	if !r.OK() || r.Stdout != marker {
-		return nil, errSetupIdentity
 	}
 	if err := c.Reach(ctx, id, "paused", "running"); err != nil {
 		return nil, err
@@ -197,8 +194,24 @@ func (d *Driver) CaptureTemplate(ctx context.Context, p *handlers.CaptureTemplat
 	}}, nil
 }
 
+// provenSetup runs sandbox id and checks that it holds marker, the one
+// proof that it is the setup sandbox the host's metadata describes.
+func provenSetup(ctx context.Context, c *api.Client, id, marker string) error {
+	if err := c.Transition(ctx, id, "running"); err != nil {
+		return err
+	}
+	r, err := c.Exec(ctx, id, "/bin/cat", markerPath)
+	if err != nil {
+		return err
+	}
+	if !r.OK() || r.Stdout != marker {
+		return errSetupIdentity
+	}
+	return nil
+}
+
 // CancelInteractiveSetup implements handlers.InteractiveSetup: the setup
-// sandbox is deleted.
+// sandbox, once it proves to be this setup's, is deleted.
 func (d *Driver) CancelInteractiveSetup(ctx context.Context, p *handlers.CancelSetupParams) (*handlers.CancelSetupResult, error) {
 	reason := "cancelled"
 	if p.Reason != nil && *p.Reason != "" {
@@ -209,12 +222,17 @@ func (d *Driver) CancelInteractiveSetup(ctx context.Context, p *handlers.CancelS
 		return missing, nil
 	}
 	id := *p.ProviderLeaseID
-	c, _, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
+	c, marker, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
+	if err := provenSetup(ctx, c, id, marker); api.IsStatus(err, http.StatusNotFound) {
+		return missing, nil
+	} else if err != nil {
+		return nil, err
+	}
 	if _, err := c.JSON(ctx, http.MethodDelete, "/sandboxes/"+id, nil); api.IsStatus(err, http.StatusNotFound) {
 		return missing, nil
 	} else if err != nil {

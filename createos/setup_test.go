@@ -1,7 +1,9 @@
 package createos
 
 import (
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
@@ -23,6 +25,7 @@ func TestSetupCaptureForkExecuteDeleteTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := *setup.ProviderLeaseID
+	setup.Metadata = hostStored(setup.Metadata) // what the host passes back
 	if setup.Status != "waiting_for_user" || setup.ConnectionPayload == nil || *setup.ConnectionPayload.Command != "createos sandbox shell "+id ||
 		setup.ConnectionSummary.Type != "createos_cli" || *setup.ConnectionSummary.CommandRedacted {
 		t.Fatalf("setup %+v", setup)
@@ -85,6 +88,7 @@ func TestSetupCaptureForkExecuteDeleteTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	edit.Metadata = hostStored(edit.Metadata)
 	cancelled, err := d.CancelInteractiveSetup(ctx, &handlers.CancelSetupParams{BaseParams: bp, ProviderLeaseID: edit.ProviderLeaseID, SetupMetadata: edit.Metadata})
 	if err != nil || cancelled.Status != "cancelled" {
 		t.Errorf("cancel %+v %v", cancelled, err)
@@ -99,6 +103,60 @@ func TestSetupCaptureForkExecuteDeleteTemplate(t *testing.T) {
 	del, err := d.DeleteTemplate(ctx, &handlers.DeleteTemplateParams{BaseParams: bp, TemplateRef: id})
 	if err != nil || !del.Deleted {
 		t.Fatalf("delete template %+v %v", del, err)
+	}
+	if left := srv.Sandboxes(); len(left) != 0 {
+		t.Errorf("sandboxes left: %+v", left)
+	}
+}
+
+// hostStored is setup metadata as the 2026.916.1 host stores it and sends
+// it back: every key its redaction calls sensitive (shared
+// environment-custom-images.js SENSITIVE_KEY_PATTERNS, keys ending in
+// "Redacted" excepted) holds "[redacted]".
+func hostStored(md handlers.Object) handlers.Object {
+	sensitive := regexp.MustCompile(`(?i)auth|credential|host|ip|^key$|lease|password|private.?key|sandbox.?id|secret|template.?ref|token|url`)
+	out := handlers.Object{}
+	for k, v := range md {
+		if sensitive.MatchString(k) && !strings.HasSuffix(k, "Redacted") {
+			v = "[redacted]"
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// A cancel changes nothing until the sandbox proves to be the setup's:
+// the metadata of one setup with the id of another setup of the same
+// environment is refused, and both sandboxes stay; each setup's own
+// cancel then deletes its sandbox.
+func TestSetupCancelProvesTheSandbox(t *testing.T) {
+	srv, d, cfg := e2e(t)
+	ctx := t.Context()
+	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
+	var setups []*handlers.SetupSession
+	for _, s := range []string{"s1", "s2"} {
+		setup, err := d.StartInteractiveSetup(ctx, &handlers.StartSetupParams{BaseParams: bp, SessionID: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setup.Metadata = hostStored(setup.Metadata)
+		setups = append(setups, setup)
+	}
+	a, b := setups[0], setups[1]
+	if _, err := d.CancelInteractiveSetup(ctx, &handlers.CancelSetupParams{BaseParams: bp, ProviderLeaseID: b.ProviderLeaseID, SetupMetadata: a.Metadata}); err != errSetupIdentity {
+		t.Fatalf("cancel of b with a's metadata: %v, want %v", err, errSetupIdentity)
+	}
+	if _, err := d.CaptureTemplate(ctx, &handlers.CaptureTemplateParams{BaseParams: bp, ProviderLeaseID: b.ProviderLeaseID, SetupMetadata: a.Metadata}); err != errSetupIdentity {
+		t.Fatalf("capture of b with a's metadata: %v, want %v", err, errSetupIdentity)
+	}
+	if left := srv.Sandboxes(); len(left) != 2 {
+		t.Fatalf("after the refused calls %d sandboxes, want both", len(left))
+	}
+	for _, s := range setups {
+		got, err := d.CancelInteractiveSetup(ctx, &handlers.CancelSetupParams{BaseParams: bp, ProviderLeaseID: s.ProviderLeaseID, SetupMetadata: s.Metadata})
+		if err != nil || got.Status != "cancelled" {
+			t.Fatalf("cancel %s: %+v %v", *s.ProviderLeaseID, got, err)
+		}
 	}
 	if left := srv.Sandboxes(); len(left) != 0 {
 		t.Errorf("sandboxes left: %+v", left)
