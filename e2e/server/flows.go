@@ -166,11 +166,14 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 }
 
 // createosHeartbeatRatio bounds the createos stub heartbeat's wall time by
-// the fake one's: the provider's own latency, not our pacing, is what may
-// make it slower (issue 22). Each is the fastest of timedHeartbeats, so a
-// moment of load on the machine does not decide it.
+// the fake one's. Each is the fastest of timedHeartbeats. The figure
+// (about 1.3x here) is printed and is what docs/performance.md reports;
+// the bound is no timing claim but a tripwire set between it and the 7.3x
+// of the fixed request spacing issue 22 removed, so a busy machine (a
+// run measured 1.56x under a parallel build) does not fail a run while a
+// pacing regression still does.
 const (
-	createosHeartbeatRatio = 1.5
+	createosHeartbeatRatio = 3
 	timedHeartbeats        = 3
 )
 
