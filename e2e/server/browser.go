@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
+)
+
+// The operator's path through the Paperclip web UI: browser/flow.mjs, run
+// by the server's Node with playwright-core (pinned by
+// browser/package-lock.json) driving Debian's Chromium, never a browser
+// download. A missing Chromium fails the run: the flow is never skipped.
+// Each scene is one run of flow.mjs; its screenshots go to
+// out/server-e2e/browser/.
+
+// pluginDisplayName is what Plugin Manager lists the plugin as.
+const pluginDisplayName = "Go Sandbox Provider"
+
+// browserFlow is the installed flow and where it puts its screenshots.
+type browserFlow struct {
+	dir   string // the install: node_modules/playwright-core and flow.mjs
+	shots string
+}
+
+// startBrowser checks for Chromium, installs playwright-core (when its
+// lockfile changed) and puts flow.mjs beside it.
+func (h *harness) startBrowser(ctx context.Context) error {
+	if _, err := os.Stat(h.o.chromium); err != nil {
+		return fmt.Errorf("no Chromium at %s: install Debian's chromium package (apt-get install chromium; .ci/run does), or pass -chromium; the browser flow is part of make server-e2e and is never skipped", h.o.chromium)
+	}
+	dir := filepath.Join(h.o.cacheDir, "browser")
+	if err := installLocked(ctx, h.o.browserNpm, dir, filepath.Join(h.logDir, "npm-ci-browser.log"), "node_modules/playwright-core/package.json"); err != nil {
+		return err
+	}
+	flow, err := os.ReadFile(filepath.Join(h.o.browserNpm, "flow.mjs"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "flow.mjs"), flow, 0o644); err != nil {
+		return err
+	}
+	shots := filepath.Join(h.o.outDir, "browser")
+	if err := os.RemoveAll(shots); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		return err
+	}
+	h.browser = &browserFlow{dir: dir, shots: shots}
+	return nil
+}
+
+// sceneStep is one line flow.mjs prints: a step, or (step "done") the end.
+type sceneStep struct {
+	Step  string `json:"step"`
+	Saw   string `json:"saw"`
+	Shot  string `json:"shot"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error"`
+	URL   string `json:"url"`
+	Page  string `json:"page"`
+}
+
+// scene runs one scene of flow.mjs with args and decodes its last line
+// into out (when non-nil). Every step is printed; a failed scene is an
+// error naming what the page showed and its screenshot.
+func (h *harness) scene(ctx context.Context, name string, args map[string]any, out any) error {
+	args["scene"], args["base"], args["chromium"], args["shots"] = name, h.pc.apiBase, h.o.chromium, h.browser.shots
+	raw, _ := json.Marshal(args)
+	ctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h.node(), filepath.Join(h.browser.dir, "flow.mjs"), string(raw))
+	cmd.Dir = h.browser.dir
+	cmd.Env = []string{"PATH=" + filepath.Dir(h.node()) + ":/usr/bin:/bin", "HOME=" + filepath.Join(h.runDir, "browser-home")}
+	cmd.WaitDelay = 10 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	_ = os.WriteFile(filepath.Join(h.logDir, "browser-"+name+".log"), append(append(stdout.Bytes(), "--- stderr\n"...), stderr.Bytes()...), 0o644)
+	last, err := h.printScene(stdout.Bytes())
+	if err != nil {
+		return fmt.Errorf("browser scene %s: %w (exit: %v; stderr: %s)", name, err, runErr, jsonhttp.Truncate(stderr.String(), 800))
+	}
+	if !last.OK {
+		return fmt.Errorf("browser scene %s: %s at %s; screenshot %s; the page showed: %s", name, last.Error, last.URL,
+			filepath.Join(h.browser.shots, last.Shot), jsonhttp.Truncate(last.Page, 1500))
+	}
+	if out != nil {
+		return json.Unmarshal(lastLine(stdout.Bytes()), out)
+	}
+	return nil
+}
+
+// printScene prints each step of a scene's stdout and returns its last
+// line.
+func (h *harness) printScene(stdout []byte) (sceneStep, error) {
+	var last sceneStep
+	sc := bufio.NewScanner(bytes.NewReader(stdout))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	seen := false
+	for sc.Scan() {
+		var s sceneStep
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			return last, fmt.Errorf("flow.mjs printed a line that is not a step: %s", jsonhttp.Truncate(sc.Text(), 300))
+		}
+		if s.Step != "done" {
+			fmt.Printf("   browser: %s (%s)\n", s.Saw, s.Shot)
+		}
+		last, seen = s, true
+	}
+	if !seen || last.Step != "done" {
+		return last, errors.New("flow.mjs ended without its last line")
+	}
+	return last, nil
+}
+
+func lastLine(b []byte) []byte {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	return lines[len(lines)-1]
+}
+
+// browserInstall installs the plugin by its npm name through Plugin
+// Manager's Install Plugin dialog, as an operator does.
+func (h *harness) browserInstall(ctx context.Context) error {
+	if err := h.startBrowser(ctx); err != nil {
+		return err
+	}
+	return h.scene(ctx, "install", map[string]any{"package": registry.MainPackage, "pluginName": pluginDisplayName}, nil)
+}
+
