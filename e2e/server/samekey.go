@@ -216,7 +216,7 @@ func waitExited(ctx context.Context, path, what string) error {
 func (h *harness) removeOther(ctx context.Context, o *otherPlugin, ours keyedPlugin) error {
 	ourWorker := filepath.Join(h.platformDir, "bin", "sandbox-plugin.real")
 	before := workerPIDs(ourWorker)
-	if _, err := h.pc.run(ctx, 2*time.Minute, "plugin", "uninstall", otherPluginKey, "--force"); err != nil {
+	if _, err := h.pc.run(ctx, 4*time.Minute, "plugin", "uninstall", otherPluginKey, "--force"); err != nil {
 		return err
 	}
 	if id, err := h.pluginIDOf(ctx, otherPluginKey); err != nil || id != "" {
