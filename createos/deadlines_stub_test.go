@@ -2,6 +2,7 @@ package createos
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -78,7 +79,7 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				return wantText(errorText(res.OK, res.Summary), errSetupUnconfirmed("sb_test").Error())
+				return wantText(errorText(res.OK, strings.TrimSuffix(res.Summary, probeSignature)), errSetupUnconfirmed("sb_test").Error())
 			}},
 		{"probe: default timeout, echo never exits (was 600 s)", 120 * time.Second,
 			func(t *testing.T, s *stub, d *Driver) error {
@@ -90,7 +91,7 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				if last := s.last(); last.String() != "DELETE /v1/sandboxes/sb_test" || last.Aborted {
 					t.Errorf("the sandbox was not deleted in time: last call %s (aborted %v)", last, last.Aborted)
 				}
-				return wantText(errorText(res.OK, res.Summary), errProbeCommand.Error())
+				return wantText(errorText(res.OK, strings.TrimSuffix(res.Summary, probeSignature)), errProbeCommand.Error())
 			}},
 		{"resume: config 100 s, marker read hangs (was 100 s)", 60 * time.Second,
 			func(t *testing.T, s *stub, d *Driver) error {

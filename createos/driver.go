@@ -175,14 +175,25 @@ func hasFingerprint(md handlers.Object) bool {
 	return ok
 }
 
+// The driver's name in the host's provider list, and its description. The
+// host keeps one provider entry per driver key, so beside another plugin
+// that declares createos (upstream's "CreateOS Sandbox") the name says
+// which plugin's entry the operator sees (docs/decisions.md, "Two plugins,
+// one driver key").
+const (
+	displayName = "CreateOS (" + handlers.PluginDisplayName + ")"
+	description = "CreateOS sandboxes with live command output and warm-window lease reuse, served by the " +
+		handlers.PluginDisplayName + " plugin (" + handlers.PluginID + ")."
+)
+
 // Declaration implements handlers.Driver: the v0.3.0 manifest entry.
 func (d *Driver) Declaration() handlers.DriverDeclaration {
 	reusable := true
 	return handlers.DriverDeclaration{
 		DriverKey:              Key,
 		Kind:                   "sandbox_provider",
-		DisplayName:            "CreateOS Sandbox",
-		Description:            "CreateOS sandboxes with live command output and warm-window lease reuse.",
+		DisplayName:            displayName,
+		Description:            description,
 		SupportsReusableLeases: &reusable,
 		SandboxCapabilities: map[string]bool{
 			"incrementalSessionOutput": true, "nativeSyncIn": true, "nativeSyncOut": true,

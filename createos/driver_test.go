@@ -376,7 +376,7 @@ func TestLifecycleProbesProcessExecutionAndAlwaysDeletes(t *testing.T) {
 	s := newStub(t)
 	d := s.driver()
 	res, err := d.Probe(t.Context(), &handlers.ProbeParams{BaseParams: base(nil)})
-	if err != nil || !res.OK || res.Summary != "CreateOS sandbox creation and command execution succeeded." {
+	if err != nil || !res.OK || res.Summary != "CreateOS sandbox creation and command execution succeeded."+probeSignature {
 		t.Fatalf("probe %+v %v", res, err)
 	}
 	if got := s.last().String(); got != "DELETE /v1/sandboxes/sb_test" {
@@ -391,7 +391,7 @@ func TestLifecycleProbesProcessExecutionAndAlwaysDeletes(t *testing.T) {
 	s.reset()
 	s.stream = func(w http.ResponseWriter, r *http.Request, _ []byte, n int) { ndjson(w, `{"exit_code":1}`) }
 	res, err = d.Probe(t.Context(), &handlers.ProbeParams{BaseParams: base(nil)})
-	if err != nil || res.OK || res.Summary != "CreateOS command probe failed." {
+	if err != nil || res.OK || res.Summary != "CreateOS command probe failed."+probeSignature {
 		t.Errorf("failing probe %+v %v", res, err)
 	}
 	if got := s.last().String(); got != "DELETE /v1/sandboxes/sb_test" {
@@ -547,7 +547,7 @@ func TestValidateConfig(t *testing.T) {
 
 func TestDeclaration(t *testing.T) {
 	decl := New().Declaration()
-	if decl.DriverKey != "createos" || decl.Kind != "sandbox_provider" || decl.DisplayName != "CreateOS Sandbox" ||
+	if decl.DriverKey != "createos" || decl.Kind != "sandbox_provider" || decl.DisplayName != "CreateOS (Go Sandbox Provider)" ||
 		decl.SupportsReusableLeases == nil || !*decl.SupportsReusableLeases || !decl.SandboxCapabilities["incrementalSessionOutput"] {
 		t.Errorf("%+v", decl)
 	}
@@ -621,4 +621,24 @@ func TestCloseStopsActiveCommandsAndRefusesNewWork(t *testing.T) {
 	wantErr(t, <-done, "cancelled")
 	_, err := d.Execute(t.Context(), execParams(l, nil), nil)
 	wantErr(t, err, "closing or requires cleanup")
+}
+
+// With two plugins declaring createos, the host shows the operator only a
+// probe's summary: every summary, passed or failed, names this plugin, and
+// the metadata carries its key.
+func TestProbeNamesThePluginThatAnswered(t *testing.T) {
+	s := newStub(t)
+	d := s.driver()
+	for name, cfg := range map[string]handlers.Object{"passed": nil, "failed": {"shape": nil}} {
+		res, err := d.Probe(t.Context(), &handlers.ProbeParams{BaseParams: base(cfg)})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !strings.HasSuffix(res.Summary, ". Answered by the Go Sandbox Provider plugin (paperclip.go-sandbox-provider).") {
+			t.Errorf("%s: summary %q", name, res.Summary)
+		}
+		if res.Metadata["pluginKey"] != handlers.PluginID || res.Metadata["provider"] != Key {
+			t.Errorf("%s: metadata %v", name, res.Metadata)
+		}
+	}
 }

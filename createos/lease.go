@@ -185,7 +185,7 @@ func (d *Driver) Probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 // probe returns the result, and the sandbox to delete if one was created.
 func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.ProbeResult, string, Config) {
 	fail := func(err error) *handlers.ProbeResult {
-		return &handlers.ProbeResult{OK: false, Summary: messageOf(err, errProbe)}
+		return probeResult(false, messageOf(err, errProbe))
 	}
 	cfg, c, err := d.configured(p.Config)
 	if err != nil {
@@ -209,7 +209,18 @@ func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 	if !exitedZero(r) || !containsReady(r.Stdout) {
 		return fail(errProbeCommand), id, cfg
 	}
-	return &handlers.ProbeResult{OK: true, Summary: "CreateOS sandbox creation and command execution succeeded."}, id, cfg
+	return probeResult(true, "CreateOS sandbox creation and command execution succeeded."), id, cfg
+}
+
+// probeSignature ends every probe summary: with two plugins declaring
+// createos the host sends a probe to the first one installed that is
+// ready, and shows the operator only the summary, so it names the plugin
+// that answered. The metadata says the same in the host's words.
+const probeSignature = " Answered by the " + handlers.PluginDisplayName + " plugin (" + handlers.PluginID + ")."
+
+func probeResult(ok bool, summary string) *handlers.ProbeResult {
+	return &handlers.ProbeResult{OK: ok, Summary: summary + probeSignature,
+		Metadata: handlers.Object{"provider": Key, "pluginKey": handlers.PluginID}}
 }
 
 func containsReady(s string) bool { return strings.Contains(s, "paperclip-createos-ready") }

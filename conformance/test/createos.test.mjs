@@ -164,7 +164,8 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
   test("probe: creates a sandbox, runs a command in it and deletes it", async () => {
     const probe = await call("environmentProbe", { driverKey: DRIVER, companyId, environmentId, config: workerConfig }, 120_000);
     assert.equal(probe.ok, true, JSON.stringify(probe));
-    assert.equal(probe.summary, "CreateOS sandbox creation and command execution succeeded.");
+    assert.equal(probe.summary, "CreateOS sandbox creation and command execution succeeded. Answered by the Go Sandbox Provider plugin (paperclip.go-sandbox-provider).");
+    assert.deepEqual(probe.metadata, { provider: DRIVER, pluginKey: "paperclip.go-sandbox-provider" });
   });
 
   test("lease: acquire, realize, streamed execute, timed-out execute, sync in and out, release (kept warm), resume, idle pause, resume, destroy", async (t) => {

@@ -180,6 +180,7 @@ func (h *harness) run(ctx context.Context) error {
 		{"custom-image setup session on fake-plugin", h.setupSession},
 		{"no orphaned sandboxes: a failed reusable createos run, the next run's acquire, an environment delete", h.orphans},
 		{"known limitation: a failed reusable createos run, then a plain environment delete", h.orphanGap},
+		{"two plugins, one driver key: a second plugin declaring createos beside ours", h.sameKey},
 		{"disable and re-enable the plugin", h.disableEnable},
 		{"stop the server and the sim; nothing left behind", h.stopAndCheck},
 		{"recorded host traffic", h.writeTraffic},
