@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"

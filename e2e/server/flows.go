@@ -173,7 +173,7 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 // run measured 1.56x under a parallel build) does not fail a run while a
 // pacing regression still does.
 const (
-	createosHeartbeatRatio = 3
+	createosHeartbeatRatio = 3.0
 	timedHeartbeats        = 3
 )
 

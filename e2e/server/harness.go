@@ -46,6 +46,7 @@ type harness struct {
 	envIDs             map[string]string        // driverKey -> environment id
 	traffic            map[string][]trace.Entry // flow name -> what the worker saw
 
+	browser      *browserFlow  // the operator's path in the UI (browser.go), once installed
 	model        *model.Server // the scripted model the real agent CLI talks to (package model)
 	sandboxToken string        // the value only the sandboxes have (realcli.go)
 	realAgents   []realAgent   // the agents that run the real CLI
@@ -63,7 +64,7 @@ func newHarness(o options) (*harness, error) {
 	if o.cacheDir == "" {
 		o.cacheDir = o.outDir
 	}
-	if err := absAll(&o.cacheDir, &o.releaseDir, &o.registryNpm, &o.sim, &o.recorder, &o.npmDir, &o.outDir, &o.fixtures); err != nil {
+	if err := absAll(&o.cacheDir, &o.releaseDir, &o.registryNpm, &o.sim, &o.recorder, &o.npmDir, &o.browserNpm, &o.outDir, &o.fixtures); err != nil {
 		return nil, err
 	}
 	h := &harness{o: o, root: os.Geteuid() == 0, logDir: filepath.Join(o.outDir, "logs"), envIDs: map[string]string{}, traffic: map[string][]trace.Entry{}}

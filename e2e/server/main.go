@@ -28,6 +28,8 @@ type options struct {
 	sim         string // bin/createos-sim
 	recorder    string // the traffic recorder binary
 	npmDir      string // package.json + package-lock.json of the server install
+	browserNpm  string // package.json + package-lock.json of playwright-core, and flow.mjs
+	chromium    string // the system Chromium the browser flow drives
 	outDir      string // logs, the server install when it can live there, traces
 	cacheDir    string // the server's and the registry's installs; default outDir
 	fixtures    string // where -update writes the recorded heartbeat traffic
@@ -46,6 +48,8 @@ func main() {
 	flag.StringVar(&o.sim, "sim", "bin/createos-sim", "the createos-sim binary")
 	flag.StringVar(&o.recorder, "recorder", "bin/server-e2e-recorder", "the JSON-RPC traffic recorder binary")
 	flag.StringVar(&o.npmDir, "npm", "e2e/server/npm", "directory with the pinned package.json and package-lock.json")
+	flag.StringVar(&o.browserNpm, "browser", "e2e/server/browser", "directory with flow.mjs and the pinned package.json and package-lock.json of playwright-core")
+	flag.StringVar(&o.chromium, "chromium", "/usr/bin/chromium", "the Chromium the browser flow drives (Debian's chromium package)")
 	flag.StringVar(&o.outDir, "out", "out/server-e2e", "logs and caches")
 	flag.StringVar(&o.cacheDir, "cache", "", "where the server and registry installs live (default -out)")
 	flag.StringVar(&o.fixtures, "fixtures", "testdata/server-e2e", "where -update writes the recorded heartbeat traffic")
