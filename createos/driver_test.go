@@ -455,7 +455,7 @@ func TestLifecycleStreamingStartupFailureDoesNotPoison(t *testing.T) {
 		status int
 		want   string
 	}{
-		{http.StatusBadGateway, "CreateOS request failed (HTTP 502) during workspace command."},
+		{http.StatusBadGateway, "CreateOS request failed (HTTP 502) during workspace command. The provider had a problem: retry later."},
 		{http.StatusBadRequest, "CreateOS request failed (HTTP 400) during workspace command."},
 	} {
 		s := newStub(t)

@@ -117,7 +117,7 @@ var (
 	errAPIURLShape       = operator.New("CreateOS API URL must be an HTTPS origin (optionally ending in /v1); HTTP is allowed on loopback only.")
 	errNoShape           = operator.New("CreateOS requires a shape from its shape catalog.")
 	errNoAPIKey          = operator.New("CreateOS requires an API key in the environment config or CREATEOS_API_KEY.")
-	errCustomEndpointKey = operator.New("Custom CreateOS API endpoints require an explicit environment API key; the host fallback is only available for https://api.sb.createos.sh.")
+	errCustomEndpointKey = operator.New("Custom CreateOS API endpoints require an explicit environment API key; the host fallback is only available for https://api.sb.createos.sh. Set API key to a key of the account that API URL serves.")
 	errReuseLease        = operator.New("reuseLease must be a boolean.")
 	errTimeoutRange      = operator.Errorf("timeoutMs must be an integer between 1 and %d.", maxTimeoutMs)
 	errRequestsPerMinute = operator.Errorf("requestsPerMinute must be an integer between %d and %d (the provider allows 300 a minute per caller; set less when other clients share this API key or address).", api.MinPerMinute, api.MaxPerMinute)

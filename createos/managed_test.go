@@ -85,11 +85,11 @@ func TestManagedCommandStartGateAndExitRecovery(t *testing.T) {
 		{"a failed wait fails the command", func() {
 			f.Stream(rConnect, endBeforeExit, createostest.Always)
 			f.Inject(rWait, 503, 1)
-		}, nil, seq(opened, connects(3), []R{rWait, rDelete, rExec}), "", "CreateOS request failed (HTTP 503) during process cleanup."},
+		}, nil, seq(opened, connects(3), []R{rWait, rDelete, rExec}), "", "CreateOS request failed (HTTP 503) during process cleanup. The provider had a problem: retry later."},
 		{"a failed stdin close leaves the gate shut", func() { f.Inject(rStdin, 503, 1) },
-			nil, []R{rCreate, rConnect, rStdin, rDelete}, "", "CreateOS request failed (HTTP 503) during stdin close."},
+			nil, []R{rCreate, rConnect, rStdin, rDelete}, "", "CreateOS request failed (HTTP 503) during stdin close. The provider had a problem: retry later."},
 		{"a failed gate upload", func() { f.Inject(rPut, 503, 1) },
-			nil, seq(opened, []R{rDelete, rExec}), "", "CreateOS request failed (HTTP 503) during file transfer."},
+			nil, seq(opened, []R{rDelete, rExec}), "", "CreateOS request failed (HTTP 503) during file transfer. The provider had a problem: retry later."},
 		{"a stream that never connects never opens the gate", func() { f.Inject(rConnect, 502, createostest.Always) },
 			nil, seq([]R{rCreate}, connects(4), []R{rDelete}), "", "CreateOS process output connection failed."},
 	}

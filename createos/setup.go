@@ -2,6 +2,8 @@ package createos
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"time"
 
@@ -60,7 +62,7 @@ func (d *Driver) StartInteractiveSetup(ctx context.Context, p *handlers.StartSet
 	}
 	md := handlers.Object{
 		"provider": Key, originKey: originFingerprint(cfg.APIURL), "companyId": p.CompanyID,
-		"environmentId": p.EnvironmentID, "setupMarker": marker,
+		"environmentId": p.EnvironmentID, "setupMarker": marker, "setupDigest": setupDigest(marker, v.ID),
 		"expiresAt": strOrNil(p.ExpiresAt), "sourceTemplateRefRedacted": p.SourceTemplateRef != nil,
 	}
 	return setupSession(v.ID, md, p.ExpiresAt, true), nil
@@ -107,19 +109,19 @@ func missingSetup() *handlers.SetupSession {
 	return &handlers.SetupSession{Status: "missing", Metadata: handlers.Object{"provider": Key, "missing": true}}
 }
 
-// ownSetup checks that md is a setup of this environment (metadataMatches
-// and a setup marker) and returns a client and the marker. The metadata
-// cannot name the sandbox: the host stores it with keys like sandboxId
-// redacted (shared environment-custom-images.js) and passes the id as
-// providerLeaseId. What binds the id to the setup is the marker inside
-// the sandbox (provenSetup), checked before anything is changed.
+// ownSetup checks that md is this environment's setup of sandbox id
+// (metadataMatches, a setup marker, and the digest that binds the marker
+// to id) and returns a client and the marker; a refusal sends nothing.
+// The metadata cannot name the sandbox itself: the host stores setup
+// metadata with keys like sandboxId redacted (shared
+// environment-custom-images.js) and passes the id as providerLeaseId.
 func (d *Driver) ownSetup(p *handlers.BaseParams, id string, md handlers.Object) (*api.Client, string, error) {
 	ok, err := metadataMatches(p, md)
 	if err != nil {
 		return nil, "", err
 	}
 	marker, _ := md["setupMarker"].(string)
-	if !ok || !markerRE.MatchString(marker) {
+	if !ok || !markerRE.MatchString(marker) || md["setupDigest"] != setupDigest(marker, id) {
 		return nil, "", errSetupNotOurs
 	}
 	if _, err := api.CheckID(id); err != nil {
@@ -127,6 +129,13 @@ func (d *Driver) ownSetup(p *handlers.BaseParams, id string, md handlers.Object)
 	}
 	_, c, err := d.configured(p.Config)
 	return c, marker, err
+}
+
+// setupDigest binds a setup's marker to its sandbox id in metadata the
+// host keeps unredacted: hex SHA-256 of the marker, a NUL and the id.
+func setupDigest(marker, id string) string {
+	sum := sha256.Sum256([]byte(marker + "\x00" + id))
+	return hex.EncodeToString(sum[:])
 }
 
 // GetInteractiveSetup implements handlers.InteractiveSetup: a setup
@@ -194,8 +203,8 @@ func (d *Driver) CaptureTemplate(ctx context.Context, p *handlers.CaptureTemplat
 	}}, nil
 }
 
-// provenSetup runs sandbox id and checks that it holds marker, the one
-// proof that it is the setup sandbox the host's metadata describes.
+// provenSetup runs sandbox id and checks that it holds marker: what the
+// operator captures is the sandbox that was set up.
 func provenSetup(ctx context.Context, c *api.Client, id, marker string) error {
 	if err := c.Transition(ctx, id, "running"); err != nil {
 		return err
@@ -211,7 +220,7 @@ func provenSetup(ctx context.Context, c *api.Client, id, marker string) error {
 }
 
 // CancelInteractiveSetup implements handlers.InteractiveSetup: the setup
-// sandbox, once it proves to be this setup's, is deleted.
+// sandbox is deleted.
 func (d *Driver) CancelInteractiveSetup(ctx context.Context, p *handlers.CancelSetupParams) (*handlers.CancelSetupResult, error) {
 	reason := "cancelled"
 	if p.Reason != nil && *p.Reason != "" {
@@ -222,17 +231,12 @@ func (d *Driver) CancelInteractiveSetup(ctx context.Context, p *handlers.CancelS
 		return missing, nil
 	}
 	id := *p.ProviderLeaseID
-	c, marker, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
+	c, _, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	if err := provenSetup(ctx, c, id, marker); api.IsStatus(err, http.StatusNotFound) {
-		return missing, nil
-	} else if err != nil {
-		return nil, err
-	}
 	if _, err := c.JSON(ctx, http.MethodDelete, "/sandboxes/"+id, nil); api.IsStatus(err, http.StatusNotFound) {
 		return missing, nil
 	} else if err != nil {

@@ -125,11 +125,11 @@ func hostStored(md handlers.Object) handlers.Object {
 	return out
 }
 
-// A cancel changes nothing until the sandbox proves to be the setup's:
-// the metadata of one setup with the id of another setup of the same
-// environment is refused, and both sandboxes stay; each setup's own
-// cancel then deletes its sandbox.
-func TestSetupCancelProvesTheSandbox(t *testing.T) {
+// The metadata of one setup with the id of another setup of the same
+// environment is refused before any request (the digest binds the id),
+// and both sandboxes stay; each setup's own cancel then deletes its
+// sandbox.
+func TestSetupRefusesAnotherSetupsSandbox(t *testing.T) {
 	srv, d, cfg := e2e(t)
 	ctx := t.Context()
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
@@ -143,11 +143,18 @@ func TestSetupCancelProvesTheSandbox(t *testing.T) {
 		setups = append(setups, setup)
 	}
 	a, b := setups[0], setups[1]
-	if _, err := d.CancelInteractiveSetup(ctx, &handlers.CancelSetupParams{BaseParams: bp, ProviderLeaseID: b.ProviderLeaseID, SetupMetadata: a.Metadata}); err != errSetupIdentity {
-		t.Fatalf("cancel of b with a's metadata: %v, want %v", err, errSetupIdentity)
+	from := len(srv.Requests())
+	if _, err := d.CancelInteractiveSetup(ctx, &handlers.CancelSetupParams{BaseParams: bp, ProviderLeaseID: b.ProviderLeaseID, SetupMetadata: a.Metadata}); err != errSetupNotOurs {
+		t.Fatalf("cancel of b with a's metadata: %v, want %v", err, errSetupNotOurs)
 	}
-	if _, err := d.CaptureTemplate(ctx, &handlers.CaptureTemplateParams{BaseParams: bp, ProviderLeaseID: b.ProviderLeaseID, SetupMetadata: a.Metadata}); err != errSetupIdentity {
-		t.Fatalf("capture of b with a's metadata: %v, want %v", err, errSetupIdentity)
+	if _, err := d.CaptureTemplate(ctx, &handlers.CaptureTemplateParams{BaseParams: bp, ProviderLeaseID: b.ProviderLeaseID, SetupMetadata: a.Metadata}); err != errSetupNotOurs {
+		t.Fatalf("capture of b with a's metadata: %v, want %v", err, errSetupNotOurs)
+	}
+	if _, err := d.GetInteractiveSetup(ctx, &handlers.GetSetupParams{BaseParams: bp, ProviderLeaseID: b.ProviderLeaseID, SetupMetadata: a.Metadata}); err != errSetupNotOurs {
+		t.Fatalf("get of b with a's metadata: %v, want %v", err, errSetupNotOurs)
+	}
+	if n := len(srv.Requests()) - from; n != 0 {
+		t.Errorf("the refused calls sent %d requests", n)
 	}
 	if left := srv.Sandboxes(); len(left) != 2 {
 		t.Fatalf("after the refused calls %d sandboxes, want both", len(left))

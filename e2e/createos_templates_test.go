@@ -303,7 +303,7 @@ func (r *templateRun) startSetup(env string) (string, map[string]any) {
 	payload, _ := setup["connectionPayload"].(map[string]any)
 	summary, _ := setup["connectionSummary"].(map[string]any)
 	if id == "" || setup["status"] != "waiting_for_user" || payload["type"] != "createos_cli" || payload["command"] != "createos sandbox shell "+id ||
-		summary["type"] != "createos_cli" || summary["commandRedacted"] != false || md["sandboxId"] != id || md["environmentId"] != env {
+		summary["type"] != "createos_cli" || summary["commandRedacted"] != false || md["sandboxId"] != nil || md["setupDigest"] == nil || md["environmentId"] != env {
 		t.Fatalf("start %s's setup %v", env, setup)
 	}
 	if got, want := routesSince(r.srv, from), []createostest.Route{createostest.RouteCreate, createostest.RoutePatch, createostest.RouteExec}; !slices.Equal(got, want) {

@@ -112,7 +112,7 @@ func TestClientErrorsNameStatusAndLabelOnly(t *testing.T) {
 		"/sandboxes":                               "sandbox lifecycle",
 	} {
 		_, err := c.JSON(context.Background(), http.MethodPost, path, nil)
-		want := "CreateOS request failed (HTTP 401) during " + label + "."
+		want := "CreateOS request failed (HTTP 401) during " + label + ". CreateOS did not accept the API key: check the environment's API key, which must be a key of the account that API URL serves."
 		if err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %q", path, err, want)
 		}

@@ -31,7 +31,22 @@ func (e *APIError) Error() string {
 	if e.outlasted {
 		return fmt.Sprintf("CreateOS rate limit (HTTP %d) during %s outlasted the call: the provider asked to wait longer than the call had left. Retry later; if other clients share this API key or address, lower requestsPerMinute.", e.Status, e.Label)
 	}
-	return fmt.Sprintf("CreateOS request failed (HTTP %d) during %s.", e.Status, e.Label)
+	return fmt.Sprintf("CreateOS request failed (HTTP %d) during %s.", e.Status, e.Label) + statusAdvice(e.Status)
+}
+
+// statusAdvice is what an operator can do about a status: the key for
+// 401 and 403, waiting for a provider error; nothing it could act on for
+// the rest.
+func statusAdvice(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return " CreateOS did not accept the API key: check the environment's API key, which must be a key of the account that API URL serves."
+	case status == http.StatusForbidden:
+		return " The API key may not do this: check the key's access and the environment's region."
+	case status >= 500:
+		return " The provider had a problem: retry later."
+	}
+	return ""
 }
 
 // defaultRetryAfter is the wait after a 429 that names none.

@@ -66,7 +66,7 @@ func TestSendRetriesRejectionsWithinTheDeadline(t *testing.T) {
 			return answer(503, http.Header{"Retry-After": {"1"}}, "")
 		}, time.Minute, 2, time.Second, ""},
 		{"503 without Retry-After is an answer", func(time.Time) *http.Response { return answer(503, nil, "") }, time.Minute, 1, 0,
-			"CreateOS request failed (HTTP 503) during file transfer."},
+			"CreateOS request failed (HTTP 503) during file transfer. The provider had a problem: retry later."},
 		{"a wait past the deadline", func(time.Time) *http.Response {
 			return answer(429, http.Header{"Retry-After": {"30"}}, "")
 		}, 10 * time.Second, 1, 0,

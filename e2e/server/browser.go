@@ -137,4 +137,3 @@ func (h *harness) browserInstall(ctx context.Context) error {
 	}
 	return h.scene(ctx, "install", map[string]any{"package": registry.MainPackage, "pluginName": pluginDisplayName}, nil)
 }
-
