@@ -276,16 +276,26 @@ func (h *harness) checkBridge(driver, want, runLog string, calls []trace.Entry, 
 // pointAgent sets the agent's default environment to envID and its CLI to
 // command (a stub), keeping the rest of its adapter config.
 func (h *harness) pointAgent(ctx context.Context, envID, command string) error {
+	cfg, err := h.stubAdapterConfig(ctx, command)
+	if err != nil {
+		return err
+	}
+	return h.pc.api(ctx, "PATCH", "/agents/"+h.agentID, map[string]any{"adapterConfig": cfg, "defaultEnvironmentId": envID}, nil)
+}
+
+// stubAdapterConfig is the agent's adapter config with its CLI set to
+// command, run as a CLI.
+func (h *harness) stubAdapterConfig(ctx context.Context, command string) (map[string]any, error) {
 	var agent struct {
 		AdapterConfig map[string]any `json:"adapterConfig"`
 	}
 	if err := h.pc.api(ctx, "GET", "/agents/"+h.agentID, nil, &agent); err != nil {
-		return err
+		return nil, err
 	}
 	cfg := agent.AdapterConfig
 	cfg["engine"] = "cli"
 	cfg["command"] = command
-	return h.pc.api(ctx, "PATCH", "/agents/"+h.agentID, map[string]any{"adapterConfig": cfg, "defaultEnvironmentId": envID}, nil)
+	return cfg, nil
 }
 
 // checkRun asks the server for the run: status succeeded, and the stored

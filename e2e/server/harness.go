@@ -147,7 +147,7 @@ func (h *harness) setupSteps() []namedStep {
 		{"start verdaccio on loopback and publish the release to it", h.startRegistry},
 		{"start createos-sim", h.startSim},
 		{"start the Paperclip server (test-drive)", h.startServer},
-		{"install the plugin by name from the registry (plugin install/list/inspect/health)", h.installPlugin},
+		{"install the plugin by name from the registry (Plugin Manager in the browser; make chaos: plugin install), then plugin list/inspect/health", h.installPlugin},
 		{"put the traffic recorder in front of the installed worker (plugin disable, enable)", h.interposeRecorder},
 		{"create and probe the fake-plugin and createos environments", h.createEnvironments},
 	}
@@ -155,6 +155,7 @@ func (h *harness) setupSteps() []namedStep {
 
 func (h *harness) run(ctx context.Context) error {
 	steps := append(h.setupSteps(), []namedStep{
+		{"the operator's path in the browser: environments from the generated forms and tested, a heartbeat on each with its live log, the createos custom-image setup, delete", h.operatorFlow},
 		{"agent heartbeat on fake-plugin (file bridge)", func(ctx context.Context) error {
 			return h.heartbeat(ctx, "fake-plugin", "heartbeat-fake-plugin", bridgeFile)
 		}},

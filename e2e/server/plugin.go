@@ -59,9 +59,16 @@ func (h *harness) startRegistry(ctx context.Context) error {
 // of the server user (DEFAULT_LOCAL_PLUGIN_DIR of the host's loader).
 func (h *harness) pluginDir() string { return filepath.Join(h.runDir, "home", ".paperclip", "plugins") }
 
+// installPlugin installs the plugin by name: through Plugin Manager in a
+// browser (browser.go), as an operator does; make chaos, which has no
+// browser step, with the CLI. Then the CLI's list, inspect and health.
 func (h *harness) installPlugin(ctx context.Context) error {
 	mark := h.registry.Mark()
-	if _, err := h.pc.run(ctx, 3*time.Minute, "plugin", "install", registry.MainPackage); err != nil {
+	if h.o.chaos {
+		if _, err := h.pc.run(ctx, 3*time.Minute, "plugin", "install", registry.MainPackage); err != nil {
+			return err
+		}
+	} else if err := h.browserInstall(ctx); err != nil {
 		return err
 	}
 	if err := h.inspectPlugin(ctx); err != nil {
