@@ -22,13 +22,13 @@ func (ch *channel) Stop() {
 }
 
 // runStop waits for the write in flight to end (beginStopping cut it),
-// ends the process tree and then the follower. Its requests are Urgent:
+// ends the process tree and then the follower. Its requests are Ending:
 // the host's close waits on them. A tree whose end is unconfirmed marks the lease leftover, so
 // its sandbox is not kept.
 func (ch *channel) runStop() {
 	defer close(ch.stopped)
 	ch.writeMu.Lock() // the write in flight ends first; later ones are ignored
-	ctx, cancel := deadline.Timeout(api.Urgent(ch.life), ch.c.Timeout())
+	ctx, cancel := deadline.Timeout(api.Ending(ch.life), ch.c.Timeout())
 	err := ch.terminate(ctx)
 	cancel()
 	ch.writeMu.Unlock()
@@ -118,7 +118,7 @@ func (ch *channel) close(ctx context.Context) error {
 		return nil
 	}
 	if pipeStdin {
-		sctx, cancel := deadline.Timeout(api.Urgent(ch.life), ch.c.Timeout())
+		sctx, cancel := deadline.Timeout(api.Ending(ch.life), ch.c.Timeout())
 		_, _ = ch.c.JSON(sctx, http.MethodPost, ch.processPath()+"/stdin/close", nil)
 		cancel()
 	}

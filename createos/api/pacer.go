@@ -74,8 +74,8 @@ var NoPacing Pacer = PacerFunc(func(ctx context.Context, _ Account) error {
 	return nil
 })
 
-// Urgent marks ctx's requests as ones a live session waits on: its writes
-// and the requests that end it. They start at once, and the requests after
+// Urgent marks ctx's requests as ones a live session waits on: its
+// writes. They start at once, and the requests after
 // them pay for them, while what they owe the budget stays within a tenth of
 // it (the headroom DefaultPerMinute keeps); past that, as when a channel
 // carries megabytes, they wait their turn like the rest. The host retires the whole worker when a session close
@@ -87,8 +87,22 @@ func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx,
 
 type urgentKey struct{}
 
-// IsUrgent reports whether ctx was marked by Urgent.
-func IsUrgent(ctx context.Context) bool { u, _ := ctx.Value(urgentKey{}).(bool); return u }
+// IsUrgent reports whether ctx was marked by Urgent or Ending.
+func IsUrgent(ctx context.Context) bool { u, _ := ctx.Value(urgentKey{}).(bool); return u || IsEnding(ctx) }
+
+// Ending marks ctx's requests as the ones that end a live session: its
+// stdin close, signal and delete. They start at once whatever the budget
+// owes, and the requests after them pay: the host retires the whole
+// worker, and every run on it, when a session close is not acknowledged
+// within 10 s, and a close behind a saturated account's queue waited
+// longer (issue 23, a team of 8 on createos). They are at most three a
+// session, so what they add to the debt is bounded by the sessions.
+func Ending(ctx context.Context) context.Context { return context.WithValue(ctx, endingKey{}, true) }
+
+type endingKey struct{}
+
+// IsEnding reports whether ctx was marked by Ending.
+func IsEnding(ctx context.Context) bool { e, _ := ctx.Value(endingKey{}).(bool); return e }
 
 // Limiter is the worker-wide Pacer and Rejecter: one budget per account,
 // shared by every lease, command, stream reconnect and cleanup on it.
@@ -132,7 +146,7 @@ func (l *Limiter) Wait(ctx context.Context, a Account) error {
 	l.mu.Lock()
 	b := l.budgetOf(a)
 	l.recover(ctx, b, now)
-	urgent := IsUrgent(ctx) && b.full.TokensAt(now) > -float64(b.perMinute/10)
+	urgent := IsEnding(ctx) || IsUrgent(ctx) && b.full.TokensAt(now) > -float64(b.perMinute/10)
 	turns := []*rate.Reservation{b.full.ReserveN(now, 1)}
 	if b.slow != nil {
 		turns = append(turns, b.slow.ReserveN(now, 1))

@@ -138,6 +138,36 @@ func TestLimiterUrgentDebtIsBounded(t *testing.T) {
 	})
 }
 
+// A session's ending requests start at once even past the debt that
+// makes urgent writes wait: the host kills the worker when a close takes
+// 10 s.
+func TestLimiterEndingNeverWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLimiter()
+		starts(t, l, acct, 135)
+		for range 27 {
+			if err := l.Wait(Urgent(t.Context()), acct); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t0 := time.Now()
+		for range 30 {
+			if err := l.Wait(Ending(t.Context()), acct); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if time.Since(t0) != 0 {
+			t.Errorf("ending requests waited %v", time.Since(t0))
+		}
+		if err := l.Wait(Urgent(t.Context()), acct); err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(t0) == 0 {
+			t.Error("an urgent write did not wait behind the debt the endings added")
+		}
+	})
+}
+
 // A rejection spaces the account evenly over its budget; another, once
 // the change is escalateAfter old, doubles the spacing; each quiet period
 // halves it, and after steady spacing is quiet too the full budget is
