@@ -140,7 +140,7 @@ type namedStep struct {
 // with them.
 func (h *harness) setupSteps() []namedStep {
 	return []namedStep{
-		{"install the Paperclip server (paperclipai 2026.916.1, Node 24)", func(ctx context.Context) error {
+		{"install the Paperclip server (" + versionLabel(h.o.npmDir) + ", Node 24)", func(ctx context.Context) error {
 			return install(ctx, h.o.npmDir, h.installDir, h.logDir)
 		}},
 		{"prepare the run directory (server home, data, stub agent)", h.prepareRun},

@@ -19,11 +19,20 @@ const serverUID, serverGID = 65534, 65534 // nobody:nogroup
 
 // install makes sure dir holds the pinned server install (paperclipai and
 // Node >= 24.11 from the npm registry, exactly as the committed lockfile
-// says). It is skipped when the stamp of a previous install matches the
-// lockfile. The npm cache is the user's, so a reinstall does not download.
+// in npmDir, e2e/server/npm/<version>, says). It is skipped when the stamp
+// of a previous install matches the lockfile; the install of another
+// version waits beside dir (switchInstall), so switching versions does not
+// reinstall. The npm cache is the user's, so a reinstall does not download.
 func install(ctx context.Context, npmDir, dir, logDir string) error {
 	l, err := readLock(npmDir)
 	if err != nil {
+		return err
+	}
+	version, err := pinnedVersion(npmDir)
+	if err != nil {
+		return err
+	}
+	if err := switchInstall(dir, version); err != nil {
 		return err
 	}
 	if l.current(dir, "node_modules/paperclipai/package.json") {

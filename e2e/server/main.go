@@ -1,5 +1,6 @@
 // Command server-e2e is make server-e2e: the released plugin in a real,
-// running Paperclip server (paperclipai 2026.916.1, embedded Postgres),
+// running Paperclip server (the paperclipai release -npm pins, by default
+// e2e/server/npm/2026.916.1; embedded Postgres),
 // installed by name from a local registry the release is published to,
 // with agent heartbeats on a fake-plugin and a createos environment (the
 // latter against a createos-sim it starts), a custom-image setup session,
@@ -47,7 +48,7 @@ func main() {
 	flag.StringVar(&o.registryNpm, "registry", "e2e/server/registry", "directory with the pinned package.json and package-lock.json of verdaccio")
 	flag.StringVar(&o.sim, "sim", "bin/createos-sim", "the createos-sim binary")
 	flag.StringVar(&o.recorder, "recorder", "bin/server-e2e-recorder", "the JSON-RPC traffic recorder binary")
-	flag.StringVar(&o.npmDir, "npm", "e2e/server/npm", "directory with the pinned package.json and package-lock.json")
+	flag.StringVar(&o.npmDir, "npm", "e2e/server/npm/2026.916.1", "directory with the pinned package.json and package-lock.json of one paperclipai release (e2e/server/npm/<version>)")
 	flag.StringVar(&o.browserNpm, "browser", "e2e/server/browser", "directory with flow.mjs and the pinned package.json and package-lock.json of playwright-core")
 	flag.StringVar(&o.chromium, "chromium", "/usr/bin/chromium", "the Chromium the browser flow drives (Debian's chromium package)")
 	flag.StringVar(&o.outDir, "out", "out/server-e2e", "logs and caches")
