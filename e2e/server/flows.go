@@ -158,7 +158,7 @@ func (h *harness) heartbeat(ctx context.Context, driver, flow, bridge string) er
 	}
 	fmt.Printf("   run %s succeeded in %v; %s\n   bridge: %s\n", runID, took.Round(10*time.Millisecond), trace.Summarize(h.traffic[flow]), summary)
 	if measured != nil {
-		if err := h.reportSpend(runID, spent); err != nil {
+		if err := h.reportSpend(runID, spent, trace.HostCalls(h.traffic[flow])); err != nil {
 			return err
 		}
 	}
@@ -222,9 +222,9 @@ func (h *harness) heartbeatTimes(ctx context.Context) error {
 
 // reportSpend prints the CreateOS requests of a heartbeat and fails when
 // they break the budget.
-func (h *harness) reportSpend(runID string, spent simctl.Counts) error {
-	fmt.Printf("   CreateOS requests of the whole heartbeat (budget %d): %s\n", simctl.HeartbeatBudget, spent)
-	if why := simctl.OverBudget(spent); why != "" {
+func (h *harness) reportSpend(runID string, spent simctl.Counts, hostCalls int) error {
+	fmt.Printf("   CreateOS requests of the whole heartbeat (budget %d: %d host calls + %d): %s\n", simctl.HeartbeatBudget(hostCalls), hostCalls, simctl.HeartbeatOverhead, spent)
+	if why := simctl.OverBudget(spent, hostCalls); why != "" {
 		return fmt.Errorf("run %s: %s", runID, why)
 	}
 	return nil

@@ -245,7 +245,7 @@ func (h *harness) runOnIssue(ctx context.Context, envID, issueID string, failing
 	}
 	fmt.Printf("   run %s %s; lease %s %s on sandbox %s (execution workspace %s); %s\n",
 		r.ID, r.Status, r.Lease.ID, r.Lease.Status, r.sandbox(), r.Lease.ExecutionWorkspaceID, trace.Summarize(r.Calls))
-	return r, h.reportSpend(r.ID, r.Spent)
+	return r, h.reportSpend(r.ID, r.Spent, trace.HostCalls(r.Calls))
 }
 
 // checkIssueRun checks r's outcome and finds its lease.

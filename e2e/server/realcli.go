@@ -425,7 +425,7 @@ func (h *harness) realHeartbeat(ctx context.Context, driver, kind, flow string) 
 	}
 	fmt.Println("   " + line)
 	if measured != nil {
-		return h.reportSpend(r.runID, spent)
+		return h.reportSpend(r.runID, spent, trace.HostCalls(h.traffic[flow]))
 	}
 	return nil
 }

@@ -122,6 +122,17 @@ func SentWith(es []Entry, method, s string) bool {
 	return false
 }
 
+// HostCalls is the number of requests the host sent.
+func HostCalls(es []Entry) int {
+	n := 0
+	for _, e := range es {
+		if e.Dir == "in" && e.RPC().Method != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // Summarize counts the requests the host sent, by method, and the errors.
 func Summarize(es []Entry) string {
 	counts := map[string]int{}
