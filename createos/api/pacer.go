@@ -88,7 +88,10 @@ func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx,
 type urgentKey struct{}
 
 // IsUrgent reports whether ctx was marked by Urgent or Ending.
-func IsUrgent(ctx context.Context) bool { u, _ := ctx.Value(urgentKey{}).(bool); return u || IsEnding(ctx) }
+func IsUrgent(ctx context.Context) bool {
+	u, _ := ctx.Value(urgentKey{}).(bool)
+	return u || IsEnding(ctx)
+}
 
 // Ending marks ctx's requests as the ones that end a live session: its
 // stdin close, signal and delete. They start at once whatever the budget
