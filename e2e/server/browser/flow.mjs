@@ -29,7 +29,7 @@ function say(step, fields = {}) {
 // shot saves the page as <scene>-<n>-<name>.png and reports the step.
 async function shot(name, saw) {
   shotNo++;
-  const file = `${args.scene}-${String(shotNo).padStart(2, '0')}-${name}.png`;
+  const file = `${args.scene}${args.tag ? '-' + args.tag : ''}-${String(shotNo).padStart(2, '0')}-${name}.png`;
   await page.screenshot({ path: path.join(args.shots, file), fullPage: true });
   say(name, { saw, shot: file });
 }
@@ -110,7 +110,7 @@ const scenes = {
     await select.selectOption({ label: args.environmentLabel });
     await page.getByRole('button', { name: 'Save changes' }).click();
     await see('Run now');
-    await shot(`${args.tag}-environment`, `environment override ${args.environmentLabel}`);
+    await shot('environment', `environment override ${args.environmentLabel}`);
     await page.getByRole('button', { name: 'Run now' }).click();
     await page.waitForURL(/\/runs\/[0-9a-f-]{36}/, { timeout: wait }).catch(async () => {
       await open(`agents/${args.agent}/runs`, null);
@@ -119,9 +119,9 @@ const scenes = {
     });
     const runId = page.url().match(/\/runs\/([0-9a-f-]{36})/)[1];
     await see(args.logText, 3 * 60_000);
-    await shot(`${args.tag}-live-log`, `the run's log shows "${args.logText}"`);
+    await shot('live-log', `the run's log shows "${args.logText}"`);
     await see(args.doneText, 3 * 60_000);
-    await shot(`${args.tag}-done`, `the run shows "${args.doneText}"`);
+    await shot('done', `the run shows "${args.doneText}"`);
     return { runId };
   },
 
@@ -132,13 +132,13 @@ const scenes = {
     await page.getByRole('button', { name: 'Configure image' }).click();
     const setup = page.locator('div').filter({ has: page.getByRole('button', { name: 'Finished' }) }).last();
     await setup.waitFor({ state: 'visible', timeout: 2 * 60_000 });
-    const fallback = setup.getByText('SSH command fallback', { exact: true });
-    if (await fallback.count()) await fallback.click(); // the command is folded away
+    const fallback = page.locator('summary', { hasText: 'SSH command fallback' });
+    if (await fallback.count()) await fallback.first().click(); // the command is folded away
     for (const text of args.expect) await see(text, wait);
-    await shot(`${args.tag}-setup`, args.expect.join(' / '));
+    await shot('setup', args.expect.join(' / '));
     await setup.getByRole('button', { name: 'Cancel', exact: true }).click();
     await see('Configure image');
-    await shot(`${args.tag}-setup-cancelled`, 'setup cancelled: Configure image again');
+    await shot('setup-cancelled', 'setup cancelled: Configure image again');
     return {};
   },
 
@@ -238,7 +238,7 @@ async function main() {
       const result = await scene();
       say('done', { ok: true, ...result });
     } catch (err) {
-      const file = `${args.scene}-failed.png`;
+      const file = `${args.scene}${args.tag ? '-' + args.tag : ''}-failed.png`;
       await page.screenshot({ path: path.join(args.shots, file), fullPage: true }).catch(() => {});
       const text = await page.locator('main').first().innerText({ timeout: 2000 }).catch(() => '');
       say('done', { ok: false, error: String(err.message ?? err).split('\n')[0], url: page.url(), page: text.slice(0, 3000), shot: file });
