@@ -121,7 +121,7 @@ const scenes = {
     await see(args.logText, 3 * 60_000);
     await shot('live-log', `the run's log shows "${args.logText}"`);
     await see(args.doneText, 3 * 60_000);
-    await shot('done', `the run shows "${args.doneText}"`);
+    await shot('succeeded', `the run shows "${args.doneText}"`);
     return { runId };
   },
 
