@@ -473,16 +473,7 @@ func (h *harness) disableEnable(ctx context.Context) error {
 	if exit := es[len(es)-1].Text; exit != "exit status 0" {
 		return fmt.Errorf("the old worker ended with %q after shutdown, want exit status 0", exit)
 	}
-	if _, err := h.pc.run(ctx, 2*time.Minute, "plugin", "enable", pluginKey); err != nil {
-		return err
-	}
-	if err := h.waitHealthy(ctx); err != nil {
-		return err
-	}
-	return poll(ctx, 30*time.Second, "a new worker answered initialize", func() (bool, error) {
-		files := h.traceFiles()
-		return len(files) > len(before) && trace.Answered(trace.Read(files[len(files)-1]), "initialize"), nil
-	})
+	return h.enableOurs(ctx)
 }
 
 func lastLines(s string, n int) string {
