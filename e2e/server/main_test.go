@@ -171,3 +171,16 @@ func TestInstalledPackagesIsThePluginsPackages(t *testing.T) {
 		t.Errorf("a missing node_modules: %v", err)
 	}
 }
+
+// A machine without Chromium fails the browser flow, with what to
+// install; it is never skipped.
+func TestBrowserFlowFailsWithoutChromium(t *testing.T) {
+	h := &harness{o: options{chromium: filepath.Join(t.TempDir(), "chromium")}}
+	err := h.startBrowser(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "apt-get install chromium") || !strings.Contains(err.Error(), "never skipped") {
+		t.Fatalf("startBrowser without Chromium: %v", err)
+	}
+	if h.browser != nil {
+		t.Error("a browser flow was set up without Chromium")
+	}
+}
