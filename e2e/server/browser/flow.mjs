@@ -12,7 +12,7 @@ import { chromium } from 'playwright-core';
 import path from 'node:path';
 
 const args = JSON.parse(process.argv[2] ?? '{}');
-const wait = 30_000; // any one thing the page must show, unless a step says otherwise
+const wait = 60_000; // any one thing the page must show, unless a step says otherwise (a busy machine's CI)
 
 // Chromium as this machine's closed network needs it: no sandbox (the
 // harness runs as root), no background or update traffic, a fresh profile.
@@ -109,14 +109,15 @@ const scenes = {
     const select = field('Environment override', 'select');
     await select.selectOption({ label: args.environmentLabel });
     await page.getByRole('button', { name: 'Save changes' }).click();
-    await see('Run now');
+    // Saved: no enabled "Save changes" and no "Saving..." left. A Run now
+    // while the save is in flight starts no run.
+    await page.waitForFunction(() => ![...document.querySelectorAll('button')].some((b) => {
+      const t = b.textContent.trim();
+      return (t === 'Save changes' && !b.disabled) || t === 'Saving...';
+    }), null, { timeout: 2 * 60_000 });
     await shot('environment', `environment override ${args.environmentLabel}`);
     await page.getByRole('button', { name: 'Run now' }).click();
-    await page.waitForURL(/\/runs\/[0-9a-f-]{36}/, { timeout: wait }).catch(async () => {
-      await open(`agents/${args.agent}/runs`, null);
-      await page.locator('a[href*="/runs/"]').first().click();
-      await page.waitForURL(/\/runs\/[0-9a-f-]{36}/, { timeout: wait });
-    });
+    await page.waitForURL(/\/runs\/[0-9a-f-]{36}/, { timeout: 2 * 60_000 });
     const runId = page.url().match(/\/runs\/([0-9a-f-]{36})/)[1];
     await see(args.logText, 3 * 60_000);
     await shot('live-log', `the run's log shows "${args.logText}"`);
