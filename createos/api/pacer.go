@@ -75,9 +75,9 @@ var NoPacing Pacer = PacerFunc(func(ctx context.Context, _ Account) error {
 })
 
 // Urgent marks ctx's requests as ones a live session waits on: its
-// writes. They start at once, and the requests after
-// them pay for them, while what they owe the budget stays within a tenth of
-// it (the headroom DefaultPerMinute keeps); past that, as when a channel
+// writes. They start at once, ahead of the queue, and the requests after
+// them pay for them, up to a tenth of the budget a minute (urgentBudget,
+// the headroom DefaultPerMinute keeps); past that, as when a channel
 // carries megabytes, they wait their turn like the rest. The host retires the whole worker when a session close
 // is not acknowledged within 10 s, a bridge response written into a duplex
 // channel is read by an agent that does not wait long, and on an account
@@ -121,6 +121,9 @@ func NewLimiter() *Limiter { return &Limiter{accounts: map[string]*budget{}} }
 type budget struct {
 	perMinute int
 	full      *rate.Limiter
+	// urgent admits Urgent requests ahead of full's queue: a tenth of the
+	// budget a minute (urgentBudget); each is still charged to full.
+	urgent *rate.Limiter
 	// slow is set after a rejection: one request per spacing.
 	slow    *rate.Limiter
 	spacing time.Duration
@@ -133,6 +136,17 @@ type budget struct {
 func fullBudget(perMinute int) *rate.Limiter {
 	burst := max(1, perMinute/2)
 	return rate.NewLimiter(rate.Limit(float64(perMinute-burst)/60), burst)
+}
+
+// urgentBudget admits at most a tenth of perMinute urgent requests in any
+// 60 s ahead of the queue: a twentieth at once, the rest over the minute.
+// Each is charged to the full budget too, so the requests behind it pay;
+// what goes ahead of its turn in any minute stays within the tenth of the
+// provider's limit that DefaultPerMinute leaves.
+func urgentBudget(perMinute int) *rate.Limiter {
+	tenth := max(1, perMinute/10)
+	burst := max(1, tenth/2)
+	return rate.NewLimiter(rate.Limit(float64(tenth-burst)/60), burst)
 }
 
 // steadySpacing is a budget's spacing when it is spread evenly.
@@ -149,7 +163,11 @@ func (l *Limiter) Wait(ctx context.Context, a Account) error {
 	l.mu.Lock()
 	b := l.budgetOf(a)
 	l.recover(ctx, b, now)
-	urgent := IsEnding(ctx) || IsUrgent(ctx) && b.full.TokensAt(now) > -float64(b.perMinute/10)
+	// Not "how much does full owe": full's debt includes every request
+	// queued behind it, and an urgent write measured by it waited behind
+	// the host's pollers for 36 s, past the host's 30 s for a bridge
+	// response (issue 23).
+	urgent := IsEnding(ctx) || IsUrgent(ctx) && b.urgent.AllowN(now, 1)
 	turns := []*rate.Reservation{b.full.ReserveN(now, 1)}
 	if b.slow != nil {
 		turns = append(turns, b.slow.ReserveN(now, 1))
@@ -184,7 +202,7 @@ func (l *Limiter) budgetOf(a Account) *budget {
 	}
 	b := l.accounts[a.ID]
 	if b == nil || b.perMinute != per {
-		b = &budget{perMinute: per, full: fullBudget(per)}
+		b = &budget{perMinute: per, full: fullBudget(per), urgent: urgentBudget(per)}
 		l.accounts[a.ID] = b
 	}
 	return b
