@@ -146,7 +146,7 @@ func (h *harness) setupSteps() []namedStep {
 		{"prepare the run directory (server home, data, stub agent)", h.prepareRun},
 		{"start verdaccio on loopback and publish the release to it", h.startRegistry},
 		{"start createos-sim", h.startSim},
-		{"start the Paperclip server (test-drive)", h.startServer},
+		{"start the Paperclip server (test-drive; onboard where the release has none)", h.startServer},
 		{"install the plugin by name from the registry (Plugin Manager in the browser; make chaos: plugin install), then plugin list/inspect/health", h.installPlugin},
 		{"put the traffic recorder in front of the installed worker (plugin disable, enable)", h.interposeRecorder},
 		{"create and probe the fake-plugin and createos environments", h.createEnvironments},
@@ -322,8 +322,11 @@ func (h *harness) launchSim(name, simDir string) (*proc.Proc, string, error) {
 var readyLine = regexp.MustCompile(`Paperclip is ready at (http://127\.0\.0\.1:\d+)`)
 
 func (h *harness) startServer(ctx context.Context) error {
-	cmd := exec.Command(h.node(), filepath.Join(h.installDir, "node_modules", "paperclipai", "dist", "index.js"),
-		"test-drive", "--data-dir", h.dataDir(), "--no-browser", "--api-key-env", "ANTHROPIC_API_KEY")
+	start, err := h.serverStart() // test-drive, or onboard on a release without it (onboard.go)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(h.node(), append([]string{h.cliPath()}, start.args...)...)
 	cmd.Env = h.serverEnv()
 	cmd.Dir = h.runDir
 	h.serverUser(cmd)
@@ -337,11 +340,11 @@ func (h *harness) startServer(ctx context.Context) error {
 		return err
 	}
 	h.server = p
-	line, err := p.WaitLine(3*time.Minute, `"Paperclip is ready at …"`, readyLine.MatchString)
+	line, err := p.WaitLine(3*time.Minute, start.what, start.ready.MatchString)
 	if err != nil {
 		return err
 	}
-	base := readyLine.FindStringSubmatch(line)[1]
+	base := start.base + start.ready.FindStringSubmatch(line)[1]
 	nCLI := 0
 	if h.pc != nil {
 		nCLI = h.pc.nCLI // a restart (make chaos): the CLI logs go on numbering
@@ -349,6 +352,11 @@ func (h *harness) startServer(ctx context.Context) error {
 	h.pc = &paperclip{apiBase: base, node: h.node(), cli: filepath.Join(h.installDir, "node_modules", "paperclipai", "dist", "index.js"),
 		env: append(h.serverEnv()[:3:3], "HOME="+filepath.Join(h.runDir, "cli-home")), logDir: h.logDir, http: &http.Client{}, nCLI: nCLI}
 	fmt.Println("   server at", base, "as", map[bool]string{true: "nobody (the harness is root)", false: "the current user"}[h.root])
+	if start.bootstrap {
+		if err := h.bootstrapLikeTestDrive(ctx); err != nil {
+			return err
+		}
+	}
 
 	var companies []struct {
 		ID string `json:"id"`

@@ -105,18 +105,26 @@ const scenes = {
   // output and the run succeeds.
   async heartbeat() {
     await board();
-    await open(`agents/${args.agent}/runtime`, 'Environment override');
+    const tab = await openEnvironmentOverride();
     const select = field('Environment override', 'select');
     await select.selectOption({ label: args.environmentLabel });
-    await page.getByRole('button', { name: 'Save changes' }).click();
-    // Saved: no enabled "Save changes" and no "Saving..." left. A Run now
-    // while the save is in flight starts no run.
-    await page.waitForFunction(() => ![...document.querySelectorAll('button')].some((b) => {
-      const t = b.textContent.trim();
-      return (t === 'Save changes' && !b.disabled) || t === 'Saving...';
-    }), null, { timeout: 2 * 60_000 });
+    if (tab === 'runtime') {
+      await page.getByRole('button', { name: 'Save changes' }).click();
+      // Saved: no enabled "Save changes" and no "Saving..." left. A Run now
+      // while the save is in flight starts no run.
+      await page.waitForFunction(() => ![...document.querySelectorAll('button')].some((b) => {
+        const t = b.textContent.trim();
+        return (t === 'Save changes' && !b.disabled) || t === 'Saving...';
+      }), null, { timeout: 2 * 60_000 });
+    } else {
+      // Configuration's floating bar (Cancel, Save) goes once it has saved.
+      const save = page.getByRole('button', { name: 'Save', exact: true });
+      await save.click();
+      await save.waitFor({ state: 'hidden', timeout: 2 * 60_000 });
+    }
     await shot('environment', `environment override ${args.environmentLabel}`);
-    await page.getByRole('button', { name: 'Run now' }).click();
+    // The agent header's button: Run now (2026.916.1), Run Heartbeat (2026.831.1).
+    await page.getByRole('button', { name: tab === 'runtime' ? 'Run now' : 'Run Heartbeat' }).click();
     await page.waitForURL(/\/runs\/[0-9a-f-]{36}/, { timeout: 2 * 60_000 });
     const runId = page.url().match(/\/runs\/([0-9a-f-]{36})/)[1];
     await see(args.logText, 3 * 60_000);
@@ -160,6 +168,23 @@ const scenes = {
     return {};
   },
 };
+
+// openEnvironmentOverride opens the agent's tab with its environment
+// override and returns its route: Runtime (2026.916.1), or Configuration
+// where the release has no Runtime tab and sends that route to the agent's
+// dashboard (2026.831.1).
+async function openEnvironmentOverride() {
+  await open(`agents/${args.agent}/runtime`, null);
+  const label = page.getByText('Environment override', { exact: false }).filter({ visible: true }).first();
+  const shown = await Promise.race([
+    label.waitFor({ state: 'visible', timeout: wait }).then(() => 'runtime', () => null),
+    page.waitForURL(/\/agents\/[^/]+\/dashboard$/, { timeout: wait }).then(() => 'dashboard', () => null),
+  ]);
+  if (shown === 'runtime') return shown;
+  if (shown === null) throw new Error('the agent\'s runtime route showed no Environment override and did not go to its dashboard');
+  await open(`agents/${args.agent}/configuration`, 'Environment override');
+  return 'configuration';
+}
 
 async function createEnvironment(env) {
   await open('company/settings/instance/environments/new', 'Add environment');
