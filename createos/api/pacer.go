@@ -78,20 +78,11 @@ var NoPacing Pacer = PacerFunc(func(ctx context.Context, _ Account) error {
 // writes. They start at once, ahead of the queue, and the requests after
 // them pay for them, up to a tenth of the budget a minute (urgentBudget,
 // the headroom DefaultPerMinute keeps); past that, as when a channel
-// carries megabytes, they wait their turn like the rest. The host retires the whole worker when a session close
-// is not acknowledged within 10 s, a bridge response written into a duplex
-// channel is read by an agent that does not wait long, and on an account
-// the host's pollers keep busy (two per file-bridge run, an execute every
-// 100 ms each) either queued behind them would wait for all of them.
-func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
-
-type urgentKey struct{}
-
-// IsUrgent reports whether ctx was marked by Urgent or Ending.
-func IsUrgent(ctx context.Context) bool {
-	u, _ := ctx.Value(urgentKey{}).(bool)
-	return u || IsEnding(ctx)
-}
+// carries megabytes, they wait their turn like the rest. A bridge
+// response written into a duplex channel must reach the agent within the
+// host's 30 s, and on an account the host's pollers keep busy a write
+// queued behind them waited longer.
+func Urgent(ctx context.Context) context.Context { return withPriority(ctx, urgentWrite) }
 
 // Ending marks ctx's requests as the ones that end a live session: its
 // stdin close, signal and delete. They start at once whatever the budget
@@ -100,12 +91,28 @@ func IsUrgent(ctx context.Context) bool {
 // within 10 s, and a close behind a saturated account's queue waited
 // longer (issue 23, a team of 8 on createos). They are at most three a
 // session, so what they add to the debt is bounded by the sessions.
-func Ending(ctx context.Context) context.Context { return context.WithValue(ctx, endingKey{}, true) }
+func Ending(ctx context.Context) context.Context { return withPriority(ctx, ending) }
 
-type endingKey struct{}
+// IsUrgent reports whether ctx was marked by Urgent or Ending.
+func IsUrgent(ctx context.Context) bool { return priorityOf(ctx) != normal }
 
-// IsEnding reports whether ctx was marked by Ending.
-func IsEnding(ctx context.Context) bool { e, _ := ctx.Value(endingKey{}).(bool); return e }
+// priority is how a request meets the budget: in turn, ahead of the queue
+// within the urgent allowance, or always at once.
+type priority int
+
+const (
+	normal priority = iota
+	urgentWrite
+	ending
+)
+
+type priorityKey struct{}
+
+func withPriority(ctx context.Context, p priority) context.Context {
+	return context.WithValue(ctx, priorityKey{}, p)
+}
+
+func priorityOf(ctx context.Context) priority { p, _ := ctx.Value(priorityKey{}).(priority); return p }
 
 // Limiter is the worker-wide Pacer and Rejecter: one budget per account,
 // shared by every lease, command, stream reconnect and cleanup on it.
@@ -167,7 +174,8 @@ func (l *Limiter) Wait(ctx context.Context, a Account) error {
 	// queued behind it, and an urgent write measured by it waited behind
 	// the host's pollers for 36 s, past the host's 30 s for a bridge
 	// response (issue 23).
-	urgent := IsEnding(ctx) || IsUrgent(ctx) && b.urgent.AllowN(now, 1)
+	p := priorityOf(ctx)
+	urgent := p == ending || p == urgentWrite && b.urgent.AllowN(now, 1)
 	turns := []*rate.Reservation{b.full.ReserveN(now, 1)}
 	if b.slow != nil {
 		turns = append(turns, b.slow.ReserveN(now, 1))
