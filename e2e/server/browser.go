@@ -14,6 +14,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
 // The operator's path through the Paperclip web UI: browser/flow.mjs, run
@@ -22,9 +23,6 @@ import (
 // download. A missing Chromium fails the run: the flow is never skipped.
 // Each scene is one run of flow.mjs; its screenshots go to
 // out/server-e2e/browser/.
-
-// pluginDisplayName is what Plugin Manager lists the plugin as.
-const pluginDisplayName = "Go Sandbox Provider"
 
 // browserFlow is the installed flow and where it puts its screenshots.
 type browserFlow struct {
@@ -135,5 +133,5 @@ func (h *harness) browserInstall(ctx context.Context) error {
 	if err := h.startBrowser(ctx); err != nil {
 		return err
 	}
-	return h.scene(ctx, "install", map[string]any{"package": registry.MainPackage, "pluginName": pluginDisplayName}, nil)
+	return h.scene(ctx, "install", map[string]any{"package": registry.MainPackage, "pluginName": handlers.PluginDisplayName}, nil)
 }

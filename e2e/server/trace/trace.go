@@ -125,24 +125,29 @@ func SentWith(es []Entry, method, s string) bool {
 // HostCalls is the number of requests the host sent.
 func HostCalls(es []Entry) int {
 	n := 0
-	for _, e := range es {
-		if e.Dir == "in" && e.RPC().Method != "" {
-			n++
-		}
+	for _, c := range hostRequests(es) {
+		n += c
 	}
 	return n
 }
 
-// Summarize counts the requests the host sent, by method, and the errors.
-func Summarize(es []Entry) string {
+// hostRequests counts the requests the host sent, by method.
+func hostRequests(es []Entry) map[string]int {
 	counts := map[string]int{}
-	errs := 0
 	for _, e := range es {
-		m := e.RPC()
-		if e.Dir == "in" && m.Method != "" {
+		if m := e.RPC(); e.Dir == "in" && m.Method != "" {
 			counts[m.Method]++
 		}
-		if e.Dir == "out" && len(m.Error) > 0 {
+	}
+	return counts
+}
+
+// Summarize counts the requests the host sent, by method, and the errors.
+func Summarize(es []Entry) string {
+	counts := hostRequests(es)
+	errs := 0
+	for _, e := range es {
+		if e.Dir == "out" && len(e.RPC().Error) > 0 {
 			errs++
 		}
 	}
