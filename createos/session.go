@@ -14,6 +14,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
@@ -83,10 +84,10 @@ type channel struct {
 
 // newChannel returns a channel that open has yet to start. Its requests
 // and its follower live past the open request: they keep the request's
-// logger and nothing else of its context.
+// logger and tenant and nothing else of its context.
 func (d *Driver) newChannel(ctx context.Context, c *api.Client, scope, sandbox, name string, pty bool, sink sessions.ChannelSink) *channel {
 	log := zerolog.Ctx(ctx).With().Logger()
-	life, end := context.WithCancelCause(log.WithContext(context.Background()))
+	life, end := context.WithCancelCause(tenant.With(log.WithContext(context.Background()), tenant.Of(ctx)))
 	return &channel{
 		c: c, name: name, pty: pty, sink: sink, log: log, delay: d.reconnectDelay, replay: d.replayDelay, reg: d.scopes, scope: scope,
 		sandbox: sandbox, drv: d,

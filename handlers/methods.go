@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
 
@@ -85,6 +86,9 @@ func method[C any, P any, R any](name string, m func(C, context.Context, *P) (R,
 			p := new(P)
 			if err := decodeParams(raw, p); err != nil {
 				return nil, err
+			}
+			if tp, ok := any(p).(tenanted); ok {
+				ctx = tenant.With(ctx, tp.tenant())
 			}
 			if ln, ok := any(p).(leaseNamer); ok && first != nil {
 				if err := first(ctx, d, ln.leaseCall()); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
 
@@ -132,7 +133,7 @@ func (t *Table) open(ctx context.Context, k *sessionKind, base SessionBase, star
 		return nil, err
 	}
 	defer close(r.opened)
-	octx, cancel := openContext(ctx)
+	octx, cancel := openContext(tenant.With(ctx, tenant.Tenant{Company: base.CompanyID, Lease: base.ProviderLeaseID}))
 	r.setCancel(cancel)
 	defer cancel()
 	ch, err := start(octx, r)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 )
 
 // The limiter tests run in a synctest bubble: time is virtual, so budgets
@@ -24,9 +27,14 @@ var acct = Account{ID: "a", PerMinute: 270}
 // each start came.
 func starts(t *testing.T, l *Limiter, a Account, n int) []time.Time {
 	t.Helper()
+	return startsCtx(t, t.Context(), l, a, n)
+}
+
+func startsCtx(t *testing.T, ctx context.Context, l *Limiter, a Account, n int) []time.Time {
+	t.Helper()
 	out := make([]time.Time, 0, n)
 	for range n {
-		if err := l.Wait(t.Context(), a); err != nil {
+		if err := l.Wait(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, time.Now())
@@ -34,7 +42,7 @@ func starts(t *testing.T, l *Limiter, a Account, n int) []time.Time {
 	return out
 }
 
-// busiest is the most starts in any window of length w.
+// busiest is the most starts (sorted) in any window of length w.
 func busiest(at []time.Time, w time.Duration) int {
 	most := 0
 	for i := range at {
@@ -47,48 +55,103 @@ func busiest(at []time.Time, w time.Duration) int {
 	return most
 }
 
-// Half the budget starts at once, the rest is spread over the minute, and
-// no 60 s ever holds more than the budget.
-func TestLimiterKeepsTheBudgetInAnyMinute(t *testing.T) {
+// loops runs n closed loops of Wait on l for a, loop i as tenant who(i),
+// for d, and returns every start, sorted, and the starts of each loop.
+func loops(l *Limiter, a Account, n int, d time.Duration, who func(i int) tenant.Tenant) (all []time.Time, each [][]time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	each = make([][]time.Time, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c := tenant.With(ctx, who(i))
+			for l.Wait(c, a) == nil {
+				each[i] = append(each[i], time.Now())
+			}
+		})
+	}
+	wg.Wait()
+	for _, e := range each {
+		all = append(all, e...)
+	}
+	slices.SortFunc(all, time.Time.Compare)
+	return all, each
+}
+
+// An account saturated for five minutes never has more than its budget
+// in any 60 s, sustains its work share of it (all but two fortieths)
+// from the first minute on, and after the first minute admits evenly,
+// without a stall longer than its interval.
+func TestLimiterSustainsItsWindowEvenly(t *testing.T) {
 	for _, per := range []int{MinPerMinute, 100, DefaultPerMinute, MaxPerMinute} {
-		t.Run("", func(t *testing.T) {
+		t.Run(fmt.Sprint(per), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				l := NewLimiter()
 				a := Account{ID: "a", PerMinute: per}
 				t0 := time.Now()
-				at := starts(t, l, a, 3*per)
-				burst := per / 2
-				if at[burst-1] != t0 || !at[burst].After(t0) {
-					t.Errorf("per %d: the first %d did not start at once (last %v, next %v)", per, burst, at[burst-1].Sub(t0), at[burst].Sub(t0))
+				all, _ := loops(l, a, 4, 5*time.Minute, func(i int) tenant.Tenant { return tenant.Tenant{Lease: fmt.Sprint(i)} })
+				b := newBudget(per)
+				if got := busiest(all, window); got > per {
+					t.Errorf("%d starts in one minute, over the budget of %d", got, per)
 				}
-				if got := busiest(at, time.Minute); got > per {
-					t.Errorf("per %d: %d starts in one minute", per, got)
+				for m := 1; m < 5; m++ {
+					from, to := t0.Add(time.Duration(m)*time.Minute), t0.Add(time.Duration(m+1)*time.Minute)
+					n := 0
+					for _, at := range all {
+						if !at.Before(from) && at.Before(to) {
+							n++
+						}
+					}
+					if n < b.capOf(work)-1 {
+						t.Errorf("minute %d: %d starts, want the work share %d", m+1, n, b.capOf(work))
+					}
+				}
+				for i := 1; i < len(all); i++ {
+					if all[i].Sub(t0) > window+b.interval() && all[i].Sub(all[i-1]) > b.interval()+time.Millisecond {
+						t.Errorf("a stall of %v at %v (interval %v)", all[i].Sub(all[i-1]), all[i].Sub(t0), b.interval())
+						break
+					}
 				}
 			})
 		})
 	}
 }
 
-// Accounts do not share a budget; a changed budget is a new one.
+// An idle account starts a twentieth of its budget at once; the next
+// request waits one interval.
+func TestLimiterBurstsWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLimiter()
+		t0 := time.Now()
+		at := starts(t, l, acct, 14)
+		if at[12] != t0 {
+			t.Errorf("the 13th request of an idle account waited %v", at[12].Sub(t0))
+		}
+		if got, want := at[13].Sub(t0), 13*newBudget(270).interval()-12*newBudget(270).interval(); got != want {
+			t.Errorf("the 14th request waited %v, want one interval %v", got, want)
+		}
+	})
+}
+
+// Accounts do not share a budget.
 func TestLimiterAccountsAreSeparate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
-		starts(t, l, acct, 135)
+		starts(t, l, acct, 13)
 		t0 := time.Now()
-		starts(t, l, Account{ID: "b", PerMinute: 270}, 135)
-		starts(t, l, Account{ID: "a", PerMinute: 30}, 10)
+		starts(t, l, Account{ID: "b", PerMinute: 270}, 13)
 		if time.Since(t0) != 0 {
 			t.Errorf("another account waited %v", time.Since(t0))
 		}
 	})
 }
 
-// A waiter whose context ends leaves at once with its cause and gives its
-// turn back; an urgent request never waits.
-func TestLimiterCancellationAndUrgency(t *testing.T) {
+// A waiter whose context ends leaves at once with its cause, and the next
+// waiter starts when it would have had the other never waited.
+func TestLimiterCancellationGivesTheTurnBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
-		starts(t, l, acct, 135)
+		starts(t, l, acct, 13)
 		cause := errors.New("released")
 		ctx, cancel := context.WithCancelCause(t.Context())
 		done := make(chan error)
@@ -102,112 +165,120 @@ func TestLimiterCancellationAndUrgency(t *testing.T) {
 		if err := l.Wait(t.Context(), acct); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := time.Since(t0).Round(time.Microsecond), (time.Minute / 135).Round(time.Microsecond); got != want {
+		if got, want := time.Since(t0), newBudget(270).interval(); got != want {
 			t.Errorf("the next waiter waited %v, want %v: the cancelled turn was not given back", got, want)
 		}
-		t0 = time.Now()
-		if err := l.Wait(Urgent(t.Context()), acct); err != nil || time.Since(t0) != 0 {
-			t.Errorf("an urgent request waited %v (%v)", time.Since(t0), err)
-		}
 	})
 }
 
-// Urgent requests go ahead of the queue at most a tenth of the budget a
-// minute, a twentieth at once: then they wait like the rest, so a session
-// writing megabytes cannot overrun the provider's limit.
-func TestLimiterUrgentDebtIsBounded(t *testing.T) {
+// Behind a deep queue of work, an ending starts at once and so do a
+// fortieth of the budget of writes; the work then pays for them.
+func TestLimiterEndingsAndWritesGoAheadOfWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		l := NewLimiter()
+		starts(t, l, acct, 13)
+		var wg sync.WaitGroup
+		for range 100 {
+			wg.Go(func() { _ = l.Wait(ctx, acct) })
+		}
+		synctest.Wait()
+		t0 := time.Now()
+		starts(t, l, acct, 0)
+		for _, c := range []context.Context{Ending(t.Context()), Urgent(t.Context())} {
+			if err := l.Wait(c, acct); err != nil || time.Since(t0) != 0 {
+				t.Errorf("%v behind 100 waiting requests waited %v (%v)", classOf(c), time.Since(t0), err)
+			}
+		}
+		cancel()
+		wg.Wait()
+	})
+}
+
+// Writes may use the part of the window work may not: once work has
+// filled its share, a lease's writes still start, up to the writes' cap.
+func TestLimiterWritesUseTheReserve(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
-		starts(t, l, acct, 135)
-		ctx := Urgent(t.Context())
+		a := Account{ID: "a", PerMinute: 40}
+		b := newBudget(40)
+		starts(t, l, a, b.capOf(work))
 		t0 := time.Now()
-		for range 13 {
-			if err := l.Wait(ctx, acct); err != nil {
-				t.Fatal(err)
-			}
+		startsCtx(t, Urgent(t.Context()), l, a, b.capOf(write)-b.capOf(work))
+		startsCtx(t, Ending(t.Context()), l, a, b.capOf(ending)-b.capOf(write))
+		if time.Now().Sub(t0) >= window {
+			t.Errorf("the reserve took %v", time.Since(t0))
 		}
-		if time.Since(t0) != 0 {
-			t.Fatalf("the first urgent requests waited %v", time.Since(t0))
-		}
-		if err := l.Wait(ctx, acct); err != nil {
-			t.Fatal(err)
-		}
-		if time.Since(t0) == 0 {
-			t.Error("an urgent request past a twentieth of the budget at once did not wait")
+		ctx, cancel := context.WithTimeout(Ending(t.Context()), time.Second)
+		defer cancel()
+		if err := l.Wait(ctx, a); err == nil {
+			t.Error("an ending past the whole budget within a minute started")
 		}
 	})
 }
 
-// A session's ending requests start at once even past the allowance that
-// makes urgent writes wait: the host kills the worker when a close takes
-// 10 s.
-func TestLimiterEndingNeverWaits(t *testing.T) {
+// When the budget is the bottleneck the leases take turns: eight closed
+// loops on four leases of two companies start within a few of each other
+// once the idle account's burst (whoever came first) is over.
+func TestLimiterTakesTurnsAcrossLeases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
-		starts(t, l, acct, 135)
-		for range 13 {
-			if err := l.Wait(Urgent(t.Context()), acct); err != nil {
-				t.Fatal(err)
+		after := time.Now().Add(time.Second)
+		_, each := loops(l, acct, 8, 3*time.Minute, func(i int) tenant.Tenant {
+			return tenant.Tenant{Company: fmt.Sprint(i % 2), Lease: fmt.Sprint(i % 4)}
+		})
+		per := map[int]int{}
+		for i, e := range each {
+			for _, at := range e {
+				if at.After(after) {
+					per[i%4]++
+				}
 			}
 		}
-		t0 := time.Now()
-		for range 30 {
-			if err := l.Wait(Ending(t.Context()), acct); err != nil {
-				t.Fatal(err)
-			}
+		lo, hi := per[0], per[0]
+		for _, n := range per {
+			lo, hi = min(lo, n), max(hi, n)
 		}
-		if time.Since(t0) != 0 {
-			t.Errorf("ending requests waited %v", time.Since(t0))
-		}
-		if err := l.Wait(Urgent(t.Context()), acct); err != nil {
-			t.Fatal(err)
-		}
-		if time.Since(t0) == 0 {
-			t.Error("an urgent write past its allowance did not wait")
+		if hi-lo > 2 {
+			t.Errorf("starts per lease %v: not turn by turn", per)
 		}
 	})
 }
 
-// A rejection spaces the account evenly over its budget; another, once
-// the change is escalateAfter old, doubles the spacing; each quiet period
-// halves it, and after steady spacing is quiet too the full budget is
-// back. Each change is logged once at info.
+// A rejection spaces the account evenly over its budget without a burst;
+// another, once the change is escalateAfter old, doubles the spacing;
+// each quiet period halves it, and after steady spacing is quiet too the
+// burst is back. Each change is logged once at info.
 func TestLimiterSlowsDownOnRejectionAndRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs bytes.Buffer
 		ctx := zerolog.New(&logs).WithContext(t.Context())
+		a := Account{ID: "a", PerMinute: 300}
 		l := NewLimiter()
-		// gap is the spacing of two starts, to the microsecond (rate's
-		// arithmetic is in float seconds).
+		interval := newBudget(300).interval()
 		gap := func() time.Duration {
 			t.Helper()
-			at := starts(t, l, acct, 2)
-			return at[1].Sub(at[0]).Round(time.Microsecond)
+			at := startsCtx(t, ctx, l, a, 2)
+			return at[1].Sub(at[0])
 		}
-		steady := (time.Minute / 270).Round(time.Microsecond)
-		l.Rejected(ctx, acct)
-		l.Rejected(ctx, acct) // the same burst: no escalation
-		if g := gap(); g != steady {
-			t.Fatalf("after a rejection: spacing %v, want %v", g, steady)
+		l.Rejected(ctx, a)
+		l.Rejected(ctx, a) // the same burst: no escalation
+		if g := gap(); g != interval {
+			t.Fatalf("after a rejection: spacing %v, want %v", g, interval)
 		}
 		time.Sleep(escalateAfter)
-		l.Rejected(ctx, acct)
-		if g := gap(); g != (2 * time.Minute / 270).Round(time.Microsecond) {
-			t.Fatalf("after a later rejection: spacing %v, want %v", g, 2*steady)
+		l.Rejected(ctx, a)
+		if g := gap(); g != 2*time.Minute/300 {
+			t.Fatalf("after a later rejection: spacing %v, want %v", g, 2*time.Minute/300)
 		}
 		time.Sleep(quietPeriod)
-		if err := l.Wait(ctx, acct); err != nil {
-			t.Fatal(err)
-		}
-		if g := gap(); g != steady {
-			t.Fatalf("after a quiet period: spacing %v, want %v", g, steady)
+		if g := gap(); g != interval {
+			t.Fatalf("after a quiet period: spacing %v, want %v", g, interval)
 		}
 		time.Sleep(quietPeriod)
-		if err := l.Wait(ctx, acct); err != nil {
-			t.Fatal(err)
-		}
 		if g := gap(); g != 0 {
-			t.Fatalf("after two quiet periods: spacing %v, want the full budget back", g)
+			t.Fatalf("after two quiet periods: spacing %v, want the burst back", g)
 		}
 		if n := strings.Count(logs.String(), `"level":"info"`); n != 4 {
 			t.Errorf("%d info lines, want one per change (4):\n%s", n, logs.String())
@@ -234,9 +305,16 @@ func TestLimiterConcurrentWaiters(t *testing.T) {
 		var mu sync.Mutex
 		var at []time.Time
 		var wg sync.WaitGroup
-		for range 200 {
+		for i := range 400 {
 			wg.Go(func() {
-				if err := l.Wait(t.Context(), acct); err != nil {
+				ctx := t.Context()
+				switch i % 3 {
+				case 1:
+					ctx = Urgent(ctx)
+				case 2:
+					ctx = Ending(ctx)
+				}
+				if err := l.Wait(ctx, acct); err != nil {
 					t.Error(err)
 				}
 				mu.Lock()
@@ -248,28 +326,5 @@ func TestLimiterConcurrentWaiters(t *testing.T) {
 		if got := busiest(slices.SortedFunc(slices.Values(at), time.Time.Compare), time.Minute); got > 270 {
 			t.Errorf("%d starts in one minute", got)
 		}
-	})
-}
-
-// An urgent write goes ahead of a deep queue of waiting requests (the
-// host's pollers): measured by what the queue owes, it waited 36 s in a
-// createos team of 8, past the host's 30 s for a bridge response.
-func TestLimiterUrgentGoesAheadOfTheQueue(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		l := NewLimiter()
-		starts(t, l, acct, 135)
-		var wg sync.WaitGroup
-		for range 100 {
-			wg.Go(func() { _ = l.Wait(ctx, acct) })
-		}
-		synctest.Wait() // all 100 hold a turn, the last some 40 s away
-		t0 := time.Now()
-		if err := l.Wait(Urgent(t.Context()), acct); err != nil || time.Since(t0) != 0 {
-			t.Errorf("an urgent write behind 100 waiters waited %v (%v)", time.Since(t0), err)
-		}
-		cancel()
-		wg.Wait()
 	})
 }
