@@ -204,16 +204,16 @@ func TestDeadlineBeforeSessionCreationLeavesTheLeaseWarm(t *testing.T) {
 	}
 }
 
-// tenant is one company's environment on its own API origin, served by
+// companyEnv is one company's environment on its own API origin, served by
 // its own stub; every stub answers sandbox sb_test.
-type tenant struct {
+type companyEnv struct {
 	stub *stub
 	bp   handlers.BaseParams
 }
 
 // twoTenants is one driver that reaches two stubs, one per API origin,
-// and a tenant on each.
-func twoTenants(t *testing.T) (*Driver, tenant, tenant) {
+// and a companyEnv on each.
+func twoTenants(t *testing.T) (*Driver, companyEnv, companyEnv) {
 	x, y := newStub(t), newStub(t)
 	tr := &http.Transport{DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if strings.HasPrefix(addr, "y.") {
@@ -223,15 +223,15 @@ func twoTenants(t *testing.T) (*Driver, tenant, tenant) {
 	}}
 	t.Cleanup(tr.CloseIdleConnections)
 	d := x.driver(WithHTTPClient(&http.Client{Transport: tr}))
-	on := func(s *stub, company, origin string) tenant {
+	on := func(s *stub, company, origin string) companyEnv {
 		issue := "issue-" + company
-		return tenant{stub: s, bp: handlers.BaseParams{DriverKey: Key, CompanyID: company, EnvironmentID: "env-" + company, IssueID: &issue,
+		return companyEnv{stub: s, bp: handlers.BaseParams{DriverKey: Key, CompanyID: company, EnvironmentID: "env-" + company, IssueID: &issue,
 			Config: baseConfig(handlers.Object{"apiUrl": origin, "reuseLease": true, "rootfs": "tpl_ready", "region": "us"})}}
 	}
 	return d, on(x, "company-x", "https://x.example.test"), on(y, "company-y", "https://y.example.test")
 }
 
-func (tn tenant) acquire(t *testing.T, d *Driver) *handlers.Lease {
+func (tn companyEnv) acquire(t *testing.T, d *Driver) *handlers.Lease {
 	t.Helper()
 	ws := "ws-" + tn.bp.CompanyID
 	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: tn.bp, RunID: "run", ExecutionWorkspaceID: &ws, AgentID: "agent"})
@@ -241,7 +241,7 @@ func (tn tenant) acquire(t *testing.T, d *Driver) *handlers.Lease {
 	return l
 }
 
-func (tn tenant) open(t *testing.T, d *Driver, l *handlers.Lease, sink sessions.ChannelSink) (sessions.Channel, error) {
+func (tn companyEnv) open(t *testing.T, d *Driver, l *handlers.Lease, sink sessions.ChannelSink) (sessions.Channel, error) {
 	return d.OpenDuplex(t.Context(), &sessions.DuplexOpenParams{SessionBase: sessionBase(tn.bp, l), Command: []string{"cat"}}, sink)
 }
 
