@@ -328,3 +328,33 @@ func TestLimiterConcurrentWaiters(t *testing.T) {
 		}
 	})
 }
+
+// The account's capacity for session closes: on an account the host's
+// work keeps saturated, 40 closes of one request each at once at the
+// default budget all start within the 8 s a close has (the host's 10 s
+// less its margin): the endings' reserve at once, then every slot the
+// window frees.
+func TestLimiterEndsFortySessionsAtOnceOnASaturatedAccount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		l := NewLimiter()
+		var wg sync.WaitGroup
+		for i := range 16 {
+			wg.Go(func() {
+				c := tenant.With(ctx, tenant.Tenant{Lease: fmt.Sprint(i % 8)})
+				for l.Wait(c, acct) == nil {
+				}
+			})
+		}
+		time.Sleep(2 * time.Minute)
+		at := admitted(l, acct, 40, func(int) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(Ending(t.Context()), 8*time.Second)
+		})
+		if n := count(at); n != 40 {
+			t.Errorf("%d of 40 session endings started within 8 s on a saturated account", n)
+		}
+		cancel()
+		wg.Wait()
+	})
+}

@@ -28,14 +28,13 @@ import (
 // requests are told apart by the sandbox their path names.
 const (
 	teamSize = 8
-	// createosTeamSize is the createos team: 4, not 8. The request budget
-	// admits at most requestsPerMinute in any 60 s as a burst of half and a
-	// refill of half a minute, so it sustains half the rate: 135 a minute
-	// at the default 270. A team of 8 duplex agents asks about 165, its
-	// queue grows, a bridge response's write waited 31-36 s, past the
-	// host's 30 s, and the agent read an empty body (failed in 2 of 4
-	// runs). A budget that sustains its whole rate (a sliding window) is
-	// the fix; until then the team is sized to the budget it can have.
+	// createosTeamSize is the createos team: 4, not 8. Even at the
+	// account's full rate (createos/api's budget sustains 258 a minute at
+	// the default 270), every host call costs one provider request, and
+	// the host's self-paced poll loops of 8 runs want more than that: a
+	// relay's 4 executes, each a turn of its lease, outlast their 10 s
+	// (docs/performance.md, host load). A team of 8 needs several calls
+	// carried by one request.
 	createosTeamSize = 4
 
 	longRunTicks = 32
