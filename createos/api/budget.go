@@ -264,8 +264,8 @@ func (b *budget) rejected(ctx context.Context, now time.Time) {
 }
 
 // recover halves a slowed account's spacing after each quiet period, and
-// gives the burst back once steady spacing has been quiet too. b.mu is
-// held.
+// gives the burst back, to be earned, once steady spacing has been quiet
+// too. b.mu is held.
 func (b *budget) recover(ctx context.Context, now time.Time) {
 	if b.spacing == 0 || now.Sub(b.changed) < quietPeriod {
 		return
@@ -278,5 +278,9 @@ func (b *budget) recover(ctx context.Context, now time.Time) {
 		return
 	}
 	b.spacing = 0
+	// The burst comes back as credit earned from the next due time on: an
+	// account still saturated does not burst into a provider that counts
+	// as a bucket.
+	b.tat = later(b.tat, now).Add(b.tolerance(work))
 	log.Msg("CreateOS rate limit: no refusal for a while; this API account has its full budget again")
 }

@@ -249,7 +249,7 @@ func TestLimiterTakesTurnsAcrossLeases(t *testing.T) {
 // A rejection spaces the account evenly over its budget without a burst;
 // another, once the change is escalateAfter old, doubles the spacing;
 // each quiet period halves it, and after steady spacing is quiet too the
-// burst is back. Each change is logged once at info.
+// burst is back, earned by idle time. Each change is logged once at info.
 func TestLimiterSlowsDownOnRejectionAndRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs bytes.Buffer
@@ -277,8 +277,12 @@ func TestLimiterSlowsDownOnRejectionAndRecovers(t *testing.T) {
 			t.Fatalf("after a quiet period: spacing %v, want %v", g, interval)
 		}
 		time.Sleep(quietPeriod)
+		if g := gap(); g != interval {
+			t.Fatalf("after two quiet periods: spacing %v, want %v until the burst is earned", g, interval)
+		}
+		time.Sleep(newBudget(300).tolerance(work))
 		if g := gap(); g != 0 {
-			t.Fatalf("after two quiet periods: spacing %v, want the burst back", g)
+			t.Fatalf("after two quiet periods and an idle while: spacing %v, want the burst back", g)
 		}
 		if n := strings.Count(logs.String(), `"level":"info"`); n != 4 {
 			t.Errorf("%d info lines, want one per change (4):\n%s", n, logs.String())
