@@ -113,24 +113,59 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte, 
 		hdr.Set("Content-Type", contentType)
 	}
 	if body == nil {
-		return c.Send(ctx, method, path, nil, 0, hdr)
+		return c.Send(ctx, method, path, Body{}, hdr)
 	}
-	return c.Send(ctx, method, path, bytes.NewReader(body), int64(len(body)), hdr)
+	return c.Send(ctx, method, path, BytesBody(body), hdr)
 }
 
-// Send paces and sends one request with the headers hdr whose body (size
-// bytes; nil for none) is streamed, and turns a non-2xx status into an
-// APIError without reading the body. A request that was never handed to
-// the transport (the pacer or ctx refused it first, or it could not be
-// built) fails with an *unsentError: it cannot have reached the provider.
+// Body is a request body that every send reads from its start with a
+// reader of its own: net/http may go on reading a send's body after
+// RoundTrip returns (until it closes it), so a send made again after a
+// rejection must share no reader, and no file offset, with the one before.
+// The zero Body is none.
+type Body struct {
+	open func() io.Reader
+	size int64
+}
+
+// BytesBody is b, which no send changes.
+func BytesBody(b []byte) Body {
+	return Body{open: func() io.Reader { return bytes.NewReader(b) }, size: int64(len(b))}
+}
+
+// FileBody is the first size bytes of f, read with ReadAt, which moves no
+// offset that another send reads from.
+func FileBody(f io.ReaderAt, size int64) Body {
+	return Body{open: func() io.Reader { return io.NewSectionReader(f, 0, size) }, size: size}
+}
+
+// attach gives req a fresh reader of b, and GetBody for the sends the
+// transport itself makes again. Closing a reader releases nothing: what it
+// reads (a file) is the caller's to close.
+func (b Body) attach(req *http.Request) {
+	switch {
+	case b.open == nil:
+	case b.size == 0:
+		req.Body = http.NoBody
+	default:
+		req.Body, req.ContentLength = io.NopCloser(b.open()), b.size
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(b.open()), nil }
+	}
+}
+
+// Send paces and sends one request with the headers hdr and body (streamed;
+// Body{} for none), and turns a non-2xx status into an APIError without
+// reading the body. A request that was never handed to the transport (the
+// pacer or ctx refused it first, or it could not be built) fails with an
+// *unsentError: it cannot have reached the provider.
 //
 // A rejection (429, or 503 with Retry-After) was not processed: the pacer
-// is told, and the same request is sent again after Retry-After while
-// that fits in ctx's deadline (the body is rewound); past it, the error
+// is told, and the same request is sent again, body whole from its start,
+// after Retry-After while that fits in ctx's deadline; past it, the error
 // says the rate limit outlasted the call.
-func (c *Client) Send(ctx context.Context, method, path string, body io.ReadSeeker, size int64, hdr http.Header) (*http.Response, error) {
+func (c *Client) Send(ctx context.Context, method, path string, body Body, hdr http.Header) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
-		resp, err := c.sendOnce(ctx, method, path, body, size, hdr)
+		resp, err := c.sendOnce(ctx, method, path, body, hdr)
 		var ae *APIError
 		if !errors.As(err, &ae) || !ae.rejected {
 			return resp, err
@@ -144,11 +179,6 @@ func (c *Client) Send(ctx context.Context, method, path string, body io.ReadSeek
 		}
 		if err := sleep(ctx, ae.retryAfter); err != nil {
 			return nil, &unsentError{err}
-		}
-		if body != nil {
-			if _, err := body.Seek(0, io.SeekStart); err != nil {
-				return nil, &unsentError{err}
-			}
 		}
 	}
 }
@@ -164,7 +194,7 @@ func fitsDeadline(ctx context.Context, d time.Duration) bool {
 }
 
 // sendOnce is one send of Send's request.
-func (c *Client) sendOnce(ctx context.Context, method, path string, body io.Reader, size int64, hdr http.Header) (*http.Response, error) {
+func (c *Client) sendOnce(ctx context.Context, method, path string, body Body, hdr http.Header) (*http.Response, error) {
 	if err := c.pacer.Wait(ctx, c.account); err != nil {
 		return nil, &unsentError{err}
 	}
@@ -175,12 +205,7 @@ func (c *Client) sendOnce(ctx context.Context, method, path string, body io.Read
 	if err != nil {
 		return nil, &unsentError{ErrConnection}
 	}
-	if body != nil {
-		req.Body, req.ContentLength = io.NopCloser(body), size
-		if size == 0 {
-			req.Body = http.NoBody
-		}
-	}
+	body.attach(req)
 	for k, v := range hdr {
 		req.Header[k] = v
 	}

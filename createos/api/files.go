@@ -11,17 +11,15 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
 )
 
-// UploadFile streams f to the absolute guest path and returns its size.
+// UploadFile streams f, from its start whatever its offset, to the
+// absolute guest path and returns its size.
 func (c *Client) UploadFile(ctx context.Context, id, guestPath string, f *os.File) (int64, error) {
 	info, err := f.Stat()
 	if err != nil {
 		return 0, err
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return 0, err
-	}
 	hdr := http.Header{"Content-Type": {"application/octet-stream"}}
-	resp, err := c.Send(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+uri.Component(guestPath), f, info.Size(), hdr)
+	resp, err := c.Send(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+uri.Component(guestPath), FileBody(f, info.Size()), hdr)
 	if err != nil {
 		return 0, err
 	}
@@ -39,7 +37,7 @@ func (c *Client) UploadFile(ctx context.Context, id, guestPath string, f *os.Fil
 // partial file with its temp directory.
 func (c *Client) DownloadFile(ctx context.Context, id, guestPath, hostPath string, mode os.FileMode) (int64, error) {
 	hdr := http.Header{"Accept-Encoding": {"identity"}}
-	resp, err := c.Send(ctx, http.MethodGet, "/sandboxes/"+id+"/files?path="+uri.Component(guestPath), nil, 0, hdr)
+	resp, err := c.Send(ctx, http.MethodGet, "/sandboxes/"+id+"/files?path="+uri.Component(guestPath), Body{}, hdr)
 	if err != nil {
 		return 0, err
 	}

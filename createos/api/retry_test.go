@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -87,7 +86,7 @@ func TestSendRetriesRejectionsWithinTheDeadline(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
 				defer cancel()
 				t0 := time.Now()
-				resp, err := c.Send(ctx, http.MethodPut, "/sandboxes/sb/files?path=x", bytes.NewReader([]byte("content")), 7, nil)
+				resp, err := c.Send(ctx, http.MethodPut, "/sandboxes/sb/files?path=x", BytesBody([]byte("content")), nil)
 				if resp != nil {
 					resp.Body.Close()
 				}
