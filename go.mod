@@ -11,7 +11,6 @@ require (
 	github.com/sourcegraph/jsonrpc2 v0.2.1
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.48.0
-	golang.org/x/time v0.16.0
 )
 
 require (
