@@ -41,7 +41,7 @@ var _ sessions.Channel = (*channel)(nil)
 type channel struct {
 	c       *api.Client
 	name    string // log prefix: "CreateOS login PTY", "CreateOS duplex channel"
-	pty     bool   // a login PTY: pty frames are the output and there is no stdin to close
+	pty     bool   // a login PTY: pty frames are the output
 	sink    sessions.ChannelSink
 	log     zerolog.Logger
 	delay   time.Duration // between output reconnects

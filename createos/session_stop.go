@@ -22,9 +22,9 @@ func (ch *channel) Stop() {
 }
 
 // runStop waits for the write in flight to end (beginStopping cut it),
-// ends the process tree and then the follower. Its requests are Ending:
-// the host's close waits on them. A tree whose end is unconfirmed marks the lease leftover, so
-// its sandbox is not kept.
+// ends the process tree and then the follower. Its request is Ending: the
+// host's close waits on it. A tree whose end is unconfirmed marks the
+// lease leftover, so its sandbox is not kept.
 func (ch *channel) runStop() {
 	defer close(ch.stopped)
 	ch.writeMu.Lock() // the write in flight ends first; later ones are ignored
@@ -44,17 +44,19 @@ func (ch *channel) runStop() {
 	ch.abortFollow(errManagedStopped)
 }
 
-// terminate ends the process tree unless its exit was read: SIGTERM (its
-// answer does not matter), then DELETE ?grace_ms=1000, which must answer
-// tree_exited: true (404: already gone). Any other answer, and running out
-// of time, is unconfirmed.
+// terminate ends the process tree unless its exit was read, in one
+// request: DELETE ?grace_ms=1000 SIGTERMs the whole tree, SIGKILLs what
+// is left after the grace and answers once the tree is gone. A SIGTERM of
+// our own (POST …/signal) first would reach less (the leader's process
+// group, not a descendant that left it) and cost a request of the
+// account's budget, which endings share with the host's writes. The
+// answer must be tree_exited: true (404: already gone); any other, and
+// running out of time, is unconfirmed.
 func (ch *channel) terminate(ctx context.Context) error {
 	if ch.exited.Load() {
 		return nil
 	}
-	path := ch.processPath()
-	_, _ = ch.c.JSON(ctx, http.MethodPost, path+"/signal", map[string]string{"signal": "SIGTERM"})
-	data, err := ch.c.JSON(ctx, http.MethodDelete, path+"?grace_ms=1000", nil)
+	data, err := ch.c.JSON(ctx, http.MethodDelete, ch.processPath()+"?grace_ms=1000", nil)
 	switch {
 	case api.IsStatus(err, http.StatusNotFound):
 		return nil
@@ -91,14 +93,14 @@ func (ch *channel) Close(ctx context.Context) error {
 	}
 }
 
-// close ends the channel: in pipe mode, unless the exit was read or stop
-// already began, it closes stdin (POST …/stdin/close; its answer does not
-// matter, 404 and 409 are what the reference tolerates and the stop
-// decides); then it stops the process (or waits for the stop in progress),
-// ends the follower, whose Exit is then delivered, and releases the
-// channel. It answers nil only when the tree's end is confirmed. ctx bounds
-// it all: when ctx ends first, every request of the channel is cut, and the
-// end is unconfirmed.
+// close ends the channel: it stops the process (or waits for the stop in
+// progress), ends the follower, whose Exit is then delivered, and releases
+// the channel. It closes no stdin (POST …/stdin/close): the DELETE's
+// SIGTERM would follow at once, so an end of input gives the process no
+// end of its own, and the request would cost the account's budget. It
+// answers nil only when the tree's end is confirmed. ctx bounds it all:
+// when ctx ends first, every request of the channel is cut, and the end
+// is unconfirmed.
 func (ch *channel) close(ctx context.Context) error {
 	cut := context.AfterFunc(ctx, func() { ch.endLife(errSessionOver) })
 	defer cut()
@@ -108,7 +110,6 @@ func (ch *channel) close(ctx context.Context) error {
 	}
 	ch.mu.Lock()
 	live, orphaned := ch.live, ch.orphaned
-	pipeStdin := !ch.pty && !ch.stopBegan && !ch.exited.Load()
 	ch.beginStopping()
 	ch.mu.Unlock()
 	switch {
@@ -116,11 +117,6 @@ func (ch *channel) close(ctx context.Context) error {
 		return errTreeUnconfirmed
 	case !live:
 		return nil
-	}
-	if pipeStdin {
-		sctx, cancel := deadline.Timeout(api.Ending(ch.life), ch.c.Timeout())
-		_, _ = ch.c.JSON(sctx, http.MethodPost, ch.processPath()+"/stdin/close", nil)
-		cancel()
 	}
 	ch.Stop()
 	<-ch.stopped

@@ -55,8 +55,11 @@ type LoginPtyOpener interface {
 // writes; Stop from another, possibly while a Write blocks (a process that
 // does not read must still be stoppable); Close once.
 type Channel interface {
-	// Write hands p to the process's input. It may block until the process
-	// has taken it; once the channel is over it drops p (an error or nil).
+	// Write hands p to the process's input. p may carry several host
+	// writes queued one behind the other, in order, up to 262,144 bytes
+	// together (maxInputBatch); a single host write larger than that comes
+	// alone. It may block until the process has taken it; once the channel
+	// is over it drops p (an error or nil).
 	Write(p []byte) error
 	// Stop asks the process to end (SIGTERM, then harder) and returns
 	// without waiting for it. The exit still reaches the sink.

@@ -2,13 +2,20 @@ package sessions
 
 import "sync"
 
+// maxInputBatch bounds the bytes of one Write that carries several host
+// writes: the host's bound on one duplex write, so a batch is never more
+// than a channel must take in one Write anyway (and CreateOS takes that
+// much in one POST …/input).
+const maxInputBatch = 262_144
+
 // inputQueue carries the host's writes to one channel in the order the
 // host sent them: Admit pushes on the reader, one goroutine (write) hands
-// them to the channel. A stop does not queue behind them — a process that
-// does not read its input would hold it there — but goes to the channel at
-// once from a second goroutine (stopper), and the writes still queued are
-// dropped. Its owner is the route, which closes it before closing the
-// channel and waits for done.
+// them to the channel, every write queued by then in one Write (next). A
+// stop does not queue behind them — a process that does not read its
+// input would hold it there — but goes to the channel at once from a
+// second goroutine (stopper), and the writes still queued are dropped. Its
+// owner is the route, which closes it before closing the channel and
+// waits for done.
 type inputQueue struct {
 	mu      sync.Mutex
 	items   []inputItem
@@ -91,9 +98,14 @@ func (q *inputQueue) close() {
 	}
 }
 
-// next takes the oldest item; ok is false once the queue is closed or
-// stopped, when what it held is dropped.
-func (q *inputQueue) next() (it inputItem, ok bool) {
+// next takes the oldest item and, in order, every item queued behind it
+// that fits in maxInputBatch with it; an item larger than that goes
+// alone. The host sends writes without waiting (the duplex bridge: about
+// three per response, a PING every 5 s), and a Write can cost a turn (a
+// request, for CreateOS): so a write waits at most one Write, however
+// many the host sends. ok is false once the queue is closed or stopped,
+// when what it held is dropped.
+func (q *inputQueue) next() (batch []inputItem, ok bool) {
 	for {
 		q.mu.Lock()
 		if q.closed || q.stopped {
@@ -103,33 +115,66 @@ func (q *inputQueue) next() (it inputItem, ok bool) {
 			for _, it := range items {
 				close(it.done)
 			}
-			return inputItem{}, false
+			return nil, false
 		}
 		if len(q.items) > 0 {
-			it = q.items[0]
-			q.items = q.items[1:]
-			q.backlog -= len(it.data)
+			n := batchLen(q.items, maxInputBatch)
+			batch, q.items = q.items[:n:n], q.items[n:]
+			for _, it := range batch {
+				q.backlog -= len(it.data)
+			}
 			q.mu.Unlock()
-			return it, true
+			return batch, true
 		}
 		q.mu.Unlock()
 		<-q.wake
 	}
 }
 
-// write hands the items to ch until the queue is closed or stopped. After
-// a failed write the channel is over: later writes are dropped.
+// batchLen is how many items, from the first, go in one Write: the first
+// always, then each next one while their total stays within limit.
+func batchLen(items []inputItem, limit int) int {
+	n, total := 1, len(items[0].data)
+	for n < len(items) && total+len(items[n].data) <= limit {
+		total += len(items[n].data)
+		n++
+	}
+	return n
+}
+
+// joined is the bytes of batch in order; a batch of one is its own bytes.
+func joined(batch []inputItem) []byte {
+	if len(batch) == 1 {
+		return batch[0].data
+	}
+	n := 0
+	for _, it := range batch {
+		n += len(it.data)
+	}
+	b := make([]byte, 0, n)
+	for _, it := range batch {
+		b = append(b, it.data...)
+	}
+	return b
+}
+
+// write hands the batches to ch until the queue is closed or stopped; a
+// batch's items are done once its Write returned, so that each host write
+// is answered only after the channel took its bytes. After a failed write
+// the channel is over: later writes are dropped.
 func (q *inputQueue) write(ch Channel) {
 	broken := false
 	for {
-		it, ok := q.next()
+		batch, ok := q.next()
 		if !ok {
 			return
 		}
 		if !broken {
-			broken = ch.Write(it.data) != nil
+			broken = ch.Write(joined(batch)) != nil
 		}
-		close(it.done)
+		for _, it := range batch {
+			close(it.done)
+		}
 	}
 }
 

@@ -144,8 +144,10 @@ func TestDuplexWritesKeepTheHostsOrder(t *testing.T) {
 			t.Fatalf("write reply %s, want null", m.Raw)
 		}
 	}
-	if got, n, _ := d.Chan(0).Received(); got != want.String() || n != 100 {
-		t.Fatalf("channel got %q in %d writes, want %q in 100", got, n, want.String())
+	// Writes queued behind one in flight share a Write: the count depends
+	// on timing, the bytes and their order do not.
+	if got, n, _ := d.Chan(0).Received(); got != want.String() || n < 1 || n > 100 {
+		t.Fatalf("channel got %q in %d writes, want %q in 1 to 100", got, n, want.String())
 	}
 }
 
