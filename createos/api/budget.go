@@ -19,22 +19,22 @@ import (
 //     fortieth, work all but two fortieths: what work leaves is a reserve
 //     only endings (and then writes) may use, so a saturated account still
 //     ends its sessions at once.
-//   - the spacing (writes and work; not endings): t ≥ tat − tolerance(c).
-//     tat, the theoretical time of the next request, moves on by interval
-//     at every admission of any class (GCRA), and interval is a minute over
-//     work's share of the window: a saturated account sustains its full
-//     window, evenly spread, instead of bursting and then stalling while
-//     the burst ages out of the window. The tolerance lets an idle account
-//     start a twentieth of its budget at once (writes a fortieth more);
-//     after a burst that ran into the window, work is spaced again from the
-//     moment the window freed (capped), so the burst is not repeated a
-//     minute later.
+//   - the spacing (writes and work; not endings): a token. Tokens come
+//     back one a step and are kept up to the burst, a tenth of the budget,
+//     which an idle account may start at once. The step is a minute over
+//     work's share of the window, or more while earlier admissions (a
+//     burst) still fill the window: a saturated account sustains its whole
+//     share, evenly, and pays a burst back over the minute the burst counts
+//     in, instead of running into the window and stalling until the burst
+//     ages out. Every admission takes a token; writes may run a fortieth of
+//     the budget into debt and endings any amount, which the work after
+//     them pays back.
 //
 // When several waiters could go, endings go first (in arrival order); then
 // the companies take turns, then the leases within a company, and a lease
 // sends its writes before its work. A rejection by the provider sets a
-// spacing (rejected) that replaces interval when longer and takes away the
-// tolerance, as a bucket without burst requires.
+// spacing (rejected) that the step never goes below, and takes the burst
+// and the writes' debt away, as a bucket without burst requires.
 
 // window is the span the provider's limit counts.
 const window = time.Minute
@@ -44,7 +44,9 @@ type budget struct {
 	mu        sync.Mutex
 	per       int           // requests in any window: the smallest size asked for
 	log       []time.Time   // admissions within the window, oldest first
-	tat       time.Time     // when the next request is due when spread evenly
+	tokens    float64       // requests that may start at once; below 0 in debt
+	filled    time.Time     // when tokens was last brought up to now
+	step      time.Duration // the time one token takes to come back, since filled
 	capped    bool          // work waited on the window since the last admission
 	spacing   time.Duration // learned from rejections; 0 when none
 	changed   time.Time     // the last change of spacing
@@ -75,7 +77,11 @@ type waiter struct {
 	at       time.Time // when admitted
 }
 
-func newBudget(per int) *budget { return &budget{per: per, companies: map[string]*company{}} }
+func newBudget(per int) *budget {
+	b := &budget{per: per, companies: map[string]*company{}}
+	b.tokens, b.step = float64(b.burst()), b.interval()
+	return b
+}
 
 // reserve is a fortieth of the budget: the part of the window endings
 // keep for themselves, and again the part writes may use and work may not.
@@ -93,24 +99,33 @@ func (b *budget) capOf(c class) int {
 }
 
 // interval is the even spacing of a saturated account: work's share of
-// the window spread over it, or the spacing learned from rejections.
+// the window spread over it (rounded up, so that share × interval is at
+// least the window), or the spacing learned from rejections.
 func (b *budget) interval() time.Duration {
 	n := time.Duration(b.capOf(work))
-	return max((window+n-1)/n, b.spacing) // rounded up: cap × interval ≥ window
+	return max((window+n-1)/n, b.spacing)
 }
 
-// tolerance is how far ahead of tat a request of c may start: a
-// twentieth of the budget at once for work, a fortieth more for writes;
-// nothing on an account the provider has refused.
-func (b *budget) tolerance(c class) time.Duration {
+// burst is how many tokens an idle account keeps: a tenth of its budget,
+// or one on an account the provider has refused.
+func (b *budget) burst() int {
 	if b.spacing > 0 {
-		return 0
+		return 1
 	}
-	burst := max(1, b.per/20) - 1
-	if c == write {
-		burst += b.reserve()
+	return max(1, b.per/10)
+}
+
+// debt is how far below one token a request of c may start: a fortieth
+// of the budget for writes (none on a refused account), any amount for
+// endings, none for work.
+func (b *budget) debt(c class) float64 {
+	switch {
+	case c == ending:
+		return float64(b.per)
+	case c == write && b.spacing == 0:
+		return float64(b.reserve())
 	}
-	return time.Duration(burst) * b.interval()
+	return 0
 }
 
 // shrink makes the budget per when that is smaller.
@@ -121,6 +136,7 @@ func (b *budget) shrink(ctx context.Context, per int) {
 		b.per = per
 		zerolog.Ctx(ctx).Info().Int("budgetPerMinute", per).
 			Msg("CreateOS request budget: an environment on this API account asks for fewer requests a minute; the account now keeps to that")
+		b.dispatch(time.Now())
 	}
 }
 
@@ -145,7 +161,7 @@ func (b *budget) leave(w *waiter) {
 		if i := slices.Index(b.log, w.at); i >= 0 {
 			b.log = slices.Delete(b.log, i, i+1)
 		}
-		b.tat = b.tat.Add(-b.interval())
+		b.tokens++
 	} else {
 		b.remove(w)
 	}
@@ -159,27 +175,37 @@ func (b *budget) wake() {
 	b.dispatch(time.Now())
 }
 
-// dispatch admits every waiter that may go at now, in turn, and sets the
-// timer for the next one that will be able to.
+// dispatch brings the window and the tokens up to now, admits every
+// waiter that may go, in turn, and sets the timer for the next one that
+// will be able to.
 func (b *budget) dispatch(now time.Time) {
+	b.refill(now)
+	for w := b.pick(now); w != nil; w = b.pick(now) {
+		b.admit(w, now)
+	}
+	b.step = b.stepAt(now)
+	b.arm(now)
+}
+
+// refill drops what left the window and adds the tokens that came back
+// since filled, up to the burst.
+func (b *budget) refill(now time.Time) {
 	cut := now.Add(-window)
 	n := 0
 	for n < len(b.log) && !b.log[n].After(cut) {
 		n++
 	}
 	b.log = b.log[n:]
-	for w := b.pick(now); w != nil; w = b.pick(now) {
-		b.admit(w, now)
+	if !b.filled.IsZero() {
+		b.tokens += float64(now.Sub(b.filled)) / float64(b.step)
 	}
-	b.arm(now)
+	b.tokens = min(b.tokens, float64(b.burst()))
+	b.filled = now
 }
 
 // fits reports whether a request of c may start at now.
-func (b *budget) fits(c class, now time.Time) bool {
-	if len(b.log) >= b.capOf(c) {
-		return false
-	}
-	return c == ending || !now.Before(b.tat.Add(-b.tolerance(c)))
+func (b *budget) fits(c class, _ time.Time) bool {
+	return len(b.log) < b.capOf(c) && b.tokens >= 1-b.debt(c)
 }
 
 // admit starts w at now.
@@ -196,15 +222,31 @@ func (b *budget) admit(w *waiter, now time.Time) {
 		}
 	}
 	if b.capped {
-		// The window, not the spacing, held work back: spread from now,
-		// without the credit the wait would otherwise have built.
-		b.tat = later(b.tat, now.Add(b.tolerance(work)))
+		// The window, not the tokens, held work back: no credit from the
+		// wait, or the burst would repeat a minute later.
+		b.tokens = min(b.tokens, 1)
 		b.capped = false
 	}
-	b.tat = later(b.tat, now).Add(b.interval())
+	b.tokens--
 	b.log = append(b.log, now)
 	w.admitted, w.at = true, now
 	close(w.ready)
+}
+
+// stepAt is the time a token takes to come back from now on: the
+// interval, or more while earlier admissions still fill the window, so
+// that work spaced at it never runs into the window before they age out.
+func (b *budget) stepAt(now time.Time) time.Duration {
+	c, n := b.capOf(work), len(b.log)
+	s := b.interval()
+	for i, at := range b.log {
+		// The (left)th request from now may start only once the window
+		// has let go of at and every admission before it.
+		if left := time.Duration(c - n + i + 1); left > 0 {
+			s = max(s, (at.Add(window).Sub(now)+left-1)/left)
+		}
+	}
+	return s
 }
 
 // arm sets the timer for the earliest time a waiting class fits, or stops
@@ -223,8 +265,8 @@ func (b *budget) arm(now time.Time) {
 		if limit := b.capOf(c); len(b.log) >= limit {
 			at = b.log[len(b.log)-limit].Add(window)
 		}
-		if c != ending {
-			at = later(at, b.tat.Add(-b.tolerance(c)))
+		if short := 1 - b.debt(c) - b.tokens; short > 0 {
+			at = later(at, now.Add(time.Duration(short*float64(b.step))))
 		}
 		if next.IsZero() || at.Before(next) {
 			next = at
@@ -270,6 +312,7 @@ func (b *budget) recover(ctx context.Context, now time.Time) {
 	if b.spacing == 0 || now.Sub(b.changed) < quietPeriod {
 		return
 	}
+	b.refill(now) // what came back while slowed counts at the slowed burst
 	log := zerolog.Ctx(ctx).Info().Int("budgetPerMinute", b.per)
 	b.changed = now
 	if steady := window / time.Duration(b.per); b.spacing > steady {
@@ -277,10 +320,6 @@ func (b *budget) recover(ctx context.Context, now time.Time) {
 		log.Dur("spacing", b.spacing).Msg("CreateOS rate limit: no refusal for a while; requests to this API account are spaced less")
 		return
 	}
-	b.spacing = 0
-	// The burst comes back as credit earned from the next due time on: an
-	// account still saturated does not burst into a provider that counts
-	// as a bucket.
-	b.tat = later(b.tat, now).Add(b.tolerance(work))
+	b.spacing = 0 // the burst comes back as tokens earned from here
 	log.Msg("CreateOS rate limit: no refusal for a while; this API account has its full budget again")
 }
