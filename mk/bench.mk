@@ -10,9 +10,17 @@
 #   BENCH_SYNC_DIR=/dev/shm    where the sync trees and the lease roots go (default the temp dir)
 #   BENCH_ARGS='--gap-ms 2'    any other bench/host.mjs option
 # The pipe-client round trip is `go test -run '^$' -bench Pipe ./rpc`.
-# bench-scale (issue 22, bench/scale) runs K = 1 and 4 createos lease
-# lifecycles at once against a fresh bin/createos-sim per sim rate limit and
-# fails when a lifecycle fails or a budget is missed (docs/performance.md).
+# bench-scale (bench/scale) runs K = 1 and 4 createos lease lifecycles at
+# once against a fresh bin/createos-sim per sim rate limit, then the host
+# load: K Paperclip runs (file bridge, then duplex bridge) on one CreateOS
+# account through one worker against a sim at window:300/60s, one table per
+# bridge; it fails when a lifecycle fails or a budget is missed (the
+# lifecycle's in docs/performance.md; the host load's, at K=4 only, in
+# bench/scale).
+#   BENCH_SCALE_MODE=hostload   one half: lifecycle or hostload (default both)
+#   BENCH_SCALE_K=2,4           the host-load Ks (default 2,4,6,8)
+#   BENCH_SCALE_SECONDS=30      steady host load per row (default 90)
+#   BENCH_SCALE_RELAY_EVERY=5s  one relayed agent API call per run this often (default 10s)
 
 BENCH_FLOOR     := bin/bench-floor
 BENCH_TRANSPORT := bin/bench-transport
@@ -24,6 +32,11 @@ BENCH_ONLY      ?=
 BENCH_JSON      ?= out/bench-host.json
 BENCH_ARGS      ?=
 BENCH_PROF      := out/prof
+BENCH_SCALE_MODE        ?=
+BENCH_SCALE_K           ?=
+BENCH_SCALE_SECONDS     ?=
+BENCH_SCALE_RELAY_EVERY ?=
+BENCH_SCALE_TIMEOUT     ?= 90m
 
 .PHONY: bench-host bench-workers bench-profile bench-scale
 
@@ -46,5 +59,7 @@ bench-profile: ## CPU and heap profiles of a 64 MiB execute (BENCH_PROFILE=Sleep
 	$(GO) tool pprof -top -nodecount 25 -ignore 'bench_test\.' $(BENCH_PROF)/bench.test $(BENCH_PROF)/$(BENCH_PROFILE).cpu.pprof
 	$(GO) tool pprof -top -nodecount 15 -ignore 'bench_test\.' -sample_index=alloc_space $(BENCH_PROF)/bench.test $(BENCH_PROF)/$(BENCH_PROFILE).mem.pprof
 
-bench-scale: build createos-sim ## K=1 and K=4 createos lease lifecycles at once against createos-sim with no limit, a 300/60s window and a 5/s bucket: one table, and the budgets
-	BENCH_SCALE_BIN=$(abspath $(dir $(BIN))) $(GO) test -count=1 -v -timeout 30m -run '^$$' -bench '^BenchmarkScale$$' -benchtime=1x ./bench/scale
+bench-scale: build createos-sim ## K=1 and K=4 createos lease lifecycles against createos-sim under no limit, a 300/60s window and a 5/s bucket, then K host-load runs per bridge on one account: the tables and the budgets (BENCH_SCALE_MODE=hostload for one half)
+	BENCH_SCALE_BIN=$(abspath $(dir $(BIN))) BENCH_SCALE_MODE=$(BENCH_SCALE_MODE) BENCH_SCALE_K=$(BENCH_SCALE_K) \
+		BENCH_SCALE_SECONDS=$(BENCH_SCALE_SECONDS) BENCH_SCALE_RELAY_EVERY=$(BENCH_SCALE_RELAY_EVERY) \
+		$(GO) test -count=1 -v -timeout $(BENCH_SCALE_TIMEOUT) -run '^$$' -bench '^BenchmarkScale$$' -benchtime=1x ./bench/scale

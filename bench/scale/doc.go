@@ -1,11 +1,22 @@
 // Package scale is `make bench-scale`: how the createos driver's requests to
-// one CreateOS origin scale with concurrent leases. For each rate limit
-// createos-sim can enforce (none, a 300-per-60-s window, a 5-per-second
-// bucket) and for 1 and 4 leases at once, it starts a fresh createos-sim and
-// a fresh worker, runs that many lease lifecycles (acquire, 20 executes,
-// release) side by side through the worker's stdio, and reads the sim's
-// request counters; it prints one table and fails when a lifecycle fails or
-// a budget is missed. The measurement runs only when BENCH_SCALE_BIN names
-// the directory holding sandbox-plugin and createos-sim; the table and the
-// budgets are unit-tested always.
+// one CreateOS origin scale with concurrent leases, in two modes
+// (BENCH_SCALE_MODE=lifecycle or hostload; both by default).
+//
+// Lifecycle: for each rate limit createos-sim can enforce (none, a
+// 300-per-60-s window, a 5-per-second bucket) and for 1 and 4 leases at
+// once, it starts a fresh createos-sim and a fresh worker, runs that many
+// lease lifecycles (acquire, 20 executes, release) side by side through the
+// worker's stdio, and reads the sim's request counters; it prints one table
+// and fails when a lifecycle fails or a budget is missed.
+//
+// Host load: for each bridge (file, duplex) and each K (BENCH_SCALE_K), K
+// Paperclip runs on one account, through one worker, against a fresh sim at
+// window:300/60s, each doing what ../shared/spec/host-load.md says the host
+// does for a run (the queue poll and relays, or a duplex channel with PINGs
+// and relayed responses; the run-log tail) for BENCH_SCALE_SECONDS; it
+// prints one table per bridge and fails when K=4 misses a budget.
+//
+// The measurement runs only when BENCH_SCALE_BIN names the directory
+// holding sandbox-plugin and createos-sim; the tables, the budgets and the
+// host's scripts are unit-tested always.
 package scale

@@ -42,10 +42,11 @@ const (
 	lifecycleTimeout = 10 * time.Minute
 )
 
-// BenchmarkScale is the measurement: every mode at every K, once (run it
-// with -benchtime=1x, as make bench-scale does), one table, and the
-// budgets. It is a benchmark, so `go test` never runs it; run without the
-// binaries it fails.
+// BenchmarkScale is the measurement, once (run it with -benchtime=1x, as
+// make bench-scale does): the lease lifecycles and then the host load
+// (hostload_bench_test.go), or the one BENCH_SCALE_MODE names, each with
+// its tables and its budgets. It is a benchmark, so `go test` never runs
+// it; run without the binaries it fails.
 func BenchmarkScale(b *testing.B) {
 	t := b
 	bins := os.Getenv(binEnv)
@@ -57,6 +58,20 @@ func BenchmarkScale(b *testing.B) {
 			t.Fatalf("%s=%s: %v", binEnv, bins, err)
 		}
 	}
+	run, err := parseModes(os.Getenv(modeEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.lifecycle {
+		benchLifecycle(t, bins)
+	}
+	if run.hostLoad {
+		benchHostLoad(t, bins)
+	}
+}
+
+// benchLifecycle is every mode at every K, one table, and the budgets.
+func benchLifecycle(t *testing.B, bins string) {
 	var rows []row
 	for _, m := range modes {
 		for _, k := range concurrencies {

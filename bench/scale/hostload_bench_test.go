@@ -1,0 +1,190 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
+)
+
+// loadLimit is the provider's limit a host-load row runs under.
+var loadLimit = mode{name: "window", rateLimit: "window:300/60s"}
+
+// benchHostLoad is BenchmarkScale's host-load mode: every bridge at every
+// K, one table per bridge, and the budgets at budgetK.
+func benchHostLoad(b *testing.B, bins string) {
+	set, err := parseLoad(os.Getenv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rows []loadRow
+	for _, br := range []bridge{fileBridge, duplexBridge} {
+		for _, k := range set.ks {
+			b.Run(fmt.Sprintf("hostload/%s/K=%d", br, k), func(b *testing.B) {
+				r := measureLoad(b, bins, br, k, set)
+				for _, f := range r.failures {
+					b.Log(f)
+				}
+				rows = append(rows, r)
+			})
+		}
+	}
+	fmt.Printf("\nbench-scale host load: K Paperclip runs at once on one CreateOS account (one createos-sim at %s, one worker), "+
+		"each its own lease and company; %s of steady load after every lease is acquired, a relayed agent API call every %s per run\n",
+		loadLimit.rateLimit, seconds(set.duration), seconds(set.relayEvery))
+	fmt.Printf("\nfile bridge: the queue poll (a 100 ms sleep after each empty listing) and the run-log tail (250 ms between ticks), "+
+		"each a closed loop of executes; a relay is the listing that finds the agent's call and 4 executes on the poll loop, "+
+		"timed from when the call is due to the 4th answer\n\n%s\n",
+		loadTable(fileBridge, rows))
+	fmt.Printf("duplex bridge: a channel running cat; a PING (one write) every 5 s, timed to its echo; a relayed response is 3 writes "+
+		"sent at once, timed to the last echo; every write's own answer; and the run-log tail\n\n%s\n", loadTable(duplexBridge, rows))
+	fmt.Printf("execute: each execute of the loops, call to answer; busiest 60 s: the sim's, the budget's opening burst in it; "+
+		"steady /min: admitted a minute over the load's last two thirds; budgets are checked at K=%d only\n\n", budgetK)
+	if !slices.Contains(set.ks, budgetK) {
+		b.Logf("no K=%d row: the host-load budgets were not checked", budgetK)
+	}
+	if v := loadViolations(rows); len(v) > 0 {
+		b.Errorf("%d host-load budgets missed at K=%d:\n  %s", len(v), budgetK, strings.Join(v, "\n  "))
+	}
+}
+
+// measureLoad runs k runs of bridge br at once through one fresh worker
+// against one fresh sim under loadLimit.
+func measureLoad(t testing.TB, bins string, br bridge, k int, set loadSettings) loadRow {
+	row := loadRow{bridge: br, k: k}
+	s, err := startSim(t, filepath.Join(bins, "createos-sim"), loadLimit)
+	if err != nil {
+		row.failures = []string{err.Error()}
+		return row
+	}
+	routes := &router{routes: map[string]*channel{}}
+	c, err := startLoadWorker(t, filepath.Join(bins, "sandbox-plugin"), routes)
+	if err != nil {
+		row.failures = []string{err.Error()}
+		return row
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lifecycleTimeout)
+	defer cancel()
+	runs := make([]*run, k)
+	for n := range runs {
+		runs[n] = newRun(ctx, c, s, routes, br, n, k)
+	}
+	all(runs, (*run).prepare)
+	row.steadyPerMinute, err = steady(runs, set, s)
+	all(runs, (*run).finish)
+	if err == nil {
+		row.sim, err = s.readRate()
+	}
+	row.measured = err == nil
+	collect(&row, runs)
+	if err != nil {
+		row.failures = append(row.failures, err.Error())
+	}
+	report(t, c, runs)
+
+	return row
+}
+
+// all runs f on every run at once and waits for them.
+func all(runs []*run, f func(*run)) {
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Go(func() { f(r) })
+	}
+	wg.Wait()
+}
+
+// steady runs the loads of every prepared run for set.duration, then
+// stops them and waits until each has drained. It returns the requests s
+// admitted a minute over the load's last two thirds: what the worker
+// sustains once the burst its budget starts with is spent, which the
+// busiest 60 s, holding that burst, does not say.
+func steady(runs []*run, set loadSettings, s *sim) (float64, error) {
+	stop := make(chan struct{})
+	start := time.Now()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	for _, r := range runs {
+		if r.ready {
+			wg.Go(func() { r.load(stop, start, set) })
+		}
+	}
+	time.Sleep(set.duration / 3)
+	first, err := s.readRate()
+	from := time.Now()
+	time.Sleep(time.Until(start.Add(set.duration)))
+	last, err2 := s.readRate()
+	if err = errors.Join(err, err2); err != nil {
+		return 0, err
+	}
+	return float64(last.admitted-first.admitted) / time.Since(from).Minutes(), nil
+}
+
+// collect adds what runs measured to row.
+func collect(row *loadRow, runs []*run) {
+	for _, r := range runs {
+		r.mu.Lock()
+		row.hostCalls += r.calls
+		row.failedCalls += r.failed
+		row.failures = append(row.failures, r.failures...)
+		row.relays = append(row.relays, r.relays...)
+		row.pings = append(row.pings, r.pings...)
+		row.writes = append(row.writes, r.writes...)
+		row.execs = append(row.execs, r.execs...)
+		if r.ready {
+			row.executes = append(row.executes, r.executes)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// report logs the first failed calls of each run and, when any call
+// failed, the worker's stderr.
+func report(t testing.TB, c *rpc.Client, runs []*run) {
+	failed := false
+	for _, r := range runs {
+		r.mu.Lock()
+		if r.failed > 0 {
+			failed = true
+			t.Logf("run %d: %d of %d calls failed; the first: %s", r.n, r.failed, r.calls, strings.Join(r.firstFailed, "; "))
+		}
+		r.mu.Unlock()
+	}
+	if failed {
+		t.Logf("the worker's stderr (its end):\n%s", c.Stderr())
+	}
+}
+
+// startLoadWorker is startWorker with duplex notifications handed to
+// routes: the host's own reader, which keeps nothing of execute.log.
+func startLoadWorker(t testing.TB, path string, routes *router) (*rpc.Client, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, err := rpc.StartClient(ctx, rpc.ClientOptions{
+		Path:           path,
+		Env:            []string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + t.TempDir(), "TZ=UTC"},
+		OnNotification: routes.notify,
+		CallTimeout:    callTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(c.Kill)
+	_, err = c.Initialize(ctx, map[string]any{
+		"manifest": map[string]any{"id": "paperclip.go-sandbox-provider"}, "config": map[string]any{},
+		"instanceInfo": map[string]any{"instanceId": "default", "hostVersion": "2026.916.1"}, "apiVersion": 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("initialize the worker: %v (stderr: %s)", err, c.Stderr())
+	}
+	return c, nil
+}
