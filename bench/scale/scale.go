@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 )
 
 // OldRequestInterval is the spacing the createos driver kept between any
@@ -225,10 +227,13 @@ func violations(rows []row) []string {
 
 // speedViolations are the no-limit budgets one, four and the floor apart
 // (each nil when not measured) miss. Four leases through one worker may
-// take concurrencyBudget × the longer of K=1 and the floor: where the
-// machine has the cores, four lifecycles apart take what one does, and the
-// budget is the 1.5 × K=1; on 2 cores the sim's own work (a
-// supervised process per execute) makes four apart take about twice one.
+// take concurrencyBudget × the longest of K=1, the floor and the time the
+// worker's account budget takes to admit their requests (api.Span: the
+// worker does not know the sim has no limit, and four leases share one
+// account where four workers apart have a budget each): where the machine
+// has the cores, four lifecycles apart take what one does; on 2 cores the
+// sim's own work (a supervised process per execute) makes four apart take
+// about twice one.
 func speedViolations(one, four, apart *row) []string {
 	if one == nil {
 		return nil
@@ -243,6 +248,11 @@ func speedViolations(one, four, apart *row) []string {
 		out = append(out, "no limit, K=4 with a worker each: not measured")
 	} else if apart.wall > base {
 		base, of = apart.wall, "the floor's (K=4 with a worker each)"
+	}
+	if four != nil {
+		if span := api.Span(api.DefaultPerMinute, four.sim.requests()); span > base {
+			base, of = span, fmt.Sprintf("the account budget's pacing of its %d requests", four.sim.requests())
+		}
 	}
 	if four != nil && float64(four.wall) > concurrencyBudget*float64(base) {
 		out = append(out, fmt.Sprintf("no limit: K=4 wall %s is %.2f × %s %s, over the budget of %.1f ×: concurrent leases wait for each other",

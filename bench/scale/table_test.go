@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 )
 
 // measured is a row of mode m at K=k that ran.
@@ -13,13 +15,14 @@ func measured(m mode, k int, wall time.Duration, admitted, rejected, busiest int
 		sim: counters{admitted: admitted, rejected: rejected, busiest60s: busiest, source: "rate"}}
 }
 
-// within is a full set of rows that keeps every budget: 24 requests a
-// lease, K=1 in 1 s (7.2 s paced), K=4 in 1.2 s, and the floor (K=4 with
-// a worker each) in 1 s.
+// within is a full set of rows that keeps every budget: K=1 in 1 s with
+// 24 requests (7.2 s paced), K=4 in 1.2 s with 26 (within the account
+// budget's burst, so its pacing is no base), and the floor (K=4 with a
+// worker each) in 1 s.
 func within() []row {
 	var rows []row
 	for _, m := range modes {
-		rows = append(rows, measured(m, 1, time.Second, 24, 0, 24), measured(m, 4, 1200*time.Millisecond, 96, 0, 96))
+		rows = append(rows, measured(m, 1, time.Second, 24, 0, 24), measured(m, 4, 1200*time.Millisecond, 26, 0, 26))
 	}
 	apart := measured(modes[0], 4, time.Second, 96, 0, 96)
 	apart.apart = true
@@ -76,6 +79,17 @@ func TestViolations(t *testing.T) {
 		{"just over 1.5 × the floor",
 			withApart(2*time.Second, 3001*time.Millisecond),
 			[]string{"no limit: K=4 wall 3.00 s is 1.50 × the floor's (K=4 with a worker each) 2.00 s, over the budget of 1.5 ×"}},
+		{"the account budget's pacing of K=4's requests is the base when it is the longest",
+			edit("no limit", 4, func(r *row) {
+				r.sim.admitted = 200
+				r.wall = api.Span(api.DefaultPerMinute, 200) * 3 / 2
+			}), nil},
+		{"just over 1.5 × the account budget's pacing",
+			edit("no limit", 4, func(r *row) {
+				r.sim.admitted = 200
+				r.wall = api.Span(api.DefaultPerMinute, 200)*3/2 + 10*time.Millisecond
+			}),
+			[]string{"the account budget's pacing of its 200 requests"}},
 		{"a floor under K=1 leaves K=1 the base",
 			withApart(500*time.Millisecond, 1501*time.Millisecond),
 			[]string{"K=4 wall 1.50 s is 1.50 × K=1's 1.00 s"}},

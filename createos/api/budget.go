@@ -323,3 +323,23 @@ func (b *budget) recover(ctx context.Context, now time.Time) {
 	b.spacing = 0 // the burst comes back as tokens earned from here
 	log.Msg("CreateOS rate limit: no refusal for a while; this API account has its full budget again")
 }
+
+// Span is how long an idle account's budget of perMinute takes to admit n
+// requests of work asked for at once: what n requests cost in pacing alone
+// (benchmarks compare a run's wall time with it).
+func Span(perMinute, n int) time.Duration {
+	b := newBudget(perMinute)
+	t0 := time.Unix(0, 0)
+	at := t0
+	for range n {
+		b.refill(at)
+		if short := 1 - b.tokens; short > 0 {
+			at = at.Add(time.Duration(short * float64(b.step)))
+			b.refill(at)
+		}
+		b.tokens--
+		b.log = append(b.log, at)
+		b.step = b.stepAt(at)
+	}
+	return at.Sub(t0)
+}

@@ -374,3 +374,23 @@ func TestLimiterEndsFortySessionsAtOnceOnASaturatedAccount(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// Span is what the limiter takes to admit n requests asked for at once on
+// an idle account.
+func TestSpanIsTheLimitersPacing(t *testing.T) {
+	for _, n := range []int{1, 27, 28, 100, 400} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				t0 := time.Now()
+				at := admitted(NewLimiter(), acct, n, func(int) (context.Context, context.CancelFunc) {
+					return context.WithCancel(context.Background())
+				})
+				slices.SortFunc(at, time.Time.Compare)
+				got, want := at[n-1].Sub(t0), Span(acct.PerMinute, n)
+				if d := got - want; d < -time.Millisecond || d > time.Millisecond {
+					t.Errorf("the limiter admitted %d in %v, Span says %v", n, got, want)
+				}
+			})
+		})
+	}
+}
