@@ -219,7 +219,7 @@ func TestLimiterWritesUseTheReserve(t *testing.T) {
 		t0 := time.Now()
 		startsCtx(t, Urgent(t.Context()), l, a, b.capOf(write)-b.capOf(work))
 		startsCtx(t, Ending(t.Context()), l, a, b.capOf(ending)-b.capOf(write))
-		if time.Now().Sub(t0) >= window {
+		if time.Since(t0) >= window {
 			t.Errorf("the reserve took %v", time.Since(t0))
 		}
 		ctx, cancel := context.WithTimeout(Ending(t.Context()), time.Second)
