@@ -53,7 +53,7 @@ type harness struct {
 
 	longSim       *proc.Proc                 // the long run's createos-sim: a second CreateOS account
 	longSimAPI    simctl.Client              // its client
-	heartbeatTook map[string][]time.Duration // driver -> wall times of its stub-agent file-bridge heartbeats
+	heartbeatTook map[string][]timedRun // driver -> its stub-agent file-bridge heartbeats
 	lastRunID     string                     // the run of the last heartbeat
 	chaosSettling map[string]bool            // lease ids make chaos leaves to the host's cleanup until its end
 }
