@@ -51,11 +51,11 @@ type harness struct {
 	sandboxToken string        // the value only the sandboxes have (realcli.go)
 	realAgents   []realAgent   // the agents that run the real CLI
 
-	longSim       *proc.Proc                 // the long run's createos-sim: a second CreateOS account
-	longSimAPI    simctl.Client              // its client
+	longSim       *proc.Proc            // the long run's createos-sim: a second CreateOS account
+	longSimAPI    simctl.Client         // its client
 	heartbeatTook map[string][]timedRun // driver -> its stub-agent file-bridge heartbeats
-	lastRunID     string                     // the run of the last heartbeat
-	chaosSettling map[string]bool            // lease ids make chaos leaves to the host's cleanup until its end
+	lastRunID     string                // the run of the last heartbeat
+	chaosSettling map[string]bool       // lease ids make chaos leaves to the host's cleanup until its end
 }
 
 const pluginKey = "paperclip.go-sandbox-provider"
