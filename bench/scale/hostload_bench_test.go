@@ -66,7 +66,7 @@ func measureLoad(t testing.TB, bins string, br bridge, k int, set loadSettings) 
 		return row
 	}
 	routes := &router{routes: map[string]*channel{}}
-	c, err := startLoadWorker(t, filepath.Join(bins, "sandbox-plugin"), routes)
+	c, err := startWorker(t, filepath.Join(bins, "sandbox-plugin"), routes.notify)
 	if err != nil {
 		row.failures = []string{err.Error()}
 		return row
@@ -162,29 +162,4 @@ func report(t testing.TB, c *rpc.Client, runs []*run) {
 	if failed {
 		t.Logf("the worker's stderr (its end):\n%s", c.Stderr())
 	}
-}
-
-// startLoadWorker is startWorker with duplex notifications handed to
-// routes: the host's own reader, which keeps nothing of execute.log.
-func startLoadWorker(t testing.TB, path string, routes *router) (*rpc.Client, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	c, err := rpc.StartClient(ctx, rpc.ClientOptions{
-		Path:           path,
-		Env:            []string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + t.TempDir(), "TZ=UTC"},
-		OnNotification: routes.notify,
-		CallTimeout:    callTimeout,
-	})
-	if err != nil {
-		return nil, err
-	}
-	t.Cleanup(c.Kill)
-	_, err = c.Initialize(ctx, map[string]any{
-		"manifest": map[string]any{"id": "paperclip.go-sandbox-provider"}, "config": map[string]any{},
-		"instanceInfo": map[string]any{"instanceId": "default", "hostVersion": "2026.916.1"}, "apiVersion": 1,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("initialize the worker: %v (stderr: %s)", err, c.Stderr())
-	}
-	return c, nil
 }

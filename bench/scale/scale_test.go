@@ -120,7 +120,7 @@ func measureWith(t testing.TB, bins string, r row, workers int) row {
 	logs := rpctest.NewExecuteLogs(t)
 	cs := make([]*rpc.Client, workers)
 	for i := range cs {
-		if cs[i], err = startWorker(t, filepath.Join(bins, "sandbox-plugin"), logs); err != nil {
+		if cs[i], err = startWorker(t, filepath.Join(bins, "sandbox-plugin"), logs.Notify); err != nil {
 			r.failures = []string{err.Error()}
 			return r
 		}
@@ -216,15 +216,15 @@ func deref(p *int) any {
 }
 
 // startWorker starts the worker binary with the scrubbed environment the
-// host gives plugin workers and initializes it; the test's cleanup kills
-// it.
-func startWorker(t testing.TB, path string, logs *rpctest.ExecuteLogs) (*rpc.Client, error) {
+// host gives plugin workers, its notifications to notify, and initializes
+// it; the test's cleanup kills it.
+func startWorker(t testing.TB, path string, notify func(method string, params json.RawMessage, invocationID string)) (*rpc.Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	c, err := rpc.StartClient(ctx, rpc.ClientOptions{
 		Path:           path,
 		Env:            []string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + t.TempDir(), "TZ=UTC"},
-		OnNotification: logs.Notify,
+		OnNotification: notify,
 		CallTimeout:    callTimeout,
 	})
 	if err != nil {
