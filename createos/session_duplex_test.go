@@ -14,6 +14,8 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
 // Duplex channels against createostest, which runs the commands for real.
@@ -405,5 +407,46 @@ func TestDuplexRequestsArePaced(t *testing.T) {
 	}
 	if n := int64(len(srv.Requests()) - from); waits.Load() != n {
 		t.Errorf("%d pacer waits for %d requests", waits.Load(), n)
+	}
+}
+
+// tenantPacer records the tenant of every Urgent wait; it paces nothing.
+type tenantPacer struct {
+	mu  sync.Mutex
+	got []tenant.Tenant
+}
+
+func (p *tenantPacer) Wait(ctx context.Context, _ api.Account) error {
+	if api.IsUrgent(ctx) {
+		p.mu.Lock()
+		p.got = append(p.got, tenant.Of(ctx))
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// A channel's writes and its end are made for the company and lease that
+// opened it, so the account's budget takes their turns with that lease.
+func TestDuplexRequestsKeepTheOpensTenant(t *testing.T) {
+	_, d, bp := sessionServer(t, createostest.Options{})
+	p := &tenantPacer{}
+	d.pacer = p
+	l := leaseOn(t, d, bp)
+	want := tenant.Tenant{Company: bp.CompanyID, Lease: l.LeaseID()}
+	ctx := tenant.With(t.Context(), want)
+	ch, err := d.OpenDuplex(ctx, &sessions.DuplexOpenParams{SessionBase: sessionBase(bp, l), Command: []string{"cat"}}, newRecSink(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Write([]byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.got) != 2 || p.got[0] != want || p.got[1] != want {
+		t.Errorf("the write's and the close's tenants %+v, want 2 × %+v", p.got, want)
 	}
 }

@@ -6,6 +6,10 @@ import (
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
+	"github.com/paperclip-sandbox/sandbox-plugin/sessions/sessionstest"
 )
 
 // tenants records the tenant each call's context carried.
@@ -57,5 +61,29 @@ func TestEnvironmentCallsCarryTheirTenant(t *testing.T) {
 				t.Errorf("tenant %+v, want %+v", d.got, tc.want)
 			}
 		})
+	}
+}
+
+// tenantLive records the tenant a session open's context carried.
+type tenantLive struct {
+	*live
+	got tenant.Tenant
+}
+
+func (d *tenantLive) OpenDuplex(ctx context.Context, p *sessions.DuplexOpenParams, out sessions.ChannelSink) (sessions.Channel, error) {
+	d.got = tenant.Of(ctx)
+	return d.live.OpenDuplex(ctx, p, out)
+}
+
+// A session open reaches its driver with the open's company and lease in
+// the context; a channel keeps them for its writes and its end.
+func TestSessionOpenCarriesItsTenant(t *testing.T) {
+	d := &tenantLive{live: newLive()}
+	p := New(Options{}, d)
+	c, _ := rpctest.Serve(t, p, rpc.Options{})
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	sessionstest.OpenDuplex(t, c, 1, "duplex-route-1")
+	if want := (tenant.Tenant{Company: "co", Lease: "lease-1"}); d.got != want {
+		t.Errorf("open's tenant %+v, want %+v", d.got, want)
 	}
 }
