@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -134,6 +135,9 @@ func (m Store) Add(account, origin, id string) error {
 	if err != nil {
 		return err
 	}
+	if len(data) > maxMark {
+		return errMarkTooLarge
+	}
 	// Another worker may remove the directory, empty, between its creation
 	// and the write; then it is created again (one loop: write opens the
 	// directory once).
@@ -210,7 +214,8 @@ func (m Store) Has(account, id string) bool {
 
 // List returns the sandbox ids account has marks for. A mark another
 // worker removes meanwhile is skipped, and so is a file that is not a
-// whole mark of its name; a temporary file a dead writer left is removed.
+// whole mark of its name (read only up to maxMark); a temporary file a
+// dead writer left is removed.
 func (m Store) List(account string) ([]string, error) {
 	r, err := m.open(false)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -242,17 +247,37 @@ func (m Store) List(account string) ([]string, error) {
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
-		data, err := r.ReadFile(name)
-		if err != nil {
-			continue
-		}
-		var mk mark
-		if json.Unmarshal(data, &mk) != nil || mk.Sandbox != id || !api.IDPattern.MatchString(id) {
+		mk, ok := readMark(r, name)
+		if !ok || mk.Sandbox != id || !api.IDPattern.MatchString(id) {
 			continue
 		}
 		ids = append(ids, id)
 	}
 	return ids, nil
+}
+
+// maxMark bounds the bytes of a mark, written (Add) and read (List): an
+// origin and an id in JSON need far less, and anything longer is not a
+// mark this driver wrote.
+const maxMark = 64 << 10
+
+// errMarkTooLarge is a mark over maxMark: its origin is not one a mark
+// can name.
+var errMarkTooLarge = errors.New("cleanup mark too large: the API origin is too long")
+
+// readMark reads the mark name in r, at most maxMark bytes of it; ok is
+// false for a file that cannot be read, is longer, or is not a mark.
+func readMark(r *os.Root, name string) (mk mark, ok bool) {
+	f, err := r.Open(name)
+	if err != nil {
+		return mark{}, false
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxMark+1))
+	if err != nil || len(data) > maxMark || json.Unmarshal(data, &mk) != nil {
+		return mark{}, false
+	}
+	return mk, true
 }
 
 // In is the store in dir.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -227,5 +228,47 @@ func TestCleanupMarksStore(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, marksIn(t)) })
+	}
+}
+
+// A file of a mark's name is read with a small bound: a 256 MiB sparse
+// file in the marks directory is skipped without being read whole (it
+// took a worker to 267 MiB), and the marks beside it are still listed.
+func TestListReadsAMarkWithABound(t *testing.T) {
+	m := marksIn(t)
+	if err := m.Add(accountA, "https://api.example", "sb_kept"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(m.dir, accountA+".sb_huge"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.Truncate(256 << 20)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ids := mustList(t, m, accountA)
+	runtime.ReadMemStats(&after)
+	if !slices.Equal(ids, []string{"sb_kept"}) {
+		t.Errorf("listed %v, want [sb_kept]", ids)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("listing allocated %d bytes: the oversized mark was read", got)
+	}
+}
+
+// A mark List could not read back is refused by Add.
+func TestAddRefusesAMarkOverTheBound(t *testing.T) {
+	m := marksIn(t)
+	if err := m.Add(accountA, "https://"+strings.Repeat("a", maxMark)+".example", "sb_long"); !errors.Is(err, errMarkTooLarge) {
+		t.Fatalf("add of an oversized mark: %v, want errMarkTooLarge", err)
+	}
+	if ids := mustList(t, m, accountA); len(ids) != 0 {
+		t.Errorf("listed %v after a refused add", ids)
 	}
 }
