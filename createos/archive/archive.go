@@ -55,8 +55,8 @@ func Pack(src, dst string, exclude syncrule.Exclude, follow bool) (*os.File, int
 	return f, p.files, nil
 }
 
-// packLookHook, when set (tests only), runs just before packDirectory
-// looks at a listed entry (its name in the source tree).
+// packLookHook, when set (tests only), runs just before the packer looks
+// at a listed entry (its name in the source tree).
 var packLookHook func(name string)
 
 type packer struct {
@@ -85,7 +85,7 @@ func (p *packer) add(src, name string, info fs.FileInfo, ancestors []fs.FileInfo
 	}
 	f, err := openAsSeen(p.tree.Root().OpenFile, src, info, false)
 	if err != nil {
-		return treeErr(err)
+		return listedErr(err)
 	}
 	if info.IsDir() {
 		entries, err := readDir(f)
@@ -137,7 +137,7 @@ func (p *packer) resolve(src, name string, info fs.FileInfo) (string, fs.FileInf
 		return r, st, "", err
 	}
 	link, err := p.tree.Root().Readlink(src)
-	return src, info, link, treeErr(err)
+	return src, info, link, listedErr(err)
 }
 
 // entryName is node-tar's entry name for name: "./", "./a/" for a
@@ -178,7 +178,7 @@ func (p *packer) addChildren(src, name string, info fs.FileInfo, entries []fs.Di
 		}
 		ci, err := p.tree.Root().Lstat(csrc)
 		if err != nil {
-			return treeErr(err)
+			return listedErr(err)
 		}
 		if err := p.add(csrc, child, ci, ancestors); err != nil {
 			return err

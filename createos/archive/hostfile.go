@@ -92,3 +92,14 @@ func treeErr(err error) error {
 	}
 	return err
 }
+
+// listedErr is err from a look at a name the packer listed (or the root),
+// with a name gone since (removed, or its directory renamed away) as
+// errSourceChanged too: the source changed under the sync, which the
+// operator can retry, as the fake driver says.
+func listedErr(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return ErrSourceChanged
+	}
+	return treeErr(err)
+}
