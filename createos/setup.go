@@ -2,8 +2,7 @@ package createos
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/hmac"
 	"net/http"
 	"time"
 
@@ -62,7 +61,7 @@ func (d *Driver) StartInteractiveSetup(ctx context.Context, p *handlers.StartSet
 	}
 	md := handlers.Object{
 		"provider": Key, originKey: originFingerprint(cfg.APIURL), "companyId": p.CompanyID,
-		"environmentId": p.EnvironmentID, "setupMarker": marker, "setupDigest": setupDigest(marker, v.ID),
+		"environmentId": p.EnvironmentID, "setupMarker": marker, "setupDigest": setupDigest(c, marker, v.ID),
 		"expiresAt": strOrNil(p.ExpiresAt), "sourceTemplateRefRedacted": p.SourceTemplateRef != nil,
 	}
 	return setupSession(v.ID, md, p.ExpiresAt, true), nil
@@ -121,22 +120,30 @@ func (d *Driver) ownSetup(p *handlers.BaseParams, id string, md handlers.Object)
 		return nil, "", err
 	}
 	marker, _ := md["setupMarker"].(string)
-	if !ok || !markerRE.MatchString(marker) || md["setupDigest"] != setupDigest(marker, id) {
+	if !ok || !markerRE.MatchString(marker) {
 		return nil, "", errSetupNotOurs
 	}
 	if _, err := api.CheckID(id); err != nil {
 		return nil, "", errSetupNotOurs
 	}
 	_, c, err := d.configured(p.Config)
-	return c, marker, err
+	if err != nil {
+		return nil, "", err
+	}
+	if want := setupDigest(c, marker, id); !hmac.Equal([]byte(want), []byte(str(md["setupDigest"]))) {
+		return nil, "", errSetupNotOurs
+	}
+	return c, marker, nil
 }
 
 // setupDigest binds a setup's marker to its sandbox id in metadata the
-// host keeps unredacted: hex SHA-256 of the marker, a NUL and the id.
-func setupDigest(marker, id string) string {
-	sum := sha256.Sum256([]byte(marker + "\x00" + id))
-	return hex.EncodeToString(sum[:])
-}
+// host keeps unredacted, keyed by the account's API key (api.Client.Sign):
+// the marker is in the clear there, so a plain digest could be made for
+// another sandbox by anyone who reads the metadata.
+func setupDigest(c *api.Client, marker, id string) string { return c.Sign("setup", marker, id) }
+
+// str is v when it is a string, else "".
+func str(v any) string { s, _ := v.(string); return s }
 
 // GetInteractiveSetup implements handlers.InteractiveSetup: a setup
 // sandbox that is gone is missing; one that paused is resumed.

@@ -1,6 +1,8 @@
 package createos
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"regexp"
 	"slices"
 	"strings"
@@ -167,5 +169,47 @@ func TestSetupRefusesAnotherSetupsSandbox(t *testing.T) {
 	}
 	if left := srv.Sandboxes(); len(left) != 0 {
 		t.Errorf("sandboxes left: %+v", left)
+	}
+}
+
+// The binding of a setup's marker to its sandbox cannot be made by whoever
+// reads the metadata: a's metadata with its digest recomputed, from the
+// marker in the clear, for b's sandbox is refused before any request, and
+// b's sandbox stays.
+func TestSetupBindingCannotBeRecomputedFromTheMetadata(t *testing.T) {
+	srv, d, cfg := e2e(t)
+	ctx := t.Context()
+	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
+	var setups []*handlers.SetupSession
+	for _, s := range []string{"s1", "s2"} {
+		setup, err := d.StartInteractiveSetup(ctx, &handlers.StartSetupParams{BaseParams: bp, SessionID: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setup.Metadata = hostStored(setup.Metadata)
+		setups = append(setups, setup)
+	}
+	a, b := setups[0], setups[1]
+	forged := handlers.Object{}
+	for k, v := range a.Metadata {
+		forged[k] = v
+	}
+	marker, _ := a.Metadata["setupMarker"].(string)
+	sum := sha256.Sum256([]byte(marker + "\x00" + *b.ProviderLeaseID))
+	forged["setupDigest"] = hex.EncodeToString(sum[:])
+	from := len(srv.Requests())
+	if _, err := d.CancelInteractiveSetup(ctx, &handlers.CancelSetupParams{BaseParams: bp, ProviderLeaseID: b.ProviderLeaseID, SetupMetadata: forged}); err != errSetupNotOurs {
+		t.Fatalf("cancel of b with a forged binding: %v, want %v", err, errSetupNotOurs)
+	}
+	if n := len(srv.Requests()) - from; n != 0 {
+		t.Errorf("the refused cancel sent %d requests", n)
+	}
+	if left := srv.Sandboxes(); len(left) != 2 {
+		t.Fatalf("after the refused cancel %d sandboxes, want both", len(left))
+	}
+	for _, s := range setups {
+		if _, err := d.CancelInteractiveSetup(ctx, &handlers.CancelSetupParams{BaseParams: bp, ProviderLeaseID: s.ProviderLeaseID, SetupMetadata: s.Metadata}); err != nil {
+			t.Fatalf("cancel %s: %v", *s.ProviderLeaseID, err)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -508,6 +509,15 @@ func (r ExecResult) OK() bool { return r.HasCode && r.ExitCode == 0 }
 // Timeout is the environment's request timeout (config.timeoutMs), which
 // bounds a sandbox delete made for cleanup.
 func (c *Client) Timeout() time.Duration { return c.timeout }
+
+// Sign is the hex HMAC-SHA256 of parts (joined by NUL) under the client's
+// key: a binding only this account's key holder can make, for metadata
+// that others can read (a setup's marker and its sandbox).
+func (c *Client) Sign(parts ...string) string {
+	m := hmac.New(sha256.New, []byte(c.key))
+	m.Write([]byte(strings.Join(parts, "\x00")))
+	return hex.EncodeToString(m.Sum(nil))
+}
 
 // KeyDigest is the hex SHA-256 of the client's key: what may name the
 // caller's account where the key itself must not appear.
