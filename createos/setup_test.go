@@ -135,15 +135,7 @@ func TestSetupRefusesAnotherSetupsSandbox(t *testing.T) {
 	srv, d, cfg := e2e(t)
 	ctx := t.Context()
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
-	var setups []*handlers.SetupSession
-	for _, s := range []string{"s1", "s2"} {
-		setup, err := d.StartInteractiveSetup(ctx, &handlers.StartSetupParams{BaseParams: bp, SessionID: s})
-		if err != nil {
-			t.Fatal(err)
-		}
-		setup.Metadata = hostStored(setup.Metadata)
-		setups = append(setups, setup)
-	}
+	setups := twoSetups(t, d, bp)
 	a, b := setups[0], setups[1]
 	from := len(srv.Requests())
 	if _, err := d.CancelInteractiveSetup(ctx, &handlers.CancelSetupParams{BaseParams: bp, ProviderLeaseID: b.ProviderLeaseID, SetupMetadata: a.Metadata}); err != errSetupNotOurs {
@@ -180,15 +172,7 @@ func TestSetupBindingCannotBeRecomputedFromTheMetadata(t *testing.T) {
 	srv, d, cfg := e2e(t)
 	ctx := t.Context()
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
-	var setups []*handlers.SetupSession
-	for _, s := range []string{"s1", "s2"} {
-		setup, err := d.StartInteractiveSetup(ctx, &handlers.StartSetupParams{BaseParams: bp, SessionID: s})
-		if err != nil {
-			t.Fatal(err)
-		}
-		setup.Metadata = hostStored(setup.Metadata)
-		setups = append(setups, setup)
-	}
+	setups := twoSetups(t, d, bp)
 	a, b := setups[0], setups[1]
 	forged := handlers.Object{}
 	for k, v := range a.Metadata {
@@ -212,4 +196,20 @@ func TestSetupBindingCannotBeRecomputedFromTheMetadata(t *testing.T) {
 			t.Fatalf("cancel %s: %v", *s.ProviderLeaseID, err)
 		}
 	}
+}
+
+// twoSetups starts two setups of bp's environment and returns them with
+// their metadata as the host stores it.
+func twoSetups(t *testing.T, d *Driver, bp handlers.BaseParams) []*handlers.SetupSession {
+	t.Helper()
+	var setups []*handlers.SetupSession
+	for _, s := range []string{"s1", "s2"} {
+		setup, err := d.StartInteractiveSetup(t.Context(), &handlers.StartSetupParams{BaseParams: bp, SessionID: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setup.Metadata = hostStored(setup.Metadata)
+		setups = append(setups, setup)
+	}
+	return setups
 }
