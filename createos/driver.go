@@ -47,6 +47,10 @@ type Driver struct {
 	scopes         *scopes
 	rootfs         *rootfsCache
 	noStream       sync.Map // origins that do not serve /exec?stream=true
+	coalesce       string   // CoalesceAuto, CoalesceOff or CoalesceAlways
+	gather         *gather
+	helperless     sync.Map       // sandboxes where the batch helper cannot start
+	batches        sync.WaitGroup // batch requests in flight and their kills
 }
 
 var (
@@ -87,9 +91,14 @@ func New(opts ...Option) *Driver {
 		forkRetry:      api.DefaultForkRetry,
 		scopes:         newScopes(),
 		rootfs:         newRootfsCache(),
+		coalesce:       os.Getenv(CoalesceEnv),
+		gather:         newGather(),
 	}
 	for _, o := range opts {
 		o(d)
+	}
+	if d.coalesce != CoalesceOff && d.coalesce != CoalesceAlways {
+		d.coalesce = CoalesceAuto
 	}
 	return d
 }
@@ -355,7 +364,9 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 func (d *Driver) Close(ctx context.Context) error {
 	calls, chans := d.scopes.shutdown()
 	closeChannels(ctx, chans)
-	return stopCalls(ctx, calls)
+	err := stopCalls(ctx, calls)
+	d.batches.Wait()
+	return err
 }
 
 // closeChannels closes chans in parallel and returns once each has

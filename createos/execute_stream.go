@@ -24,7 +24,11 @@ import (
 // planes without it); the origin is remembered.
 func (d *Driver) command(ctx context.Context, c *api.Client, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	if _, managed := d.noStream.Load(c.Origin()); !managed {
-		r, err := d.streamCommand(ctx, c, sandbox, cmd, sink)
+		send := d.coalesced
+		if d.coalesce == CoalesceOff {
+			send = d.streamCommand
+		}
+		r, err := send(ctx, c, sandbox, cmd, sink)
 		if !api.IsStatus(err, http.StatusNotFound) {
 			return r, err
 		}

@@ -196,8 +196,10 @@ func fitsDeadline(ctx context.Context, d time.Duration) bool {
 
 // sendOnce is one send of Send's request.
 func (c *Client) sendOnce(ctx context.Context, method, path string, body Body, hdr http.Header) (*http.Response, error) {
-	if err := c.pacer.Wait(ctx, c.account); err != nil {
-		return nil, &unsentError{err}
+	if !takeAdmission(ctx) {
+		if err := c.pacer.Wait(ctx, c.account); err != nil {
+			return nil, &unsentError{err}
+		}
 	}
 	if ctx.Err() != nil {
 		return nil, &unsentError{context.Cause(ctx)}

@@ -22,12 +22,12 @@ func (c *Client) ExecStream(ctx context.Context, id string, body map[string]any,
 		o, err := fr.next()
 		switch {
 		case err == io.EOF:
-			return nil, errCommandStreamNoExit
+			return nil, ErrCommandStreamNoExit
 		case errors.Is(err, errStreamBroken):
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
 			}
-			return nil, errCommandStreamNoExit
+			return nil, ErrCommandStreamNoExit
 		case err != nil:
 			return nil, err
 		}
@@ -55,13 +55,13 @@ func streamFrame(o Object, deliver func(stream string, p []byte)) (code *int, do
 		}
 	}
 	if _, ok := o.Str("error"); ok {
-		return nil, true, errCommandStreamError
+		return nil, true, ErrCommandStreamError
 	}
 	if f, ok := o.Num("exit_code"); ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 {
 		n := int(f)
 		return &n, true, nil
 	}
-	return nil, true, errCommandStreamEvent
+	return nil, true, ErrCommandStreamEvent
 }
 
 // postJSON sends body as JSON and returns the 2xx response, whose body the
