@@ -178,21 +178,27 @@ func (d *Driver) coalesced(ctx context.Context, c *api.Client, sandbox string, c
 			d.startBatch(admitted, c, sandbox, jobs)
 			j.lead = nil
 		case r := <-j.res:
-			if r.err == errNoHelper {
-				return d.streamCommand(ctx, c, sandbox, cmd, sink)
-			}
-			return r.r, r.err
+			return d.answer(ctx, c, sandbox, j, r)
 		case <-ctx.Done():
 			if d.gather.leave(k, j, j.lead != nil && isClosed(j.lead)) {
 				return d.streamCommand(ctx, c, sandbox, cmd, sink)
 			}
-			r := <-j.res
-			if r.err == errNoHelper {
-				return d.streamCommand(ctx, c, sandbox, cmd, sink)
-			}
-			return r.r, r.err
+			return d.answer(ctx, c, sandbox, j, <-j.res)
 		}
 	}
+}
+
+// answer is j's result from its batch: as streamCommand decides, a call
+// cancelled by then reports the cancellation whatever the batch read; a
+// job whose batch never started runs alone.
+func (d *Driver) answer(ctx context.Context, c *api.Client, sandbox string, j *job, r jobResult) (*handlers.ExecuteResult, error) {
+	switch {
+	case r.err == errNoHelper:
+		return d.streamCommand(ctx, c, sandbox, j.cmd, j.sink)
+	case endingOf(ctx) == cancelled:
+		return nil, errCommandCancelled
+	}
+	return r.r, r.err
 }
 
 func isClosed(ch chan struct{}) bool {

@@ -106,12 +106,14 @@ func (b *hookedBody) Close() error {
 // A command whose call is cancelled after its exit frame was read, but
 // before the run is decided, reports the cancellation: the exit frame does
 // not turn a cancelled call into a success. The process has exited, so its
-// tree is not deleted.
+// tree is not deleted. The window is a request's own (its body closed
+// after its exit frame), so the command is sent alone; a batch decides a
+// command at its exit line (TestBatchAnswersACancelledCommandAlone).
 func TestCommandCancelledAfterItsExitWasReadIsCancelled(t *testing.T) {
 	s := newStub(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	d := s.driver(WithHTTPClient(&http.Client{Transport: closeHook{s.transport(), func(*http.Request) { cancel() }}}))
+	d := s.driver(WithCoalescing(CoalesceOff), WithHTTPClient(&http.Client{Transport: closeHook{s.transport(), func(*http.Request) { cancel() }}}))
 	l := acquire(t, d, nil)
 	sink := &recordingSink{}
 	res, err := d.Execute(ctx, execParams(l, nil), sink)
@@ -130,7 +132,7 @@ func TestSyncCancelledAfterItsLastCommandExitedFails(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	streams := 0
-	s.d = s.stub.driver(WithHTTPClient(&http.Client{Transport: closeHook{s.stub.transport(), func(r *http.Request) {
+	s.d = s.stub.driver(WithCoalescing(CoalesceOff), WithHTTPClient(&http.Client{Transport: closeHook{s.stub.transport(), func(r *http.Request) {
 		if streams++; streams == 1 { // the post-upload command's (its guard in the same script)
 			cancel()
 		}

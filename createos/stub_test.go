@@ -51,6 +51,10 @@ type stub struct {
 	// not served (404), as in the reference fixture.
 	wait  func(w http.ResponseWriter, r *http.Request, n int)
 	waits int
+	// helperless answers a batch as a sandbox without node does;
+	// batches counts the batches served.
+	helperless bool
+	batches    int
 }
 
 type stubCall struct {
@@ -100,6 +104,10 @@ func (s *stub) transport() *http.Transport {
 
 func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if cmds, ok := isBatch(r, body); ok {
+		s.serveBatch(w, r, cmds)
+		return
+	}
 	s.mu.Lock()
 	s.calls = append(s.calls, stubCall{Method: r.Method, Path: r.URL.RequestURI(), Body: body, Aborted: r.Context().Err() != nil})
 	hook := s.hook

@@ -1,0 +1,284 @@
+package createos
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+)
+
+// gate is a pacer that admits nothing until open, then everything: the
+// executes a test starts before opening it wait for the budget side by
+// side, as on a saturated account.
+type gate struct {
+	mu      sync.Mutex
+	waiting int
+	changed chan struct{}
+	open    chan struct{}
+}
+
+func newGate() *gate { return &gate{changed: make(chan struct{}, 64), open: make(chan struct{})} }
+
+func (g *gate) Wait(ctx context.Context, _ api.Account) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	g.mu.Lock()
+	g.waiting++
+	g.mu.Unlock()
+	select {
+	case g.changed <- struct{}{}:
+	default:
+	}
+	select {
+	case <-g.open:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// waiters is how many Waits have begun.
+func (g *gate) waiters() int { g.mu.Lock(); defer g.mu.Unlock(); return g.waiting }
+
+// batchSim is a sim-backed driver whose pacer is g, with a lease.
+func batchSim(t *testing.T, g api.Pacer, opts ...Option) (*createostest.Server, *Driver, handlers.BaseParams, handlers.Lease) {
+	t.Helper()
+	createostest.RequireIsolation(t)
+	srv := createostest.NewServer(t, createostest.Options{APIKey: "test-secret", Heartbeat: 50 * time.Millisecond})
+	d := New(append([]Option{WithHTTPClient(srv.Client()), WithPacer(api.NoPacing), WithGetenv(func(string) string { return "" }),
+		WithCleanupDir(filepath.Join(t.TempDir(), "marks"))}, opts...)...)
+	d.pollInterval = 5 * time.Millisecond
+	cfg := handlers.Object{"apiUrl": srv.URL + "/v1/", "apiKey": "test-secret", "shape": "s-1vcpu-1gb", "timeoutMs": float64(20000)}
+	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
+	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.pacer = g
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	return srv, d, bp, *l
+}
+
+type execOutcome struct {
+	res    *handlers.ExecuteResult
+	err    error
+	chunks []string
+}
+
+// startExecs starts each of ps at once and returns their outcomes once all
+// have answered; it opens g when all of them wait.
+func startExecs(t *testing.T, d *Driver, g *gate, ctxs []context.Context, ps []*handlers.ExecuteParams) []execOutcome {
+	t.Helper()
+	out := make([]execOutcome, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		sink := &recordingSink{}
+		wg.Go(func() {
+			out[i].res, out[i].err = d.Execute(ctxs[i], p, sink)
+			for _, c := range sink.chunks {
+				out[i].chunks = append(out[i].chunks, c[0]+":"+c[1])
+			}
+		})
+	}
+	for g.waiters() < 1 || !allWaiting(d, len(ps)) {
+		<-g.changed
+	}
+	close(g.open)
+	wg.Wait()
+	return out
+}
+
+// allWaiting reports whether n jobs wait in d's gather.
+func allWaiting(d *Driver, n int) bool {
+	d.gather.mu.Lock()
+	defer d.gather.mu.Unlock()
+	for _, ln := range d.gather.lanes {
+		return len(ln.waiting) == n
+	}
+	return false
+}
+
+// pollGather wakes startExecs while executes join (a join does not wait).
+func pollGather(g *gate, stop <-chan struct{}) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			select {
+			case g.changed <- struct{}{}:
+			default:
+			}
+		case <-stop:
+			return
+		}
+	}
+}
+
+// Executes of one sandbox waiting for the budget together go out as one
+// request, and each gets exactly what it would alone: its output (live,
+// to its own sink only), its exit code, its stdin, cwd and env.
+func TestBatchGivesEachCommandItsOwnResult(t *testing.T) {
+	g := newGate()
+	srv, d, bp, l := batchSim(t, g)
+	stop := make(chan struct{})
+	defer close(stop)
+	go pollGather(g, stop)
+	ps := []*handlers.ExecuteParams{
+		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", `cat; printf 'err-%s' "$V" >&2; exit 3`},
+			Env: map[string]string{"V": "one"}, Stdin: ptr("in-one\n")},
+		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", `pwd; printf 'x€y'`}, Cwd: "/tmp"},
+		{BaseParams: bp, Lease: l, Command: "printf", Args: []string{"%s", "it's three"}},
+	}
+	before := srv.Count(createostest.RouteExecStream)
+	out := startExecs(t, d, g, ctxsOf(t.Context(), len(ps)), ps)
+	want := []struct {
+		code           int
+		stdout, stderr string
+	}{{3, "in-one\n", "err-one"}, {0, "/tmp\nx€y", ""}, {0, "it's three", ""}}
+	for i, w := range want {
+		r := out[i].res
+		if out[i].err != nil || r.ExitCode == nil || *r.ExitCode != w.code || r.Stdout != w.stdout || r.Stderr != w.stderr || r.TimedOut {
+			t.Errorf("command %d: %+v %v, want %+v", i, r, out[i].err, w)
+		}
+		if got := strings.Join(out[i].chunks, ""); !strings.Contains(got, w.stdout) || w.stderr != "" && !strings.Contains(got, w.stderr) {
+			t.Errorf("command %d's live output %q", i, out[i].chunks)
+		}
+	}
+	if n := srv.Count(createostest.RouteExecStream) - before; n != 1 {
+		t.Errorf("%d streaming execs for 3 executes waiting together, want 1", n)
+	}
+}
+
+func ctxsOf(ctx context.Context, n int) []context.Context {
+	out := make([]context.Context, n)
+	for i := range out {
+		out[i] = ctx
+	}
+	return out
+}
+
+// A command of a batch whose time runs out is answered timed out with its
+// output so far and its process group is ended, while the others finish.
+func TestBatchTimesOutOnlyTheCommandWhoseTimeRanOut(t *testing.T) {
+	g := newGate()
+	_, d, bp, l := batchSim(t, g)
+	stop := make(chan struct{})
+	defer close(stop)
+	go pollGather(g, stop)
+	ps := []*handlers.ExecuteParams{
+		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "echo started; exec sleep 30"}, TimeoutMs: ptr(float64(1500))},
+		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "sleep 2.5; echo done"}},
+	}
+	out := startExecs(t, d, g, ctxsOf(t.Context(), 2), ps)
+	if r := out[0].res; out[0].err != nil || !r.TimedOut || r.ExitCode != nil || r.Stdout != "started\n" {
+		t.Errorf("timed-out command: %+v %v", r, out[0].err)
+	}
+	if r := out[1].res; out[1].err != nil || r.ExitCode == nil || *r.ExitCode != 0 || r.Stdout != "done\n" {
+		t.Errorf("the other command: %+v %v", r, out[1].err)
+	}
+	assertNoSleepLeft(t, d, bp, l)
+}
+
+// A command of a batch cancelled while another runs on is answered
+// cancelled, and its process group is killed by a request of its own.
+func TestBatchAnswersACancelledCommandAlone(t *testing.T) {
+	g := newGate()
+	srv, d, bp, l := batchSim(t, g)
+	stop := make(chan struct{})
+	defer close(stop)
+	go pollGather(g, stop)
+	cctx, cancel := context.WithCancel(t.Context())
+	ps := []*handlers.ExecuteParams{
+		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "echo started; exec sleep 30"}},
+		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "sleep 2; echo done"}},
+	}
+	time.AfterFunc(time.Second, cancel)
+	out := startExecs(t, d, g, []context.Context{cctx, t.Context()}, ps)
+	if !errors.Is(out[0].err, errCommandCancelled) {
+		t.Errorf("cancelled command: %+v %v", out[0].res, out[0].err)
+	}
+	if r := out[1].res; out[1].err != nil || r.ExitCode == nil || *r.ExitCode != 0 || r.Stdout != "done\n" {
+		t.Errorf("the other command: %+v %v", r, out[1].err)
+	}
+	if srv.Count(createostest.RouteExec) == 0 {
+		t.Error("no request killed the cancelled command")
+	}
+	assertNoSleepLeft(t, d, bp, l)
+}
+
+// assertNoSleepLeft fails when a `sleep 30` still runs in the sandbox.
+func assertNoSleepLeft(t *testing.T, d *Driver, bp handlers.BaseParams, l handlers.Lease) {
+	t.Helper()
+	d.pacer = api.NoPacing
+	r, err := d.Execute(t.Context(), &handlers.ExecuteParams{BaseParams: bp, Lease: l, Command: "/bin/bash",
+		Args: []string{"-c", `for p in /proc/[0-9]*; do if [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" = "sleep 30 " ]; then echo "$p"; fi; done`}}, nil)
+	if err != nil || r.Stdout != "" {
+		t.Errorf("a sleep 30 is left: %+v %v", r, err)
+	}
+}
+
+// A lead whose deadline ends while it waits for the budget hands the lead
+// on: the execute behind it still runs, and the lead sends nothing.
+func TestBatchLeadThatLeavesHandsTheLeadOn(t *testing.T) {
+	g := newGate()
+	srv, d, bp, l := batchSim(t, g)
+	before := srv.Count(createostest.RouteExecStream)
+	short, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	first := make(chan execOutcome, 1)
+	go func() {
+		r, err := d.Execute(short, &handlers.ExecuteParams{BaseParams: bp, Lease: l, Command: "true"}, nil)
+		first <- execOutcome{res: r, err: err}
+	}()
+	<-g.changed // the first leads
+	second := make(chan execOutcome, 1)
+	go func() {
+		r, err := d.Execute(t.Context(), &handlers.ExecuteParams{BaseParams: bp, Lease: l, Command: "echo", Args: []string{"second"}}, nil)
+		second <- execOutcome{res: r, err: err}
+	}()
+	for !allWaiting(d, 2) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel(deadline.ErrTimedOut)
+	if o := <-first; o.err != nil || !o.res.TimedOut {
+		t.Errorf("the lead that timed out waiting: %+v %v", o.res, o.err)
+	}
+	for g.waiters() < 2 { // the second leads now
+		<-g.changed
+	}
+	close(g.open)
+	if o := <-second; o.err != nil || o.res.Stdout != "second\n" {
+		t.Errorf("the execute behind it: %+v %v", o.res, o.err)
+	}
+	if n := srv.Count(createostest.RouteExecStream) - before; n != 1 {
+		t.Errorf("%d streaming execs, want 1 (the second's alone)", n)
+	}
+}
+
+// A sandbox where the helper cannot start (no node) runs the batch's
+// commands alone, says so once, and sends its later executes alone.
+func TestBatchFallsBackWhereTheHelperCannotStart(t *testing.T) {
+	s := newStub(t)
+	s.helperless = true
+	d := s.driver(WithCoalescing(CoalesceAlways))
+	l := acquire(t, d, nil)
+	for i := range 2 {
+		res, err := d.Execute(t.Context(), execParams(l, nil), nil)
+		if err != nil || res.Stdout != "paperclip-createos-ready\n" || *res.ExitCode != 0 {
+			t.Fatalf("execute %d: %+v %v", i, res, err)
+		}
+	}
+	if s.batches != 1 {
+		t.Errorf("the helper was tried %d times, want once", s.batches)
+	}
+}
