@@ -47,8 +47,8 @@ type job struct {
 	ctx  context.Context
 	cmd  commandSpec
 	sink handlers.OutputSink
-	lead chan struct{}   // closed when this job is to wait for the budget
-	res  chan jobResult  // the batch's answer, once
+	lead chan struct{}  // closed when this job is to wait for the budget
+	res  chan jobResult // the batch's answer, once
 }
 
 type jobResult struct {

@@ -172,11 +172,12 @@ func summarize(samples []sample, bound time.Duration) spread {
 type loadRow struct {
 	bridge bridge
 	k      int
-	// relays are the relayed agent API calls: file, due to the 4th
-	// execute's answer; duplex, due to the 3rd write echoed.
-	relays []sample
-	pings  []sample // duplex: a PING's write to its echo
-	writes []sample // duplex: every duplexChannelWrite to its answer
+	// relays are the relayed agent API calls: file, the first read to the
+	// 4th execute's answer; duplex, due to the 3rd write echoed.
+	relays  []sample
+	pickups []sample // file: from a relay's due time to its first read
+	pings   []sample // duplex: a PING's write to its echo
+	writes  []sample // duplex: every duplexChannelWrite to its answer
 	// executes are each measured run's environmentExecute calls during
 	// the steady load; execs how long each took to answer (the T of
 	// ../shared/spec/host-load.md).

@@ -41,8 +41,9 @@ func benchHostLoad(b *testing.B, bins string) {
 		"each its own lease and company; %s of steady load after every lease is acquired, a relayed agent API call every %s per run\n",
 		loadLimit.rateLimit, seconds(set.duration), seconds(set.relayEvery))
 	fmt.Printf("\nfile bridge: the queue poll (a 100 ms sleep after each empty listing) and the run-log tail (250 ms between ticks), "+
-		"each a closed loop of executes; a relay is the listing that finds the agent's call and 4 executes on the poll loop, "+
-		"timed from when the call is due to the 4th answer\n\n%s\n",
+		"each a closed loop of executes; a relay is the 4 executes on the poll loop after the listing that finds the agent's call, "+
+		"timed as the host's 10 s iteration timeout times them (first read to 4th answer); its pickup, from when the call is due to that first read, "+
+		"is the listing's wait and not bound by the host\n\n%s\n",
 		loadTable(fileBridge, rows))
 	fmt.Printf("duplex bridge: a channel running cat; a PING (one write) every 5 s, timed to its echo; a relayed response is 3 writes "+
 		"sent at once, timed to the last echo; every write's own answer; and the run-log tail\n\n%s\n", loadTable(duplexBridge, rows))
@@ -137,6 +138,7 @@ func collect(row *loadRow, runs []*run) {
 		row.failedCalls += r.failed
 		row.failures = append(row.failures, r.failures...)
 		row.relays = append(row.relays, r.relays...)
+		row.pickups = append(row.pickups, r.pickups...)
 		row.pings = append(row.pings, r.pings...)
 		row.writes = append(row.writes, r.writes...)
 		row.execs = append(row.execs, r.execs...)

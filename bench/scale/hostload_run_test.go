@@ -37,6 +37,7 @@ type run struct {
 	executes    int      // environmentExecute calls of the steady load
 	execs       []sample // how long each of them took to answer
 	relays      []sample
+	pickups     []sample // file: from a relay's due time to its first read
 	pings       []sample
 	writes      []sample
 	failures    []string // what kept the run from being measured or ended it early
@@ -228,9 +229,13 @@ func (r *run) pollLoop(stop <-chan struct{}, due time.Time, every time.Duration)
 }
 
 // relay is one relayed agent API call over the file bridge: four executes
-// one after another, timed from when the call was due (so with the
-// listing that found it); a failed step ends it unanswered.
+// one after another, timed as the host's 10 s iteration timeout times them
+// (processRequestFile in @paperclipai/adapter-utils'
+// sandbox-callback-bridge.js: from the first read to the last answer); the
+// wait from when the call was due to that first read (the listing that
+// found it) is its pickup. A failed step ends it unanswered.
 func (r *run) relay(due time.Time, id string) {
+	start := time.Now()
 	s := sample{}
 	for _, step := range relaySteps(r.dir, id) {
 		if err := r.loopExecute(step.script, step.stdin, pollTimeoutMs, step.mustSucceed); err != nil && step.mustSucceed {
@@ -238,9 +243,10 @@ func (r *run) relay(due time.Time, id string) {
 			break
 		}
 	}
-	s.d = time.Since(due)
+	s.d = time.Since(start)
 	r.mu.Lock()
 	r.relays = append(r.relays, s)
+	r.pickups = append(r.pickups, sample{d: start.Sub(due)})
 	r.mu.Unlock()
 }
 

@@ -22,7 +22,7 @@ const (
 func loadTable(b bridge, rows []loadRow) string {
 	var s strings.Builder
 	w := tabwriter.NewWriter(&s, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "K\trelays over 10 s\trelay p50/p95/max\t"
+	head := "K\trelays over 10 s\trelay p50/p95/max\tpickup p50/p95/max\t"
 	if b == duplexBridge {
 		head = "K\trelays over 20 s\trelay p50/p95/max\tPINGs over 20 s\tPING p50/p95/max\twrites answered over 30 s\tanswer p50/p95/max\t"
 	}
@@ -37,6 +37,9 @@ func loadTable(b bridge, rows []loadRow) string {
 		}
 		cells := []string{fmt.Sprint(r.k)}
 		cells = append(cells, spreadCells(summarize(r.relays, boundOfRelays(b)))...)
+		if b == fileBridge {
+			cells = append(cells, latencyCell(summarize(r.pickups, 0)))
+		}
 		if b == duplexBridge {
 			cells = append(cells, spreadCells(summarize(r.pings, echoBound))...)
 			cells = append(cells, spreadCells(summarize(r.writes, answerBound))...)

@@ -100,6 +100,7 @@ func TestLoadViolations(t *testing.T) {
 func TestLoadTable(t *testing.T) {
 	file := keeps(fileBridge, 4)
 	file.relays = append(file.relays, sample{d: ms(11000)}, sample{lost: true})
+	file.pickups = took(ms(900), ms(2100))
 	duplex := keeps(duplexBridge, 2)
 	for _, tc := range []struct {
 		name string
@@ -110,7 +111,7 @@ func TestLoadTable(t *testing.T) {
 		{"file: relays over 10 s with the lost ones, fairness, the sim's figures", fileBridge,
 			[]loadRow{file, duplex, {bridge: fileBridge, k: 8, failures: []string{"no sim"}}},
 			[][]string{
-				{"4", "2/5 (1 lost)", "1.20/11.00/11.00 s", "0.30/0.70/0.70 s", "400/450", "0.89", "265", "252", "0", "0.35", "0/1700"},
+				{"4", "2/5 (1 lost)", "1.20/11.00/11.00 s", "0.90/2.10/2.10 s", "0.30/0.70/0.70 s", "400/450", "0.89", "265", "252", "0", "0.35", "0/1700"},
 				{"8", "not measured"},
 			}},
 		{"duplex: relays, PINGs and answers", duplexBridge, []loadRow{file, duplex},

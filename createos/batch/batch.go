@@ -99,10 +99,11 @@ func (d *Decoder) Write(p []byte, emit func(Event)) error {
 	d.pending = append(d.pending, p...)
 	for {
 		i := bytes.IndexByte(d.pending, '\n')
+		if i > maxLine || i < 0 && len(d.pending) > maxLine {
+			// Whether its newline came in the same write or not.
+			return fmt.Errorf("%w: a line over %d bytes", ErrProtocol, maxLine)
+		}
 		if i < 0 {
-			if len(d.pending) > maxLine {
-				return fmt.Errorf("%w: a line over %d bytes", ErrProtocol, maxLine)
-			}
 			return nil
 		}
 		ev, err := d.decode(d.pending[:i])
