@@ -191,6 +191,9 @@ type loadRow struct {
 	// steadyPerMinute is the requests the sim admitted a minute over the
 	// steady load's last two thirds.
 	steadyPerMinute float64
+	// steadyPerCall is the sim's requests per host call answered over the
+	// same time.
+	steadyPerCall float64
 	// failures are what kept a run from being measured, or ended it early.
 	failures []string
 	measured bool // the sim's counters were read

@@ -48,7 +48,8 @@ func benchHostLoad(b *testing.B, bins string) {
 	fmt.Printf("duplex bridge: a channel running cat; a PING (one write) every 5 s, timed to its echo; a relayed response is 3 writes "+
 		"sent at once, timed to the last echo; every write's own answer; and the run-log tail\n\n%s\n", loadTable(duplexBridge, rows))
 	fmt.Printf("execute: each execute of the loops, call to answer; busiest 60 s: the sim's, the budget's opening burst in it; "+
-		"steady /min: admitted a minute over the load's last two thirds; budgets are checked at K=%d only\n\n", budgetK)
+		"steady /min: admitted a minute over the load's last two thirds; requests per host call: all, from the first acquire to the last release, "+
+		"and steady, over the load's last two thirds; budgets are checked at K=%d only\n\n", budgetK)
 	if !slices.Contains(set.ks, budgetK) {
 		b.Logf("no K=%d row: the host-load budgets were not checked", budgetK)
 	}
@@ -79,7 +80,7 @@ func measureLoad(t testing.TB, bins string, br bridge, k int, set loadSettings) 
 		runs[n] = newRun(ctx, c, s, routes, br, n, k)
 	}
 	all(runs, (*run).prepare)
-	row.steadyPerMinute, err = steady(runs, set, s)
+	row.steadyPerMinute, row.steadyPerCall, err = steady(runs, set, s)
 	all(runs, (*run).finish)
 	if err == nil {
 		row.sim, err = s.readRate()
@@ -105,10 +106,12 @@ func all(runs []*run, f func(*run)) {
 
 // steady runs the loads of every prepared run for set.duration, then
 // stops them and waits until each has drained. It returns the requests s
-// admitted a minute over the load's last two thirds: what the worker
+// admitted a minute over the load's last two thirds (what the worker
 // sustains once the burst its budget starts with is spent, which the
-// busiest 60 s, holding that burst, does not say.
-func steady(runs []*run, set loadSettings, s *sim) (float64, error) {
+// busiest 60 s, holding that burst, does not say) and the requests s saw
+// per host call answered over the same time (what a call of the load
+// costs, without the leases' acquire and release).
+func steady(runs []*run, set loadSettings, s *sim) (perMinute, perCall float64, err error) {
 	stop := make(chan struct{})
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -121,13 +124,30 @@ func steady(runs []*run, set loadSettings, s *sim) (float64, error) {
 	}
 	time.Sleep(set.duration / 3)
 	first, err := s.readRate()
+	firstCalls := callsSoFar(runs)
 	from := time.Now()
 	time.Sleep(time.Until(start.Add(set.duration)))
 	last, err2 := s.readRate()
+	calls := callsSoFar(runs) - firstCalls
 	if err = errors.Join(err, err2); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(last.admitted-first.admitted) / time.Since(from).Minutes(), nil
+	perMinute = float64(last.admitted-first.admitted) / time.Since(from).Minutes()
+	if calls > 0 {
+		perCall = float64(last.requests()-first.requests()) / float64(calls)
+	}
+	return perMinute, perCall, nil
+}
+
+// callsSoFar is the host calls runs have made.
+func callsSoFar(runs []*run) int {
+	n := 0
+	for _, r := range runs {
+		r.mu.Lock()
+		n += r.calls
+		r.mu.Unlock()
+	}
+	return n
 }
 
 // collect adds what runs measured to row.

@@ -26,7 +26,7 @@ func loadTable(b bridge, rows []loadRow) string {
 	if b == duplexBridge {
 		head = "K\trelays over 20 s\trelay p50/p95/max\tPINGs over 20 s\tPING p50/p95/max\twrites answered over 30 s\tanswer p50/p95/max\t"
 	}
-	fmt.Fprintln(w, head+"execute p50/p95/max\texecutes per lease min/max\tmin/max\tbusiest 60 s\tsteady /min\t429s\trequests per host call\tfailed calls\t")
+	fmt.Fprintln(w, head+"execute p50/p95/max\texecutes per lease min/max\tmin/max\tbusiest 60 s\tsteady /min\t429s\trequests per host call all/steady\tfailed calls\t")
 	for _, r := range rows {
 		if r.bridge != b {
 			continue
@@ -52,7 +52,7 @@ func loadTable(b bridge, rows []loadRow) string {
 		}
 		cells = append(cells, fmt.Sprintf("%d/%d", fewest, most), ratio,
 			fmt.Sprint(r.sim.busiest60s), fmt.Sprintf("%.0f", r.steadyPerMinute), fmt.Sprint(r.sim.rejected),
-			fmt.Sprintf("%.2f", r.requestsPerCall()), fmt.Sprintf("%d/%d", r.failedCalls, r.hostCalls))
+			fmt.Sprintf("%.2f/%.2f", r.requestsPerCall(), r.steadyPerCall), fmt.Sprintf("%d/%d", r.failedCalls, r.hostCalls))
 		fmt.Fprintln(w, strings.Join(cells, "\t")+"\t")
 	}
 	_ = w.Flush()

@@ -25,7 +25,7 @@ func took(ds ...time.Duration) []sample {
 func keeps(br bridge, k int) loadRow {
 	r := loadRow{bridge: br, k: k, measured: true, relays: took(ms(800), ms(1200), ms(2500)),
 		executes: []int{400, 410, 420, 450}, execs: took(ms(200), ms(300), ms(700)), hostCalls: 1700,
-		sim: counters{admitted: 600, busiest60s: 265, source: "rate"}, steadyPerMinute: 252.4}
+		sim: counters{admitted: 600, busiest60s: 265, source: "rate"}, steadyPerMinute: 252.4, steadyPerCall: 0.3}
 	if br == duplexBridge {
 		r.pings, r.writes = took(ms(300), ms(400)), took(ms(100), ms(200), ms(250))
 	}
@@ -111,11 +111,11 @@ func TestLoadTable(t *testing.T) {
 		{"file: relays over 10 s with the lost ones, fairness, the sim's figures", fileBridge,
 			[]loadRow{file, duplex, {bridge: fileBridge, k: 8, failures: []string{"no sim"}}},
 			[][]string{
-				{"4", "2/5 (1 lost)", "1.20/11.00/11.00 s", "0.90/2.10/2.10 s", "0.30/0.70/0.70 s", "400/450", "0.89", "265", "252", "0", "0.35", "0/1700"},
+				{"4", "2/5 (1 lost)", "1.20/11.00/11.00 s", "0.90/2.10/2.10 s", "0.30/0.70/0.70 s", "400/450", "0.89", "265", "252", "0", "0.35/0.30", "0/1700"},
 				{"8", "not measured"},
 			}},
 		{"duplex: relays, PINGs and answers", duplexBridge, []loadRow{file, duplex},
-			[][]string{{"2", "0/3", "1.20/2.50/2.50 s", "0/2", "0.30/0.40/0.40 s", "0/3", "0.20/0.25/0.25 s", "0.30/0.70/0.70 s", "400/450", "0.89", "265", "252", "0", "0.35", "0/1700"}}},
+			[][]string{{"2", "0/3", "1.20/2.50/2.50 s", "0/2", "0.30/0.40/0.40 s", "0/3", "0.20/0.25/0.25 s", "0.30/0.70/0.70 s", "400/450", "0.89", "265", "252", "0", "0.35/0.30", "0/1700"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lines := strings.Split(strings.TrimSuffix(loadTable(tc.b, tc.rows), "\n"), "\n")

@@ -29,6 +29,7 @@ var layers = []struct {
 	{"rpc/rpctest", 3},
 	{"sessions", 3},
 	{"createos/deadline", 3},
+	{"createos/batch", 3},
 	{"sessions/sessionstest", 4},
 	{"handlers", 4},
 	{"createos/api", 4},

@@ -53,10 +53,11 @@ function run(c, i) {
   child.stdin.on('error', function () { /* the command did not read its stdin */ });
   child.stdin.end(typeof c.in === 'string' ? c.in : undefined);
   if (c.t > 0) {
+    // Node runs a timer longer than 2^31-1 ms after 1 ms instead.
     timer = setTimeout(function () {
       timedOut = true;
       try { process.kill(-child.pid, 'SIGKILL'); } catch (e) { /* gone */ }
-    }, c.t);
+    }, Math.min(c.t, 2147483647));
   }
   var exited = null;
   function finish() {

@@ -53,6 +53,11 @@ func runHelper(t *testing.T, ctx context.Context, cmds []batch.Command) []outcom
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, "/bin/bash", "-lc", batch.Script())
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
+	// A HOME of its own: the login shells read no developer's profile,
+	// which may take longer than a test's timeout, and a timeout's kill
+	// cannot land in it (a pyenv killed while it rehashes leaves its lock
+	// behind, and every later login shell waits a minute for it).
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	// Its commands run in process groups of their own, which the helper
 	// kills when it is told to end; SIGKILL would leave them running.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
@@ -210,7 +215,7 @@ func TestHelperTimeoutKillsTheCommandsGroup(t *testing.T) {
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(out[0].stdout)))
 	if err != nil {
-		t.Fatalf("background pid: %v", err)
+		t.Fatalf("no background pid (%v): was the command killed before its login shell ran it?", err)
 	}
 	waitGone(t, pid)
 }
@@ -226,7 +231,8 @@ func waitGone(t *testing.T, pid int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("process %d of the timed out command still runs (kill 0: %v)", pid, err)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("process %d of the timed out command still ran (kill 0: %v)", pid, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

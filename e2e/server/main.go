@@ -55,7 +55,7 @@ func main() {
 	flag.StringVar(&o.cacheDir, "cache", "", "where the server and registry installs live (default -out)")
 	flag.StringVar(&o.fixtures, "fixtures", "testdata/server-e2e", "where -update writes the recorded heartbeat traffic")
 	flag.BoolVar(&o.update, "update", false, "rewrite the recorded-traffic fixtures")
-	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "give up after this long")
 	flag.BoolVar(&o.chaos, "chaos", false, "make chaos: inject each fault once through the server and check the outcome (see docs/server-e2e.md)")
 	flag.StringVar(&o.chaosOnly, "chaos-only", "", "with -chaos, run only these rows: comma-separated faults (kill-execute), driver/fault pairs (createos/kill-release) or drivers")
 	flag.DurationVar(&o.chaosCleanup, "chaos-cleanup", 7*time.Minute, "with -chaos, how long the host's cleanup of a faulted run's lease may take")

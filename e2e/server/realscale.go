@@ -8,34 +8,33 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
-// Real agents at scale: a team of agents that start their heartbeats
-// together on each driver (teamSize on fake-plugin, createosTeamSize on
-// createos), and one long run on createos, all
-// at once, sharing the machine (2 cores here). The long run has a
-// createos environment of its own, on a createos-sim of its own: a second
-// CreateOS account, with its own 300 requests a minute. On the team's
-// account it would share the team's budget, and together they want more
-// than the provider allows: the team's duplex writes, which must answer
-// within the bridge's own timeouts, would wait behind the long run's
-// polls. The sim's
-// requests are told apart by the sandbox their path names.
+// Real agents at scale: teams of agents that start their heartbeats
+// together (teamSize on fake-plugin, createosTeamSize on createos, which
+// runs on each bridge in turn) while one long run goes on on createos,
+// sharing the machine (2 cores here). The long run has a createos
+// environment of its own, on a createos-sim of its own: a second CreateOS
+// account, with its own 300 requests a minute, so that a team's figures
+// are its own. The sim's requests are told apart by the sandbox their
+// path names.
 const (
 	teamSize = 8
-	// createosTeamSize is the createos team: 4, not 8. Even at the
-	// account's full rate (createos/api's budget sustains 258 a minute at
-	// the default 270), every host call costs one provider request, and
-	// the host's self-paced poll loops of 8 runs want more than that: a
-	// relay's 4 executes, each a turn of its lease, outlast their 10 s
-	// (docs/performance.md, host load). A team of 8 needs several calls
-	// carried by one request.
-	createosTeamSize = 4
+	// createosTeamSize is the createos team on each bridge: 8, as on
+	// fake-plugin, on one account at the provider's 300 requests a
+	// minute. Every host call is an execute, and the host's self-paced
+	// loops of 8 file-bridge runs (each run's bridge queue and run-log
+	// tail) want more executes than the account's budget admits; the
+	// driver sends the executes of one lease that wait for the budget
+	// side by side as one request, a batch its helper runs in the sandbox
+	// (createos/coalesce.go, createos/execute_batch.go). So a lease's
+	// loops cost one request a turn, and a relay's 4 executes, one after
+	// another, are to finish within the host's 10 s at 8 runs.
+	createosTeamSize = 8
 
 	longRunTicks = 32
 	longRunDelay = 4 * time.Second // the model's time before each answer
@@ -43,21 +42,15 @@ const (
 )
 
 // scale runs the teams and the long run, overlapped: the long run starts
-// on createos with the file bridge, and the fake team runs on the file
-// bridge meanwhile; once the long run's CLI is running (its bridge is
-// up), the duplex bridge is turned on and the createos team runs on it
-// while the long run goes on. Each run's bridge is checked from the
-// worker traffic (its agent execute's PAPERCLIP_API_BRIDGE_MODE). The
-// lines come in a fixed order; then nothing may be left on either
-// driver.
-//
-// The createos team is on the duplex bridge because on the file bridge
-// two host pollers per run (the bridge queue and the run-log tail, each
-// an execute every 100 ms) want 160 requests a second, far past the
-// provider's 300 a minute, so the account's budget is saturated and a
-// bridge request, several executes that must finish within the host's 10 s
-// iteration timeout, times out now and again (docs/decisions.md, "Issue
-// 20" and "Issue 22").
+// on createos with the file bridge; meanwhile the fake team, then the
+// createos team run on the file bridge, the host's default (teams).
+// Once the long run's CLI is running (its bridge is up), the duplex
+// bridge is turned on and the same createos agents run as a team on it,
+// while the long run goes on. Each team prints its line as it ends (the
+// slowest relay, and on createos the sim's requests in the busiest 60 s);
+// a run fails on any call its bridge did not answer (runBridge). Each
+// run's agent execute must have its bridge's PAPERCLIP_API_BRIDGE_MODE;
+// then nothing may be left on either driver.
 func (h *harness) scale(ctx context.Context) (err error) {
 	agents, err := h.realAgentsUpTo(ctx, teamSize+createosTeamSize+1)
 	if err != nil {
@@ -72,40 +65,20 @@ func (h *harness) scale(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	lines := make([]string, 3)
-	errs := make([]error, 4)
-	runs := []*realRun{long}
-	var team []*realRun
-	lines[0], team, errs[0] = h.team(ctx, "fake-plugin", bridgeFile, agents[:teamSize], otherRun{})
-	runs = append(runs, team...)
-	errs[3] = poll(ctx, time.Minute, "the long run's CLI asked the model", func() (bool, error) {
-		return h.model.Result(long.key).Requests > 0, nil
-	})
-	if errs[3] == nil {
-		if errs[3] = h.setDuplexBridge(ctx, true); errs[3] == nil {
-			lines[1], team, errs[1] = h.team(ctx, "createos", bridgeDuplex, agents[teamSize:teamSize+createosTeamSize], otherRun{longEnv, long.agent.ID})
-			runs = append(runs, team...)
-			errs[3] = h.setDuplexBridge(ctx, false)
-		}
+	runs, teamsErr := h.teams(ctx, agents, long, otherRun{longEnv, long.agent.ID})
+	line, longErr := h.finishLongRun(ctx, long, longEnv, skip)
+	if line != "" {
+		fmt.Println("   " + line)
 	}
-	lines[2], errs[2] = h.finishLongRun(ctx, long, longEnv, skip)
 	calls := h.traceSince(mark)
 	h.traffic["scale"] = calls
-	if n, slowest := closeAcks(calls); n > 0 && lines[1] != "" {
-		lines[1] += fmt.Sprintf("; %d session closes acknowledged, the slowest in %s (the host retires a worker after 10 s)", n, slowest.Round(10*time.Millisecond))
-	}
-	for _, l := range lines {
-		if l != "" {
-			fmt.Println("   " + l)
-		}
-	}
 	if rate, err := h.simAPI.Rate(ctx); err == nil {
 		fmt.Printf("   createos-sim %s over the run so far: %s\n", simRateLimit, rate)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(teamsErr, longErr); err != nil {
 		return err
 	}
-	if err := wrongBridges(calls, runs); err != nil {
+	if err := wrongBridges(calls, append(runs, long)); err != nil {
 		return err
 	}
 	if err := errors.Join(h.nothingHeld(ctx, "fake-plugin"), h.nothingHeld(ctx, "createos")); err != nil {
@@ -115,6 +88,36 @@ func (h *harness) scale(ctx context.Context) (err error) {
 		return err
 	}
 	return h.stopLongSim(ctx)
+}
+
+// teams runs the teams one after another while the long run goes on,
+// each printing its line: fake-plugin and createos on the file bridge,
+// then, once the long run's CLI has asked the model (so its run keeps the
+// file bridge), the createos agents again on the duplex bridge. A team
+// that fails does not stop the next; the errors are joined.
+func (h *harness) teams(ctx context.Context, agents []realAgent, long *realRun, other otherRun) ([]*realRun, error) {
+	crew := agents[teamSize : teamSize+createosTeamSize]
+	var runs []*realRun
+	var errs []error
+	add := func(line string, team []*realRun, err error) {
+		if line != "" {
+			fmt.Println("   " + line)
+		}
+		runs = append(runs, team...)
+		errs = append(errs, err)
+	}
+	add(h.team(ctx, "fake-plugin", bridgeFile, agents[:teamSize], otherRun{}))
+	add(h.team(ctx, "createos", bridgeFile, crew, other))
+	err := poll(ctx, time.Minute, "the long run's CLI asked the model", func() (bool, error) {
+		return h.model.Result(long.key).Requests > 0, nil
+	})
+	if err == nil {
+		if err = h.setDuplexBridge(ctx, true); err == nil {
+			add(h.team(ctx, "createos", bridgeDuplex, crew, other))
+			err = h.setDuplexBridge(ctx, false)
+		}
+	}
+	return runs, errors.Join(append(errs, err)...)
 }
 
 // stopLongSim checks that the long run's sim holds no sandbox, stops it and
@@ -185,100 +188,6 @@ func (h *harness) longRunEnvironment(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return env.ID, nil
-}
-
-// otherRun names the agent and environment of runs alongside a team
-// (the long run).
-type otherRun struct{ envID, agentID string }
-
-// team starts the heartbeats of the agents together on the driver's
-// environment and checks every one. For createos it counts the sim's
-// requests while the team ran, less those on the sandboxes of the other
-// run, which runs alongside.
-func (h *harness) team(ctx context.Context, driver, bridge string, agents []realAgent, other otherRun) (string, []*realRun, error) {
-	runs := make([]*realRun, len(agents))
-	for i, a := range agents {
-		key := fmt.Sprintf("team-%s-%d", driver, i+1)
-		var err error
-		if runs[i], err = h.readyReal(ctx, a, h.envIDs[driver], driver, bridge, key, 0, append(h.workTurns(driver, key, a), finalTurn(key))); err != nil {
-			return "", nil, err
-		}
-	}
-	skip := 0
-	if driver == "createos" {
-		before, err := h.simAPI.Log(ctx, 0)
-		if err != nil {
-			return "", nil, err
-		}
-		skip = len(before)
-	}
-	start := time.Now()
-	errs := h.runTogether(ctx, runs)
-	wall := time.Since(start)
-	ids := map[string]bool{}
-	for _, r := range runs {
-		ids[r.runID] = true
-	}
-	leaseErr := h.waitLeasesSettled(ctx, h.envIDs[driver], driver+" team", 3*time.Minute, func(l hostLease) bool { return ids[l.HeartbeatRunID] })
-	succeeded, slowest := 0, time.Duration(0)
-	for i, r := range runs {
-		if errs[i] == nil {
-			_, errs[i] = h.checkReal(ctx, r)
-		}
-		if errs[i] == nil {
-			succeeded++
-		}
-		slowest = max(slowest, r.wall)
-	}
-	line := fmt.Sprintf("team %s: %d of %d succeeded; %s %s, %s bridge; slowest run %s, all done in %s",
-		driver, succeeded, len(runs), realCLI, realCLIVersion, bridge, slowest.Round(100*time.Millisecond), wall.Round(100*time.Millisecond))
-	if driver == "createos" {
-		spent, err := h.teamRequests(ctx, skip, other)
-		if err != nil {
-			return line, runs, err
-		}
-		line += spent
-	}
-	return line, runs, errors.Join(append(errs, leaseErr)...)
-}
-
-// runTogether wakes every run at once and waits for each; the errors are
-// the runs', in order.
-func (h *harness) runTogether(ctx context.Context, runs []*realRun) []error {
-	errs := make([]error, len(runs))
-	var wg sync.WaitGroup
-	for i, r := range runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if errs[i] = h.wake(ctx, r); errs[i] == nil {
-				errs[i] = h.waitReal(ctx, r)
-			}
-		}()
-	}
-	wg.Wait()
-	return errs
-}
-
-// teamRequests is the part of a createos team's line about the sim's
-// requests after its first skip: in total and in the busiest 60 s, those
-// on the other run's sandboxes not counted.
-func (h *harness) teamRequests(ctx context.Context, skip int, other otherRun) (string, error) {
-	reqs, err := h.simAPI.Log(ctx, skip)
-	if err != nil {
-		return "", err
-	}
-	others, err := h.sandboxesOfAgent(ctx, other.envID, other.agentID)
-	if err != nil {
-		return "", err
-	}
-	var times []time.Time
-	for _, q := range reqs {
-		if !others[q.Sandbox()] {
-			times = append(times, q.At())
-		}
-	}
-	return fmt.Sprintf("; CreateOS requests %d in total, %d in the busiest 60 s (the long run's sandbox's not counted)", len(times), busiest(times, time.Minute)), nil
 }
 
 // startLongRun starts one real agent whose conversation lasts at least

@@ -1,6 +1,7 @@
 // Package bridge tells, from the host's own records of one run (its
 // stored run log and the worker traffic recorded while it ran), which
-// sandbox API bridge the run had. The sandbox API bridge is what the agent
+// sandbox API bridge the run had, and how the host relayed each of the
+// agent's API calls over it (relay.go, h2.go). The sandbox API bridge is what the agent
 // in the sandbox calls the Paperclip API through; the host (adapter-utils
 // execution-target.js, startAdapterExecutionTargetPaperclipBridge) picks
 // one of two transports per run:
