@@ -69,9 +69,9 @@ func batchSim(t *testing.T, g api.Pacer, opts ...Option) (*createostest.Server, 
 }
 
 type execOutcome struct {
-	res    *handlers.ExecuteResult
-	err    error
-	chunks []string
+	res  *handlers.ExecuteResult
+	err  error
+	live [2]strings.Builder // what the sink got of stdout and stderr
 }
 
 // startExecs starts each of ps at once and returns their outcomes once all
@@ -85,7 +85,7 @@ func startExecs(t *testing.T, d *Driver, g *gate, ctxs []context.Context, ps []*
 		wg.Go(func() {
 			out[i].res, out[i].err = d.Execute(ctxs[i], p, sink)
 			for _, c := range sink.chunks {
-				out[i].chunks = append(out[i].chunks, c[0]+":"+c[1])
+				out[i].live[streamIndex(c[0])].WriteString(c[1])
 			}
 		})
 	}
@@ -150,8 +150,8 @@ func TestBatchGivesEachCommandItsOwnResult(t *testing.T) {
 		if out[i].err != nil || r.ExitCode == nil || *r.ExitCode != w.code || r.Stdout != w.stdout || r.Stderr != w.stderr || r.TimedOut {
 			t.Errorf("command %d: %+v %v, want %+v", i, r, out[i].err, w)
 		}
-		if got := strings.Join(out[i].chunks, ""); !strings.Contains(got, w.stdout) || w.stderr != "" && !strings.Contains(got, w.stderr) {
-			t.Errorf("command %d's live output %q", i, out[i].chunks)
+		if stdout, stderr := out[i].live[0].String(), out[i].live[1].String(); stdout != w.stdout || stderr != w.stderr {
+			t.Errorf("command %d's live output %q and %q", i, stdout, stderr)
 		}
 	}
 	if n := srv.Count(createostest.RouteExecStream) - before; n != 1 {
