@@ -41,7 +41,7 @@ update-golden: ## rewrite the golden replies under testdata/
 
 FUZZTIME ?= 20s
 FUZZ_TARGETS := handlers:FuzzParams handlers:FuzzSessionParams rpc:FuzzLineStream rpc:FuzzAppendJSONString rpc:FuzzEnvelope internal/syncrule:FuzzExclude internal/safeopen:FuzzTreeResolve internal/procfs:FuzzParseStat internal/utf16:FuzzLen internal/shquote:FuzzQuote internal/uri:FuzzComponent fake:FuzzSyncPathConfined \
-	createos:FuzzValidateArchive createos:FuzzSandboxName createos:FuzzAssertRemotePath createos:FuzzFrameReader createos:FuzzParseConfig internal/envrule:FuzzValidName fake:FuzzParseConfig
+	createos:FuzzValidateArchive createos:FuzzSandboxName createos:FuzzAssertRemotePath createos:FuzzFrameReader createos:FuzzParseConfig createos/batch:FuzzDecoder internal/envrule:FuzzValidName fake:FuzzParseConfig
 
 fuzz: ## run every fuzz target for FUZZTIME (default 20s) each
 	@set -e; for t in $(FUZZ_TARGETS); do \

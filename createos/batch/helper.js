@@ -88,5 +88,5 @@ process.stdin.on('data', function (d) { raw += d; });
 process.stdin.on('end', function () {
   var spec = JSON.parse(raw);
   emit({ hello: 1 });
-  spec.c.forEach(run);
+  (spec.c || []).forEach(run);
 });
