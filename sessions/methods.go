@@ -43,33 +43,39 @@ func (t *Table) Method(method string) func(context.Context, json.RawMessage) (an
 	default:
 		return nil
 	}
-	switch method {
-	case "duplexChannelOpen":
-		return t.openDuplex
-	case "loginPtyOpen":
-		return t.openLogin
-	case "duplexChannelClose":
-		return t.closeFor(duplexKind)
-	case "loginPtyClose":
-		return t.closeFor(loginKind)
-	}
 	return func(ctx context.Context, raw json.RawMessage) (any, error) {
-		return t.admitInput(method, raw)(ctx)
+		return t.Admit(method, raw)(ctx)
 	}
 }
 
-// Admit is rpc.Admitter's Admit for the session methods: the writes,
-// input and stops of channels are taken in on the reader, so that they
-// reach the channel in the order the host sent them; nil for any other
-// method.
+// Admit is rpc.Admitter's Admit for the session methods. Every one of
+// them is taken in on the reader, so that one route sees its requests in
+// the order the host sent them: an open claims its route id, a close of
+// a route still opening aborts that open and answers after its reply, a
+// close of a route never seen closes its id for good, and writes, input
+// and stops reach the channel in order. Nil for any other method.
 func (t *Table) Admit(method string, raw json.RawMessage) func(context.Context) (any, error) {
 	switch method {
-	case "duplexChannelWrite", "duplexChannelStop", "loginPtyInput", "loginPtyStop":
-		if t.Method(method) != nil {
-			return t.admitInput(method, raw)
-		}
+	case "duplexChannelOpen", "loginPtyOpen", "duplexChannelClose", "loginPtyClose",
+		"duplexChannelWrite", "duplexChannelStop", "loginPtyInput", "loginPtyStop":
+	default:
+		return nil
 	}
-	return nil
+	k := duplexKind
+	if method[0] == 'l' {
+		k = loginKind
+	}
+	switch {
+	case (k == duplexKind && !t.duplex) || (k == loginKind && !t.login):
+		return nil
+	case method == "duplexChannelOpen":
+		return t.admitOpen(k, raw, t.openDuplex)
+	case method == "loginPtyOpen":
+		return t.admitOpen(k, raw, t.openLogin)
+	case method == "duplexChannelClose" || method == "loginPtyClose":
+		return t.admitClose(k, raw)
+	}
+	return t.admitInput(method, raw)
 }
 
 // inputParams are the params of duplexChannelWrite/Stop (hostRouteId,
@@ -194,7 +200,7 @@ type loginOpened struct {
 	WorkerSessionID string `json:"workerSessionId"`
 }
 
-func (t *Table) openDuplex(ctx context.Context, raw json.RawMessage) (any, error) {
+func (t *Table) openDuplex(ctx context.Context, c *claim, raw json.RawMessage) (any, error) {
 	var o DuplexOpenParams
 	d, err := t.decodeOpen(ctx, raw, &o, &o.DriverKey)
 	if err != nil {
@@ -204,7 +210,7 @@ func (t *Table) openDuplex(ctx context.Context, raw json.RawMessage) (any, error
 	if !ok {
 		return nil, rpc.InvalidParams("driver %s does not run duplex channels.", d.Key())
 	}
-	r, err := t.open(ctx, duplexKind, o.SessionBase, func(ctx context.Context, out ChannelSink) (Channel, error) {
+	r, err := t.open(ctx, c, duplexKind, o.SessionBase, func(ctx context.Context, out ChannelSink) (Channel, error) {
 		return op.OpenDuplex(ctx, &o, out)
 	})
 	if err != nil {
@@ -213,7 +219,7 @@ func (t *Table) openDuplex(ctx context.Context, raw json.RawMessage) (any, error
 	return duplexOpened{HostRouteID: r.id, WorkerSessionID: r.sid}, nil
 }
 
-func (t *Table) openLogin(ctx context.Context, raw json.RawMessage) (any, error) {
+func (t *Table) openLogin(ctx context.Context, c *claim, raw json.RawMessage) (any, error) {
 	var o LoginPtyOpenParams
 	d, err := t.decodeOpen(ctx, raw, &o, &o.DriverKey)
 	if err != nil {
@@ -226,7 +232,7 @@ func (t *Table) openLogin(ctx context.Context, raw json.RawMessage) (any, error)
 	if _, ok := LoginCommands[o.LoginCommandKey]; !ok {
 		return nil, rpc.InvalidParams(`"loginCommandKey" must be "claude", "codex" or "grok".`)
 	}
-	r, err := t.open(ctx, loginKind, o.SessionBase, func(ctx context.Context, out ChannelSink) (Channel, error) {
+	r, err := t.open(ctx, c, loginKind, o.SessionBase, func(ctx context.Context, out ChannelSink) (Channel, error) {
 		return op.OpenLoginPty(ctx, &o, out)
 	})
 	if err != nil {
@@ -235,17 +241,33 @@ func (t *Table) openLogin(ctx context.Context, raw json.RawMessage) (any, error)
 	return loginOpened{WorkerSessionID: r.sid}, nil
 }
 
-// closeFor serves a close of kind k: keyed by hostRouteId alone.
-func (t *Table) closeFor(k *sessionKind) func(context.Context, json.RawMessage) (any, error) {
-	return func(ctx context.Context, raw json.RawMessage) (any, error) {
-		var c struct {
-			HostRouteID string `json:"hostRouteId"`
-		}
-		if err := t.s.DecodeParams(raw, &c); err != nil {
-			return nil, err
-		}
-		if err := t.s.Need("hostRouteId", c.HostRouteID); err != nil {
-			return nil, err
+// routeID reads a session request's hostRouteId ("" when it has none).
+func (t *Table) routeID(raw json.RawMessage) string {
+	var p struct {
+		HostRouteID string `json:"hostRouteId"`
+	}
+	if t.s.DecodeParams(raw, &p) != nil {
+		return ""
+	}
+	return p.HostRouteID
+}
+
+// admitClose takes a close in (Table.closeRoute): keyed by hostRouteId
+// alone.
+func (t *Table) admitClose(k *sessionKind, raw json.RawMessage) func(context.Context) (any, error) {
+	var c struct {
+		HostRouteID string `json:"hostRouteId"`
+	}
+	if err := t.s.DecodeParams(raw, &c); err != nil {
+		return answered(err)
+	}
+	if err := t.s.Need("hostRouteId", c.HostRouteID); err != nil {
+		return answered(err)
+	}
+	opening := t.closeInOrder(routeKey{k, c.HostRouteID})
+	return func(ctx context.Context) (any, error) {
+		if opening != nil {
+			t.abortOpen(ctx, opening)
 		}
 		return t.closeRoute(ctx, k, c.HostRouteID)
 	}

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
@@ -96,6 +97,18 @@ type Table struct {
 	closed      map[routeKey]closedRoute
 	closedOrder []routeKey
 	maxClosed   int // maxClosedRoutes; tests set less
+	// claims are the opens taken in and not yet answered, by route.
+	claims map[routeKey]*claim
+}
+
+// claim is an open taken in on the reader (Admit) until its reply is
+// written: it holds its route id in the host's order. A close taken in
+// meanwhile marks it closed; an open whose claim is closed before it
+// registered its route starts nothing.
+type claim struct {
+	closed bool          // a close of the route was taken in
+	r      *route        // the route, once the open registered it
+	done   chan struct{} // closed once the open's reply is written
 }
 
 // closedRoute is what is kept of an ended route: its workerSessionId ("" if
@@ -110,7 +123,8 @@ type closedRoute struct {
 // serves each family of methods exactly when one of drivers implements its
 // opener (DuplexOpener, LoginPtyOpener).
 func New(s Surface, drivers ...Driver) *Table {
-	t := &Table{s: s, routes: map[routeKey]*route{}, bySID: map[string]*route{}, closed: map[routeKey]closedRoute{}, maxClosed: maxClosedRoutes}
+	t := &Table{s: s, routes: map[routeKey]*route{}, bySID: map[string]*route{}, closed: map[routeKey]closedRoute{},
+		claims: map[routeKey]*claim{}, maxClosed: maxClosedRoutes}
 	for _, d := range drivers {
 		if _, ok := d.(DuplexOpener); ok {
 			t.duplex = true
@@ -125,10 +139,102 @@ func New(s Surface, drivers ...Driver) *Table {
 // opener starts a route's process in its driver.
 type opener func(ctx context.Context, out ChannelSink) (Channel, error)
 
+// admitOpen takes an open in: it claims the route id in the host's
+// order, refusing one open or used before, and serves the open (serve)
+// with the claim, which lasts until the open's reply is written.
+func (t *Table) admitOpen(k *sessionKind, raw json.RawMessage, serve func(context.Context, *claim, json.RawMessage) (any, error)) func(context.Context) (any, error) {
+	id := t.routeID(raw)
+	if id == "" { // the open's own checks say what is missing
+		return func(ctx context.Context) (any, error) { return serve(ctx, nil, raw) }
+	}
+	key := routeKey{k, id}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.unused(key); err != nil {
+		return answered(err)
+	}
+	c := &claim{done: make(chan struct{})}
+	t.claims[key] = c
+	return func(ctx context.Context) (any, error) {
+		defer rpc.AfterReply(ctx, func() { t.settle(key, c) })
+		return serve(ctx, c, raw)
+	}
+}
+
+// unused refuses a route id that is open, opening, or was used and
+// closed. t.mu is held.
+func (t *Table) unused(key routeKey) error {
+	if _, live := t.routes[key]; live {
+		return rpc.InvalidParams("%s route %s is already open; close it before opening it again.", key.kind.name, key.id)
+	}
+	if _, opening := t.claims[key]; opening {
+		return rpc.InvalidParams("%s route %s is already open; close it before opening it again.", key.kind.name, key.id)
+	}
+	if _, used := t.closed[key]; used {
+		return rpc.InvalidParams("%s route %s was already used and closed; a route id is opened once.", key.kind.name, key.id)
+	}
+	return nil
+}
+
+// settle ends c once its open's reply is written; a route id a close
+// overtook is closed for good, whether or not its open got to register it.
+func (t *Table) settle(key routeKey, c *claim) {
+	t.mu.Lock()
+	if t.claims[key] == c {
+		delete(t.claims, key)
+	}
+	if _, seen := t.closed[key]; c.closed && !seen && t.routes[key] == nil {
+		t.remember(key, closedRoute{})
+	}
+	t.mu.Unlock()
+	close(c.done)
+}
+
+// closeInOrder is a close taken in on the reader: it returns the claim of
+// an open of key not yet answered, marked closed; a route id neither open
+// nor opening is closed for good (a later open of it is refused).
+func (t *Table) closeInOrder(key routeKey) *claim {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.claims[key]; c != nil {
+		c.closed = true
+		return c
+	}
+	if _, live := t.routes[key]; !live {
+		if _, seen := t.closed[key]; !seen {
+			t.remember(key, closedRoute{})
+		}
+	}
+	return nil
+}
+
+// abortOpen ends an open a close overtook (its route drops every frame and
+// its open is cancelled) and waits until its reply is written, within the
+// close's budget: the close's ack follows the open's reply.
+func (t *Table) abortOpen(ctx context.Context, c *claim) {
+	t.mu.Lock()
+	r := c.r
+	t.mu.Unlock()
+	if r != nil {
+		r.release(true)
+		r.mu.Lock()
+		if r.cancelOpen != nil {
+			r.cancelOpen()
+		}
+		r.mu.Unlock()
+	}
+	wctx, cancel := context.WithTimeout(ctx, closeBudget)
+	defer cancel()
+	select {
+	case <-c.done:
+	case <-wctx.Done():
+	}
+}
+
 // open opens a route: it registers the route, starts its channel, and
 // lets frames flow once the open reply is out.
-func (t *Table) open(ctx context.Context, k *sessionKind, base SessionBase, start opener) (*route, error) {
-	r, err := t.reserve(ctx, k, base)
+func (t *Table) open(ctx context.Context, c *claim, k *sessionKind, base SessionBase, start opener) (*route, error) {
+	r, err := t.reserve(ctx, c, k, base)
 	if err != nil {
 		return nil, err
 	}
@@ -163,16 +269,19 @@ func openContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(ctx, start.Add(openBudget))
 }
 
-// reserve registers a new route for base.HostRouteID.
-func (t *Table) reserve(ctx context.Context, k *sessionKind, base SessionBase) (*route, error) {
+// reserve registers a new route for base.HostRouteID under its claim c
+// (nil: the open was not taken in on the reader). A claim closed before
+// this refuses the open: nothing has started.
+func (t *Table) reserve(ctx context.Context, c *claim, k *sessionKind, base SessionBase) (*route, error) {
 	key := routeKey{k, base.HostRouteID}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, live := t.routes[key]; live {
-		return nil, rpc.InvalidParams("%s route %s is already open; close it before opening it again.", k.name, base.HostRouteID)
-	}
-	if _, used := t.closed[key]; used {
-		return nil, rpc.InvalidParams("%s route %s was already used and closed; a route id is opened once.", k.name, base.HostRouteID)
+	if c == nil || t.claims[key] != c {
+		if err := t.unused(key); err != nil {
+			return nil, err
+		}
+	} else if c.closed {
+		return nil, rpc.Errorf(rpc.CodeWorkerError, "The host closed %s route %s before it opened.", k.name, base.HostRouteID)
 	}
 	r := &route{
 		k: k, id: base.HostRouteID, sid: k.prefix + uuid.NewString(),
@@ -182,6 +291,9 @@ func (t *Table) reserve(ctx context.Context, k *sessionKind, base SessionBase) (
 	}
 	t.routes[key] = r
 	t.bySID[r.sid] = r
+	if c != nil {
+		c.r = r
+	}
 	return r, nil
 }
 
@@ -206,7 +318,12 @@ func (t *Table) forget(r *route, unconfirmed bool) {
 	}
 	delete(t.routes, key)
 	delete(t.bySID, r.sid)
-	t.closed[key] = closedRoute{sid: r.sid, unconfirmed: unconfirmed}
+	t.remember(key, closedRoute{sid: r.sid, unconfirmed: unconfirmed})
+}
+
+// remember records key as closed. t.mu is held.
+func (t *Table) remember(key routeKey, c closedRoute) {
+	t.closed[key] = c
 	t.closedOrder = append(t.closedOrder, key)
 	if len(t.closedOrder) > t.maxClosed {
 		t.evictConfirmed()

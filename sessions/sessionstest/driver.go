@@ -72,6 +72,13 @@ func (d *Driver) Chan(i int) *Channel {
 	return d.chans[i]
 }
 
+// Opened counts the channels opened.
+func (d *Driver) Opened() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.chans)
+}
+
 // Closed counts the channels the table closed.
 func (d *Driver) Closed() int {
 	d.mu.Lock()
