@@ -78,12 +78,23 @@ type execOutcome struct {
 // have answered; it opens g when all of them wait.
 func startExecs(t *testing.T, d *Driver, g *gate, ctxs []context.Context, ps []*handlers.ExecuteParams) []execOutcome {
 	t.Helper()
+	return startExecsWatched(t, d, g, ctxs, ps, nil)
+}
+
+// startExecsWatched is startExecs whose i-th execute's live output also
+// goes to watch(i, …) when watch is not nil.
+func startExecsWatched(t *testing.T, d *Driver, g *gate, ctxs []context.Context, ps []*handlers.ExecuteParams, watch func(i int, stream string, p []byte)) []execOutcome {
+	t.Helper()
 	out := make([]execOutcome, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		sink := &recordingSink{}
+		var s handlers.OutputSink = sink
+		if watch != nil {
+			s = sinkFunc(func(stream string, p []byte) { sink.Write(stream, p); watch(i, stream, p) })
+		}
 		wg.Go(func() {
-			out[i].res, out[i].err = d.Execute(ctxs[i], p, sink)
+			out[i].res, out[i].err = d.Execute(ctxs[i], p, s)
 			for _, c := range sink.chunks {
 				out[i].live[streamIndex(c[0])].WriteString(c[1])
 			}
@@ -176,8 +187,9 @@ func TestBatchTimesOutOnlyTheCommandWhoseTimeRanOut(t *testing.T) {
 	defer close(stop)
 	go pollGather(g, stop)
 	ps := []*handlers.ExecuteParams{
-		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "echo started; exec sleep 30"}, TimeoutMs: ptr(float64(1500))},
-		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "sleep 2.5; echo done"}},
+		// 8 s: a login shell on a loaded machine takes seconds to print.
+		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "echo started; exec sleep 30"}, TimeoutMs: ptr(float64(8000))},
+		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "sleep 1; echo done"}},
 	}
 	out := startExecs(t, d, g, ctxsOf(t.Context(), 2), ps)
 	if r := out[0].res; out[0].err != nil || !r.TimedOut || r.ExitCode != nil || r.Stdout != "started\n" {
@@ -200,10 +212,14 @@ func TestBatchAnswersACancelledCommandAlone(t *testing.T) {
 	cctx, cancel := context.WithCancel(t.Context())
 	ps := []*handlers.ExecuteParams{
 		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "echo started; exec sleep 30"}},
-		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "sleep 2; echo done"}},
+		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "sleep 3; echo done"}},
 	}
-	time.AfterFunc(time.Second, cancel)
-	out := startExecs(t, d, g, []context.Context{cctx, t.Context()}, ps)
+	// The first is cancelled once it runs in the batch (its output came).
+	out := startExecsWatched(t, d, g, []context.Context{cctx, t.Context()}, ps, func(i int, _ string, _ []byte) {
+		if i == 0 {
+			cancel()
+		}
+	})
 	if !errors.Is(out[0].err, errCommandCancelled) {
 		t.Errorf("cancelled command: %+v %v", out[0].res, out[0].err)
 	}
@@ -216,15 +232,24 @@ func TestBatchAnswersACancelledCommandAlone(t *testing.T) {
 	assertNoSleepLeft(t, d, bp, l)
 }
 
-// assertNoSleepLeft fails when a `sleep 30` still runs in the sandbox.
+// assertNoSleepLeft fails when a `sleep 30` still runs in the sandbox 15 s
+// on: a command's end is the helper's (on its own clock) or the
+// provider's, not the answer's.
 func assertNoSleepLeft(t *testing.T, d *Driver, bp handlers.BaseParams, l handlers.Lease) {
 	t.Helper()
 	d.pacer = api.NoPacing
-	r, err := d.Execute(t.Context(), &handlers.ExecuteParams{BaseParams: bp, Lease: l, Command: "/bin/bash",
-		Args: []string{"-c", `for p in /proc/[0-9]*; do if [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" = "sleep 30 " ]; then echo "$p"; fi; done`}}, nil)
-	if err != nil || r.Stdout != "" {
-		t.Errorf("a sleep 30 is left: %+v %v", r, err)
+	var left string
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		r, err := d.Execute(t.Context(), &handlers.ExecuteParams{BaseParams: bp, Lease: l, Command: "/bin/bash",
+			Args: []string{"-c", `for p in /proc/[0-9]*; do if [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" = "sleep 30 " ]; then echo "$p"; fi; done`}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left = r.Stdout; left == "" {
+			return
+		}
 	}
+	t.Errorf("a sleep 30 is left: %s", left)
 }
 
 // A lead whose deadline ends while it waits for the budget hands the lead
@@ -280,5 +305,32 @@ func TestBatchFallsBackWhereTheHelperCannotStart(t *testing.T) {
 	}
 	if s.batches != 1 {
 		t.Errorf("the helper was tried %d times, want once", s.batches)
+	}
+}
+
+// What a command of a batch leaves running in the background outlives
+// the batch, as it outlives an exec of its own: the host starts its bridge
+// server so (nohup … &), and a batch that ended with a dropped request
+// killed it with the helper's tree.
+func TestBatchLeavesWhatACommandStartedInTheBackground(t *testing.T) {
+	g := newGate()
+	_, d, bp, l := batchSim(t, g)
+	stop := make(chan struct{})
+	defer close(stop)
+	go pollGather(g, stop)
+	ps := []*handlers.ExecuteParams{
+		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "nohup sleep 300 >/dev/null 2>&1 & echo $!"}},
+		{BaseParams: bp, Lease: l, Command: "true"},
+	}
+	out := startExecs(t, d, g, ctxsOf(t.Context(), 2), ps)
+	if out[0].err != nil || out[1].err != nil || out[0].res.ExitCode == nil || *out[0].res.ExitCode != 0 {
+		t.Fatalf("batch: %+v %v, %+v %v", out[0].res, out[0].err, out[1].res, out[1].err)
+	}
+	pid := strings.TrimSpace(out[0].res.Stdout)
+	d.pacer = api.NoPacing
+	d.batches.Wait() // the helper's request is over
+	r, err := d.Execute(t.Context(), &handlers.ExecuteParams{BaseParams: bp, Lease: l, Command: "kill", Args: []string{"-0", pid}}, nil)
+	if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Errorf("the background sleep (pid %s) did not outlive its batch: %+v %v", pid, r, err)
 	}
 }

@@ -49,8 +49,10 @@ type Driver struct {
 	noStream       sync.Map // origins that do not serve /exec?stream=true
 	coalesce       string   // CoalesceAuto, CoalesceOff or CoalesceAlways
 	gather         *gather
-	helperless     sync.Map       // sandboxes where the batch helper cannot start
-	batches        sync.WaitGroup // batch requests in flight and their kills
+	helperless     sync.Map           // sandboxes where the batch helper cannot start
+	batches        sync.WaitGroup     // batch requests in flight and their kills
+	closing        context.Context    // done once Close began: batch requests end
+	closeBatches   context.CancelFunc // ends closing
 }
 
 var (
@@ -94,6 +96,7 @@ func New(opts ...Option) *Driver {
 		coalesce:       os.Getenv(CoalesceEnv),
 		gather:         newGather(),
 	}
+	d.closing, d.closeBatches = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(d)
 	}
@@ -365,6 +368,7 @@ func (d *Driver) Close(ctx context.Context) error {
 	calls, chans := d.scopes.shutdown()
 	closeChannels(ctx, chans)
 	err := stopCalls(ctx, calls)
+	d.closeBatches()
 	d.batches.Wait()
 	return err
 }

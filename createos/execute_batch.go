@@ -19,16 +19,26 @@ import (
 // alone: its own output, live and capped, its exit, timedOut when its own
 // deadline passed (the helper kills its process group then), and
 // errCommandCancelled when it was cancelled (its group is killed with a
-// request of its own while the others run on). The request ends when
-// every job has its answer, or with the helper. A sandbox whose helper
-// cannot start (no hello: no node there) is remembered, and its jobs run
-// alone, as do all its later executes.
+// request of its own while the others run on). The request ends with the
+// helper, which exits once its commands have: what a command left running
+// in the background lives on, as after an exec of its own. When no
+// command of the batch ended by itself (each timed out or was cancelled)
+// the request is dropped at once, as one alone would be, and the provider
+// ends the whole tree; a helper still running helperLinger after its last
+// command's answer is dropped too. A sandbox whose helper cannot start (no
+// hello: no node there) is remembered, and its jobs run alone, as do all
+// its later executes.
 
 // errNoHelper answers a job whose batch never started: it runs alone.
 var errNoHelper = errors.New("createos: the batch helper did not start")
 
 // killTimeout bounds the request that kills one cancelled job's group.
 const killTimeout = 10 * time.Second
+
+// helperLinger is how long a batch's request may outlast its last
+// command's answer: the helper exits a second after its last command (it
+// waits that long for output held open by a background process).
+const helperLinger = 30 * time.Second
 
 // noHelper reports whether sandbox's helper failed to start before.
 func (d *Driver) noHelper(sandbox string) bool {
@@ -55,6 +65,8 @@ type batchRun struct {
 	mu      sync.Mutex
 	members []*member
 	live    int
+	exited  bool // a command ended by itself (an exit the helper read)
+	linger  *time.Timer
 	hello   bool
 	dec     *batch.Decoder
 	failed  error // the helper's output broke the protocol
@@ -88,6 +100,7 @@ func (d *Driver) startBatch(admitted context.Context, c *api.Client, sandbox str
 		return
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(admitted))
+	stopOnClose := context.AfterFunc(d.closing, cancel)
 	b.mu.Lock()
 	b.cancel = cancel
 	for _, m := range b.members {
@@ -95,7 +108,9 @@ func (d *Driver) startBatch(admitted context.Context, c *api.Client, sandbox str
 	}
 	b.mu.Unlock()
 	d.batches.Go(func() {
+		defer stopOnClose()
 		defer cancel()
+		defer b.stopLinger()
 		code, err := c.ExecStream(ctx, b.sandboxID(), map[string]any{
 			"cmd": "/bin/bash", "args": []string{"-lc", batch.Script()}, "stream": true, "stdin": stdin,
 		}, b.deliver)
@@ -155,6 +170,7 @@ func (b *batchRun) apply(ev batch.Event) {
 		m.out.write(ev.Stream, ev.Data)
 	case batch.Exited:
 		code := ev.Code
+		b.exited = b.exited || !ev.TimedOut
 		if ev.TimedOut {
 			b.finish(m, jobResult{r: m.result(nil, true)})
 			return
@@ -217,8 +233,21 @@ func (b *batchRun) finish(m *member, r jobResult) {
 	}
 	m.res <- r
 	b.live--
-	if b.live == 0 && b.cancel != nil {
+	switch {
+	case b.live > 0 || b.cancel == nil:
+	case !b.exited:
 		b.cancel()
+	default:
+		b.linger = time.AfterFunc(helperLinger, b.cancel)
+	}
+}
+
+// stopLinger stops the linger timer once the request is over.
+func (b *batchRun) stopLinger() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.linger != nil {
+		b.linger.Stop()
 	}
 }
 
