@@ -300,7 +300,7 @@ func (h *harness) agentWorkspace(agentID string) string {
 func (h *harness) checkReal(ctx context.Context, r *realRun) (string, error) {
 	conv := h.model.Result(r.key)
 	if r.status != "succeeded" {
-		return "", fmt.Errorf("run %s of %s: status %s; %v", r.runID, r.agent.Name, r.status, conv.Problem())
+		return "", fmt.Errorf("run %s of %s: status %s%s; %v", r.runID, r.agent.Name, r.status, h.runError(ctx, r.runID), conv.Problem())
 	}
 	if err := conv.Problem(); err != nil {
 		return "", fmt.Errorf("run %s of %s: %w", r.runID, r.agent.Name, err)
@@ -343,6 +343,19 @@ func (h *harness) checkReal(ctx context.Context, r *realRun) (string, error) {
 		return "", fmt.Errorf("run %s: the stored transcript has no successful result", r.runID)
 	}
 	return text, nil
+}
+
+// runError is the error the server recorded for a run that did not
+// succeed, as " (<errorCode>: <error>)", or "" when it has none.
+func (h *harness) runError(ctx context.Context, runID string) string {
+	var run struct {
+		Error     string `json:"error"`
+		ErrorCode string `json:"errorCode"`
+	}
+	if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+runID, nil, &run); err != nil || run.Error == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%s: %s)", run.ErrorCode, jsonhttp.Truncate(run.Error, 300))
 }
 
 // hostCalls counts a run's host calls that matter for an agent CLI.
