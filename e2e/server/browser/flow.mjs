@@ -124,7 +124,17 @@ const scenes = {
     }
     await shot('environment', `environment override ${args.environmentLabel}`);
     // The agent header's button: Run now (2026.916.1), Run Heartbeat (2026.831.1).
-    await page.getByRole('button', { name: tab === 'runtime' ? 'Run now' : 'Run Heartbeat' }).click();
+    // A click that lands while the page re-renders after the save sends
+    // nothing: it is clicked again only when no run request (heartbeat/invoke) went out,
+    // so it never starts two runs.
+    const run = page.getByRole('button', { name: tab === 'runtime' ? 'Run now' : 'Run Heartbeat' });
+    for (let attempt = 1; ; attempt++) {
+      const woke = page.waitForRequest((r) => r.method() === 'POST' && /\/api\/agents\/[^/]+\/(heartbeat\/invoke|wakeup)/.test(r.url()),
+        { timeout: 15_000 }).then(() => true, () => false);
+      await run.click();
+      if (await woke) break;
+      if (attempt === 3) throw new Error(`${attempt} clicks on the run button sent no run request`);
+    }
     await page.waitForURL(/\/runs\/[0-9a-f-]{36}/, { timeout: 2 * 60_000 });
     const runId = page.url().match(/\/runs\/([0-9a-f-]{36})/)[1];
     await see(args.logText, 3 * 60_000);
