@@ -53,6 +53,7 @@ type Driver struct {
 	batches        sync.WaitGroup     // batch requests in flight and their kills
 	closing        context.Context    // done once Close began: batch requests end
 	closeBatches   context.CancelFunc // ends closing
+	sweep          sweeper            // Start's sweep of dead workers' temp dirs (sweep.go)
 }
 
 var (
@@ -109,8 +110,11 @@ func New(opts ...Option) *Driver {
 // Key implements handlers.Driver.
 func (d *Driver) Key() string { return Key }
 
-// Start implements handlers.Starter: the reference's setup log line.
+// Start implements handlers.Starter: the reference's setup log line, and
+// in the background a sweep of what dead workers left in the temp dir
+// (sweep.go), which no call waits for and Close ends.
 func (d *Driver) Start(ctx context.Context) {
+	d.sweep.start(ctx, os.TempDir())
 	zerolog.Ctx(ctx).Info().Msg("CreateOS sandbox provider ready")
 }
 
@@ -359,12 +363,14 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 	})
 }
 
-// Close implements handlers.Driver: it refuses new work and forgets the
-// cached leases, closes every session channel (their errors are ignored,
-// as in the reference), then stops every tracked call and waits for their
-// cleanup, all bounded by ctx. Sandboxes are left to the host, which owns
-// leases and releases or destroys them.
+// Close implements handlers.Driver: it ends Start's sweep and waits for
+// it, refuses new work and forgets the cached leases, closes every session
+// channel (their errors are ignored, as in the reference), then stops
+// every tracked call and waits for their cleanup, all bounded by ctx.
+// Sandboxes are left to the host, which owns leases and releases or
+// destroys them.
 func (d *Driver) Close(ctx context.Context) error {
+	d.sweep.close(ctx)
 	calls, chans := d.scopes.shutdown()
 	closeChannels(ctx, chans)
 	err := stopCalls(ctx, calls)

@@ -11,8 +11,28 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
-// hostTempPattern names the host temp directory of one mapping.
+// hostTempPattern names the landing directory of an outbound mapping,
+// beside its target (sync_landing.go).
 const hostTempPattern = ".paperclip-createos-"
+
+// archiveTempPattern names the host temp directory, in os.TempDir(), that
+// an inbound directory mapping is packed in (archiveDir). A name of its
+// own: a sweep (sweep.go) looks for these and nothing else.
+const archiveTempPattern = ".paperclip-createos-archive-"
+
+// archiveDir makes the temp directory an inbound directory mapping is
+// packed in, and records this worker as its owner, so that the next
+// worker's sweep removes it if this one dies before it does. Without the
+// record (this worker's start time unreadable) the sync goes on, and no
+// sweep ever takes that directory for a dead worker's.
+func archiveDir() (string, error) {
+	dir, err := os.MkdirTemp("", archiveTempPattern)
+	if err != nil {
+		return "", err
+	}
+	_ = claim(dir)
+	return dir, nil
+}
 
 // in uploads one mapping host → sandbox: the file itself or a tar archive
 // of the directory (without what the exclude list drops) goes to a scratch
@@ -33,7 +53,7 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 		defer src.Close()
 		files, mode, land = 1, uint32(info.Mode().Perm()), placeFileScript
 	} else {
-		tmp, err := os.MkdirTemp("", hostTempPattern)
+		tmp, err := archiveDir()
 		if err != nil {
 			return 0, 0, err
 		}

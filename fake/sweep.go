@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/liveness"
 )
 
 // A worker killed outright (SIGKILL, OOM) ends nothing: its commands'
@@ -25,13 +26,12 @@ import (
 // subreaper, so all its leases' processes are, whatever their marker
 // says), nor this worker and its ancestors. A root without an owner file
 // is one a worker is creating right now, or whose worker died in that
-// instant; an empty one older than ownerlessGrace is removed. If the
-// processes cannot be confirmed gone, the roots stay for the next sweep.
-
-// ownerlessGrace is how old an empty root without an owner file must be
-// before a sweep removes it: its creator writes the file right after the
-// directory.
-const ownerlessGrace = time.Minute
+// instant; an empty one that liveness.Abandoned says is old enough is
+// removed. If the processes cannot be confirmed gone, the roots stay for
+// the next sweep. Which root is a dead worker's is internal/liveness's rule
+// (a directory of this user's, never a link, whose owner does not run);
+// the names are the fake's own: a root a command renamed within the temp
+// dir keeps the prefix and is still found.
 
 // sweep ends what dead workers left under the driver's temp dir.
 func (d *Driver) sweep(ctx context.Context) {
@@ -56,7 +56,7 @@ func (d *Driver) sweep(ctx context.Context) {
 		return
 	}
 	for _, p := range found.dead {
-		if err := os.RemoveAll(p); err != nil {
+		if err := liveness.RemoveDir(p); err != nil {
 			log.Warn().Err(err).Msg("fake sweep: a dead worker's root could not be removed")
 		}
 	}
@@ -78,7 +78,7 @@ type roots struct {
 type verdict int
 
 const (
-	rootUnknown   verdict = iota // not a root, or one whose owner cannot be read: not ours to judge
+	rootUnknown   verdict = iota // not a root of this user's, or one whose owner cannot be read: not ours to judge
 	rootLive                     // its owner runs
 	rootDead                     // its owner is dead
 	rootMissing                  // nothing is there (a marker of a root removed)
@@ -101,7 +101,7 @@ func findRoots(tmpDir string, now time.Time) (*roots, error) {
 		case v == rootDead:
 			r.dead = append(r.dead, path)
 			r.moved(o.Root)
-		case v == rootOwnerless && now.Sub(fi.ModTime()) > ownerlessGrace:
+		case v == rootOwnerless && liveness.Abandoned(fi, now):
 			r.abandoned = append(r.abandoned, path)
 		}
 	}
@@ -127,7 +127,7 @@ func (r *roots) judge(path string) (v verdict, fi fs.FileInfo, o rootOwner) {
 	if v, ok := r.verdicts[path]; ok && v != rootOwnerless {
 		return v, nil, rootOwner{}
 	}
-	o, fi, err := ownerOf(path)
+	fi, err := liveness.Of(path, ownerFile, &o)
 	v = rootUnknown
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && fi == nil:
@@ -135,7 +135,7 @@ func (r *roots) judge(path string) (v verdict, fi fs.FileInfo, o rootOwner) {
 	case errors.Is(err, fs.ErrNotExist):
 		v = rootOwnerless
 	case err != nil:
-	case o.alive():
+	case o.Alive():
 		v = rootLive
 		r.owners = append(r.owners, o)
 	default:
@@ -143,28 +143,6 @@ func (r *roots) judge(path string) (v verdict, fi fs.FileInfo, o rootOwner) {
 	}
 	r.verdicts[path] = v
 	return v, fi, o
-}
-
-// ownerOf reads the owner of the root directory at path; fi is the
-// directory, when path is one. A missing path is fs.ErrNotExist with no fi.
-func ownerOf(path string) (rootOwner, fs.FileInfo, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return rootOwner{}, nil, err
-	}
-	if !fi.IsDir() {
-		return rootOwner{}, nil, errors.New("not a directory")
-	}
-	dir, err := os.OpenRoot(path)
-	if err != nil {
-		return rootOwner{}, nil, errors.New("the directory cannot be opened")
-	}
-	defer dir.Close()
-	if held, err := dir.Stat("."); err != nil || !os.SameFile(held, fi) {
-		return rootOwner{}, nil, errors.New("replaced while being read")
-	}
-	o, err := readOwner(dir)
-	return o, fi, err
 }
 
 // leftovers is what of procs a sweep ends: each process attributed to a

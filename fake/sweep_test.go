@@ -16,6 +16,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/liveness"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
@@ -148,7 +149,7 @@ func TestStartEndsWhatAKilledWorkerLeft(t *testing.T) {
 			t.Fatalf("sleep 1000 (%d) did not outlive the killed worker: nothing to sweep", h.pids[0])
 		}
 	}
-	long := time.Now().Add(-2 * ownerlessGrace)
+	long := time.Now().Add(-2 * liveness.OwnerlessGrace)
 	abandoned := filepath.Join(dir, "paperclip-fake-sandbox-abandoned") // its creator died before the owner file
 	older := filepath.Join(dir, "paperclip-fake-sandbox-older")         // an earlier version's root: no owner file
 	young := filepath.Join(dir, "paperclip-fake-sandbox-young")         // being created right now
@@ -203,7 +204,7 @@ func TestSweepLeftovers(t *testing.T) {
 	r := &roots{
 		tmpDir:   tmp,
 		verdicts: map[string]verdict{deadRoot: rootDead, liveRoot: rootLive, goneRoot: rootMissing},
-		owners:   []rootOwner{{PID: b + 50, Start: 5}, {PID: b + 54, Start: 9}},
+		owners:   []rootOwner{{Worker: liveness.Worker{PID: b + 50, Start: 5}}, {Worker: liveness.Worker{PID: b + 54, Start: 9}}},
 	}
 	procs := []proctree.Proc{
 		{PID: parent, PPID: 1, Marker: deadRoot},      // this worker's parent: spared

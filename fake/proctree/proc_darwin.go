@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"sort"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -19,7 +18,7 @@ import (
 // process of the worker's own tree that carries no marker (a stray, while
 // it runs), ps gives start times to the second only, and its environment
 // column cannot be split back into entries. A process's identity is its
-// pid and its start time in microseconds since the epoch.
+// pid and its start time in microseconds since the epoch (liveness.Stat).
 
 // kinfo_proc's p_stat values (<sys/proc.h>).
 const (
@@ -93,20 +92,6 @@ func LeaseProcs(keep func(marker string) bool) []Proc {
 	return append(attributed(Snapshot(tree), Children.GroupMarker, keep), attributed(Snapshot(outside), nil, keep)...)
 }
 
-// Stat reads pid's start time (microseconds since the epoch) and
-// whether it is a zombie.
-func Stat(pid int) (start uint64, zombie bool, err error) {
-	k, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
-	if err != nil {
-		return 0, false, err // no such process: the record is empty (EIO)
-	}
-	if int(k.Proc.P_pid) != pid {
-		return 0, false, errors.New("kern.proc.pid answered for another process")
-	}
-	t := k.Proc.P_starttime
-	return uint64(t.Sec)*1_000_000 + uint64(t.Usec), k.Proc.P_stat == statZombie, nil
-}
-
 // processEnv is pid's environment as it was exec'ed: NUL-separated
 // NAME=value entries (and the kernel's apple strings after them).
 func processEnv(pid int) ([]byte, error) {
@@ -119,13 +104,6 @@ func processEnv(pid int) ([]byte, error) {
 		return nil, errors.New("short kern.procargs2 record")
 	}
 	return env, nil
-}
-
-// BootID names the running boot of the machine (kern.bootsessionuuid);
-// "" when it cannot be read.
-func BootID() string {
-	id, _ := unix.Sysctl("kern.bootsessionuuid")
-	return strings.TrimSpace(id)
 }
 
 // signalProc sends sig to p if p is still the process the snapshot saw:

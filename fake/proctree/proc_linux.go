@@ -1,11 +1,9 @@
 package proctree
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -13,8 +11,9 @@ import (
 )
 
 // The process table on Linux is /proc (internal/procfs). A process's
-// identity is its pid and its start time in clock ticks after boot; its
-// marker is read from /proc/<pid>/environ; signals go through a pidfd.
+// identity is its pid and its start time in clock ticks after boot
+// (liveness.Stat); its marker is read from /proc/<pid>/environ; signals go
+// through a pidfd.
 
 // List is every process of the machine.
 func List() ([]procfs.Proc, error) { return procfs.List() }
@@ -27,34 +26,10 @@ func descendants(pid int) []procfs.Proc { return procfs.Descendants(pid) }
 // whatever a lease's command left behind is below it.
 func LeaseProcs(keep func(marker string) bool) []Proc { return WorkerProcs(keep) }
 
-// Stat reads pid's start time (field 22 of /proc/<pid>/stat) and
-// whether it is a zombie.
-func Stat(pid int) (start uint64, zombie bool, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false, err
-	}
-	// The command name, in parentheses, may hold anything but ends at
-	// the last ")"; the state is the first field after it, starttime the
-	// 20th.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 20 {
-		return 0, false, errors.New("short stat line")
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	return start, f[0] == "Z", err
-}
-
 // processEnv is pid's environment as it was exec'ed: NUL-separated
 // NAME=value entries.
 func processEnv(pid int) ([]byte, error) {
 	return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-}
-
-// BootID names the running boot of the machine; "" when it cannot be read.
-func BootID() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return strings.TrimSpace(string(b))
 }
 
 // signalProc sends sig to p if p is still the process the snapshot saw: a

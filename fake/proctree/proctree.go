@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/liveness"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 )
 
@@ -103,6 +104,10 @@ func Attribute(procs []Proc, groupMarker func(pgid int) string) map[int]string {
 	return out
 }
 
+// Stat reads pid's start time and whether it is a zombie: liveness.Stat, the
+// one reading of a process's identity, which a sweep's liveness rule shares.
+func Stat(pid int) (start uint64, zombie bool, err error) { return liveness.Stat(pid) }
+
 // StartTime is when process pid started (Stat).
 func StartTime(pid int) (uint64, error) {
 	start, _, err := Stat(pid)
@@ -110,10 +115,7 @@ func StartTime(pid int) (uint64, error) {
 }
 
 // Alive reports whether p is still the live process the snapshot saw.
-func (p Proc) Alive() bool {
-	start, zombie, err := Stat(p.PID)
-	return err == nil && start == p.Start && !zombie
-}
+func (p Proc) Alive() bool { return liveness.Running(p.PID, p.Start) }
 
 // markerOf is pid's MarkerVar, "" when it has none or its environment
 // cannot be read (another user's process, or one that just exited).

@@ -1,0 +1,163 @@
+package createos
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/liveness"
+)
+
+// A worker killed outright (SIGKILL, OOM) leaves its host temp files: the
+// archive directory of an inbound directory mapping it was syncing
+// (archiveDir), as large as the archive. Each such directory records the
+// worker that made it (ownerFile), so a starting driver removes, in the
+// background, those whose worker is dead by internal/liveness's rule: only
+// entries of os.TempDir() named exactly as archiveDir names them,
+// directories of this user's reached without a link, whose owner does not
+// run. A directory without an owner file is one a worker is making now, or
+// whose worker died in that instant; an empty one liveness.Abandoned says
+// is old enough is removed. A live worker's directory, this worker's
+// included, is never touched.
+
+// ownerFile, in each archive directory, names the worker that made it.
+const ownerFile = ".paperclip-createos-owner"
+
+// claim records this worker as the owner of the directory at path, which
+// it has just made.
+func claim(path string) error {
+	me, err := liveness.Self()
+	if err != nil {
+		return err
+	}
+	dir, err := os.OpenRoot(path)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return liveness.Write(dir, ownerFile, me)
+}
+
+// madeByArchiveDir reports whether name is one os.MkdirTemp makes from
+// archiveTempPattern: the pattern, then the decimal digits of a random
+// uint32.
+func madeByArchiveDir(name string) bool {
+	n, ok := strings.CutPrefix(name, archiveTempPattern)
+	if !ok || n == "" || len(n) > 10 {
+		return false
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// leftover is what a sweep makes of an entry of the temp dir.
+type leftover int
+
+const (
+	keep      leftover = iota // not a dead worker's: a live one's, another user's, a link, a name of another's
+	deadOwner                 // an archive directory whose worker is dead: removed whole
+	abandoned                 // an empty archive directory without an owner file, long made: removed while empty
+)
+
+// judge says what the entry name of tmpDir is, as of now.
+func judge(tmpDir, name string, now time.Time) leftover {
+	if !madeByArchiveDir(name) {
+		return keep
+	}
+	var w liveness.Worker
+	fi, err := liveness.Of(filepath.Join(tmpDir, name), ownerFile, &w)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && fi != nil && liveness.Abandoned(fi, now):
+		return abandoned
+	case err != nil, w.Alive():
+		return keep
+	}
+	return deadOwner
+}
+
+// sweepTemp removes from tmpDir the archive directories of dead workers.
+func sweepTemp(ctx context.Context, tmpDir string) {
+	log := zerolog.Ctx(ctx)
+	entries, err := os.ReadDir(tmpDir)
+	if err != nil {
+		log.Debug().Err(err).Msg("createos sweep: the temp dir cannot be read")
+		return
+	}
+	now, removed := time.Now(), 0
+	for _, e := range entries {
+		if ctx.Err() != nil {
+			return
+		}
+		path := filepath.Join(tmpDir, e.Name())
+		switch judge(tmpDir, e.Name(), now) {
+		case deadOwner:
+			if err := liveness.RemoveDir(path); err != nil {
+				log.Warn().Err(err).Msg("createos sweep: a dead worker's temp dir could not be removed")
+				continue
+			}
+			removed++
+		case abandoned:
+			if os.Remove(path) == nil { // only while still empty
+				removed++
+			}
+		}
+	}
+	if removed > 0 {
+		log.Info().Int("dirs", removed).Msg("createos sweep: removed what dead workers left in the temp dir")
+	}
+}
+
+// sweeper owns the sweep a driver's Start runs in the background: Close
+// stops it and waits for it to end. The zero value is ready.
+type sweeper struct {
+	mu     sync.Mutex
+	closed bool
+	stop   context.CancelFunc
+	done   chan struct{} // closed when the sweep is over; nil while none started
+}
+
+// start sweeps tmpDir in the background, once, unless the driver closed.
+// The sweep logs through ctx's logger and outlives ctx.
+func (s *sweeper) start(ctx context.Context, tmpDir string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.done != nil {
+		return
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	s.stop, s.done = cancel, done
+	go func() {
+		defer close(done)
+		defer cancel()
+		sweepTemp(sctx, tmpDir)
+	}()
+}
+
+// close stops the sweep, if one runs, and waits for it to end (or for ctx);
+// no sweep starts after it.
+func (s *sweeper) close(ctx context.Context) {
+	s.mu.Lock()
+	s.closed = true
+	stop, done := s.stop, s.done
+	s.mu.Unlock()
+	if done == nil {
+		return
+	}
+	stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,330 @@
+package createos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/liveness"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
+)
+
+// sweepHelperEnv, set to a source directory, makes the test binary a
+// worker syncing it in (TestSweepHelperWorkerSyncingIn).
+const sweepHelperEnv = "CREATEOS_TEST_SWEEP_HELPER_SOURCE"
+
+// hostTempDirs is what of the driver's host temp directories is in dir.
+func hostTempDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	left, err := filepath.Glob(filepath.Join(dir, ".paperclip-createos-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left
+}
+
+// startAndClose starts a driver, as a new worker does when the host
+// initializes it, waits for the start's sweep to end, and closes the
+// driver.
+func startAndClose(t *testing.T) {
+	t.Helper()
+	d := New(WithGetenv(func(string) string { return "" }))
+	d.Start(t.Context())
+	d.sweep.mu.Lock()
+	done := d.sweep.done
+	d.sweep.mu.Unlock()
+	if done == nil {
+		t.Fatal("Start began no sweep")
+	}
+	<-done
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A worker SIGKILLed while it uploads a directory mapping leaves the
+// mapping's archive in its TMPDIR; the next worker on that TMPDIR removes
+// it when it starts.
+func TestSweepRemovesTheArchiveOfAWorkerKilledMidSync(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	src := filepath.Join(tmp, "source")
+	testkit.WriteFile(t, filepath.Join(src, "big"), strings.Repeat("x", 1<<20), 0o600)
+
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^TestSweepHelperWorkerSyncingIn$")
+	cmd.Env = append(os.Environ(), sweepHelperEnv+"="+src)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(out)
+	for lines.Scan() && lines.Text() != "uploading" {
+	}
+	if len(hostTempDirs(t, tmp)) != 1 {
+		t.Fatalf("while the helper uploads, its TMPDIR holds %v: want its archive directory", hostTempDirs(t, tmp))
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	left := hostTempDirs(t, tmp)
+	if len(left) != 1 {
+		t.Fatalf("after the helper was killed its TMPDIR holds %v: no archive to sweep", left)
+	}
+
+	startAndClose(t)
+	if _, err := os.Lstat(left[0]); !os.IsNotExist(err) {
+		t.Errorf("the killed worker's archive %s is left after a new worker started: %v", left[0], err)
+	}
+	if _, err := os.Lstat(filepath.Join(src, "big")); err != nil {
+		t.Errorf("the sync's source was touched: %v", err)
+	}
+}
+
+// TestSweepHelperWorkerSyncingIn is the worker
+// TestSweepRemovesTheArchiveOfAWorkerKilledMidSync kills: it syncs the
+// directory sweepHelperEnv names into a stub sandbox, prints "uploading"
+// once the archive's upload arrives, and holds the upload until its stdin
+// closes.
+func TestSweepHelperWorkerSyncingIn(t *testing.T) {
+	src := os.Getenv(sweepHelperEnv)
+	if src == "" {
+		t.Skip("a helper process of TestSweepRemovesTheArchiveOfAWorkerKilledMidSync")
+	}
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		_, _ = io.Copy(io.Discard, os.Stdin)
+	}()
+	s := newSyncStub(t)
+	s.stub.hook = func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/files") && !strings.HasSuffix(r.URL.Query().Get("path"), ".paperclip-createos-lease") {
+			fmt.Println("uploading")
+			<-released
+		}
+		return s.serveSync(w, r, body)
+	}
+	in := handlers.SyncFileMapping{SourcePath: src, TargetPath: "/paperclip-workspace/project", Kind: "directory"}
+	_, _ = s.d.SyncIn(t.Context(), s.params(op("in", in)))
+}
+
+// A starting worker removes from its TMPDIR the archive directories whose
+// worker is provably dead, and nothing else: not a live worker's, not
+// another user's, not a link (nor what it names), not a name another
+// makes, not a directory whose owner cannot be read.
+func TestSweepRemovesOnlyDeadWorkersArchives(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	me, err := liveness.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reused, otherBoot := me, me
+	reused.Start++
+	otherBoot.Boot = "another boot"
+	dead := exitedWorker(t)
+	outside := filepath.Join(tmp, "outside")
+	testkit.WriteFile(t, filepath.Join(outside, "precious"), "keep", 0o600)
+	linked := filepath.Join(tmp, "linked")
+	madeArchive(t, linked, dead)
+	long := time.Now().Add(-2 * liveness.OwnerlessGrace)
+
+	type entry struct {
+		name, why string
+		make      func(p string)
+		removed   bool
+	}
+	entries := []entry{
+		{".paperclip-createos-archive-101", "a worker that exited", func(p string) { madeArchive(t, p, dead) }, true},
+		{".paperclip-createos-archive-102", "a pid reused since", func(p string) { madeArchive(t, p, reused) }, true},
+		{".paperclip-createos-archive-103", "a worker of another boot", func(p string) { madeArchive(t, p, otherBoot) }, true},
+		{".paperclip-createos-archive-104", "a dead worker's, holding links out", func(p string) {
+			madeArchive(t, p, dead)
+			mustSymlink(t, outside, filepath.Join(p, "to-dir"))
+			mustSymlink(t, filepath.Join(outside, "precious"), filepath.Join(p, "to-file"))
+		}, true},
+		{".paperclip-createos-archive-105", "empty, no owner file, long made", func(p string) {
+			mustMkdir(t, p)
+			mustChtimes(t, p, long)
+		}, true},
+		{".paperclip-createos-archive-201", "this worker's", func(p string) { madeArchive(t, p, me) }, false},
+		{".paperclip-createos-archive-202", "a link to a dead worker's", func(p string) { mustSymlink(t, linked, p) }, false},
+		{".paperclip-createos-archive-203", "an owner file that is a link to a dead worker's", func(p string) {
+			mustMkdir(t, p)
+			mustSymlink(t, filepath.Join(linked, ownerFile), filepath.Join(p, ownerFile))
+		}, false},
+		{".paperclip-createos-archive-204", "an owner file that is no record", func(p string) {
+			testkit.WriteFile(t, filepath.Join(p, ownerFile), "not json", 0o600)
+		}, false},
+		{".paperclip-createos-archive-205", "a file", func(p string) { testkit.WriteFile(t, p, "x", 0o600) }, false},
+		{".paperclip-createos-archive-206", "empty, no owner file, just made", func(p string) { mustMkdir(t, p) }, false},
+		{".paperclip-createos-archive-207", "no owner file, not empty, long made", func(p string) {
+			testkit.WriteFile(t, filepath.Join(p, "data"), "x", 0o600)
+			mustChtimes(t, p, long)
+		}, false},
+		{".paperclip-createos-301", "a landing's name", func(p string) { madeArchive(t, p, dead) }, false},
+		{".paperclip-createos-archive-3x", "a name MkdirTemp does not make", func(p string) { madeArchive(t, p, dead) }, false},
+		{"paperclip-createos-archive-303", "another name", func(p string) { madeArchive(t, p, dead) }, false},
+	}
+	if os.Geteuid() == 0 {
+		entries = append(entries, entry{".paperclip-createos-archive-401", "another user's", func(p string) {
+			madeArchive(t, p, dead)
+			if err := os.Chown(p, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}, false})
+	}
+	for _, e := range entries {
+		e.make(filepath.Join(tmp, e.name))
+	}
+
+	startAndClose(t)
+	for _, e := range entries {
+		_, err := os.Lstat(filepath.Join(tmp, e.name))
+		if gone := os.IsNotExist(err); gone != e.removed {
+			t.Errorf("%s (%s): removed %v, want %v (%v)", e.name, e.why, gone, e.removed, err)
+		}
+	}
+	for _, p := range []string{filepath.Join(outside, "precious"), filepath.Join(linked, "data")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s, named by a link, was touched: %v", p, err)
+		}
+	}
+}
+
+// A driver closed before it starts sweeps nothing: no sweep outlives it.
+func TestSweepNeverStartsAfterClose(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	p := filepath.Join(tmp, ".paperclip-createos-archive-1")
+	madeArchive(t, p, exitedWorker(t))
+	d := New(WithGetenv(func(string) string { return "" }))
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d.Start(t.Context())
+	if _, err := os.Lstat(p); err != nil {
+		t.Errorf("a closed driver swept: %v", err)
+	}
+}
+
+// The sweep is the driver's: Close ends it and returns only once it is
+// over, whatever it had left to do.
+func TestSweepEndsBeforeCloseReturns(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := exitedWorker(t)
+	for i := range 500 {
+		madeArchive(t, filepath.Join(tmp, fmt.Sprintf(".paperclip-createos-archive-%d", i)), dead)
+	}
+	d := New(WithGetenv(func(string) string { return "" }))
+	d.Start(t.Context())
+	d.sweep.mu.Lock()
+	done := d.sweep.done
+	d.sweep.mu.Unlock()
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	default:
+		t.Error("the sweep outlived Close")
+	}
+}
+
+func TestSweepKnowsTheNamesArchiveDirMakes(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	for range 20 {
+		p, err := archiveDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !madeByArchiveDir(filepath.Base(p)) {
+			t.Errorf("archiveDir made %s, a name the sweep does not look for", p)
+		}
+		var w liveness.Worker
+		if _, err := liveness.Of(p, ownerFile, &w); err != nil || !w.Alive() {
+			t.Errorf("%s records %+v (%v), not this worker", p, w, err)
+		}
+	}
+	for _, name := range []string{
+		".paperclip-createos-archive-", ".paperclip-createos-archive-12345678901", ".paperclip-createos-archive-1a",
+		".paperclip-createos-archive--1", ".paperclip-createos-archive-1 ", ".paperclip-createos-1", "x.paperclip-createos-archive-1",
+	} {
+		if madeByArchiveDir(name) {
+			t.Errorf("%q is taken for a name archiveDir makes", name)
+		}
+	}
+}
+
+// exitedWorker is a worker that ran in this boot and has exited: a child
+// of the test, read before it was reaped.
+func exitedWorker(t *testing.T) liveness.Worker {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	start, _, err := liveness.Stat(cmd.Process.Pid) // running or a zombie: not reaped yet
+	if werr := cmd.Wait(); err != nil || werr != nil {
+		t.Fatalf("stat %v, wait %v", err, werr)
+	}
+	return liveness.Worker{PID: cmd.Process.Pid, Start: start, Boot: liveness.BootID()}
+}
+
+// madeArchive makes an archive directory at p, as archiveDir does, made by w.
+func madeArchive(t *testing.T, p string, w liveness.Worker) {
+	t.Helper()
+	mustMkdir(t, p)
+	b, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WriteFile(t, filepath.Join(p, ownerFile), string(b), 0o600)
+	testkit.WriteFile(t, filepath.Join(p, "data"), "archive", 0o600)
+}
+
+func mustMkdir(t *testing.T, p string) {
+	t.Helper()
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustSymlink(t *testing.T, target, p string) {
+	t.Helper()
+	if err := os.Symlink(target, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustChtimes(t *testing.T, p string, at time.Time) {
+	t.Helper()
+	if err := os.Chtimes(p, at, at); err != nil {
+		t.Fatal(err)
+	}
+}
