@@ -22,8 +22,9 @@ import (
 // operations then apply in array order, each one's post-upload commands
 // after its files, and the first failure fails the call (earlier
 // operations stay applied). The path and symlink rules are in
-// sync_confine.go, the copy in sync_copy.go, the commands in sync_post.go;
-// exclude lists mean what syncrule.Exclude says (the host's reading).
+// sync_confine.go, the copy in sync_copy.go and, for a directory's walk,
+// sync_walk.go, the commands in sync_post.go; exclude lists mean what
+// syncrule.Exclude says (the host's reading).
 //
 // Semantics chosen for the fake:
 //   - a file mapping writes targetPath itself; a directory mapping merges
@@ -250,9 +251,9 @@ func (s *syncer) operation(ctx context.Context, op operationPlan) (handlers.Sync
 		}
 		c := &copier{ctx: ctx, follow: m.follow, exclude: m.exclude, hostSrc: s.in}
 		if s.in {
-			c.src, c.dst = hostFS{}, s.root
+			c.src, c.dst = tracked(hostFS{}), tracked(rootFS{s.root})
 		} else {
-			c.src, c.dst = s.root, hostFS{}
+			c.src, c.dst = tracked(rootFS{s.root}), tracked(hostFS{})
 		}
 		if err := c.mapping(m); err != nil {
 			return res, errSyncMapping(op.id, m.index, m.from, m.to, err)

@@ -15,8 +15,9 @@ import (
 // (syncrule.SandboxPath) that lie in the lease root (the host builds them from remoteCwd, which is
 // <root>/workspace). They are mapped to names relative to the root, and
 // every sandbox-side access goes through the os.Root the lease holds open
-// from acquire (rootdir.go), so neither a symlink inside the lease nor one
-// put in the root's place can lead a sync out of it. Host paths
+// from acquire (rootdir.go), or through a directory a sync's walk opened
+// through it and holds (sync_walk.go), so neither a symlink inside the
+// lease nor one put in the root's place can lead a sync out of it. Host paths
 // are the host's own: they must be absolute and are used as given.
 //
 // Symlinks copied without followSymlinks are kept with their target as

@@ -9,20 +9,18 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
-	"slices"
-	"strings"
 	"syscall"
-
-	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
-// fsys is one side of a copy. *os.Root is the sandbox side (names relative
-// to the lease root); hostFS is the host side (absolute names).
+// fsys is one side of a copy: a directory held open (rootFS: the lease
+// root, a host source's tree, or a directory the walk opened), whose
+// names are relative to it, or the host's file system (hostFS), whose
+// names are absolute. A directory mapping is walked with each directory
+// held open on both sides (sync_walk.go).
 type fsys interface {
 	Lstat(name string) (fs.FileInfo, error)
 	Stat(name string) (fs.FileInfo, error)
@@ -34,9 +32,30 @@ type fsys interface {
 	Rename(oldname, newname string) error
 	Symlink(oldname, newname string) error
 	Remove(name string) error
+	// OpenDir opens the directory name (a final symlink is followed,
+	// inside a root only) as a file system of its own, held open until
+	// its Close.
+	OpenDir(name string) (fsys, error)
+	// Close closes a directory OpenDir opened; a copy never closes the
+	// file systems it starts from.
+	Close() error
 }
 
-var _ fsys = (*os.Root)(nil)
+var _, _ fsys = rootFS{}, hostFS{}
+
+// rootFS is a directory held open as an *os.Root: no name leads out of it.
+type rootFS struct{ *os.Root }
+
+// OpenDir opens name/. rather than name: os.Root opens every component
+// but the last as a directory only (O_DIRECTORY), which never waits on a
+// FIFO put in the directory's place, and the last one without that flag.
+func (r rootFS) OpenDir(name string) (fsys, error) {
+	d, err := r.OpenRoot(name + "/.")
+	if err != nil {
+		return nil, err
+	}
+	return rootFS{d}, nil
+}
 
 // hostFS is the host's file system, unconfined: host paths are the host's.
 type hostFS struct{}
@@ -53,6 +72,28 @@ func (hostFS) Chmod(name string, mode fs.FileMode) error    { return os.Chmod(na
 func (hostFS) Rename(oldname, newname string) error         { return os.Rename(oldname, newname) }
 func (hostFS) Symlink(oldname, newname string) error        { return os.Symlink(oldname, newname) }
 func (hostFS) Remove(name string) error                     { return os.Remove(name) }
+func (hostFS) Close() error                                 { return nil }
+
+// OpenDir opens name/., which the system resolves as a directory only, as
+// rootFS.OpenDir does.
+func (hostFS) OpenDir(name string) (fsys, error) {
+	d, err := os.OpenRoot(name + "/.")
+	if err != nil {
+		return nil, err
+	}
+	return rootFS{d}, nil
+}
+
+// syncFSHook, when set (tests only), wraps each file system a copy
+// starts from: the lease root, the host, a host source's tree.
+var syncFSHook func(fsys) fsys
+
+func tracked(f fsys) fsys {
+	if h := syncFSHook; h != nil {
+		return h(f)
+	}
+	return f
+}
 
 // syncCreateHook, when set (tests only), sees every file and directory a
 // sync creates, right after creation and before anything is written to it.
@@ -64,6 +105,23 @@ func created(name string, fi fs.FileInfo) {
 	}
 }
 
+// ref is a name on one side of a copy: name in the directory dir. Joined,
+// top and rel name it from the file system the side started from (rel
+// is nil for top itself); that whole name is built only when something
+// needs it (a test's hook, a link that leads out of its own directory).
+type ref struct {
+	dir  fsys
+	name string
+	top  string
+	rel  *relPath
+}
+
+// topRef is name on f, a file system a copy starts from.
+func topRef(f fsys, name string) ref { return ref{dir: f, name: name, top: name} }
+
+// path is r's name from the file system its side started from.
+func (r ref) path() string { return filepath.Join(r.top, filepath.FromSlash(r.rel.String())) }
+
 // copier copies one mapping and counts what it wrote. Every file lands
 // through a 0600 temp file in the target directory that is filled,
 // chmod-ed and renamed into place (no fsync: like tar and the host's own
@@ -72,10 +130,13 @@ func created(name string, fi fs.FileInfo) {
 // starts at 0700 and gets its final mode once its contents are in. No
 // entry is ever more open than its final mode.
 type copier struct {
-	ctx      context.Context
-	src, dst fsys
-	follow   bool
-	exclude  syncrule.Exclude
+	ctx context.Context
+	// src and dst are the file systems the copy starts from; srcTop and
+	// dstTop the directories a directory mapping copies, named on them.
+	src, dst       fsys
+	srcTop, dstTop string
+	follow         bool
+	exclude        syncrule.Exclude
 	// hostSrc: src is the host, whose directory mappings are read as a
 	// safeopen.Tree (hostTree, while one is copied), so that a followed
 	// link never leads out of the mapping's source.
@@ -87,6 +148,10 @@ type copier struct {
 	// the source means the target lies inside the source (possible here,
 	// where host and sandbox share one machine), which would never end.
 	targets map[fileID]bool
+	// walking are the source directories being copied, from the
+	// mapping's own down to the one being read: meeting one again through
+	// a followed link is a loop.
+	walking map[fileID]bool
 }
 
 func (c *copier) mapping(m mappingPlan) error {
@@ -94,117 +159,23 @@ func (c *copier) mapping(m mappingPlan) error {
 	if err != nil {
 		return fmt.Errorf("read source: %w", cleanErr(err))
 	}
-	if !m.dir {
-		if !fi.Mode().IsRegular() {
-			return errors.New("the source is not a regular file")
+	if m.dir {
+		if !fi.IsDir() {
+			return errors.New("the source is not a directory")
 		}
-		if err := c.dst.MkdirAll(parent(m.dst), 0o700); err != nil {
-			return fmt.Errorf("create target directory: %w", cleanErr(err))
-		}
-		mode := fi.Mode().Perm()
-		if m.mode != nil {
-			mode = *m.mode
-		}
-		return c.file(m.src, m.dst, fi, true, mode)
+		return c.directory(m, fi)
 	}
-	if !fi.IsDir() {
-		return errors.New("the source is not a directory")
-	}
-	src := m.src
-	if c.hostSrc {
-		tree, err := c.openHostTree(m.src, fi)
-		if err != nil {
-			return err
-		}
-		defer tree.Close()
-		c.src, c.hostTree, src = tree.Root(), tree, "."
+	if !fi.Mode().IsRegular() {
+		return errors.New("the source is not a regular file")
 	}
 	if err := c.dst.MkdirAll(parent(m.dst), 0o700); err != nil {
 		return fmt.Errorf("create target directory: %w", cleanErr(err))
 	}
-	made, err := c.ensureDir(m.dst, true)
-	if errors.Is(err, errNotDir) {
-		return fmt.Errorf("the target %w", err)
-	} else if err != nil {
-		return fmt.Errorf("the target: %w", err)
+	mode := fi.Mode().Perm()
+	if m.mode != nil {
+		mode = *m.mode
 	}
-	if err := c.tree(src, m.dst, ".", fi, true, []fileID{idOf(fi)}); err != nil {
-		return err
-	}
-	switch {
-	case m.mode != nil:
-		return c.chmod(m.dst, *m.mode)
-	case made:
-		return c.chmod(m.dst, fi.Mode().Perm())
-	}
-	return nil
-}
-
-// tree copies the contents of directory src to dst; rel is their path
-// relative to the mapping's directories, fi and followed what the copy saw
-// of src (see openSource), ancestors the identities of the source
-// directories being copied (for loops through followed links).
-func (c *copier) tree(src, dst, rel string, fi fs.FileInfo, followed bool, ancestors []fileID) error {
-	d, err := openSource(c.src, src, fi, followed)
-	if err != nil {
-		return fmt.Errorf("read source directory %s: %w", rel, c.srcErr(err))
-	}
-	entries, err := d.ReadDir(-1)
-	d.Close()
-	if err != nil {
-		return fmt.Errorf("read source directory %s: %w", rel, c.srcErr(err))
-	}
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	for _, e := range entries {
-		if err := context.Cause(c.ctx); err != nil {
-			return err
-		}
-		erel := path.Join(rel, e.Name())
-		if c.exclude.Match(erel) {
-			continue
-		}
-		if err := c.entry(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), erel, ancestors); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// entry copies one entry s of a source directory to t; erel is its path
-// relative to the mapping's directories. A symlink is recreated, or
-// followed with follow; what is neither a file nor a directory is skipped.
-func (c *copier) entry(s, t, erel string, ancestors []fileID) error {
-	fi, err := c.src.Lstat(s)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", erel, c.srcErr(err))
-	}
-	followed := fi.Mode()&fs.ModeSymlink != 0
-	if followed {
-		if !c.follow {
-			return c.link(s, t, erel)
-		}
-		if s, fi, followed, err = c.followLink(s, erel); err != nil {
-			return err
-		}
-	}
-	switch {
-	case fi.IsDir():
-		id := idOf(fi)
-		if id != (fileID{}) && slices.Contains(ancestors, id) {
-			return fmt.Errorf("following symlink %s loops back to a directory being copied", erel)
-		}
-		if id != (fileID{}) && c.targets[id] {
-			return fmt.Errorf("source directory %s is a target of the same copy: the target lies inside the source", erel)
-		}
-		return c.subdir(s, t, erel, fi, followed, append(ancestors, id))
-	case fi.Mode().IsRegular():
-		if err := c.file(s, t, fi, followed, fi.Mode().Perm()); err != nil {
-			return fmt.Errorf("%s: %w", erel, err)
-		}
-	default:
-		zerolog.Ctx(c.ctx).Warn().Str("entry", erel).Stringer("type", fi.Mode().Type()).Msg("sync skipped an entry that is not a file, directory or symlink")
-	}
-	return nil
+	return c.file(topRef(c.src, m.src), topRef(c.dst, m.dst), fi, true, mode)
 }
 
 // openHostTree opens the host directory mapping's source src, which Stat
@@ -223,97 +194,9 @@ func (c *copier) openHostTree(src string, fi fs.FileInfo) (*safeopen.Tree, error
 	return tree, nil
 }
 
-// followLink is where the symlink s leads: the name to read it by, what
-// is there, and whether that name may still be a link (see openSource).
-// A host link is followed only to a name inside the mapping's source
-// (safeopen.Tree.Resolve, both drivers' rule), and the name returned is
-// free of links; a sandbox link is followed by the lease's os.Root, which
-// never leaves the lease root.
-func (c *copier) followLink(s, erel string) (string, fs.FileInfo, bool, error) {
-	if c.hostTree == nil {
-		fi, err := c.src.Stat(s)
-		if err != nil {
-			return "", nil, false, fmt.Errorf("follow symlink %s: %w", erel, cleanErr(err))
-		}
-		return s, fi, true, nil
-	}
-	r, fi, err := c.hostTree.Resolve(filepath.ToSlash(s))
-	switch {
-	case errors.Is(err, safeopen.ErrOutside):
-		return "", nil, false, fmt.Errorf("symlink %s leads outside the source directory: with followSymlinks, fake-plugin follows a host symlink only to a name inside the mapping's source; stage the file inside it or omit followSymlinks", erel)
-	case err != nil:
-		return "", nil, false, fmt.Errorf("follow symlink %s: %w", erel, c.srcErr(err))
-	}
-	return filepath.FromSlash(r), fi, false, nil
-}
-
-// subdir copies source directory s into t, creating t if needed. An
-// existing t must be a real directory: the sync never writes through a
-// symlink it finds in a target tree.
-func (c *copier) subdir(s, t, erel string, fi fs.FileInfo, followed bool, ancestors []fileID) error {
-	made, err := c.ensureDir(t, false)
-	if errors.Is(err, errNotDir) {
-		return fmt.Errorf("target %s %w", erel, err)
-	} else if err != nil {
-		return fmt.Errorf("target %s: %w", erel, err)
-	}
-	if err := c.tree(s, t, erel, fi, followed, ancestors); err != nil {
-		return err
-	}
-	if made {
-		return c.chmod(t, fi.Mode().Perm())
-	}
-	return nil
-}
-
-// errNotDir is ensureDir's error for a name that is something else.
-var errNotDir = errors.New("exists and is not a directory")
-
-// ensureDir makes name a directory (0700 until its contents are in) and
-// reports whether it created it. An existing name must be a directory;
-// follow allows a symlink to one (only for a mapping's own target). A
-// concurrent sync creating the same directory is not an error.
-func (c *copier) ensureDir(name string, follow bool) (bool, error) {
-	err := c.dst.Mkdir(name, 0o700)
-	if err == nil {
-		if syncCreateHook != nil {
-			if fi, err := c.dst.Lstat(name); err == nil {
-				created(name, fi)
-			}
-		}
-		c.target(name)
-		return true, nil
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return false, fmt.Errorf("create directory: %w", cleanErr(err))
-	}
-	stat := c.dst.Lstat
-	if follow {
-		stat = c.dst.Stat
-	}
-	fi, err := stat(name)
-	if err != nil {
-		return false, fmt.Errorf("read directory: %w", cleanErr(err))
-	}
-	if !fi.IsDir() {
-		return false, errNotDir
-	}
-	c.target(name)
-	return false, nil
-}
-
-// target records directory name as one being written.
-func (c *copier) target(name string) {
-	if fi, err := c.dst.Stat(name); err == nil {
-		if c.targets == nil {
-			c.targets = map[fileID]bool{}
-		}
-		c.targets[idOf(fi)] = true
-	}
-}
-
-func (c *copier) chmod(name string, mode fs.FileMode) error {
-	if err := c.dst.Chmod(name, mode); err != nil {
+// chmod sets the mode of the directory d holds.
+func (c *copier) chmod(d fsys, mode fs.FileMode) error {
+	if err := d.Chmod(".", mode); err != nil {
 		return fmt.Errorf("set mode: %w", cleanErr(err))
 	}
 	return nil
@@ -323,20 +206,20 @@ func (c *copier) chmod(name string, mode fs.FileMode) error {
 // without -h does: the copy never follows a link it writes, and every
 // sandbox-side access goes through the lease's os.Root, so a target that
 // points elsewhere is only text.
-func (c *copier) link(s, t, erel string) error {
-	target, err := c.src.Readlink(s)
+func (c *copier) link(s, t ref, erel *relPath) error {
+	target, err := s.dir.Readlink(s.name)
 	if err != nil {
 		return fmt.Errorf("read symlink %s: %w", erel, c.srcErr(err))
 	}
-	if ti, err := c.dst.Lstat(t); err == nil && ti.IsDir() {
+	if ti, err := t.dir.Lstat(t.name); err == nil && ti.IsDir() {
 		return fmt.Errorf("target %s exists and is a directory", erel)
 	}
-	tmp := tempName(t)
-	if err := c.dst.Symlink(target, tmp); err != nil {
+	tmp := tempName(t.name)
+	if err := t.dir.Symlink(target, tmp); err != nil {
 		return fmt.Errorf("create symlink %s: %w", erel, cleanErr(err))
 	}
-	if err := c.dst.Rename(tmp, t); err != nil {
-		_ = c.dst.Remove(tmp)
+	if err := t.dir.Rename(tmp, t.name); err != nil {
+		_ = t.dir.Remove(tmp)
 		return fmt.Errorf("place symlink %s: %w", erel, cleanErr(err))
 	}
 	return nil
@@ -344,31 +227,31 @@ func (c *copier) link(s, t, erel string) error {
 
 // file copies regular file s to t with the final mode mode; fi and
 // followed are what the copy saw of s (see openSource).
-func (c *copier) file(s, t string, fi fs.FileInfo, followed bool, mode fs.FileMode) (err error) {
-	if ti, err := c.dst.Lstat(t); err == nil && ti.IsDir() {
+func (c *copier) file(s, t ref, fi fs.FileInfo, followed bool, mode fs.FileMode) (err error) {
+	if ti, err := t.dir.Lstat(t.name); err == nil && ti.IsDir() {
 		return errors.New("the target exists and is a directory")
 	}
-	in, err := openSource(c.src, s, fi, followed)
+	in, err := openSource(s, fi, followed)
 	if errors.Is(err, errChanged) {
 		return err
 	} else if err != nil {
 		return fmt.Errorf("read source: %w", c.srcErr(err))
 	}
 	defer in.Close()
-	tmp := tempName(t)
-	out, err := c.dst.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	tmp := tempName(t.name)
+	out, err := t.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("create temp file: %w", cleanErr(err))
 	}
 	defer func() {
 		if err != nil {
 			out.Close()
-			_ = c.dst.Remove(tmp)
+			_ = t.dir.Remove(tmp)
 		}
 	}()
 	if syncCreateHook != nil {
 		if fi, err := out.Stat(); err == nil {
-			created(tmp, fi)
+			created(filepath.Join(parent(t.path()), filepath.Base(tmp)), fi)
 		}
 	}
 	n, err := copyFile(c.ctx, out, in)
@@ -381,7 +264,7 @@ func (c *copier) file(s, t string, fi fs.FileInfo, followed bool, mode fs.FileMo
 	if err := out.Close(); err != nil {
 		return fmt.Errorf("close: %w", cleanErr(err))
 	}
-	if err := c.dst.Rename(tmp, t); err != nil {
+	if err := t.dir.Rename(tmp, t.name); err != nil {
 		return fmt.Errorf("rename into place: %w", cleanErr(err))
 	}
 	c.files++

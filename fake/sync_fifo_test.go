@@ -129,3 +129,48 @@ func fifoWaiting() bool {
 	}
 	return false
 }
+
+// A directory that a command replaces by a FIFO between the copy's look
+// at it and its open (which holds it open for the walk) neither wedges
+// the sync nor is read: the open is a directory's only.
+func TestSyncNeverBlocksOnAFIFOSwappedForADirectory(t *testing.T) {
+	for _, in := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sync-out", true: "sync-in"}[in], func(t *testing.T) {
+			e := newSyncEnv(t, nil)
+			side := e.ws
+			if in {
+				side = e.host
+			}
+			syncWriteTree(t, side, map[string]string{"src/d/x": "regular"})
+			fifo, target := filepath.Join(side, "fifo"), filepath.Join(side, "src", "d")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Skipf("mkfifo: %v", err)
+			}
+			var once sync.Once
+			syncOpenHook = func(name string) {
+				if filepath.Base(name) == "d" { // host names are relative to the source
+					once.Do(func() {
+						if err := os.Rename(target, target+"-moved"); err != nil {
+							t.Errorf("move the directory: %v", err)
+						}
+						if err := os.Rename(fifo, target); err != nil {
+							t.Errorf("swap in the FIFO: %v", err)
+						}
+					})
+				}
+			}
+			t.Cleanup(func() { syncOpenHook = nil })
+			err := syncWithoutFIFOWait(t, target, func() error {
+				if in {
+					_, err := e.in(syncOp("in", handlers.SyncFileMapping{SourcePath: filepath.Join(side, "src"), TargetPath: e.ws + "/dst", Kind: "directory"}))
+					return err
+				}
+				_, err := e.out(syncOp("out", handlers.SyncFileMapping{SourcePath: e.ws + "/src", TargetPath: filepath.Join(e.host, "dst"), Kind: "directory"}))
+				return err
+			})
+			if err == nil || !strings.Contains(err.Error(), errChanged.Error()) {
+				t.Fatalf("err = %v, want the FIFO refused", err)
+			}
+		})
+	}
+}

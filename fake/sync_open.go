@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen"
 )
@@ -25,16 +26,39 @@ var syncOpenHook func(name string)
 // or another file.
 var errChanged = errors.New("the source changed while it was being copied")
 
-// openSource opens name on side f for reading, as safeopen.OpenAsSeen
-// does for both drivers: want is what the copy's Lstat (or, through a
-// followed link, Stat) saw; followed says whether name may be a link.
-func openSource(f fsys, name string, want fs.FileInfo, followed bool) (*os.File, error) {
+// openSource opens s for reading, as safeopen.OpenAsSeen does for both
+// drivers: want is what the copy's Lstat (or, through a followed link,
+// Stat) saw; followed says whether s may be a link.
+func openSource(s ref, want fs.FileInfo, followed bool) (*os.File, error) {
 	if h := syncOpenHook; h != nil {
-		h(name)
+		h(s.path())
 	}
-	file, err := safeopen.OpenAsSeen(f.OpenFile, name, want, followed)
+	file, err := safeopen.OpenAsSeen(s.dir.OpenFile, s.name, want, followed)
 	if errors.Is(err, safeopen.ErrChanged) {
 		return nil, errChanged
 	}
 	return file, err
+}
+
+// openSourceDir opens the source directory s, held open for the walk
+// (fsys.OpenDir), under openSource's rule: the handle must be the
+// directory seen as want, so a link swapped in for a directory is refused
+// unless it leads to that very directory. OpenDir never blocks on what is
+// no directory, and follows a link only inside the root s is reached
+// through.
+func openSourceDir(s ref, want fs.FileInfo) (fsys, error) {
+	if h := syncOpenHook; h != nil {
+		h(s.path())
+	}
+	d, err := s.dir.OpenDir(s.name)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, errChanged
+	} else if err != nil {
+		return nil, err
+	}
+	if got, err := d.Stat("."); err != nil || !os.SameFile(got, want) {
+		d.Close()
+		return nil, errChanged
+	}
+	return d, nil
 }

@@ -33,6 +33,16 @@ var ErrLoop = errors.New("too many levels of symbolic links")
 // MAXSYMLINKS).
 const maxLinks = 40
 
+// lookHook, when set (tests only), sees every name Resolve looks up, as
+// it hands it to the os.Root it looks in.
+var lookHook func(name string)
+
+func look(name string) {
+	if h := lookHook; h != nil {
+		h(name)
+	}
+}
+
 // Tree is a directory tree read through its open root. Names are slash
 // paths relative to the root ("." is the root).
 type Tree struct {
@@ -129,11 +139,17 @@ func (t *Tree) Close() error { return t.root.Close() }
 // without following a final link, and check the handle is the file seen
 // (OpenAsSeen). If the tree changes meanwhile, the root handle still
 // keeps every access inside it.
+//
+// Each component is looked up in the directory before it, held open
+// (walked), so a resolution costs one lookup per component it walks:
+// looking each one up by its whole name from the root would cost the sum
+// of their depths, quadratic in a deep name's depth.
 func (t *Tree) Resolve(name string) (string, fs.FileInfo, error) {
 	if isAbs(name) {
 		return "", nil, &fs.PathError{Op: "resolve", Path: name, Err: fs.ErrInvalid}
 	}
-	var done []string // resolved components: real directories, then the last name
+	done := walked{root: t.root} // resolved components: real directories, then the last name
+	defer done.reset()
 	todo := split(name)
 	links := 0
 	var seen fs.FileInfo
@@ -144,46 +160,114 @@ func (t *Tree) Resolve(name string) (string, fs.FileInfo, error) {
 			continue // what precedes is a directory, or it met ENOTDIR below
 		}
 		if c == ".." {
-			if len(done) == 0 {
+			if len(done.names) == 0 {
 				return "", nil, ErrOutside
 			}
-			done, seen = done[:len(done)-1], nil
+			done.pop()
+			seen = nil
 			continue
 		}
-		cur := strings.Join(append(done, c), "/")
-		fi, err := t.root.Lstat(cur)
+		dir, err := done.dir()
 		if err != nil {
 			return "", nil, err
 		}
+		look(c)
+		fi, err := dir.Lstat(c)
+		if err != nil {
+			return "", nil, done.pathErr(err, c)
+		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			if !fi.IsDir() && len(todo) > 0 {
-				return "", nil, &fs.PathError{Op: "resolve", Path: cur, Err: syscall.ENOTDIR}
+				return "", nil, done.pathErr(&fs.PathError{Op: "resolve", Err: syscall.ENOTDIR}, c)
 			}
-			done, seen = append(done, c), fi
+			done.names, seen = append(done.names, c), fi
 			continue
 		}
 		if links++; links > maxLinks {
 			return "", nil, ErrLoop
 		}
-		next, fromRoot, err := t.readLink(cur)
+		next, fromRoot, err := t.readLink(dir, c)
 		if err != nil {
-			return "", nil, err
+			return "", nil, done.pathErr(err, c)
 		}
 		if fromRoot {
-			done = nil
+			done.reset()
 		}
 		todo = append(next, todo...)
 		seen = nil
 	}
-	return t.resolved(done, seen)
+	return t.resolved(done.names, seen)
 }
 
-// readLink is the target of the link cur, in components (see split). An
-// absolute target is the rest after the root's spelling (fromRoot: it is
-// resolved from the root), or ErrOutside when it names no place in the
+// walked is the components a resolution has resolved so far (names),
+// from the root, with the directories among them it looked into held
+// open (dirs[i] holds names[:i+1]).
+type walked struct {
+	root  *os.Root
+	names []string
+	dirs  []*os.Root
+}
+
+// dir is the directory the next component is looked up in: the last of
+// names, opened now if it was not looked into yet. It is opened as
+// name/., so that os.Root opens name as a directory only (O_DIRECTORY),
+// which never waits on a FIFO put in its place.
+func (w *walked) dir() (*os.Root, error) {
+	for len(w.dirs) < len(w.names) {
+		parent := w.root
+		if n := len(w.dirs); n > 0 {
+			parent = w.dirs[n-1]
+		}
+		look(w.names[len(w.dirs)] + "/.")
+		d, err := parent.OpenRoot(w.names[len(w.dirs)] + "/.")
+		if pe, ok := err.(*fs.PathError); ok {
+			pe.Path = strings.Join(w.names[:len(w.dirs)+1], "/")
+		}
+		if err != nil {
+			return nil, err
+		}
+		w.dirs = append(w.dirs, d)
+	}
+	if n := len(w.dirs); n > 0 {
+		return w.dirs[n-1], nil
+	}
+	return w.root, nil
+}
+
+// pop drops the last component (for a "..").
+func (w *walked) pop() {
+	if n := len(w.dirs); n == len(w.names) {
+		w.dirs[n-1].Close()
+		w.dirs = w.dirs[:n-1]
+	}
+	w.names = w.names[:len(w.names)-1]
+}
+
+// reset drops every component (for an absolute link, resolved from the
+// root) and closes what was held open.
+func (w *walked) reset() {
+	for _, d := range w.dirs {
+		d.Close()
+	}
+	w.names, w.dirs = nil, nil
+}
+
+// pathErr is err, a lookup's error for the component c, naming c by its
+// whole name from the root, as a lookup from the root would have.
+func (w *walked) pathErr(err error, c string) error {
+	if pe, ok := err.(*fs.PathError); ok {
+		pe.Path = strings.Join(append(w.names[:len(w.names):len(w.names)], c), "/")
+	}
+	return err
+}
+
+// readLink is the target of the link c in dir, in components (see split).
+// An absolute target is the rest after the root's spelling (fromRoot: it
+// is resolved from the root), or ErrOutside when it names no place in the
 // tree.
-func (t *Tree) readLink(cur string) (next []string, fromRoot bool, err error) {
-	target, err := t.root.Readlink(cur)
+func (t *Tree) readLink(dir *os.Root, c string) (next []string, fromRoot bool, err error) {
+	look(c)
+	target, err := dir.Readlink(c)
 	if err != nil {
 		return nil, false, err
 	}
@@ -203,7 +287,9 @@ func (t *Tree) readLink(cur string) (next []string, fromRoot bool, err error) {
 // it ended at (the root, or a directory reached by ".."), a fresh Lstat.
 func (t *Tree) resolved(done []string, seen fs.FileInfo) (string, fs.FileInfo, error) {
 	if seen == nil {
-		fi, err := t.root.Lstat(strings.Join(append([]string{"."}, done...), "/"))
+		name := strings.Join(append([]string{"."}, done...), "/")
+		look(name)
+		fi, err := t.root.Lstat(name)
 		if err != nil {
 			return "", nil, err
 		}
