@@ -118,6 +118,19 @@ func allWaiting(d *Driver, n int) bool {
 	return false
 }
 
+// polledBatchSim is batchSim behind a gate that pollGather wakes until
+// the test ends.
+func polledBatchSim(t *testing.T) (*gate, *createostest.Server, *Driver, handlers.BaseParams, handlers.Lease) {
+	t.Helper()
+	g := newGate()
+	srv, d, bp, l := batchSim(t, g)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); pollGather(g, stop) }()
+	t.Cleanup(func() { close(stop); <-done })
+	return g, srv, d, bp, l
+}
+
 // pollGather wakes startExecs while executes join (a join does not wait).
 func pollGather(g *gate, stop <-chan struct{}) {
 	t := time.NewTicker(5 * time.Millisecond)
@@ -139,11 +152,7 @@ func pollGather(g *gate, stop <-chan struct{}) {
 // request, and each gets exactly what it would alone: its output (live,
 // to its own sink only), its exit code, its stdin, cwd and env.
 func TestBatchGivesEachCommandItsOwnResult(t *testing.T) {
-	g := newGate()
-	srv, d, bp, l := batchSim(t, g)
-	stop := make(chan struct{})
-	defer close(stop)
-	go pollGather(g, stop)
+	g, srv, d, bp, l := polledBatchSim(t)
 	ps := []*handlers.ExecuteParams{
 		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", `cat; printf 'err-%s' "$V" >&2; exit 3`},
 			Env: map[string]string{"V": "one"}, Stdin: ptr("in-one\n")},
@@ -181,11 +190,7 @@ func ctxsOf(ctx context.Context, n int) []context.Context {
 // A command of a batch whose time runs out is answered timed out with its
 // output so far and its process group is ended, while the others finish.
 func TestBatchTimesOutOnlyTheCommandWhoseTimeRanOut(t *testing.T) {
-	g := newGate()
-	_, d, bp, l := batchSim(t, g)
-	stop := make(chan struct{})
-	defer close(stop)
-	go pollGather(g, stop)
+	g, _, d, bp, l := polledBatchSim(t)
 	ps := []*handlers.ExecuteParams{
 		// 8 s: a login shell on a loaded machine takes seconds to print.
 		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "echo started; exec sleep 30"}, TimeoutMs: ptr(float64(8000))},
@@ -204,11 +209,7 @@ func TestBatchTimesOutOnlyTheCommandWhoseTimeRanOut(t *testing.T) {
 // A command of a batch cancelled while another runs on is answered
 // cancelled, and its process group is killed by a request of its own.
 func TestBatchAnswersACancelledCommandAlone(t *testing.T) {
-	g := newGate()
-	srv, d, bp, l := batchSim(t, g)
-	stop := make(chan struct{})
-	defer close(stop)
-	go pollGather(g, stop)
+	g, srv, d, bp, l := polledBatchSim(t)
 	cctx, cancel := context.WithCancel(t.Context())
 	ps := []*handlers.ExecuteParams{
 		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "echo started; exec sleep 30"}},
@@ -313,11 +314,7 @@ func TestBatchFallsBackWhereTheHelperCannotStart(t *testing.T) {
 // server so (nohup … &), and a batch that ended with a dropped request
 // killed it with the helper's tree.
 func TestBatchLeavesWhatACommandStartedInTheBackground(t *testing.T) {
-	g := newGate()
-	_, d, bp, l := batchSim(t, g)
-	stop := make(chan struct{})
-	defer close(stop)
-	go pollGather(g, stop)
+	g, _, d, bp, l := polledBatchSim(t)
 	ps := []*handlers.ExecuteParams{
 		{BaseParams: bp, Lease: l, Command: "/bin/bash", Args: []string{"-c", "nohup sleep 300 >/dev/null 2>&1 & echo $!"}},
 		{BaseParams: bp, Lease: l, Command: "true"},
