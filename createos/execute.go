@@ -28,6 +28,12 @@ func exitedZero(r *handlers.ExecuteResult) bool {
 	return !r.TimedOut && r.ExitCode != nil && *r.ExitCode == 0
 }
 
+// streamScript is the script cmd runs as over streaming exec, alone or in
+// a batch: its stdin travels in the request, never as a staged file.
+func (cmd commandSpec) streamScript() (string, error) {
+	return commandScript(commandSpec{command: cmd.command, args: cmd.args, cwd: cmd.cwd, env: cmd.env}, "", "")
+}
+
 // commandScript is the bash script a command runs as: when gatePath is
 // set (a managed process, v0.3), a wait until the start gate exists and
 // its removal; an optional cd, then exec env with the quoted variables (in

@@ -60,6 +60,7 @@ type batchRun struct {
 	d       *Driver
 	c       *api.Client
 	sandbox string
+	id      string // sandbox, checked (api.CheckID)
 	cancel  context.CancelFunc
 
 	mu      sync.Mutex
@@ -77,11 +78,18 @@ type batchRun struct {
 // startBatch sends jobs as one request (admitted: its budget turn) and
 // answers each on its res; the driver owns the request until it ends.
 func (d *Driver) startBatch(admitted context.Context, c *api.Client, sandbox string, jobs []*job) {
-	b := &batchRun{d: d, c: c, sandbox: sandbox}
+	id, err := api.CheckID(sandbox)
+	if err != nil {
+		for _, j := range jobs {
+			j.res <- jobResult{err: err}
+		}
+		return
+	}
+	b := &batchRun{d: d, c: c, sandbox: sandbox, id: id}
 	var cmds []batch.Command
 	now := time.Now()
 	for _, j := range jobs {
-		s, err := commandScript(commandSpec{command: j.cmd.command, args: j.cmd.args, cwd: j.cmd.cwd, env: j.cmd.env}, "", "")
+		s, err := j.cmd.streamScript()
 		if err != nil {
 			j.res <- jobResult{err: err}
 			continue
@@ -111,15 +119,13 @@ func (d *Driver) startBatch(admitted context.Context, c *api.Client, sandbox str
 		defer stopOnClose()
 		defer cancel()
 		defer b.stopLinger()
-		code, err := c.ExecStream(ctx, b.sandboxID(), map[string]any{
+		code, err := c.ExecStream(ctx, b.id, map[string]any{
 			"cmd": "/bin/bash", "args": []string{"-lc", batch.Script()}, "stream": true, "stdin": stdin,
 		}, b.deliver)
 		b.over(ctx, code, err)
 		b.kills.Wait()
 	})
 }
-
-func (b *batchRun) sandboxID() string { id, _ := api.CheckID(b.sandbox); return id }
 
 // remainingMs is how long ctx leaves from now, in whole milliseconds (at
 // least 1); 0 when it has no deadline.
@@ -218,7 +224,7 @@ func (b *batchRun) kill(m *member) {
 	pid := strconv.Itoa(m.pid)
 	b.kills.Go(func() {
 		defer cancel()
-		if _, err := b.c.Exec(ctx, b.sandboxID(), "/bin/kill", "-KILL", "--", "-"+pid); err != nil {
+		if _, err := b.c.Exec(ctx, b.id, "/bin/kill", "-KILL", "--", "-"+pid); err != nil {
 			zerolog.Ctx(ctx).Debug().Err(err).Msg("CreateOS batch: the cancelled command's kill failed; it ends with its batch")
 		}
 	})

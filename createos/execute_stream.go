@@ -51,7 +51,7 @@ func (d *Driver) streamCommand(ctx context.Context, c *api.Client, sandbox strin
 	if err != nil {
 		return nil, err
 	}
-	script, err := commandScript(commandSpec{command: cmd.command, args: cmd.args, cwd: cmd.cwd, env: cmd.env}, "", "")
+	script, err := cmd.streamScript()
 	if err != nil {
 		return nil, err
 	}
