@@ -42,7 +42,9 @@ const window = time.Minute
 // budget is one account's state; mu guards it all.
 type budget struct {
 	mu        sync.Mutex
-	per       int           // requests in any window: the smallest size asked for
+	asked     int           // the smallest size any config asked for
+	per       int           // requests in any window: asked, or what the provider took (rejected)
+	took      bool          // the provider took a request since the last rejection
 	log       []time.Time   // admissions within the window, oldest first
 	tokens    float64       // requests that may start at once; below 0 in debt
 	filled    time.Time     // when tokens was last brought up to now
@@ -78,7 +80,7 @@ type waiter struct {
 }
 
 func newBudget(per int) *budget {
-	b := &budget{per: per, companies: map[string]*company{}}
+	b := &budget{asked: per, per: per, companies: map[string]*company{}}
 	b.tokens, b.step = float64(b.burst()), b.interval()
 	return b
 }
@@ -132,8 +134,8 @@ func (b *budget) debt(c class) float64 {
 func (b *budget) shrink(ctx context.Context, per int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if per < b.per {
-		b.per = per
+	if per < b.asked {
+		b.asked, b.per = per, min(b.per, per)
 		zerolog.Ctx(ctx).Info().Int("budgetPerMinute", per).
 			Msg("CreateOS request budget: an environment on this API account asks for fewer requests a minute; the account now keeps to that")
 		b.dispatch(time.Now())
@@ -284,12 +286,31 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// rejected learns from a rejection at now: the first spaces the account
-// evenly over its budget without a burst; one that comes escalateAfter
-// after the last change doubles the spacing.
+// rejected learns from a rejection at now. The refused request is taken
+// out of the window (the provider did not count it). The first rejection
+// spaces the account evenly over its budget without a burst; one that
+// comes escalateAfter after the last change doubles the spacing.
+//
+// A rejection while the window holds at least half the budget, after
+// the provider took requests since the last one, is neither a burst's nor
+// an outage's: the provider counts against a limit the budget does not
+// know (a smaller one, or another client on the same API key taking its
+// share). The budget becomes what the provider took from it in the
+// window, so that its reserve is room the provider still has: the
+// endings the host allows 10 s find it there instead of racing the work
+// for what frees up. recover grows it back.
 func (b *budget) rejected(ctx context.Context, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.dispatch(now)
+	b.refill(now)
+	if n := len(b.log); n > 0 {
+		b.log = b.log[:n-1] // the provider did not count it
+	}
+	if b.took && len(b.log) >= b.per/2 {
+		b.per = max(MinPerMinute, min(b.per, len(b.log)))
+	}
+	b.took = false
 	switch {
 	case b.spacing == 0:
 		b.spacing = window / time.Duration(b.per)
@@ -302,26 +323,33 @@ func (b *budget) rejected(ctx context.Context, now time.Time) {
 	b.changed = now
 	zerolog.Ctx(ctx).Info().Dur("spacing", b.spacing).Int("budgetPerMinute", b.per).
 		Msg("CreateOS rate limit: the provider refused a request; requests to this API account are now spaced out")
-	b.dispatch(now)
 }
 
-// recover halves a slowed account's spacing after each quiet period, and
-// gives the burst back, to be earned, once steady spacing has been quiet
-// too. b.mu is held.
+// accepted notes that the provider took a request.
+func (b *budget) accepted() {
+	b.mu.Lock()
+	b.took = true
+	b.mu.Unlock()
+}
+
+// recover halves a slowed account's spacing after each quiet period and
+// grows a budget the provider shrank by a tenth of the size asked for,
+// and gives the burst back, to be earned, once the whole budget at steady
+// spacing has been quiet too. b.mu is held.
 func (b *budget) recover(ctx context.Context, now time.Time) {
 	if b.spacing == 0 || now.Sub(b.changed) < quietPeriod {
 		return
 	}
 	b.refill(now) // what came back while slowed counts at the slowed burst
-	log := zerolog.Ctx(ctx).Info().Int("budgetPerMinute", b.per)
 	b.changed = now
-	if steady := window / time.Duration(b.per); b.spacing > steady {
-		b.spacing = max(b.spacing/2, steady)
-		log.Dur("spacing", b.spacing).Msg("CreateOS rate limit: no refusal for a while; requests to this API account are spaced less")
+	if steady := window / time.Duration(b.per); b.spacing > steady || b.per < b.asked {
+		b.per = min(b.asked, b.per+max(1, b.asked/10))
+		b.spacing = max(b.spacing/2, window/time.Duration(b.per))
+		zerolog.Ctx(ctx).Info().Int("budgetPerMinute", b.per).Dur("spacing", b.spacing).Msg("CreateOS rate limit: no refusal for a while; requests to this API account are spaced less")
 		return
 	}
 	b.spacing = 0 // the burst comes back as tokens earned from here
-	log.Msg("CreateOS rate limit: no refusal for a while; this API account has its full budget again")
+	zerolog.Ctx(ctx).Info().Int("budgetPerMinute", b.per).Msg("CreateOS rate limit: no refusal for a while; this API account has its full budget again")
 }
 
 // Span is how long an idle account's budget of perMinute takes to admit n

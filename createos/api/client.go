@@ -168,10 +168,14 @@ func (c *Client) Send(ctx context.Context, method, path string, body Body, hdr h
 	for attempt := 1; ; attempt++ {
 		resp, err := c.sendOnce(ctx, method, path, body, hdr)
 		var ae *APIError
+		r, learns := c.pacer.(Rejecter)
 		if !errors.As(err, &ae) || !ae.rejected {
+			if learns && answered(resp, err) {
+				r.Accepted(ctx, c.account)
+			}
 			return resp, err
 		}
-		if r, ok := c.pacer.(Rejecter); ok {
+		if learns {
 			r.Rejected(ctx, c.account)
 		}
 		if attempt == maxRejections || !fitsDeadline(ctx, ae.retryAfter) {
@@ -182,6 +186,13 @@ func (c *Client) Send(ctx context.Context, method, path string, body Body, hdr h
 			return nil, &unsentError{err}
 		}
 	}
+}
+
+// answered reports whether the provider answered a send (anything but a
+// rejection, which Send has handled).
+func answered(resp *http.Response, err error) bool {
+	var ae *APIError
+	return resp != nil || errors.As(err, &ae)
 }
 
 // maxRejections bounds the sends of one request the provider keeps

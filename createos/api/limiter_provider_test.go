@@ -17,8 +17,10 @@ import (
 // the Retry-After, through the limiter again.
 type provider struct {
 	sim      *ratelimit.Limiter
+	down     func(time.Time) bool // when set and true, every request is refused (Retry-After 1 s)
 	mu       sync.Mutex
 	refused  []time.Time
+	endings  int // of them, refused endings
 	admitted []time.Time
 }
 
@@ -27,15 +29,22 @@ func (p *provider) send(ctx context.Context, l *Limiter, a Account) error {
 		if err := l.Wait(ctx, a); err != nil {
 			return err
 		}
-		ok, retry := p.sim.Admit(time.Now())
+		ok, retry := false, time.Second
+		if p.down == nil || !p.down(time.Now()) {
+			ok, retry = p.sim.Admit(time.Now())
+		}
 		p.mu.Lock()
 		if ok {
 			p.admitted = append(p.admitted, time.Now())
 		} else {
 			p.refused = append(p.refused, time.Now())
+			if classOf(ctx) == ending {
+				p.endings++
+			}
 		}
 		p.mu.Unlock()
 		if ok {
+			l.Accepted(ctx, a)
 			return nil
 		}
 		l.Rejected(ctx, a)

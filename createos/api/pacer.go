@@ -51,10 +51,12 @@ type Pacer interface {
 	Wait(ctx context.Context, a Account) error
 }
 
-// Rejecter is a Pacer that learns from the provider's rejections: a 429,
-// or a 503 carrying Retry-After, of a request of a.
+// Rejecter is a Pacer that learns from the provider's answers: Rejected
+// is told of a 429, or a 503 carrying Retry-After, of a request of a,
+// and Accepted of any other answer.
 type Rejecter interface {
 	Rejected(ctx context.Context, a Account)
+	Accepted(ctx context.Context, a Account)
 }
 
 // PacerFunc adapts a function to Pacer.
@@ -143,6 +145,12 @@ func (l *Limiter) Wait(ctx context.Context, a Account) error {
 // (budget.rejected).
 func (l *Limiter) Rejected(ctx context.Context, a Account) {
 	l.budgetOf(ctx, a).rejected(ctx, time.Now())
+}
+
+// Accepted implements Rejecter: a rejection that follows tells the budget
+// of a limit, not of an outage (budget.rejected).
+func (l *Limiter) Accepted(ctx context.Context, a Account) {
+	l.budgetOf(ctx, a).accepted()
 }
 
 // budgetOf is a's budget, made on first use. Every config naming the

@@ -36,6 +36,8 @@ func (p *countingPacer) Wait(context.Context, Account) error {
 	return nil
 }
 
+func (p *countingPacer) Accepted(context.Context, Account) {}
+
 func (p *countingPacer) Rejected(context.Context, Account) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
