@@ -52,6 +52,7 @@ type budget struct {
 	capped    bool          // work waited on the window since the last admission
 	spacing   time.Duration // learned from rejections; 0 when none
 	changed   time.Time     // the last change of spacing
+	refusedAt time.Time     // the last rejection
 	endings   []*waiter     // waiting endings, oldest first
 	companies map[string]*company
 	seq       uint64 // turn stamps: lower went longer ago
@@ -289,7 +290,8 @@ func later(a, b time.Time) time.Time {
 // rejected learns from a rejection at now. The refused request is taken
 // out of the window (the provider did not count it). The first rejection
 // spaces the account evenly over its budget without a burst; one that
-// comes escalateAfter after the last change doubles the spacing.
+// comes escalateAfter after the last change doubles the spacing, however
+// many came in between.
 //
 // A rejection while the window holds at least half the budget, after
 // the provider took requests since the last one, is neither a burst's nor
@@ -307,17 +309,24 @@ func (b *budget) rejected(ctx context.Context, now time.Time) {
 	if n := len(b.log); n > 0 {
 		b.log = b.log[:n-1] // the provider did not count it
 	}
+	if classOf(ctx) == ending {
+		// Nor does the work pay for it: an ending may run the tokens
+		// into debt, and one refused again and again would leave a
+		// debt the slowed spacing takes minutes to pay back. Work and
+		// writes keep paying for theirs: that is what slows them down.
+		b.tokens++
+	}
 	if b.took && len(b.log) >= b.per/2 {
 		b.per = max(MinPerMinute, min(b.per, len(b.log)))
 	}
 	b.took = false
+	b.refusedAt = now // the quiet period starts again
 	switch {
 	case b.spacing == 0:
 		b.spacing = window / time.Duration(b.per)
 	case now.Sub(b.changed) >= escalateAfter && b.spacing < maxSpacing:
 		b.spacing = min(2*b.spacing, maxSpacing)
 	default:
-		b.changed = now // still being refused: the quiet period starts again
 		return
 	}
 	b.changed = now
@@ -332,24 +341,36 @@ func (b *budget) accepted() {
 	b.mu.Unlock()
 }
 
-// recover halves a slowed account's spacing after each quiet period and
-// grows a budget the provider shrank by a tenth of the size asked for,
-// and gives the burst back, to be earned, once the whole budget at steady
-// spacing has been quiet too. b.mu is held.
+// recover undoes a slow-down as the provider stays quiet, one step at a
+// time: a spacing above steady halves each escalateAfter without a
+// refusal (as fast as it doubled), a budget the provider shrank grows by a
+// tenth of the size asked for each quietPeriod, and once the whole budget
+// at steady spacing has been quiet for a quietPeriod the burst comes back,
+// to be earned. b.mu is held.
 func (b *budget) recover(ctx context.Context, now time.Time) {
-	if b.spacing == 0 || now.Sub(b.changed) < quietPeriod {
+	if b.spacing == 0 {
 		return
 	}
-	b.refill(now) // what came back while slowed counts at the slowed burst
-	b.changed = now
-	if steady := window / time.Duration(b.per); b.spacing > steady || b.per < b.asked {
+	quiet := min(now.Sub(b.refusedAt), now.Sub(b.changed))
+	steady := window / time.Duration(b.per)
+	switch {
+	case b.spacing > steady && quiet >= escalateAfter:
+		b.spacing = max(b.spacing/2, steady)
+	case b.spacing > steady || quiet < quietPeriod:
+		return
+	case b.per < b.asked:
 		b.per = min(b.asked, b.per+max(1, b.asked/10))
-		b.spacing = max(b.spacing/2, window/time.Duration(b.per))
-		zerolog.Ctx(ctx).Info().Int("budgetPerMinute", b.per).Dur("spacing", b.spacing).Msg("CreateOS rate limit: no refusal for a while; requests to this API account are spaced less")
+		b.spacing = window / time.Duration(b.per)
+	default:
+		b.refill(now) // what came back while slowed counts at the slowed burst
+		b.changed = now
+		b.spacing = 0 // the burst comes back as tokens earned from here
+		zerolog.Ctx(ctx).Info().Int("budgetPerMinute", b.per).Msg("CreateOS rate limit: no refusal for a while; this API account has its full budget again")
 		return
 	}
-	b.spacing = 0 // the burst comes back as tokens earned from here
-	zerolog.Ctx(ctx).Info().Int("budgetPerMinute", b.per).Msg("CreateOS rate limit: no refusal for a while; this API account has its full budget again")
+	b.refill(now)
+	b.changed = now
+	zerolog.Ctx(ctx).Info().Int("budgetPerMinute", b.per).Dur("spacing", b.spacing).Msg("CreateOS rate limit: no refusal for a while; requests to this API account are spaced less")
 }
 
 // Span is how long an idle account's budget of perMinute takes to admit n

@@ -16,12 +16,14 @@ import (
 // meets it: a refused request tells the limiter and is sent again after
 // the Retry-After, through the limiter again.
 type provider struct {
-	sim      *ratelimit.Limiter
-	down     func(time.Time) bool // when set and true, every request is refused (Retry-After 1 s)
-	mu       sync.Mutex
-	refused  []time.Time
-	endings  int // of them, refused endings
-	admitted []time.Time
+	sim     *ratelimit.Limiter
+	down    func(time.Time) bool // when set and true, every request is refused (Retry-After 1 s)
+	mu      sync.Mutex
+	refused []time.Time
+	endings int // of them, refused endings
+	// refusedWork is when the others were refused.
+	refusedWork []time.Time
+	admitted    []time.Time
 }
 
 func (p *provider) send(ctx context.Context, l *Limiter, a Account) error {
@@ -40,6 +42,8 @@ func (p *provider) send(ctx context.Context, l *Limiter, a Account) error {
 			p.refused = append(p.refused, time.Now())
 			if classOf(ctx) == ending {
 				p.endings++
+			} else {
+				p.refusedWork = append(p.refusedWork, time.Now())
 			}
 		}
 		p.mu.Unlock()

@@ -93,6 +93,12 @@ func (s storm) run(t *testing.T) {
 		if s.other > 0 && other < s.other*9/10 {
 			t.Errorf("the second client had %d of its %d admitted, want 9 in 10", other, s.other)
 		}
+		if s.outage > 0 {
+			end := from.Add(s.outage)
+			if n := p.refusedWithin(end.Add(-10*time.Second), end); n > 10 {
+				t.Errorf("%d of the worker's requests refused in the outage's last 10 s, want at most 10: it does not keep slowing down", n)
+			}
+		}
 		last := admittedSince(p, time.Now().Add(-window))
 		if s.outage > 0 && last < acct.PerMinute*2/3 {
 			t.Errorf("the minute after the storm carried %d requests, want at least two thirds of the budget of %d", last, acct.PerMinute)
@@ -131,6 +137,20 @@ func (p *provider) refusals() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.refused) - p.endings
+}
+
+// refusedWithin is how many requests other than endings were refused in
+// [from, to).
+func (p *provider) refusedWithin(from, to time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, r := range p.refusedWork {
+		if !r.Before(from) && r.Before(to) {
+			n++
+		}
+	}
+	return n
 }
 
 func admittedSince(p *provider, from time.Time) int {
