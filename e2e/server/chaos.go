@@ -52,6 +52,10 @@ type chaosFault struct {
 	// worker: a row whose run succeeds must not pass on a fault that
 	// never happened.
 	hit func(ctx context.Context, h *harness, r *chaosRow) error
+	// storm, when set, makes the row a storm row (chaos_storm.go): four
+	// runs on an account of their own meet it; arm, inject and disarm
+	// are unused.
+	storm *storm
 }
 
 var (
@@ -76,6 +80,8 @@ func chaosFaults() []chaosFault {
 			arm: holdFlag(chaosHoldExecute), inject: simOutage("unreachable", map[string]any{"duration_ms": 10000}), disarm: releaseHolds, hit: cutAtWork},
 		{name: "provider-500-10s", drivers: []string{"createos"}, cause: causeHTTP500,
 			arm: holdFlag(chaosHoldExecute), inject: simOutage("fail-for", map[string]any{"status": 500, "duration_ms": 10000}), disarm: releaseHolds, hit: answered500},
+		{name: "rate-limit-second-client", drivers: []string{"createos"}, cause: causeRateLimit, storm: &secondClient},
+		{name: "rate-limit-total-30s", drivers: []string{"createos"}, cause: causeStormRetired, storm: &totalRefusal},
 		{name: "server-restart", drivers: both, cause: causeRestart,
 			arm: holdFlag(chaosHoldExecute), inject: restartServer, disarm: releaseHolds},
 	}
@@ -133,7 +139,11 @@ func (h *harness) runChaos(ctx context.Context) ([]*chaosRow, error) {
 			r := &chaosRow{driver: d, fault: f.name}
 			start := time.Now()
 			fmt.Printf("== chaos: %s on %s\n", f.name, d)
-			h.chaosRow(ctx, f, r)
+			if f.storm != nil {
+				h.stormRow(ctx, f, r)
+			} else {
+				h.chaosRow(ctx, f, r)
+			}
 			rows = append(rows, r)
 			if len(r.followUps) > 0 {
 				r.next = strings.Join(r.followUps, ", ") + "; then ours " + r.next
@@ -230,20 +240,13 @@ func (h *harness) startFaultedRun(ctx context.Context, f chaosFault, r *chaosRow
 		return false
 	}
 	r.mark = h.traceMark()
-	var run struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	}
-	err := h.pc.api(ctx, "POST", "/agents/"+h.agentID+"/wakeup", map[string]any{"source": "on_demand", "triggerDetail": "manual"}, &run)
-	if err == nil && run.ID == "" {
-		err = fmt.Errorf("the wakeup started no run (status %q)", run.Status)
-	}
+	id, err := h.wakeManually(ctx, h.agentID)
 	if err != nil {
 		r.fail("harness: %v", err)
 		_ = f.disarm(ctx, h, r)
 		return false
 	}
-	r.runID = run.ID
+	r.runID = id
 	fmt.Printf("   run %s\n", r.runID)
 	return true
 }
@@ -297,16 +300,9 @@ type agentRun struct {
 func (h *harness) hostFollowUps(ctx context.Context, r *chaosRow) {
 	var runs []agentRun
 	err := poll(ctx, 3*time.Minute, "the agent's runs the host queued or scheduled after the fault", func() (bool, error) {
-		if err := h.pc.api(ctx, "GET", "/companies/"+h.companyID+"/heartbeat-runs?agentId="+h.agentID+"&limit=50&summary=true", nil, &runs); err != nil {
-			return false, err
-		}
-		for _, run := range runs {
-			switch run.Status {
-			case "queued", "running", "scheduled_retry":
-				return false, fmt.Errorf("run %s is %s", run.ID, run.Status)
-			}
-		}
-		return true, nil
+		var err error
+		runs, err = h.settledRuns(ctx, h.agentID)
+		return err == nil, err
 	})
 	if err != nil {
 		r.fail("%v", err)
@@ -326,6 +322,22 @@ func (h *harness) hostFollowUps(ctx context.Context, r *chaosRow) {
 			r.fail("the host's retry %s of the run: %s %s", run.ID, run.Status, jsonhttp.Truncate(string(run.Error), 300))
 		}
 	}
+}
+
+// settledRuns is agent's latest runs once none of them is queued, running
+// or scheduled for a retry; else the error names one that is.
+func (h *harness) settledRuns(ctx context.Context, agent string) ([]agentRun, error) {
+	var runs []agentRun
+	if err := h.pc.api(ctx, "GET", "/companies/"+h.companyID+"/heartbeat-runs?agentId="+agent+"&limit=50&summary=true", nil, &runs); err != nil {
+		return nil, err
+	}
+	for _, run := range runs {
+		switch run.Status {
+		case "queued", "running", "scheduled_retry":
+			return nil, fmt.Errorf("run %s is %s", run.ID, run.Status)
+		}
+	}
+	return runs, nil
 }
 
 // chainsTo reports whether run id is a retry (of a retry …) of root.
@@ -380,11 +392,7 @@ func (h *harness) chaosOutcome(ctx context.Context, f chaosFault, r *chaosRow) {
 		r.run = "succeeded"
 		return
 	}
-	msg := strings.TrimSpace(string(run.Error))
-	var s string
-	if json.Unmarshal(run.Error, &s) == nil {
-		msg = s
-	}
+	msg := errorText(run.Error)
 	r.run = fmt.Sprintf("%s [%s] %s", run.Status, run.ErrorCode, msg)
 	if !f.cause.MatchString(msg) && !f.cause.MatchString(run.ErrorCode) {
 		r.fail("the run %s with an error that does not name the cause (want %s): [%s] %s", run.Status, f.cause, run.ErrorCode, jsonhttp.Truncate(msg, 400))

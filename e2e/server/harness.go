@@ -269,13 +269,21 @@ func (h *harness) prepareRun(ctx context.Context) error {
 	return nil
 }
 
-// simRateLimit is the limit createos-sim enforces in make server-e2e (not
-// in make chaos): the provider's documented 300 requests a minute, counted
-// in a sliding window.
+// simRateLimit is the limit createos-sim enforces in make server-e2e and
+// on the storm rows' accounts of make chaos: the provider's documented 300
+// requests a minute, counted in a sliding window.
 const simRateLimit = "window:300/60s"
 
+// startSim starts the run's createos-sim. Chaos restarts workers; a fresh
+// worker does not know what the one it replaces spent, and a full window
+// would refuse its burst for up to a minute: the chaos rows are about
+// crashes, and only its storm rows' accounts are limited.
 func (h *harness) startSim(ctx context.Context) error {
-	p, url, err := h.launchSim("createos-sim", filepath.Join(h.runDir, "sim"))
+	limit := simRateLimit
+	if h.o.chaos {
+		limit = ""
+	}
+	p, url, err := h.launchSim("createos-sim", filepath.Join(h.runDir, "sim"), limit)
 	if err != nil {
 		return err
 	}
@@ -287,8 +295,9 @@ func (h *harness) startSim(ctx context.Context) error {
 }
 
 // launchSim starts a createos-sim named name in simDir, with the run's
-// key, mounts, PATH and rate limit, and returns it with its URL.
-func (h *harness) launchSim(name, simDir string) (*proc.Proc, string, error) {
+// key, mounts and PATH and the rate limit limit ("" for none), and returns
+// it with its URL.
+func (h *harness) launchSim(name, simDir, limit string) (*proc.Proc, string, error) {
 	if err := os.MkdirAll(simDir, 0o755); err != nil {
 		return nil, "", err
 	}
@@ -297,11 +306,8 @@ func (h *harness) launchSim(name, simDir string) (*proc.Proc, string, error) {
 		"--mount", filepath.Dir(h.node()) + ":" + simNodeDir,
 		"--mount", h.claudeDir() + ":" + simClaudeDir, "--mount", h.sandboxOnlyDir() + ":" + simSandboxDir,
 		"--control", "-v"}
-	if !h.o.chaos {
-		// Chaos restarts workers; a fresh worker does not know what the one
-		// it replaces spent, and a full window would refuse its burst for up
-		// to a minute: chaos is about crashes, server-e2e about the limit.
-		args = append(args, "--rate-limit", simRateLimit)
+	if limit != "" {
+		args = append(args, "--rate-limit", limit)
 	}
 	if h.o.chaos {
 		args = append(args, "--path", simToolsDir+"/"+chaosBinDir) // first: the chaos tar (chaos_stub.go)

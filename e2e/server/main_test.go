@@ -85,30 +85,33 @@ func at(t *testing.T, s int, dir string, msg any) trace.Entry {
 	return e
 }
 
-func TestCloseAcks(t *testing.T) {
+func TestCloseAnswers(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		es      []trace.Entry
-		n       int
-		slowest time.Duration
+		name     string
+		es       []trace.Entry
+		asked, n int
+		slowest  time.Duration
 	}{
-		{"none", nil, 0, 0},
+		{"none", nil, 0, 0, 0},
 		{"two closes, one answered with an error", []trace.Entry{
 			at(t, 0, "in", obj{"id": 1, "method": "duplexChannelClose", "params": obj{}}),
 			at(t, 1, "in", obj{"id": 2, "method": "loginPtyClose", "params": obj{}}),
 			at(t, 3, "out", obj{"id": 1, "result": obj{"hostRouteId": "r"}}),
 			at(t, 9, "out", obj{"id": 2, "error": obj{"code": -32000}}),
-		}, 1, 3 * time.Second},
+		}, 2, 1, 3 * time.Second},
+		{"a close never answered", []trace.Entry{
+			at(t, 0, "in", obj{"id": 1, "method": "duplexChannelClose", "params": obj{}}),
+		}, 1, 0, 0},
 		{"a reply to another request", []trace.Entry{
 			at(t, 0, "in", obj{"id": 1, "method": "environmentExecute", "params": obj{}}),
 			at(t, 5, "out", obj{"id": 1, "result": obj{}}),
 			at(t, 5, "in", obj{"id": 2, "method": "duplexChannelClose", "params": obj{}}),
 			at(t, 7, "out", obj{"id": 2, "result": obj{}}),
-		}, 1, 2 * time.Second},
+		}, 1, 1, 2 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if n, slowest := closeAcks(tc.es); n != tc.n || slowest != tc.slowest {
-				t.Errorf("closeAcks: %d, %s; want %d, %s", n, slowest, tc.n, tc.slowest)
+			if asked, n, slowest := closeAnswers(tc.es); asked != tc.asked || n != tc.n || slowest != tc.slowest {
+				t.Errorf("closeAnswers: %d, %d, %s; want %d, %d, %s", asked, n, slowest, tc.asked, tc.n, tc.slowest)
 			}
 		})
 	}

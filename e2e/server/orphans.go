@@ -211,24 +211,18 @@ func (h *harness) runOnIssue(ctx context.Context, envID, issueID string, failing
 		return issueRun{}, err
 	}
 	mark := h.traceMark()
-	var run struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	}
 	// The CLI's heartbeat run names no issue: wake through the API. No
 	// reason: a wake reason makes the host check the issue out
 	// (in_progress), and the host's stranded-issue recovery retries a
 	// failed run of an in_progress issue 30 s later on its own.
-	if err := h.pc.api(ctx, "POST", "/agents/"+h.agentID+"/wakeup", map[string]any{
+	id, err := h.wakeAgent(ctx, h.agentID, map[string]any{
 		"source": "on_demand", "triggerDetail": "manual", "payload": map[string]any{"issueId": issueID},
-	}, &run); err != nil {
-		return issueRun{}, err
+	})
+	if err != nil {
+		return issueRun{}, fmt.Errorf("%w: %s", err, h.issueState(ctx, issueID))
 	}
-	if run.ID == "" {
-		return issueRun{}, fmt.Errorf("the wakeup started no run (status %q): %s", run.Status, h.issueState(ctx, issueID))
-	}
-	r := issueRun{ID: run.ID}
-	if r.Status, err = h.waitRunDone(ctx, run.ID); err != nil {
+	r := issueRun{ID: id}
+	if r.Status, err = h.waitRunDone(ctx, id); err != nil {
 		return r, err
 	}
 	leaseErr := h.waitLeasesReleased(ctx, envID, "the reusable createos environment's")

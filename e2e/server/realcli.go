@@ -258,18 +258,9 @@ func (h *harness) readyReal(ctx context.Context, a realAgent, envID, driver, bri
 // wake starts r's heartbeat.
 func (h *harness) wake(ctx context.Context, r *realRun) error {
 	r.start = time.Now()
-	var run struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	}
-	if err := h.pc.api(ctx, "POST", "/agents/"+r.agent.ID+"/wakeup", wakeOnIssue(r.agent), &run); err != nil {
-		return err
-	}
-	if run.ID == "" {
-		return fmt.Errorf("the wakeup of %s started no run (status %q)", r.agent.Name, run.Status)
-	}
-	r.runID = run.ID
-	return nil
+	id, err := h.wakeAgent(ctx, r.agent.ID, wakeOnIssue(r.agent))
+	r.runID = id
+	return err
 }
 
 // startReal is readyReal and wake.
@@ -348,14 +339,11 @@ func (h *harness) checkReal(ctx context.Context, r *realRun) (string, error) {
 // runError is the error the server recorded for a run that did not
 // succeed, as " (<errorCode>: <error>)", or "" when it has none.
 func (h *harness) runError(ctx context.Context, runID string) string {
-	var run struct {
-		Error     string `json:"error"`
-		ErrorCode string `json:"errorCode"`
-	}
-	if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+runID, nil, &run); err != nil || run.Error == "" {
+	code, msg, err := h.runFailure(ctx, runID)
+	if err != nil || msg == "" {
 		return ""
 	}
-	return fmt.Sprintf(" (%s: %s)", run.ErrorCode, jsonhttp.Truncate(run.Error, 300))
+	return fmt.Sprintf(" (%s: %s)", code, jsonhttp.Truncate(msg, 300))
 }
 
 // hostCalls counts a run's host calls that matter for an agent CLI.

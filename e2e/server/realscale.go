@@ -182,7 +182,7 @@ func agentBridgeMode(calls []trace.Entry, key string) string {
 // longRunEnvironment starts the long run's createos-sim and creates its
 // createos environment on it.
 func (h *harness) longRunEnvironment(ctx context.Context) (string, error) {
-	p, url, err := h.launchSim("createos-sim-long", filepath.Join(h.runDir, "sim-long"))
+	p, url, err := h.launchSim("createos-sim-long", filepath.Join(h.runDir, "sim-long"), simRateLimit)
 	if err != nil {
 		return "", err
 	}
@@ -333,11 +333,10 @@ func perWindow(times []time.Time, start, end time.Time, window time.Duration) []
 	return out
 }
 
-// closeAcks counts the session closes (duplex and login) answered with a
-// result in calls, and the slowest answer.
-func closeAcks(calls []trace.Entry) (int, time.Duration) {
-	asked := map[string]time.Time{}
-	n, slowest := 0, time.Duration(0)
+// closeAnswers counts the session closes (duplex and login) asked in
+// calls and the ones answered with a result, and the slowest answer.
+func closeAnswers(calls []trace.Entry) (asked, acked int, slowest time.Duration) {
+	open := map[string]time.Time{}
 	for _, e := range calls {
 		var m struct {
 			ID     json.RawMessage `json:"id"`
@@ -350,14 +349,15 @@ func closeAcks(calls []trace.Entry) (int, time.Duration) {
 		}
 		switch {
 		case e.Dir == "in" && (m.Method == "duplexChannelClose" || m.Method == "loginPtyClose"):
-			asked[string(m.ID)] = at
+			open[string(m.ID)] = at
+			asked++
 		case e.Dir == "out" && m.Method == "" && len(m.Result) > 0:
-			if t0, ok := asked[string(m.ID)]; ok {
-				n++
+			if t0, ok := open[string(m.ID)]; ok {
+				acked++
 				slowest = max(slowest, at.Sub(t0))
-				delete(asked, string(m.ID))
+				delete(open, string(m.ID))
 			}
 		}
 	}
-	return n, slowest
+	return asked, acked, slowest
 }

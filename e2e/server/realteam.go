@@ -62,7 +62,7 @@ func (h *harness) team(ctx context.Context, driver, bridgeKind string, agents []
 		driver, succeeded, len(runs), realCLI, realCLIVersion, bridgeKind, slowest.Round(100*time.Millisecond), wall.Round(100*time.Millisecond))
 	line += seen.summary(bridgeKind)
 	if bridgeKind == bridgeDuplex {
-		if n, slowest := closeAcks(calls); n > 0 {
+		if _, n, slowest := closeAnswers(calls); n > 0 {
 			line += fmt.Sprintf("; %d session closes acknowledged, the slowest in %s (the host retires a worker after 10 s)", n, slowest.Round(10*time.Millisecond))
 		}
 	}
