@@ -21,7 +21,7 @@ build: ## build bin/sandbox-plugin
 demo: build ## pipe a fixture lifecycle into the fake driver and print every reply and notification
 	@$(GO) run ./cmd/demo -bin $(BIN) testdata/demo.jsonl
 
-test: test-go $(EXTRA_TESTS) ## go test -race on everything, then the end-to-end suites
+test: setup test-go $(EXTRA_TESTS) ## set up what is missing (make setup), go test -race on everything, then the end-to-end suites
 
 test-go: ## go test -race ./...
 	$(GO) test -race -count=1 ./...

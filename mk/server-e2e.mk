@@ -29,7 +29,7 @@ SERVER_E2E_MATRIX_OUT := out/server-e2e-matrix
 
 # server_e2e_run runs the harness against version $(1) with its logs in $(2).
 server_e2e_run = $(GO) run ./e2e/server -npm e2e/server/npm/$(1) -out $(2) -cache $(SERVER_E2E_CACHE) \
-	-release $(RELEASE_DIR) -sim $(CREATEOS_SIM) -recorder $(SERVER_E2E_RECORDER) $(SERVER_E2E_FLAGS)
+	-release $(RELEASE_DIR) -sim $(CREATEOS_SIM) -recorder $(SERVER_E2E_RECORDER) -chromium $(CHROMIUM) $(SERVER_E2E_FLAGS)
 
 .PHONY: server-e2e server-e2e-update server-e2e-matrix
 

@@ -34,7 +34,7 @@ type browserFlow struct {
 // lockfile changed) and puts flow.mjs beside it.
 func (h *harness) startBrowser(ctx context.Context) error {
 	if _, err := os.Stat(h.o.chromium); err != nil {
-		return fmt.Errorf("no Chromium at %s: install Debian's chromium package (apt-get install chromium; .ci/run does), or pass -chromium; the browser flow is part of make server-e2e and is never skipped", h.o.chromium)
+		return fmt.Errorf("no Chromium at %s: install Debian's chromium package (apt-get install chromium; make setup, the first step of make test, does), or pass -chromium; the browser flow is part of make server-e2e and is never skipped", h.o.chromium)
 	}
 	dir := filepath.Join(h.o.cacheDir, "browser-npm") // not outDir/browser: that is the screenshots, emptied each run
 	if err := installLocked(ctx, h.o.browserNpm, dir, filepath.Join(h.logDir, "npm-ci-browser.log"), "node_modules/playwright-core/package.json"); err != nil {
