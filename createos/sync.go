@@ -17,10 +17,9 @@ import (
 // where the origin has none).
 //
 // Port decisions of the file sync:
-//   - followSymlinks is honoured (U-late): host directory uploads
-//     dereference links iff it is true; 14009eb's rejection is not ported,
-//     except for a link that leads outside the source directory (issue 19):
-//     a link is followed only when it resolves, through every link on its
+//   - followSymlinks is honoured: host directory uploads dereference
+//     links iff it is true, except for a link that leads outside the
+//     source directory: a link is followed only when it resolves, through every link on its
 //     way, inside the source (safeopen.Tree, the fake's rule too), and one
 //     that leaves refuses the mapping before anything of it is uploaded
 //     (hostfile.go). The source is read through its open root.

@@ -1,4 +1,4 @@
-# Performance through the real host (issues 9 and 13): bench/host.mjs drives
+# Performance through the real host: bench/host.mjs drives
 # the packaged worker (ours) through @paperclipai/server's
 # createPluginWorkerHandle next to a Go floor worker that does the same real
 # work with nothing else (bench/floor), our transport alone (bench/transport,

@@ -1,10 +1,10 @@
-# make chaos (issue 19): through the real Paperclip server of make
-# server-e2e, with the stub agent, on both drivers, each fault once — the
-# worker SIGKILLed during an execute, a sync-in, a release and with a
-# duplex bridge open; createos-sim unreachable and answering 500 for 10 s;
-# the server SIGTERMed mid-run and started again on its data directory —
-# and a row per fault: the run's outcome, the next heartbeat, what was
-# left. CHAOS_ONLY selects rows (kill-execute, createos/kill-release,
+# make chaos: through the real Paperclip server of make server-e2e, with
+# the stub agent, on both drivers, each fault once — the worker SIGKILLed
+# during an execute, a sync-in, a release and with a duplex bridge open;
+# createos-sim unreachable and answering 500 for 10 s; two rate-limit
+# storms met by four runs on a CreateOS account of their own; the server
+# SIGTERMed mid-run and started again on its data directory — and a row
+# per fault: the run's outcome, the next heartbeat, what was left. CHAOS_ONLY selects rows (kill-execute, createos/kill-release,
 # fake-plugin). See docs/server-e2e.md, "make chaos".
 
 CHAOS_ONLY  ?=
@@ -17,6 +17,5 @@ chaos: release createos-sim ## crash-proof through the real server: each fault o
 	$(GO) run ./e2e/server -chaos -chaos-only '$(CHAOS_ONLY)' -out out/chaos -cache out/server-e2e -timeout 60m \
 		-release $(RELEASE_DIR) -sim $(CREATEOS_SIM) -recorder $(SERVER_E2E_RECORDER) $(CHAOS_FLAGS)
 
-# The whole table takes about 6½ minutes here (2 cores; the set-up of
-# server-e2e included), within the 10 minutes a CI suite may take.
+# docs/server-e2e.md, "make chaos", has what the whole table took here.
 EXTRA_TESTS += chaos

@@ -1,4 +1,4 @@
-# Packaging and the conformance suite (issue 4): the installable Paperclip
+# Packaging and the conformance suite: the installable Paperclip
 # plugin package in out/package (+ a .tgz), and the Node suite that drives it
 # through the real @paperclipai/server host code.
 

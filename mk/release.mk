@@ -1,4 +1,4 @@
-# Release packages (issue 14): the plugin the way Go tools ship on npm. One
+# Release packages: the plugin the way Go tools ship on npm. One
 # main package, paperclip-plugin-go-sandbox (manifest, the Node shim, no
 # install scripts), with an optional dependency on one package per
 # platform, paperclip-go-sandbox-<platform>-<arch>, each holding only its

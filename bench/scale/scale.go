@@ -14,8 +14,8 @@ import (
 )
 
 // OldRequestInterval is the spacing the createos driver kept between any
-// two requests to one origin before issue 22 (its RequestInterval): the
-// cost of a run's requests had they all been paced.
+// two requests to one origin before it kept an account budget: the cost
+// of a run's requests had they all been paced that way.
 const OldRequestInterval = 300 * time.Millisecond
 
 // Budgets.

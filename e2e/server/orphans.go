@@ -12,8 +12,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
-// No orphaned sandboxes (issue 12; docs/decisions.md, "createos v0.2 and
-// v0.3"). The host's release carries no run status to a plugin, never
+// No orphaned sandboxes (docs/server-e2e.md, "No orphaned sandboxes"). The host's release carries no run status to a plugin, never
 // resumes a lease it marked failed, and an environment delete destroys
 // only active, released or retained reusable leases. So the createos
 // driver names a reusable sandbox by its host reuse scope, keeps it warm

@@ -15,7 +15,8 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
-// Two plugins, one driver key (issue 23, item 3; docs/decisions.md). The
+// Two plugins, one driver key (docs/decisions.md, "Two plugins, one driver
+// key"). The
 // host resolves a sandbox provider by driver key to the first plugin in
 // install order that is ready and has a running worker (validate, probe,
 // acquire); a lease pins the plugin that acquired it (metadata.pluginId);

@@ -4,7 +4,7 @@
 // /_control): the requests it received per route and in order, the
 // sandboxes it holds, an idle pause. Control requests need the API key and
 // are not counted. It also measures what one span of the run cost in
-// CreateOS requests, against issue 12's budget for a heartbeat.
+// CreateOS requests, against the budget for a heartbeat.
 package simctl
 
 import (
@@ -24,11 +24,10 @@ import (
 // HeartbeatOverhead is what a whole createos heartbeat may spend beyond
 // one CreateOS request per host call (execute, sync, channel write or
 // open): its sandbox's create and delete, the rootfs catalog, the sync
-// archives' uploads and downloads. Issue 12 bounded the total at 70 when
-// every request waited 300 ms; the host polls a run's bridge with an
-// execute every ~100 ms, so its calls grow with the run's wall time and a
-// fixed total failed runs on a busy machine (74 of 70) that spent one
-// request per call (issue 23). A stub heartbeat spends about 14 over.
+// archives' uploads and downloads. The host polls a run's bridge with an
+// execute every ~100 ms, so its calls grow with the run's wall time: a
+// fixed total fails runs on a busy machine that spend one request per
+// call. A stub heartbeat spends about 14 over.
 const HeartbeatOverhead = 20
 
 // Client talks to one createos-sim.
