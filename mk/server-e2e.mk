@@ -24,7 +24,7 @@ SERVER_E2E_CACHE    ?= out/server-e2e
 # versions"). SERVER_E2E_SUPPORTED is the range we claim: only a failure of
 # one of these fails the matrix.
 SERVER_E2E_MATRIX     ?= 2026.824.1 2026.831.1 2026.916.1
-SERVER_E2E_SUPPORTED  ?= 2026.916.1
+SERVER_E2E_SUPPORTED  ?= 2026.831.1 2026.916.1
 SERVER_E2E_MATRIX_OUT := out/server-e2e-matrix
 
 # server_e2e_run runs the harness against version $(1) with its logs in $(2).

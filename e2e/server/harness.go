@@ -176,7 +176,7 @@ func (h *harness) run(ctx context.Context) error {
 		{"real agent CLI heartbeat on createos (duplex bridge)", func(ctx context.Context) error {
 			return h.realHeartbeat(ctx, "createos", bridgeDuplex, "heartbeat-createos-real-cli-duplex")
 		}},
-		{"real agents at scale: teams on fake-plugin (8, file bridge) and on createos (4 on the file bridge, then 8 on the duplex bridge), a long run on createos alongside", h.scale},
+		{"real agents at scale: teams on fake-plugin (4, file bridge) and on createos (4 on the file bridge, then 8 on the duplex bridge), a long run on createos alongside", h.scale},
 		{"the real CLI's login on fake-plugin", func(ctx context.Context) error { return h.login(ctx, "fake-plugin") }},
 		{"the real CLI's login on createos", func(ctx context.Context) error { return h.login(ctx, "createos") }},
 		{"custom-image setup session on fake-plugin", h.setupSession},

@@ -23,9 +23,17 @@ import (
 // are its own. The sim's requests are told apart by the sandbox their
 // path names.
 const (
-	teamSize = 8
-	// createosTeamSize is the createos team on each bridge: 8, as on
-	// fake-plugin, on one account at the provider's 300 requests a
+	// teamSize is the fake-plugin team: 4. A team's agents comment at
+	// the same point of the same script, and the host handles those
+	// comments together: at 8 here (2 cores, the real server 2026.916.1,
+	// 8 claude CLIs and a long run) it took 8.1 to 9.3 s between the
+	// relay's request read and its response write (the worker trace),
+	// and 7 and then 4 of 8 comments missed the host's 10 s, while the
+	// worker's own four executes took 0.2 to 1 s of each relay; at 6 the
+	// slowest relay took 9.75 s.
+	teamSize = 4
+	// createosTeamSize is the createos team on the duplex bridge: 8, on
+	// one account at the provider's 300 requests a
 	// minute. Every host call is an execute, and the host's self-paced
 	// loops of 8 file-bridge runs (each run's bridge queue and run-log
 	// tail) want more executes than the account's budget admits; the
