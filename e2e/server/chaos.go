@@ -683,9 +683,16 @@ func (h *harness) waitProvider(ctx context.Context) error {
 
 // heldAt is the processes below the harness held at point for row r.
 func (h *harness) heldAt(point string, r *chaosRow) []int {
+	procs := procfs.Descendants(os.Getpid())
+	held := map[int]bool{}
+	for _, p := range procs {
+		held[p.PID] = strings.HasSuffix(procfs.Cmdline(p.PID), "/"+chaosBinDir+"/chaos-hold "+point+" "+r.token())
+	}
 	var out []int
-	for _, p := range procfs.Descendants(os.Getpid()) {
-		if strings.HasSuffix(procfs.Cmdline(p.PID), "/"+chaosBinDir+"/chaos-hold "+point+" "+r.token()) {
+	for _, p := range procs {
+		// A fork of a hold (its sleep, before the exec) still shows the
+		// hold's command line: one hold, not two.
+		if held[p.PID] && !held[p.PPID] {
 			out = append(out, p.PID)
 		}
 	}
