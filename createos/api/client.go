@@ -170,7 +170,7 @@ func (c *Client) Send(ctx context.Context, method, path string, body Body, hdr h
 		var ae *APIError
 		r, learns := c.pacer.(Rejecter)
 		if !errors.As(err, &ae) || !ae.rejected {
-			if learns && answered(resp, err) {
+			if learns && (resp != nil || ae != nil) { // the provider answered
 				r.Accepted(ctx, c.account)
 			}
 			return resp, err
@@ -186,13 +186,6 @@ func (c *Client) Send(ctx context.Context, method, path string, body Body, hdr h
 			return nil, &unsentError{err}
 		}
 	}
-}
-
-// answered reports whether the provider answered a send (anything but a
-// rejection, which Send has handled).
-func answered(resp *http.Response, err error) bool {
-	var ae *APIError
-	return resp != nil || errors.As(err, &ae)
 }
 
 // maxRejections bounds the sends of one request the provider keeps

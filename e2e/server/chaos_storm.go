@@ -108,7 +108,7 @@ type stormAccount struct {
 // stormRow runs one storm row.
 func (h *harness) stormRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	r.run, r.next, r.leftovers = "-", "-", "-"
-	s, err := h.stormAccount(ctx, r)
+	s, err := h.openStormAccount(ctx, r)
 	if err != nil {
 		r.fail("harness: %v", err)
 		return
@@ -165,9 +165,9 @@ func (h *harness) restartRetired(ctx context.Context, r *chaosRow) {
 	r.followUps = append(r.followUps, "the host retired the worker; plugin disable, enable")
 }
 
-// stormAccount starts the row's sim (its own account, at simRateLimit),
+// openStormAccount starts the row's sim (its own account, at simRateLimit),
 // an environment on it, and the row's stub agents pointed at it.
-func (h *harness) stormAccount(ctx context.Context, r *chaosRow) (*stormAccount, error) {
+func (h *harness) openStormAccount(ctx context.Context, r *chaosRow) (*stormAccount, error) {
 	p, url, err := h.launchSim("createos-sim-"+r.fault, filepath.Join(h.runDir, "sim-"+r.fault), simRateLimit)
 	if err != nil {
 		return nil, err
