@@ -227,28 +227,6 @@ func (h *harness) holdStormRuns(ctx context.Context, s *stormAccount, r *chaosRo
 	return runs, h.setDuplexBridge(ctx, false)
 }
 
-// wakeManually starts a run of agent as an operator's manual wakeup and
-// returns its id.
-func (h *harness) wakeManually(ctx context.Context, agent string) (string, error) {
-	return h.wakeAgent(ctx, agent, map[string]any{"source": "on_demand", "triggerDetail": "manual"})
-}
-
-// wakeAgent wakes agent with body (POST /agents/<id>/wakeup) and returns
-// the run it started.
-func (h *harness) wakeAgent(ctx context.Context, agent string, body any) (string, error) {
-	var run struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	}
-	if err := h.pc.api(ctx, "POST", "/agents/"+agent+"/wakeup", body, &run); err != nil {
-		return "", err
-	}
-	if run.ID == "" {
-		return "", fmt.Errorf("the wakeup of agent %s started no run (status %q)", agent, run.Status)
-	}
-	return run.ID, nil
-}
-
 // waitHeldCount waits until n processes hold at the row's execute hold.
 func (h *harness) waitHeldCount(ctx context.Context, r *chaosRow, n int) error {
 	return poll(ctx, 3*time.Minute, fmt.Sprintf("%d runs held in their execute (chaos-hold execute %s)", n, r.token()), func() (bool, error) {
@@ -411,16 +389,6 @@ func (h *harness) runFailure(ctx context.Context, id string) (code, msg string, 
 	}
 	err = h.pc.api(ctx, "GET", "/heartbeat-runs/"+id, nil, &run)
 	return run.ErrorCode, errorText(run.Error), err
-}
-
-// errorText is a run's stored error as text: the string it holds, else
-// its JSON.
-func errorText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return strings.TrimSpace(string(raw))
 }
 
 // stormClient is a second client on an account's API key: a request loop

@@ -501,3 +501,35 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// wakeManually starts a run of agent as an operator's manual wakeup and
+// returns its id.
+func (h *harness) wakeManually(ctx context.Context, agent string) (string, error) {
+	return h.wakeAgent(ctx, agent, map[string]any{"source": "on_demand", "triggerDetail": "manual"})
+}
+
+// wakeAgent wakes agent with body (POST /agents/<id>/wakeup) and returns
+// the run it started.
+func (h *harness) wakeAgent(ctx context.Context, agent string, body any) (string, error) {
+	var run struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	if err := h.pc.api(ctx, "POST", "/agents/"+agent+"/wakeup", body, &run); err != nil {
+		return "", err
+	}
+	if run.ID == "" {
+		return "", fmt.Errorf("the wakeup of agent %s started no run (status %q)", agent, run.Status)
+	}
+	return run.ID, nil
+}
+
+// errorText is a run's stored error as text: the string it holds, else
+// its JSON.
+func errorText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return strings.TrimSpace(string(raw))
+}
