@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -98,6 +99,40 @@ func (p *process) finish(st helperStatus) {
 	p.broadcast()
 }
 
+// failureTail bounds the stderr a failed process's log line quotes.
+const failureTail = 512
+
+// logFailure logs a process that did not exit 0, with the end of its
+// stderr: the API drops nothing, but a client that follows only stdout
+// (the duplex channel does) leaves the reason nowhere else. It runs before
+// finish, so the line is written before the exit frame can be read.
+func (s *Server) logFailure(sandbox string, p *process, st helperStatus) {
+	if st.ExitCode != nil && *st.ExitCode == 0 {
+		return
+	}
+	how := "before it started (" + st.SetupError + ")"
+	switch {
+	case st.Signal != "":
+		how = "by signal " + st.Signal
+	case st.ExitCode != nil:
+		how = "with code " + strconv.Itoa(*st.ExitCode)
+	}
+	s.logf("process %s in %s ended %s; the end of its stderr: %q", p.id, sandbox, how, p.stderrTail(failureTail))
+}
+
+// stderrTail is the last n bytes of stderr the journal still holds.
+func (p *process) stderrTail(n int) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var tail []byte
+	for i := len(p.journal) - 1; i >= 0 && len(tail) < n; i-- {
+		if c := p.journal[i]; c.stream == "stderr" {
+			tail = append(append([]byte(nil), c.data...), tail...)
+		}
+	}
+	return tail[max(len(tail)-n, 0):]
+}
+
 func (p *process) exitFrame() map[string]any {
 	if p.signal != "" {
 		return map[string]any{"type": "exit", "signal": p.signal}
@@ -183,6 +218,7 @@ func (s *Server) startProcess(h hold, body procBody) (*process, error) {
 		_ = cmd.Wait()
 		status := cmd.readStatus()
 		out.drain() // a background job may hold the output open
+		s.logFailure(h.sb.id, p, status)
 		p.finish(status)
 		x.closeOurs()
 	}()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -464,5 +465,48 @@ func TestStartGateAndWaitAfterAStreamThatEndsBeforeItsExit(t *testing.T) {
 	}
 	if after := a.srv.Processes(id); after[0].FirstOutputAfter < gate {
 		t.Fatalf("first output after %d requests, the gate was request %d", after[0].FirstOutputAfter, gate)
+	}
+}
+
+// TestProcessFailureIsLogged: a process that exits non-zero leaves a log
+// line with its code and the end of its stderr, written before its exit
+// frame; one that exits 0 leaves none.
+func TestProcessFailureIsLogged(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	a := newAPI(t, createostest.Options{Logf: func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+	}})
+	id := a.create()
+	cases := []struct {
+		name, script, want string
+	}{
+		{"failed", `printf 'EADDRINUSE 127.0.0.1:%s\n' 4242 >&2; exit 3`, `with code 3; the end of its stderr: "EADDRINUSE 127.0.0.1:4242\n"`},
+		{"long stderr", `head -c 2000 /dev/zero | tr '\0' x >&2; printf end >&2; exit 1`, `"` + strings.Repeat("x", 509) + `end"`},
+		{"succeeded", `echo fine >&2`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pid := a.spawn(id, bash(tc.script))
+			if f := a.follow(id, pid, 0, nil); f.exit() == nil {
+				t.Fatalf("no exit frame: %+v", f.frames)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			var found string
+			for _, l := range lines {
+				if strings.HasPrefix(l, "process "+pid+" ") {
+					found = l
+				}
+			}
+			switch {
+			case tc.want == "" && found != "":
+				t.Fatalf("a process that exited 0 was logged: %s", found)
+			case tc.want != "" && !strings.HasSuffix(found, tc.want):
+				t.Fatalf("log line %q, want it to end %q", found, tc.want)
+			}
+		})
 	}
 }
