@@ -18,7 +18,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
-// Issue 12 through the binary: the template cycle (setup → capture → fork
+// Templates through the binary: the template cycle (setup → capture → fork
 // → execute → delete template) and the run's egress grants, driven over
 // stdio the way the host drives them, against an in-process createostest
 // server whose rows and request log are the assertions. The worker spaces

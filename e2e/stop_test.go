@@ -125,7 +125,7 @@ func TestStdinEOFKillsBackgroundProcessesAndRemovesRoots(t *testing.T) {
 	noLeaseFiles(t, tmp)
 }
 
-// Issue 10 #8: stdin EOF means the host is gone. A command without a
+// Stdin EOF means the host is gone. A command without a
 // timeout is cancelled once rpc.DefaultInputGrace is over, its call is
 // answered, and the worker exits 0 with nothing left running.
 func TestStdinEOFEndsACommandWithoutATimeout(t *testing.T) {

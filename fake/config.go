@@ -10,7 +10,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// Config defaults, as the reference plugin has them.
+// Config defaults, as Paperclip's TypeScript fake provider has them.
 const (
 	DefaultImage          = "fake:latest"
 	DefaultTimeoutMs      = 300000

@@ -4,8 +4,9 @@
 // is not an isolation boundary: commands run as the worker's user on the
 // worker's machine, wherever the host asks; only file sync confines its
 // sandbox-side paths to the lease root, which the worker holds open from
-// acquire and reaches only through that handle (rootdir.go). It matches
-// the observable formats of Paperclip's TypeScript fake sandbox provider.
+// acquire and reaches only through that handle (rootdir.go; a sync's
+// copy is package synccopy). It matches the observable formats of
+// Paperclip's TypeScript fake sandbox provider.
 //
 // A release or destroy answers a termination receipt only once every
 // process the lease started is gone, also those that left its process

@@ -74,7 +74,7 @@ func New(opts ...Option) *Driver {
 }
 
 // Start implements handlers.Starter: the driver boots, then logs the
-// reference's setup line.
+// setup line of Paperclip's TypeScript fake provider.
 func (d *Driver) Start(ctx context.Context) {
 	d.boot(ctx)
 	zerolog.Ctx(ctx).Info().Msg("Fake sandbox provider plugin ready")

@@ -8,7 +8,7 @@ import (
 )
 
 // encodeComponent is JavaScript's encodeURIComponent followed by the
-// reference's replacement of every "%" with "_": A-Z a-z 0-9 and
+// TypeScript fake provider's replacement of every "%" with "_": A-Z a-z 0-9 and
 // -_.!~*'() stay, every other UTF-8 byte becomes _XX (uppercase hex).
 func encodeComponent(s string) string { return strings.ReplaceAll(uri.Component(s), "%", "_") }
 

@@ -17,7 +17,8 @@ type executionKey struct {
 	ExecutionID     string
 }
 
-// validateExecutionID checks an executionId as the reference registry does.
+// validateExecutionID checks an executionId as the plugin SDK's execution
+// registry does, which Paperclip's TypeScript fake provider runs in.
 func validateExecutionID(id string) error {
 	if id == "" {
 		return errExecutionIDInvalid

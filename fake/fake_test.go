@@ -20,7 +20,8 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
-// Reference harness values (fake-driver.md §7.1).
+// The values of the TypeScript fake provider's test harness
+// (../shared/spec/fake-driver.md §7.1).
 func base(env string, config handlers.Object) handlers.BaseParams {
 	if config == nil {
 		config = handlers.Object{"image": "fake:test", "reuseLease": false}
@@ -115,7 +116,7 @@ func execute(t *testing.T, d *tdriver, b handlers.BaseParams, l *handlers.Lease,
 func ms(v float64) *float64 { return &v }
 func str(v string) *string  { return &v }
 
-// Reference test 1 and the T2 additions.
+// The TypeScript fake provider's test 1 and its T2 additions (plugin.test.ts).
 func TestRunsADeterministicProviderLifecycle(t *testing.T) {
 	d := newDriver(t)
 	ctx := context.Background()
@@ -148,7 +149,7 @@ func TestRunsADeterministicProviderLifecycle(t *testing.T) {
 	}
 }
 
-// Reference test 4.
+// The TypeScript fake provider's test 4.
 func TestDoesNotExposeHostOnlyEnvironmentVariables(t *testing.T) {
 	t.Setenv("PAPERCLIP_FAKE_PLUGIN_HOST_SECRET", "should-not-leak")
 	d := newDriver(t)
@@ -165,7 +166,7 @@ func TestDoesNotExposeHostOnlyEnvironmentVariables(t *testing.T) {
 	}
 }
 
-// Reference test 5.
+// The TypeScript fake provider's test 5.
 func TestIncludesUsrLocalBinInTheDefaultPath(t *testing.T) {
 	d := newDriver(t)
 	b := base("env-1", nil)
@@ -176,7 +177,8 @@ func TestIncludesUsrLocalBinInTheDefaultPath(t *testing.T) {
 	}
 }
 
-// Reference test 6, plus the grandchild that dies with its group.
+// The TypeScript fake provider's test 6, plus the grandchild that dies
+// with its group.
 func TestEscalatesToSIGKILLAfterTimeoutIfTheChildIgnoresSIGTERM(t *testing.T) {
 	d := newDriver(t)
 	b := base("env-1", nil)

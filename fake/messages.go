@@ -11,11 +11,11 @@ import (
 
 // The fake's texts for operators, each written once: the refusals a call
 // answers (internal/operator) and the lines the fake writes to a command's
-// stderr when it could not run the command. The reference's strings
-// (spec/fake-driver.md) are verbatim. A config's warnings and path
+// stderr when it could not run the command. The strings of Paperclip's
+// TypeScript fake provider (../shared/spec/fake-driver.md) are verbatim. A config's warnings and path
 // problems are the validator's report and stay with it (config.go).
 
-// The reference's texts.
+// The texts of Paperclip's TypeScript fake provider.
 var (
 	errExecutionIDInvalid = operator.New("Environment executionId must be a non-empty opaque string.")
 	errExecutionIDTooLong = operator.New("Environment executionId exceeds the 512-character limit.")

@@ -12,7 +12,8 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
 )
 
-// killGrace is the time between SIGTERM and SIGKILL, as the reference has it.
+// killGrace is the time between SIGTERM and SIGKILL, as Paperclip's
+// TypeScript fake provider has it.
 const killGrace = 250 * time.Millisecond
 
 // pipeDrain bounds how long output is still read after the command's own

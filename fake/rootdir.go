@@ -6,16 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
-)
 
-// Open flags of every open the worker makes of a name a command controls:
-// never wait on a FIFO or a device, never follow a link where it should
-// find none, and fail on a directory that is not one.
-const (
-	nonblock = syscall.O_NONBLOCK
-	noFollow = syscall.O_NOFOLLOW
-	dirOnly  = syscall.O_DIRECTORY
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/synccopy"
 )
 
 // A lease's root directory is held open from its creation (lease.dir):
@@ -25,7 +17,8 @@ const (
 // directory at its name, cannot lead the worker out of the lease: the
 // handle still names the directory the lease was given.
 
-// rootPattern names lease roots under the temp dir (fake-driver.md §5).
+// rootPattern names lease roots under the temp dir
+// (../shared/spec/fake-driver.md §5).
 const rootPattern = "paperclip-fake-sandbox-*"
 
 // createRoot makes a lease root under tmpDir, owned by this worker
@@ -98,13 +91,13 @@ func currentName(f *os.File) (string, bool) {
 // openDirIn opens directory rel through dir without blocking on whatever a
 // command put there (a FIFO opened for reading waits for a writer).
 func openDirIn(dir *os.Root, rel string) (*os.File, error) {
-	f, err := dir.OpenFile(rel, os.O_RDONLY|nonblock|dirOnly, 0)
+	f, err := dir.OpenFile(rel, synccopy.OpenDirFlags, 0)
 	if err != nil {
 		return nil, err
 	}
 	if fi, err := f.Stat(); err != nil || !fi.IsDir() {
 		f.Close()
-		return nil, &fs.PathError{Op: "open", Path: rel, Err: errNotDir}
+		return nil, &fs.PathError{Op: "open", Path: rel, Err: synccopy.ErrNotDir}
 	}
 	return f, nil
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/synccopy"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
@@ -94,25 +95,25 @@ func prepareHomeOnce(home string) (made bool, err error) {
 	if err := root.Mkdir(leaf, 0o700); errors.Is(err, fs.ErrNotExist) {
 		return made, errRootGone
 	} else if err != nil && !errors.Is(err, fs.ErrExist) {
-		return made, fmt.Errorf("create session home %s: %w", home, cleanErr(err))
+		return made, fmt.Errorf("create session home %s: %w", home, synccopy.CleanErr(err))
 	}
 	fi, err := root.Lstat(leaf)
 	if err != nil {
-		return made, fmt.Errorf("look at session home %s: %w", home, cleanErr(err))
+		return made, fmt.Errorf("look at session home %s: %w", home, synccopy.CleanErr(err))
 	}
 	if why := notOwnDir(fi); why != "" {
 		return made, errSessionHomeNotOwn(home, why)
 	}
-	f, err := root.OpenFile(leaf, os.O_RDONLY|dirOnly|nonblock, 0)
+	f, err := root.OpenFile(leaf, synccopy.OpenDirFlags, 0)
 	if err != nil {
-		return made, fmt.Errorf("open session home %s: %w", home, cleanErr(err))
+		return made, fmt.Errorf("open session home %s: %w", home, synccopy.CleanErr(err))
 	}
 	defer f.Close()
 	if held, err := f.Stat(); err != nil || !os.SameFile(fi, held) {
 		return made, errSessionHomeChanged(home)
 	}
 	if err := f.Chmod(0o700); err != nil {
-		return made, fmt.Errorf("set the mode of session home %s: %w", home, cleanErr(err))
+		return made, fmt.Errorf("set the mode of session home %s: %w", home, synccopy.CleanErr(err))
 	}
 	return made, nil
 }
@@ -162,7 +163,7 @@ func openHomeRoot(create bool) (root *os.Root, made bool, err error) {
 		return nil, made, errRootGone
 	}
 	if err != nil {
-		return nil, made, fmt.Errorf("prepare %s: %w", name, cleanErr(err))
+		return nil, made, fmt.Errorf("prepare %s: %w", name, synccopy.CleanErr(err))
 	}
 	why := notOwnDir(fi)
 	if why == "" && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
@@ -176,7 +177,7 @@ func openHomeRoot(create bool) (root *os.Root, made bool, err error) {
 		return nil, made, errRootGone
 	}
 	if err != nil {
-		return nil, made, fmt.Errorf("open %s: %w", name, cleanErr(err))
+		return nil, made, fmt.Errorf("open %s: %w", name, synccopy.CleanErr(err))
 	}
 	if held, err := root.Stat("."); err != nil || !os.SameFile(fi, held) {
 		root.Close()

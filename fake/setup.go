@@ -38,8 +38,8 @@ func owner(p handlers.BaseParams) scope {
 	return scope{CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID}
 }
 
-// present is the reference's presentation of a session: raw template refs
-// never appear in it.
+// present is the TypeScript fake provider's presentation of a session:
+// raw template refs never appear in it.
 func present(s setupRecord, includePayload bool) *handlers.SetupSession {
 	id := s.ProviderLeaseID
 	out := &handlers.SetupSession{

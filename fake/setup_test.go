@@ -13,7 +13,8 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
-// Reference test 1's T2 part and test 2.
+// The TypeScript fake provider's test 1 (its T2 part) and test 2
+// (plugin.test.ts).
 func TestSupportsInteractiveSetupTemplateCaptureRefreshAndRollback(t *testing.T) {
 	ctx := context.Background()
 	d := newDriver(t)
@@ -93,7 +94,7 @@ func TestSupportsInteractiveSetupTemplateCaptureRefreshAndRollback(t *testing.T)
 	}
 }
 
-// Reference test 3.
+// The TypeScript fake provider's test 3 (plugin.test.ts).
 func TestKeepsFakeSetupAndCapturePayloadsFreeOfRealLookingSecrets(t *testing.T) {
 	ctx := context.Background()
 	d := newDriver(t)
@@ -124,7 +125,7 @@ func TestKeepsFakeSetupAndCapturePayloadsFreeOfRealLookingSecrets(t *testing.T) 
 	}
 }
 
-// Issue 10 #4: setup sessions and templates belong to the company's
+// Setup sessions and templates belong to the company's
 // environment that made them. Another company or environment naming the
 // same ids finds nothing and changes nothing.
 func TestSetupSessionsAndTemplatesAreScopedLikeLeases(t *testing.T) {

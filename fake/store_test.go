@@ -69,7 +69,7 @@ func TestSetupsStore(t *testing.T) {
 	}
 }
 
-// Issue 10 #4: a session or template of one scope does not exist for
+// A session or template of one scope does not exist for
 // another, whatever id it names.
 func TestSetupsAreScoped(t *testing.T) {
 	s := newSetupStore()

@@ -71,7 +71,7 @@ type roots struct {
 	verdicts  map[string]verdict // by root path (a marker), as first read
 	owners    []rootOwner        // the live owners met so far
 	dead      []string           // roots under tmpDir whose owner is dead
-	abandoned []string           // roots without an owner, older than ownerlessGrace
+	abandoned []string           // roots without an owner, older than liveness.OwnerlessGrace
 }
 
 // verdict is what a sweep makes of a lease root.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/synccopy"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
@@ -21,10 +22,10 @@ import (
 // shared rules of internal/syncrule, then confinement, then command cwds);
 // operations then apply in array order, each one's post-upload commands
 // after its files, and the first failure fails the call (earlier
-// operations stay applied). The path and symlink rules are in
-// sync_confine.go, the copy in sync_copy.go and, for a directory's walk,
-// sync_walk.go, the commands in sync_post.go; exclude lists mean what
-// syncrule.Exclude says (the host's reading).
+// operations stay applied). The sandbox path rule is in sync_confine.go,
+// the copy of a mapping, with its symlink rules, in package synccopy, the
+// commands in sync_post.go; exclude lists mean what syncrule.Exclude says
+// (the host's reading).
 //
 // Semantics chosen for the fake:
 //   - a file mapping writes targetPath itself; a directory mapping merges
@@ -37,7 +38,7 @@ import (
 //     is followed only when it resolves inside the mapping's source
 //     directory (safeopen.Tree, the CreateOS driver's rule too), and one
 //     that leaves it fails the mapping; on the sandbox side following
-//     never leaves the lease root (see sync_confine.go);
+//     never leaves the lease root (see package synccopy);
 //   - mode (0..0o777) is the final mode of a file mapping's file, or of a
 //     directory mapping's target directory; otherwise files get the
 //     source's permission bits, directories the sync creates get the
@@ -45,7 +46,7 @@ import (
 //     open than its final mode (on both sides, whatever the umask);
 //   - entries that are not files, directories or symlinks are skipped with
 //     a warning; one that becomes such an entry (a FIFO, say) while the
-//     copy reaches it fails the mapping, never blocks it (sync_open.go);
+//     copy reaches it fails the mapping, never blocks it (synccopy.ErrChanged);
 //     access and writablePath are advisory and ignored, and so
 //     is exclude on a file mapping (as the host's own fallback does);
 //   - filesTransferred/bytesTransferred count regular files written and
@@ -55,6 +56,9 @@ import (
 //   - a running sync counts as lease work: release and destroy stop it.
 
 var _ handlers.FileSyncer = (*Driver)(nil)
+
+// syncHooks, set by tests only, watch and steer every sync's copy.
+var syncHooks synccopy.Hooks
 
 // SyncIn implements handlers.FileSyncer: host → sandbox.
 func (d *Driver) SyncIn(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
@@ -66,16 +70,12 @@ func (d *Driver) SyncOut(ctx context.Context, p *handlers.SyncParams) (*handlers
 	return d.sync(ctx, p, false)
 }
 
-// mappingPlan is one validated file mapping. src and dst are absolute on
-// the host side and root-relative on the sandbox side.
+// mappingPlan is one validated file mapping and where it stands in the
+// call, for messages.
 type mappingPlan struct {
-	index    int
-	src, dst string
-	dir      bool
-	mode     *fs.FileMode
-	exclude  syncrule.Exclude
-	follow   bool
-	from, to string // as the host gave them, for messages
+	index int
+	synccopy.Mapping
+	from, to string // as the host gave them
 }
 
 // commandPlan is one validated post-upload command.
@@ -139,10 +139,10 @@ func planSync(ops []handlers.SyncOperation, in bool, roots []string) ([]operatio
 			}
 			plan.files = append(plan.files, m)
 			if in {
-				if m.dir {
-					targetDirs = append(targetDirs, m.dst)
+				if m.Dir {
+					targetDirs = append(targetDirs, m.Dst)
 				} else {
-					targetDirs = append(targetDirs, path.Dir(m.dst))
+					targetDirs = append(targetDirs, path.Dir(m.Dst))
 				}
 			}
 		}
@@ -176,7 +176,8 @@ func planSync(ops []handlers.SyncOperation, in bool, roots []string) ([]operatio
 }
 
 func planMapping(j int, f handlers.SyncFileMapping, in bool, roots []string) (mappingPlan, error) {
-	m := mappingPlan{index: j, from: f.SourcePath, to: f.TargetPath, follow: f.FollowSymlinks, dir: f.Kind == "directory"}
+	m := mappingPlan{index: j, from: f.SourcePath, to: f.TargetPath,
+		Mapping: synccopy.Mapping{Follow: f.FollowSymlinks, Dir: f.Kind == "directory"}}
 	dir := syncrule.Out
 	if in {
 		dir = syncrule.In
@@ -184,10 +185,10 @@ func planMapping(j int, f handlers.SyncFileMapping, in bool, roots []string) (ma
 	if err := syncrule.Check(syncrule.Mapping{Source: f.SourcePath, Target: f.TargetPath, Kind: f.Kind, Mode: f.Mode}, dir); err != nil {
 		return m, err
 	}
-	host, sandbox := &m.src, &m.dst
+	host, sandbox := &m.Src, &m.Dst
 	hp, sp := f.SourcePath, f.TargetPath
 	if !in {
-		host, sandbox = &m.dst, &m.src
+		host, sandbox = &m.Dst, &m.Src
 		hp, sp = f.TargetPath, f.SourcePath
 	}
 	*host = filepath.Clean(hp)
@@ -197,10 +198,10 @@ func planMapping(j int, f handlers.SyncFileMapping, in bool, roots []string) (ma
 	}
 	if f.Mode != nil {
 		mode := fs.FileMode(*f.Mode)
-		m.mode = &mode
+		m.Mode = &mode
 	}
-	if m.dir {
-		m.exclude = syncrule.NewExclude(f.Exclude)
+	if m.Dir {
+		m.Exclude = syncrule.NewExclude(f.Exclude)
 	}
 	return m, nil
 }
@@ -249,17 +250,12 @@ func (s *syncer) operation(ctx context.Context, op operationPlan) (handlers.Sync
 		if err := context.Cause(ctx); err != nil {
 			return res, errSyncStopped(op.id, err)
 		}
-		c := &copier{ctx: ctx, follow: m.follow, exclude: m.exclude, hostSrc: s.in}
-		if s.in {
-			c.src, c.dst = tracked(hostFS{}), tracked(rootFS{s.root})
-		} else {
-			c.src, c.dst = tracked(rootFS{s.root}), tracked(hostFS{})
-		}
-		if err := c.mapping(m); err != nil {
+		files, bytes, err := synccopy.Copy(ctx, m.Mapping, s.root, s.in, syncHooks)
+		if err != nil {
 			return res, errSyncMapping(op.id, m.index, m.from, m.to, err)
 		}
-		res.FilesTransferred += c.files
-		res.BytesTransferred += c.bytes
+		res.FilesTransferred += files
+		res.BytesTransferred += bytes
 	}
 	for i, cmd := range op.commands {
 		if err := s.postUpload(ctx, op, i, cmd); err != nil {

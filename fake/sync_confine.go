@@ -16,25 +16,10 @@ import (
 // <root>/workspace). They are mapped to names relative to the root, and
 // every sandbox-side access goes through the os.Root the lease holds open
 // from acquire (rootdir.go), or through a directory a sync's walk opened
-// through it and holds (sync_walk.go), so neither a symlink inside the
+// through it and holds (package synccopy), so neither a symlink inside the
 // lease nor one put in the root's place can lead a sync out of it. Host paths
-// are the host's own: they must be absolute and are used as given.
-//
-// Symlinks copied without followSymlinks are kept with their target as
-// written, whatever it is (as tar without -h, the host's own fallback and
-// its restore merge keep them): the copy never follows a link it writes or
-// finds in a target tree, and the sandbox side is reached only through
-// os.Root, so a kept link cannot lead a sync out of the lease root. With
-// followSymlinks the sandbox side still never leaves the root, and the
-// host side never leaves the mapping's source directory: a host directory
-// is read through its own root (safeopen.Tree), and a link is followed only
-// when it resolves, through every link on its way, to a name inside it. A
-// sandbox can leave links in the host workspace (sync-out keeps them as
-// written), and a later sync-in must not copy the host files they name.
-//
-// Exclude lists (directory mappings only) mean what syncrule.Exclude says,
-// matched against slash paths relative to the mapping's source directory;
-// an excluded directory is skipped whole.
+// are the host's own: they must be absolute and are used as given. How
+// the copy treats symlinks and exclude lists is package synccopy's.
 
 // sandboxRel maps the absolute sandbox path p to a name relative to the
 // lease root. roots are the root's spellings (as created and with its

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/synccopy"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -46,7 +47,7 @@ func syncDeepTree(tb testing.TB, dir string, depth int) string {
 // (one openat on the way down an os.Root, one step of the kernel's walk on
 // the host), so their sum is the copy's path-resolution work.
 type lookCounter struct {
-	fsys
+	synccopy.FS
 	n *atomic.Int64
 }
 
@@ -54,43 +55,43 @@ func (c lookCounter) look(name string) {
 	c.n.Add(int64(len(strings.FieldsFunc(name, func(r rune) bool { return r == filepath.Separator }))))
 }
 
-func (c lookCounter) Lstat(name string) (fs.FileInfo, error) { c.look(name); return c.fsys.Lstat(name) }
-func (c lookCounter) Stat(name string) (fs.FileInfo, error)  { c.look(name); return c.fsys.Stat(name) }
+func (c lookCounter) Lstat(name string) (fs.FileInfo, error) { c.look(name); return c.FS.Lstat(name) }
+func (c lookCounter) Stat(name string) (fs.FileInfo, error)  { c.look(name); return c.FS.Stat(name) }
 func (c lookCounter) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
 	c.look(name)
-	return c.fsys.OpenFile(name, flag, perm)
+	return c.FS.OpenFile(name, flag, perm)
 }
 func (c lookCounter) Readlink(name string) (string, error) {
 	c.look(name)
-	return c.fsys.Readlink(name)
+	return c.FS.Readlink(name)
 }
 func (c lookCounter) Mkdir(name string, perm fs.FileMode) error {
 	c.look(name)
-	return c.fsys.Mkdir(name, perm)
+	return c.FS.Mkdir(name, perm)
 }
 func (c lookCounter) MkdirAll(name string, perm fs.FileMode) error {
 	c.look(name)
-	return c.fsys.MkdirAll(name, perm)
+	return c.FS.MkdirAll(name, perm)
 }
 func (c lookCounter) Chmod(name string, mode fs.FileMode) error {
 	c.look(name)
-	return c.fsys.Chmod(name, mode)
+	return c.FS.Chmod(name, mode)
 }
 func (c lookCounter) Rename(oldname, newname string) error {
 	c.look(oldname)
 	c.look(newname)
-	return c.fsys.Rename(oldname, newname)
+	return c.FS.Rename(oldname, newname)
 }
 func (c lookCounter) Symlink(oldname, newname string) error {
 	c.look(newname) // oldname is the link's text, not looked up
-	return c.fsys.Symlink(oldname, newname)
+	return c.FS.Symlink(oldname, newname)
 }
-func (c lookCounter) Remove(name string) error { c.look(name); return c.fsys.Remove(name) }
+func (c lookCounter) Remove(name string) error { c.look(name); return c.FS.Remove(name) }
 
 // OpenDir counts the name it opens and counts through what it opened.
-func (c lookCounter) OpenDir(name string) (fsys, error) {
+func (c lookCounter) OpenDir(name string) (synccopy.FS, error) {
 	c.look(name)
-	d, err := c.fsys.OpenDir(name)
+	d, err := c.FS.OpenDir(name)
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +102,8 @@ func (c lookCounter) OpenDir(name string) (fsys, error) {
 // returned counter.
 func countLooks(t *testing.T) *atomic.Int64 {
 	n := new(atomic.Int64)
-	syncFSHook = func(f fsys) fsys { return lookCounter{f, n} }
-	t.Cleanup(func() { syncFSHook = nil })
+	syncHooks.FS = func(f synccopy.FS) synccopy.FS { return lookCounter{f, n} }
+	t.Cleanup(func() { syncHooks.FS = nil })
 	return n
 }
 

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/synccopy"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
@@ -57,7 +58,7 @@ func TestSyncNeverBlocksOnAFIFOSwappedIn(t *testing.T) {
 				_, err := e.out(op)
 				return err
 			})
-			if err == nil || !strings.Contains(err.Error(), errChanged.Error()) {
+			if err == nil || !strings.Contains(err.Error(), synccopy.ErrChanged.Error()) {
 				t.Fatalf("err = %v, want the FIFO refused", err)
 			}
 			id := e.lease.LeaseID()
@@ -73,7 +74,7 @@ func TestSyncNeverBlocksOnAFIFOSwappedIn(t *testing.T) {
 // open a name ending in suffix: after the copy saw a regular file there.
 func swapOnOpen(t *testing.T, suffix, fifo, target string) {
 	var once sync.Once
-	syncOpenHook = func(name string) {
+	syncHooks.Open = func(name string) {
 		if strings.HasSuffix(filepath.ToSlash(name), suffix) {
 			once.Do(func() {
 				if err := os.Rename(fifo, target); err != nil {
@@ -82,7 +83,7 @@ func swapOnOpen(t *testing.T, suffix, fifo, target string) {
 			})
 		}
 	}
-	t.Cleanup(func() { syncOpenHook = nil })
+	t.Cleanup(func() { syncHooks.Open = nil })
 }
 
 // syncWithoutFIFOWait runs call and returns its error; it fails the test
@@ -147,7 +148,7 @@ func TestSyncNeverBlocksOnAFIFOSwappedForADirectory(t *testing.T) {
 				t.Fatalf("mkfifo: %v", err)
 			}
 			var once sync.Once
-			syncOpenHook = func(name string) {
+			syncHooks.Open = func(name string) {
 				if filepath.Base(name) == "d" { // host names are relative to the source
 					once.Do(func() {
 						if err := os.Rename(target, target+"-moved"); err != nil {
@@ -159,7 +160,7 @@ func TestSyncNeverBlocksOnAFIFOSwappedForADirectory(t *testing.T) {
 					})
 				}
 			}
-			t.Cleanup(func() { syncOpenHook = nil })
+			t.Cleanup(func() { syncHooks.Open = nil })
 			err := syncWithoutFIFOWait(t, target, func() error {
 				if in {
 					_, err := e.in(syncOp("in", handlers.SyncFileMapping{SourcePath: filepath.Join(side, "src"), TargetPath: e.ws + "/dst", Kind: "directory"}))
@@ -168,7 +169,7 @@ func TestSyncNeverBlocksOnAFIFOSwappedForADirectory(t *testing.T) {
 				_, err := e.out(syncOp("out", handlers.SyncFileMapping{SourcePath: e.ws + "/src", TargetPath: filepath.Join(e.host, "dst"), Kind: "directory"}))
 				return err
 			})
-			if err == nil || !strings.Contains(err.Error(), errChanged.Error()) {
+			if err == nil || !strings.Contains(err.Error(), synccopy.ErrChanged.Error()) {
 				t.Fatalf("err = %v, want the FIFO refused", err)
 			}
 		})

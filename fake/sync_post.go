@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/fake/proctree"
+	"github.com/paperclip-sandbox/sandbox-plugin/fake/synccopy"
 )
 
 // postUpload runs one post-upload command verbatim as `sh -c <command>`
@@ -84,10 +85,10 @@ func (s *syncer) stopCause(ctx context.Context, ws syscall.WaitStatus) error {
 // root's path.
 func (s *syncer) start(command, rel string) (*exec.Cmd, proctree.Child, error) {
 	dir, err := openDirIn(s.root, rel)
-	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, errNotDir) {
+	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, synccopy.ErrNotDir) {
 		return nil, proctree.Child{}, fmt.Errorf("cwd %s is not a directory", filepath.Join(s.l.root, rel))
 	} else if err != nil {
-		return nil, proctree.Child{}, fmt.Errorf("cwd %s: %w", filepath.Join(s.l.root, rel), cleanErr(err))
+		return nil, proctree.Child{}, fmt.Errorf("cwd %s: %w", filepath.Join(s.l.root, rel), synccopy.CleanErr(err))
 	}
 	defer dir.Close() // the child holds its cwd once started
 	sh, err := lookPath("sh", commandPATH(s.path, nil), "/")

@@ -12,8 +12,8 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen/safeopentest"
 )
 
-// TestSyncInNeverReadsOutsideTheSourceThroughASwappedDirectory (issue 19,
-// item 8, the race): a host directory the copy has listed is replaced by a
+// TestSyncInNeverReadsOutsideTheSourceThroughASwappedDirectory (the race
+// of TestSyncInFollowsOnlyLinksInsideTheSource): a host directory the copy has listed is replaced by a
 // link out of the source while the copy reads the entries it listed (a
 // concurrent sync-out extracting into the same workspace can do that).
 // The host source is read through its own root, so the copy fails instead
@@ -30,7 +30,7 @@ func TestSyncInNeverReadsOutsideTheSourceThroughASwappedDirectory(t *testing.T) 
 			// Once d/a is read and its copy created, before d/f is
 			// looked at.
 			var once sync.Once
-			syncCreateHook = func(name string, _ fs.FileInfo) {
+			syncHooks.Create = func(name string, _ fs.FileInfo) {
 				if !strings.Contains(filepath.ToSlash(name), "dst/d/.paperclip-sync-") {
 					return
 				}
@@ -44,7 +44,7 @@ func TestSyncInNeverReadsOutsideTheSourceThroughASwappedDirectory(t *testing.T) 
 					}
 				})
 			}
-			t.Cleanup(func() { syncCreateHook = nil })
+			t.Cleanup(func() { syncHooks.Create = nil })
 			_, err := e.in(syncOp("op", handlers.SyncFileMapping{SourcePath: src, TargetPath: e.ws + "/dst", Kind: "directory", FollowSymlinks: tc.Follow}))
 			for name, content := range syncReadTree(t, e.root) {
 				if safeopentest.HasSecret([]byte(content)) {

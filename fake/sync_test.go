@@ -267,7 +267,7 @@ func TestSyncMappings(t *testing.T) {
 func TestSyncModeHasNoOpenWindow(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
-	syncCreateHook = func(name string, fi fs.FileInfo) {
+	syncHooks.Create = func(name string, fi fs.FileInfo) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, name)
@@ -275,7 +275,7 @@ func TestSyncModeHasNoOpenWindow(t *testing.T) {
 			t.Errorf("%s was created with mode %v", name, fi.Mode().Perm())
 		}
 	}
-	t.Cleanup(func() { syncCreateHook = nil })
+	t.Cleanup(func() { syncHooks.Create = nil })
 	old := syscall.Umask(0) // the widest umask: only the code keeps modes tight
 	t.Cleanup(func() { syscall.Umask(old) })
 
@@ -343,7 +343,7 @@ func TestSyncTempFileNeverAtTarget(t *testing.T) {
 	syncMust(t, os.WriteFile(filepath.Join(e.ws, "big"), []byte(strings.Repeat("x", 1<<20)), 0o644))
 	syncMust(t, os.WriteFile(target, []byte("old"), 0o644))
 	var checked bool
-	syncCreateHook = func(name string, _ fs.FileInfo) {
+	syncHooks.Create = func(name string, _ fs.FileInfo) {
 		checked = true
 		if name == target {
 			t.Errorf("the target itself was created for writing")
@@ -355,7 +355,7 @@ func TestSyncTempFileNeverAtTarget(t *testing.T) {
 			t.Errorf("target changed before the rename: %d bytes", len(b))
 		}
 	}
-	t.Cleanup(func() { syncCreateHook = nil })
+	t.Cleanup(func() { syncHooks.Create = nil })
 	res, err := e.out(syncOp("o", handlers.SyncFileMapping{SourcePath: filepath.Join(e.ws, "big"), TargetPath: target, Kind: "file"}))
 	if err != nil {
 		t.Fatal(err)
@@ -932,7 +932,7 @@ func TestSyncTargetInsideSource(t *testing.T) {
 	}
 }
 
-// TestSyncInFollowsOnlyLinksInsideTheSource (issue 19, item 8): with
+// TestSyncInFollowsOnlyLinksInsideTheSource: with
 // followSymlinks a host link is followed only when it resolves, through
 // every link on its way, to a name inside the source directory. Sync-out
 // keeps links as written, so a sandbox can plant ws/x -> /etc/shadow in the

@@ -15,7 +15,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
 
-// Issue 19, item 2: a lease call the driver refuses (the right company,
+// A lease call the driver refuses (the right company,
 // another environment, naming environment A's lease) ends nothing of A.
 
 // fakeWire is a worker of one fake driver, as the host talks to it.

@@ -32,7 +32,8 @@ type OutputSink interface {
 }
 
 // Starter is implemented by drivers with work to do once the host has
-// initialized the worker (the reference plugins' setup hook: a "ready" log).
+// initialized the worker (the setup hook of Paperclip's TypeScript
+// plugins: a "ready" log).
 type Starter interface {
 	Start(ctx context.Context)
 }

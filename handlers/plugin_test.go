@@ -179,7 +179,7 @@ func (d *probing) Probe(_ context.Context, p *ProbeParams) (*ProbeResult, error)
 	return &ProbeResult{OK: true}, nil
 }
 
-// Issue 10 #5: params decode as the host's JSON.parse reads them. A key in
+// Params decode as the host's JSON.parse reads them. A key in
 // another case is another key: the request acts for company x, as the host
 // believes, not for the "CompanyId" c.
 func TestParamsKeysAreCaseSensitive(t *testing.T) {

@@ -91,7 +91,7 @@ func TestSessionsAreDeclaredByTheirDrivers(t *testing.T) {
 	}
 }
 
-// TestLeaseEndLogsAnOpenWhoseProcessMayLive (issue 19, item 4): a release
+// TestLeaseEndLogsAnOpenWhoseProcessMayLive: a release
 // that ends a route while its open runs waits for the open; when the open
 // failed with its process possibly alive, the log says the end is
 // unconfirmed, and the host's close of the route is not acknowledged.

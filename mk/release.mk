@@ -29,15 +29,17 @@ release: build ## cross-compile the worker for RELEASE_PLATFORMS and pack the ma
 	done
 	@cd $(RELEASE_DIR) && for f in *.tgz; do printf '  %-48s %9d bytes\n' $$f $$(wc -c < $$f); done
 
-cross-check: ## go vet and go build for every release platform; the fake's tests compiled (not run) for darwin
+cross-check: ## go vet and go build for every release platform; the fake's tests (fake, fake/synccopy) compiled (not run) for darwin
 	@set -e; for p in $(RELEASE_PLATFORMS); do \
 		goos=$${p%/*}; goarch=$${p#*/}; echo "== $$p: go vet ./..., go build ./..."; \
 		GOOS=$$goos GOARCH=$$goarch $(GO) vet ./...; \
 		CGO_ENABLED=0 GOOS=$$goos GOARCH=$$goarch $(GO) build ./...; \
 	done
 	@set -e; for a in amd64 arm64; do \
-		echo "== darwin/$$a: go test -c ./fake/"; \
-		GOOS=darwin GOARCH=$$a $(GO) test -c -o /dev/null ./fake/; \
+		for pkg in ./fake/ ./fake/synccopy/; do \
+			echo "== darwin/$$a: go test -c $$pkg"; \
+			GOOS=darwin GOARCH=$$a $(GO) test -c -o /dev/null $$pkg; \
+		done; \
 	done
 
 package-test: ## the shim's platform resolution (node --test package/test/)

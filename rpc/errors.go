@@ -54,9 +54,9 @@ func InvalidParams(format string, args ...any) *Error {
 }
 
 // Operator is implemented by errors whose text was written for operators
-// on purpose: a reference string, or a sentence that says what was wrong
-// and what to do, never a secret, a host path of ours or internal error
-// detail. Only such texts (and *Error's) reach the host; see codeFor.
+// on purpose: a string of the TypeScript plugin a driver matches, or a
+// sentence that says what was wrong and what to do, never a secret, a
+// host path of ours or internal error detail. Only such texts (and *Error's) reach the host; see codeFor.
 type Operator interface {
 	error
 	OperatorMessage() string

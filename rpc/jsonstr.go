@@ -25,7 +25,7 @@ func appendJSONString(dst, s []byte) []byte {
 }
 
 // appendJSONChars appends s escaped as the inside of a JSON string. s may
-// be a piece of a longer string cut at a rune start (see textPieces): the
+// be a piece of a longer string cut at a rune start (see textPiece): the
 // escaping of the whole is the escaping of its pieces.
 func appendJSONChars(dst, s []byte) []byte {
 	const hex = "0123456789abcdef"

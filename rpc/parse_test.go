@@ -29,7 +29,7 @@ func TestParseLine(t *testing.T) {
 		{line: `{"jsonrpc":"2.0","id":{"x":1},"method":"m"}`, code: CodeInvalidRequest, message: `"id" must be a string or a number`},
 		{line: `{"jsonrpc":"2.0","id":"p","method":"m","params":[1]}`, code: CodeInvalidParams, id: `"p"`},
 		{line: `{"jsonrpc":"2.0","id":4,"method":"m","paperclipInvocation":"x"}`, code: CodeInvalidRequest, id: "4", message: "paperclipInvocation"},
-		// Issue 10 #12: an id with a raw 0xFF byte is not echoed.
+		// An id with a raw 0xFF byte is not echoed.
 		{line: "{\"jsonrpc\":\"2.0\",\"id\":\"a\xffb\",\"method\":\"m\"}", code: CodeParseError, message: "not valid UTF-8 (first invalid byte at offset 24)"},
 	}
 	for _, tc := range tests {
@@ -49,7 +49,7 @@ func TestParseLine(t *testing.T) {
 			}
 		}
 	}
-	// Keys are exact (issue 10 #5): "ID" is not the id, so this is a
+	// Keys are exact: "ID" is not the id, so this is a
 	// notification, as the host's JSON.parse would read it.
 	if in, r := parseLine([]byte(`{"jsonrpc":"2.0","ID":1,"Method":"x","method":"m"}`)); r != nil || in == nil || in.id != nil || in.method != "m" {
 		t.Errorf("case-folded keys: got %+v, %+v; want the notification m", in, r)

@@ -341,7 +341,7 @@ func with2(m map[string]any, k string, v any) map[string]any {
 	return out
 }
 
-// TestDuplexWriteTakesOnlyBase64ThatReencodesToItself (issue 19, item 6):
+// TestDuplexWriteTakesOnlyBase64ThatReencodesToItself:
 // the host's decodeChannelBytes takes only base64 that re-encodes to
 // itself, so line breaks anywhere are refused, not skipped.
 func TestDuplexWriteTakesOnlyBase64ThatReencodesToItself(t *testing.T) {
@@ -376,8 +376,7 @@ func TestDuplexWriteTakesOnlyBase64ThatReencodesToItself(t *testing.T) {
 	}
 }
 
-// TestCloseOfAnOpenWhoseProcessMayLiveIsNotAcknowledged (issue 19, item
-// 4): a close ack promises that nothing of the route runs. A close that
+// TestCloseOfAnOpenWhoseProcessMayLiveIsNotAcknowledged: a close ack promises that nothing of the route runs. A close that
 // comes while the open runs waits for it; when the open failed with an
 // error wrapping ErrSessionMayLive, that close and every later one answer
 // the unconfirmed-close error; after any other failure they ack.

@@ -66,10 +66,11 @@ func (c LoginCommand) LoginEnv(home string) map[string]string {
 	return env
 }
 
-// sessionHomePattern is a session home both references accept: the host's
-// lowercase UUID under /tmp/paperclip-adapter-login (server
-// services/login-command.js, which derives it from randomUUID) that is also
-// an RFC 4122 UUID of version 1–5, as the CreateOS plugin checks.
+// sessionHomePattern is a session home both the host and the CreateOS
+// plugin accept: the host's lowercase UUID under
+// /tmp/paperclip-adapter-login (server services/login-command.js, which
+// derives it from randomUUID) that is also an RFC 4122 UUID of version
+// 1–5, as the CreateOS plugin checks.
 var sessionHomePattern = regexp.MustCompile(`^/tmp/paperclip-adapter-login/[0-9a-f]{8}-[0-9a-f]{4}-[1-5][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 // SessionHomeRoot is the directory every session home is in.

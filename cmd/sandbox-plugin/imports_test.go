@@ -25,6 +25,7 @@ var layers = []struct {
 	{"createos/archive", 2},
 	{"createos/script", 2},
 	{"fake/proctree", 2},
+	{"fake/synccopy", 2},
 	{"rpc", 2},
 	{"rpc/rpctest", 3},
 	{"sessions", 3},

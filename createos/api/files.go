@@ -79,7 +79,7 @@ func downloadError(ctx context.Context, err error) error {
 }
 
 // limitedWriter writes to w until a write would take it past left bytes,
-// which fails with errDownloadTooLarge and writes nothing.
+// which fails with ErrDownloadTooLarge and writes nothing.
 type limitedWriter struct {
 	w    io.Writer
 	left int64

@@ -203,7 +203,7 @@ func (p *packer) addChildren(src, name string, info fs.FileInfo, entries []fs.Di
 // made in the sandbox (absolute, leaving the tree, dangling) is recreated
 // as written, as the host's own tar fallback and its restore merge do
 // (adapter-utils sandbox-managed-runtime.js, workspace-restore-merge.js).
-// Refusing one failed the whole workspace restore. extractArchive never
+// Refusing one failed the whole workspace restore. Extract never
 // follows a link it wrote or found. Fifos and devices are skipped, as the
 // host's merge skips them.
 func Validate(file string, exclude syncrule.Exclude) (int64, error) {
@@ -264,7 +264,7 @@ func validateTar(r io.Reader, exclude syncrule.Exclude) (int64, error) {
 				return 0, ErrUnsafe
 			}
 		case tar.TypeFifo, tar.TypeChar, tar.TypeBlock:
-			// skipped by extractArchive
+			// skipped by Extract
 		default:
 			return 0, ErrUnsafe
 		}
@@ -277,7 +277,7 @@ func validateTar(r io.Reader, exclude syncrule.Exclude) (int64, error) {
 
 // belowNonDirectory reports whether an earlier entry left a symlink or
 // another non-directory at one of name's parents: extraction would have to
-// write through it (extractArchive refuses that too, but only once the
+// write through it (Extract refuses that too, but only once the
 // entries before it are written).
 func belowNonDirectory(kinds map[string]byte, name string) bool {
 	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
@@ -370,7 +370,7 @@ func Extract(file, target string, exclude syncrule.Exclude) error {
 	return x.dirModes()
 }
 
-// extractor is one extractArchive in progress.
+// extractor is one Extract in progress.
 type extractor struct {
 	root    *os.Root
 	tr      *tar.Reader

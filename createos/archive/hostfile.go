@@ -16,14 +16,14 @@ import (
 // following a link where none was seen, and the opened handle must then
 // be what was looked at (openAsSeen), since the name may have been
 // replaced in between. The rule is the fake driver's
-// (fake/sync_open.go): a mapping's own source, resolved if it is a
+// (package fake/synccopy): a mapping's own source, resolved if it is a
 // symlink, must be a regular file (or a directory); inside a directory,
 // fifos, devices and sockets are left out; a name that changed between
 // the look and the open is refused.
 
 // OpenSourceFile opens a file mapping's host source, resolved if it is a
 // symlink, and returns it with its info. A source that is not a regular
-// file is errSourceNotFile, and is never opened.
+// file is ErrSourceNotFile, and is never opened.
 func OpenSourceFile(name string) (*os.File, fs.FileInfo, error) {
 	info, err := os.Stat(name)
 	if err != nil {
@@ -40,7 +40,7 @@ func OpenSourceFile(name string) (*os.File, fs.FileInfo, error) {
 // root), which stat (follow) or lstat saw as seen, a regular file or a
 // directory, for reading without waiting on it (safeopen.OpenAsSeen, the
 // rule both drivers' syncs open by). A name that is no longer what was
-// seen is errSourceChanged.
+// seen is ErrSourceChanged.
 func openAsSeen(open safeopen.Opener, name string, seen fs.FileInfo, follow bool) (*os.File, error) {
 	f, err := safeopen.OpenAsSeen(open, name, seen, follow)
 	if errors.Is(err, safeopen.ErrChanged) {
@@ -60,7 +60,7 @@ func openAsSeen(open safeopen.Opener, name string, seen fs.FileInfo, follow bool
 
 // openSourceTree opens the directory src, which stat saw as info, as a
 // Tree (safeopen.OpenTreeAsSeen, both drivers' rule); another directory in
-// its place by then is errSourceChanged.
+// its place by then is ErrSourceChanged.
 func openSourceTree(src string, info fs.FileInfo) (*safeopen.Tree, error) {
 	tree, err := safeopen.OpenTreeAsSeen(src, info)
 	if errors.Is(err, safeopen.ErrChanged) {
@@ -85,7 +85,7 @@ func followLink(tree *safeopen.Tree, src, name string) (string, fs.FileInfo, err
 
 // treeErr is err from a look into a source tree, with os.Root's refusal of
 // a name that leads out of the tree (which no listed name did when it was
-// listed) as errSourceChanged.
+// listed) as ErrSourceChanged.
 func treeErr(err error) error {
 	if safeopen.IsEscape(err) {
 		return ErrSourceChanged
@@ -95,7 +95,7 @@ func treeErr(err error) error {
 
 // listedErr is err from a look at a name the packer listed (or the root),
 // with a name gone since (removed, or its directory renamed away) as
-// errSourceChanged too: the source changed under the sync, which the
+// ErrSourceChanged too: the source changed under the sync, which the
 // operator can retry, as the fake driver says.
 func listedErr(err error) error {
 	if errors.Is(err, fs.ErrNotExist) {

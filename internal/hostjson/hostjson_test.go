@@ -31,7 +31,7 @@ func TestUnmarshalReadsAsTheHostDoes(t *testing.T) {
 	}{
 		{"exact keys", `{"companyId":"c","driverKey":"d","lease":{"providerLeaseId":"l"}}`,
 			params{CompanyID: "c", Lease: inner{"l"}, embedded: embedded{"d"}}},
-		// Issue 10 #5: JSON.parse reads companyId as x; "CompanyId" is
+		// JSON.parse reads companyId as x; "CompanyId" is
 		// another key, which no field has.
 		{"a key in another case is ignored", `{"companyId":"x","CompanyId":"c","DRIVERKEY":"d","lease":{"ProviderLeaseId":"l"}}`,
 			params{CompanyID: "x"}},

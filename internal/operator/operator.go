@@ -1,6 +1,8 @@
 // Package operator is the project's one error type whose text was written
-// for operators: a reference string, or a sentence that says what was wrong
-// and what to do, never a secret, a host path of ours or internal detail.
+// for operators: a string of the TypeScript plugin a driver matches (the
+// CreateOS plugin, Paperclip's fake provider), or a sentence that says
+// what was wrong and what to do, never a secret, a host path of ours or
+// internal detail.
 // The worker sends such a text to the host as it is (rpc.Operator).
 package operator
 

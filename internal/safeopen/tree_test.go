@@ -13,7 +13,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen/safeopentest"
 )
 
-// TestTreeResolveFollowsOnlyLinksInside (issue 19, item 8) is the rule both
+// TestTreeResolveFollowsOnlyLinksInside is the rule both
 // drivers' syncs follow host links by: a link is followed only when it
 // resolves, through every link on its way, inside the tree; what a
 // followed name leads to, read through the root, is the inside content.

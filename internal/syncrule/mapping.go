@@ -42,7 +42,8 @@ const (
 )
 
 // Error is a broken rule. Its message names the offending value; drivers
-// with reference messages map Rule to their own.
+// that answer with the messages of the TypeScript plugin they match map
+// Rule to those.
 type Error struct {
 	Rule Rule
 	msg  string

@@ -1,4 +1,4 @@
-package fake
+package synccopy
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 // A directory mapping is copied by a walk that holds every directory it
 // copies open, on both sides, and reaches each entry by its own name
-// through its directory's handle (fsys.OpenDir). An entry then costs the
+// through its directory's handle (FS.OpenDir). An entry then costs the
 // same few lookups at any depth: reaching it by its whole name from the
 // side's root would cost one lookup per level (os.Root opens each
 // component in turn), and a tree's sync the sum of all its depths,
@@ -33,7 +33,7 @@ import (
 // steps then names, the steps within the mapping's directory; any other
 // (an absolute one, one that climbs out of the mapping's directory or
 // leaves where it climbed to) is resolved by its whole name from the
-// side's root, by the side's own rule (see sync_confine.go), and so costs
+// side's root, by the side's own rule (see the package doc), and so costs
 // the depth it lies at.
 
 // relPath is a slash path relative to a mapping's directories, kept as
@@ -69,25 +69,25 @@ func (p *relPath) String() string {
 // it leads. It is nil for the mapping's own directory and for one reached
 // through a link, whose parent the walk does not hold.
 type srcDir struct {
-	fsys
+	FS
 	up *srcDir
 }
 
 // directory copies a directory mapping whose source Stat saw as fi.
-func (c *copier) directory(m mappingPlan, fi fs.FileInfo) error {
-	c.srcTop, c.dstTop = m.src, m.dst
+func (c *copier) directory(m Mapping, fi fs.FileInfo) error {
+	c.srcTop, c.dstTop = m.Src, m.Dst
 	if c.hostSrc {
-		tree, err := c.openHostTree(m.src, fi)
+		tree, err := c.openHostTree(m.Src, fi)
 		if err != nil {
 			return err
 		}
 		defer tree.Close()
-		c.src, c.hostTree, c.srcTop = tracked(rootFS{tree.Root()}), tree, "."
+		c.src, c.hostTree, c.srcTop = c.tracked(rootFS{tree.Root()}), tree, "."
 	}
-	if err := c.dst.MkdirAll(parent(m.dst), 0o700); err != nil {
-		return fmt.Errorf("create target directory: %w", cleanErr(err))
+	if err := c.dst.MkdirAll(parent(m.Dst), 0o700); err != nil {
+		return fmt.Errorf("create target directory: %w", CleanErr(err))
 	}
-	dst, made, err := c.openTarget(topRef(c.dst, m.dst), true)
+	dst, made, err := c.openTarget(topRef(c.dst, m.Dst), true)
 	if err != nil {
 		return targetErr("the target", err)
 	}
@@ -96,8 +96,8 @@ func (c *copier) directory(m mappingPlan, fi fs.FileInfo) error {
 		return err
 	}
 	switch {
-	case m.mode != nil:
-		return c.chmod(dst, *m.mode)
+	case m.Mode != nil:
+		return c.chmod(dst, *m.Mode)
 	case made:
 		return c.chmod(dst, fi.Mode().Perm())
 	}
@@ -108,13 +108,13 @@ func (c *copier) directory(m mappingPlan, fi fs.FileInfo) error {
 // directory dst; rel is their path relative to the mapping's
 // directories, fi and followed what the copy saw of s (see openSource),
 // up the directory s was found in by its own name (see srcDir).
-func (c *copier) tree(s ref, dst fsys, rel *relPath, fi fs.FileInfo, followed bool, up *srcDir) error {
-	h, err := openSourceDir(s, fi)
+func (c *copier) tree(s ref, dst FS, rel *relPath, fi fs.FileInfo, followed bool, up *srcDir) error {
+	h, err := c.openSourceDir(s, fi)
 	if err != nil {
 		return fmt.Errorf("read source directory %s: %w", rel, c.srcErr(err))
 	}
 	defer h.Close()
-	src := &srcDir{fsys: h, up: up}
+	src := &srcDir{FS: h, up: up}
 	entries, err := readDir(src)
 	if err != nil {
 		return fmt.Errorf("read source directory %s: %w", rel, c.srcErr(err))
@@ -146,8 +146,8 @@ func (c *copier) tree(s ref, dst fsys, rel *relPath, fi fs.FileInfo, followed bo
 }
 
 // readDir lists the directory d holds, in name order.
-func readDir(d fsys) ([]fs.DirEntry, error) {
-	f, err := d.OpenFile(".", os.O_RDONLY|nonblock|dirOnly, 0)
+func readDir(d FS) ([]fs.DirEntry, error) {
+	f, err := d.OpenFile(".", OpenDirFlags, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func (c *copier) still(s ref, held fs.FileInfo, followed bool, erel *relPath) er
 	if _, err := c.src.Lstat(filepath.Join(c.srcTop, filepath.FromSlash(erel.String()))); err != nil {
 		return fmt.Errorf("read %s: %w", erel, c.srcErr(err))
 	}
-	return fmt.Errorf("read %s: %w", erel, errChanged)
+	return fmt.Errorf("read %s: %w", erel, ErrChanged)
 }
 
 // entry copies one entry s of the source directory d to t; erel is its
@@ -235,7 +235,7 @@ func (c *copier) followLink(d *srcDir, s ref, erel *relPath) (ref, fs.FileInfo, 
 	if c.hostTree == nil {
 		fi, err := c.src.Stat(whole)
 		if err != nil {
-			return ref{}, nil, false, fmt.Errorf("follow symlink %s: %w", erel, cleanErr(err))
+			return ref{}, nil, false, fmt.Errorf("follow symlink %s: %w", erel, CleanErr(err))
 		}
 		return topRef(c.src, whole), fi, true, nil
 	}
@@ -289,7 +289,7 @@ func climb(d *srcDir, s ref) (r ref, fi fs.FileInfo, ok bool) {
 	if fi, err = d.Stat(name); err != nil {
 		return ref{}, nil, false
 	}
-	return ref{dir: d.fsys, name: name, top: s.top, rel: s.rel}, fi, true
+	return ref{dir: d.FS, name: name, top: s.top, rel: s.rel}, fi, true
 }
 
 // subdir copies source directory s into t, creating t if needed; up is
@@ -313,13 +313,13 @@ func (c *copier) subdir(s, t ref, erel *relPath, fi fs.FileInfo, followed bool, 
 
 // openTarget's errors that complete a sentence about the target.
 var (
-	errNotDir        = errors.New("exists and is not a directory")
+	ErrNotDir        = errors.New("exists and is not a directory")
 	errTargetChanged = errors.New("was replaced while the copy opened it")
 )
 
 // targetErr is err about the target named what.
 func targetErr(what string, err error) error {
-	if errors.Is(err, errNotDir) || errors.Is(err, errTargetChanged) {
+	if errors.Is(err, ErrNotDir) || errors.Is(err, errTargetChanged) {
 		return fmt.Errorf("%s %w", what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
@@ -331,11 +331,11 @@ func targetErr(what string, err error) error {
 // mapping's own target). A concurrent sync creating the same directory is
 // not an error. The handle must be the directory looked at: one swapped
 // meanwhile is errTargetChanged.
-func (c *copier) openTarget(t ref, follow bool) (fsys, bool, error) {
+func (c *copier) openTarget(t ref, follow bool) (FS, bool, error) {
 	made := true
 	if err := t.dir.Mkdir(t.name, 0o700); err != nil {
 		if !errors.Is(err, fs.ErrExist) {
-			return nil, false, fmt.Errorf("create directory: %w", cleanErr(err))
+			return nil, false, fmt.Errorf("create directory: %w", CleanErr(err))
 		}
 		made = false
 	}
@@ -345,17 +345,17 @@ func (c *copier) openTarget(t ref, follow bool) (fsys, bool, error) {
 	}
 	fi, err := stat(t.name)
 	if err != nil {
-		return nil, false, fmt.Errorf("read directory: %w", cleanErr(err))
+		return nil, false, fmt.Errorf("read directory: %w", CleanErr(err))
 	}
 	if !fi.IsDir() {
-		return nil, false, errNotDir
+		return nil, false, ErrNotDir
 	}
-	if made && syncCreateHook != nil {
-		created(t.path(), fi)
+	if made && c.hooks.Create != nil {
+		c.created(t.path(), fi)
 	}
 	d, err := t.dir.OpenDir(t.name)
 	if err != nil {
-		return nil, false, fmt.Errorf("open directory: %w", cleanErr(err))
+		return nil, false, fmt.Errorf("open directory: %w", CleanErr(err))
 	}
 	if got, err := d.Stat("."); err != nil || !os.SameFile(got, fi) {
 		d.Close()
