@@ -40,11 +40,15 @@ update-golden: ## rewrite the golden replies under testdata/
 	$(GO) test ./e2e -run 'TestFixtures|TestHostileCorpus' -count=1 -update
 
 FUZZTIME ?= 20s
-FUZZ_TARGETS := handlers:FuzzParams handlers:FuzzSessionParams rpc:FuzzLineStream rpc:FuzzAppendJSONString rpc:FuzzEnvelope internal/syncrule:FuzzExclude internal/safeopen:FuzzTreeResolve internal/procfs:FuzzParseStat internal/utf16:FuzzLen internal/shquote:FuzzQuote internal/uri:FuzzComponent fake:FuzzSyncPathConfined \
-	createos:FuzzValidateArchive createos:FuzzSandboxName createos:FuzzAssertRemotePath createos:FuzzFrameReader createos:FuzzParseConfig createos/batch:FuzzDecoder internal/envrule:FuzzValidName fake:FuzzParseConfig
+FUZZ_TARGETS := handlers:FuzzParams sessions:FuzzSessionParams rpc:FuzzLineStream rpc:FuzzAppendJSONString rpc:FuzzEnvelope \
+	internal/syncrule:FuzzExclude internal/safeopen:FuzzTreeResolve internal/procfs:FuzzParseStat internal/utf16:FuzzLen \
+	internal/shquote:FuzzQuote internal/uri:FuzzComponent internal/envrule:FuzzValidName fake:FuzzSyncPathConfined fake:FuzzParseConfig \
+	createos:FuzzSandboxName createos:FuzzParseConfig createos/filesync:FuzzCheckSandboxPath createos/archive:FuzzValidateArchive \
+	createos/api:FuzzFrameReader createos/batch:FuzzDecoder
 
 fuzz: ## run every fuzz target for FUZZTIME (default 20s) each
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; echo "== $$name ($$pkg)"; \
+		$(GO) test ./$$pkg -list "^$$name\$$" | grep -qx "$$name" || { echo "no $$name in ./$$pkg: fix FUZZ_TARGETS"; exit 1; }; \
 		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s; \
 	done

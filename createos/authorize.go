@@ -12,33 +12,43 @@ var _ handlers.LeaseAuthorizer = (*Driver)(nil)
 // release, destroy and resume make before they act (callOwner), with no
 // request and no change to the driver's state.
 func (d *Driver) AuthorizeLease(_ context.Context, c *handlers.LeaseCall) (string, error) {
-	bp, _, err := callOwner(c)
+	o, err := callOwner(c)
 	if err != nil {
 		return "", err
 	}
-	return bp.EnvironmentID, nil
+	return o.base.EnvironmentID, nil
+}
+
+// owner is what callOwner found: the params the call acts with, its
+// parsed config, and whether ownership is unproven.
+type owner struct {
+	base     handlers.BaseParams
+	cfg      Config
+	unproven bool
 }
 
 // callOwner checks that a lease call's caller owns the lease its metadata
-// describes (metadataMatches: provider, company, environment, API origin;
-// the reference's resume and release check it first) and returns the
-// params the call acts with: a destroy's orphan form (environmentId "")
-// takes the environment the metadata records (orphanBase). A resume of
-// metadata without an origin fingerprint is not refused but unproven: it
-// answers expired, touching nothing. Any other mismatch is errNotThisEnv.
-func callOwner(c *handlers.LeaseCall) (bp handlers.BaseParams, unproven bool, err error) {
-	bp = c.Base
+// describes (owns: provider, company, environment, API origin; the
+// reference's resume and release check it first) and returns the params
+// the call acts with: a destroy's orphan form (environmentId "") takes the
+// environment the metadata records (orphanBase). A resume of metadata
+// without an origin fingerprint is not refused but unproven: it answers
+// expired, touching nothing. Any other mismatch is errNotThisEnv.
+func callOwner(c *handlers.LeaseCall) (owner, error) {
+	o := owner{base: c.Base}
 	if c.Action == handlers.LeaseDestroy {
-		bp = orphanBase(bp, c.LeaseMetadata)
+		o.base = orphanBase(o.base, c.LeaseMetadata)
 	}
-	ok, err := metadataMatches(&bp, c.LeaseMetadata)
+	var err error
+	if o.cfg, err = ParseConfig(o.base.Config); err != nil {
+		return o, err
+	}
 	switch {
-	case err != nil:
-		return bp, false, err
-	case ok:
-		return bp, false, nil
+	case owns(&o.base, o.cfg, c.LeaseMetadata):
+		return o, nil
 	case c.Action == handlers.LeaseResume && !hasFingerprint(c.LeaseMetadata):
-		return bp, true, nil
+		o.unproven = true
+		return o, nil
 	}
-	return bp, false, errNotThisEnv
+	return o, errNotThisEnv
 }

@@ -28,7 +28,7 @@ func wireEcho(t *testing.T, c *rpc.Client, logs *rpctest.ExecuteLogs, route, sid
 	})
 }
 
-// TestRefusedLeaseCallLeavesTheLeasesSessions (issue 19, item 2): release,
+// TestRefusedLeaseCallLeavesTheLeasesSessions: release,
 // resume and destroy naming environment A's lease, sent for another
 // environment of the company or for another API origin, are refused with
 // the reference text, and A's duplex cat still echoes (no exit frame).

@@ -9,7 +9,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// Request budgets (issue 12): every request to one origin is spaced 300 ms,
+// Request budgets: every request to one origin is spaced 300 ms,
 // so the count is the latency. The fake server's request log is the
 // measure: each case asserts the exact routes one call made.
 
@@ -125,7 +125,7 @@ func TestAdapterImageAndEgressGrantsReachTheSandbox(t *testing.T) {
 	}
 	srv.AutoPause(l.LeaseID())
 	from := len(srv.Requests())
-	c, _ := d.client(mustConfig(t, cfg))
+	c := mustClient(t, d, bp)
 	if err := c.PutEgress(t.Context(), l.LeaseID(), []string{"*"}); err != nil {
 		t.Fatal(err)
 	}

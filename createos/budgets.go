@@ -72,10 +72,10 @@ func rpcBudget(requested *float64, config handlers.Object) (time.Duration, bool)
 	var base float64
 	ok := false
 	if requested != nil {
-		base, ok = hostMs(*requested)
+		base, ok = timeoutMs(*requested).counted()
 	}
 	if !ok {
-		base, ok = hostMs(config["timeoutMs"])
+		base, ok = configMs(config, "timeoutMs")
 	}
 	if !ok {
 		return 0, false
@@ -91,7 +91,7 @@ func leaseBudget(config handlers.Object) (time.Duration, bool) {
 	var largest float64
 	found := false
 	for _, key := range []string{"timeoutMs", "bridgeRequestTimeoutMs"} {
-		if v, ok := hostMs(config[key]); ok {
+		if v, ok := configMs(config, key); ok {
 			largest, found = max(largest, math.Trunc(v)), true
 		}
 	}
@@ -101,11 +101,72 @@ func leaseBudget(config handlers.Object) (time.Duration, bool) {
 	return rpcBudget(&largest, config)
 }
 
-// hostMs reads v as the host counts a timeout: a finite number above 0.
-func hostMs(v any) (float64, bool) {
-	f, ok := number(v)
-	if !ok || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 {
+// configMs reads the config's key as the host counts a timeout
+// (timeoutMs.counted); a value that is no number does not count.
+func configMs(config handlers.Object, key string) (float64, bool) {
+	f, ok := number(config[key])
+	if !ok {
+		return 0, false
+	}
+	return timeoutMs(f).counted()
+}
+
+// timeoutMs is a timeout in milliseconds as the host sends it: any JSON
+// number. The host sends one with an execute, a post-upload command and a
+// template capture, and reads the config's timeoutMs and
+// bridgeRequestTimeoutMs as one for its budgets. Its rules:
+//   - deadline: a command's own deadline (execute, post-upload command);
+//   - counted: whether, and as what, the host counts it in a budget;
+//   - whole: the integer in [1, maxTimeoutMs] that config.timeoutMs and a
+//     capture's timeoutMs must be.
+type timeoutMs float64
+
+// deadline reads a command's timeoutMs. The host stamps an agent's run
+// timeout (timeoutSec × 1000, no upper bound and not always whole) on the
+// agent launch and on every post-upload command (adapter-utils
+// execution-target.js, sandbox-managed-runtime.js withRunTimeout), so a
+// day or more is ordinary. A positive value is the command's own
+// deadline, at least 1 ms (a tiny one such as 1e-7 would otherwise round
+// to a deadline already past) and saturating where a Duration ends; 0 or
+// less (or NaN) gives it none, and the caller's default deadline applies.
+func (t timeoutMs) deadline() (time.Duration, bool) {
+	ms := float64(t)
+	switch {
+	case math.IsNaN(ms) || ms <= 0:
+		return 0, false
+	case ms >= float64(math.MaxInt64/int64(time.Millisecond)):
+		return math.MaxInt64, true
+	}
+	return max(time.Duration(ms*float64(time.Millisecond)), time.Millisecond), true
+}
+
+// or is a tracked call's deadline: t's own (deadline) when the host sent
+// one that gives one, else byDefault (config.timeoutMs). A nil t is none.
+func (t *timeoutMs) or(byDefault time.Duration) time.Duration {
+	if t != nil {
+		if d, ok := t.deadline(); ok {
+			return d
+		}
+	}
+	return byDefault
+}
+
+// counted is t as the host counts a timeout in a budget: a finite number
+// above 0.
+func (t timeoutMs) counted() (float64, bool) {
+	f := float64(t)
+	if math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 {
 		return 0, false
 	}
 	return f, true
+}
+
+// whole is t as config.timeoutMs and a capture's timeoutMs must be: an
+// integer between 1 and maxTimeoutMs.
+func (t timeoutMs) whole() (int64, bool) {
+	f := float64(t)
+	if math.IsNaN(f) || f != math.Trunc(f) || f < 1 || f > maxTimeoutMs {
+		return 0, false
+	}
+	return int64(f), true
 }

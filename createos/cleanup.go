@@ -41,7 +41,7 @@ func (d *Driver) markUnconfirmed(ctx context.Context, c *api.Client, id string) 
 // account, is unproven: in memory (scopes.poison: no new work, never kept
 // warm) and on disk (markUnconfirmed), so a worker killed before the
 // release still leaves the sandbox to the next acquire's cleanup.
-func (d *Driver) poison(ctx context.Context, c *api.Client, scope, id string) {
+func (d *Driver) poison(ctx context.Context, c *api.Client, scope scopeKey, id string) {
 	d.scopes.poison(scope)
 	d.markUnconfirmed(ctx, c, id)
 }
@@ -49,7 +49,7 @@ func (d *Driver) poison(ctx context.Context, c *api.Client, scope, id string) {
 // leftover records that a session's process on scope, sandbox id of c's
 // account, may still run: in memory (scopes.markLeftover: not kept warm,
 // no resume) and on disk (markUnconfirmed), as poison does.
-func (d *Driver) leftover(ctx context.Context, c *api.Client, scope, id string) {
+func (d *Driver) leftover(ctx context.Context, c *api.Client, scope scopeKey, id string) {
 	d.scopes.markLeftover(scope)
 	d.markUnconfirmed(ctx, c, id)
 }

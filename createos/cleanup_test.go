@@ -35,11 +35,11 @@ func markedDriver(srv *createostest.Server, dir string) *Driver {
 // marksOf lists the marks in dir of the test server's account.
 func marksOf(t *testing.T, d *Driver, bp handlers.BaseParams) []string {
 	t.Helper()
-	_, c, err := d.configured(bp.Config)
+	k, err := d.parse(&bp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := d.marks().List(markAccount(c))
+	ids, err := d.marks().List(markAccount(k.c))
 	if err != nil {
 		t.Fatalf("list: %v", err)
 	}
@@ -74,7 +74,7 @@ func releaseFailing(t *testing.T, srv *createostest.Server, d *Driver, bp handle
 	}
 }
 
-// Crash-proof (issue 19): a release whose delete fails leaves a mark on
+// Crash-proof: a release whose delete fails leaves a mark on
 // disk, and the next worker's acquire on the same account deletes the
 // sandbox and removes the mark; a delete that fails again keeps it.
 func TestCleanupMarkOutlivesTheWorkerAndTheNextAcquireFinishesIt(t *testing.T) {
@@ -124,10 +124,11 @@ func TestCleanupMarkOutlivesTheWorkerAndTheNextAcquireFinishesIt(t *testing.T) {
 
 func mustClient(t *testing.T, d *Driver, bp handlers.BaseParams) *api.Client {
 	t.Helper()
-	_, c, err := d.configured(bp.Config)
+	k, err := d.parse(&bp)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := k.c
 	return c
 }
 
@@ -165,15 +166,11 @@ func TestCleanupMarkOfAnUnprovenLeaseRefusesResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := l.LeaseID()
-	scope, err := first.scope(&bp, id)
+	k, err := first.parse(&bp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, c, err := first.configured(bp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.poison(t.Context(), c, scope, id) // as an execute whose cleanup is unconfirmed does (track)
+	first.poison(t.Context(), k.c, k.scope(id), id) // as an execute whose cleanup is unconfirmed does (track)
 	rel := &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}
 	if _, err := first.ReleaseLease(t.Context(), rel); !errors.Is(err, errUnconfirmedReuse) {
 		t.Fatalf("release of a poisoned lease: %v", err)

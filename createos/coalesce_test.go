@@ -96,7 +96,7 @@ func startExecsWatched(t *testing.T, d *Driver, g *gate, ctxs []context.Context,
 		wg.Go(func() {
 			out[i].res, out[i].err = d.Execute(ctxs[i], p, s)
 			for _, c := range sink.chunks {
-				out[i].live[streamIndex(c[0])].WriteString(c[1])
+				out[i].live[stdIndex(c[0])].WriteString(c[1])
 			}
 		})
 	}
@@ -330,4 +330,12 @@ func TestBatchLeavesWhatACommandStartedInTheBackground(t *testing.T) {
 	if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
 		t.Errorf("the background sleep (pid %s) did not outlive its batch: %+v %v", pid, r, err)
 	}
+}
+
+// stdIndex is a stream's index in execOutcome.live: stdout 0, stderr 1.
+func stdIndex(stream string) int {
+	if stream == "stderr" {
+		return 1
+	}
+	return 0
 }

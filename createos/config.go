@@ -75,10 +75,11 @@ func ParseConfig(raw handlers.Object) (Config, error) {
 	timeout := int64(DefaultTimeoutMs)
 	if v, ok := raw["timeoutMs"]; ok && v != nil {
 		f, isNum := number(v)
-		if !isNum || math.IsNaN(f) || f != math.Trunc(f) || f < 1 || f > maxTimeoutMs {
+		ms, whole := timeoutMs(f).whole()
+		if !isNum || !whole {
 			return c, errTimeoutRange
 		}
-		timeout = int64(f)
+		timeout = ms
 	}
 	reuse := false
 	if v, ok := raw["reuseLease"]; ok && v != nil {
@@ -352,25 +353,6 @@ func (c Config) Normalized() handlers.Object {
 func (c Config) timeout() time.Duration { return msDuration(c.TimeoutMs) }
 
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
-
-// hostTimeout reads a per-command timeoutMs as the host sends it: any JSON
-// number. The host stamps an agent's run timeout (timeoutSec × 1000, no upper
-// bound and not always whole) on the agent launch and on every post-upload
-// command (adapter-utils execution-target.js, sandbox-managed-runtime.js
-// withRunTimeout), so a day or more is ordinary. A positive value is the
-// command's own deadline, at least 1 ms (a tiny one such as 1e-7 would
-// otherwise round to a deadline already past) and saturating where a
-// Duration ends; 0 or less (or NaN) gives it none, and the caller's default
-// deadline applies.
-func hostTimeout(ms float64) (time.Duration, bool) {
-	switch {
-	case math.IsNaN(ms) || ms <= 0:
-		return 0, false
-	case ms >= float64(math.MaxInt64/int64(time.Millisecond)):
-		return math.MaxInt64, true
-	}
-	return max(time.Duration(ms*float64(time.Millisecond)), time.Millisecond), true
-}
 
 func strOrNil(s *string) any {
 	if s == nil {

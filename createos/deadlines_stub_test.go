@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -138,7 +139,7 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				p := s.params(o)
 				p.Config = baseConfig(handlers.Object{"timeoutMs": 35000.0})
 				_, err := s.d.SyncIn(t.Context(), p)
-				return wantIs(err, errTransferCommand)
+				return wantIs(err, filesync.ErrTransferCommand)
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,9 +2,6 @@ package createos
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"math"
 	"net/http"
 	"os"
@@ -16,6 +13,8 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -24,7 +23,7 @@ const Key = "createos"
 
 // Guest paths.
 const (
-	workspaceDir = "/paperclip-workspace"
+	workspaceDir = filesync.Workspace
 	// markerPath proves a resumed sandbox is the one this lease prepared.
 	// The host excludes .paperclip-runtime from workspace export.
 	markerPath = workspaceDir + "/.paperclip-runtime/.paperclip-createos-lease"
@@ -89,8 +88,8 @@ func New(opts ...Option) *Driver {
 		pollInterval:   api.DefaultPoll,
 		reconnectDelay: 250 * time.Millisecond,
 		replayDelay:    time.Second,
-		maxCapture:     maxCaptureUnits,
-		maxDownload:    maxDownloadBytes,
+		maxCapture:     output.MaxCaptureUnits,
+		maxDownload:    filesync.MaxDownloadBytes,
 		forkRetry:      api.DefaultForkRetry,
 		scopes:         newScopes(),
 		rootfs:         newRootfsCache(),
@@ -116,79 +115,6 @@ func (d *Driver) Key() string { return Key }
 func (d *Driver) Start(ctx context.Context) {
 	d.sweep.start(ctx, os.TempDir())
 	zerolog.Ctx(ctx).Info().Msg("CreateOS sandbox provider ready")
-}
-
-// configured parses raw and returns its client: how every call that talks
-// to the API begins.
-func (d *Driver) configured(raw handlers.Object) (Config, *api.Client, error) {
-	cfg, err := ParseConfig(raw)
-	if err != nil {
-		return Config{}, nil, err
-	}
-	c, err := d.client(cfg)
-	if err != nil {
-		return Config{}, nil, err
-	}
-	return cfg, c, nil
-}
-
-// client returns a client for cfg; resolving the key can fail.
-func (d *Driver) client(cfg Config) (*api.Client, error) {
-	key, err := resolveAPIKey(cfg, d.getenv)
-	if err != nil {
-		return nil, err
-	}
-	return api.New(api.Options{
-		Origin: cfg.APIURL, Key: key, Shape: cfg.Shape, Timeout: cfg.timeout(),
-		HTTP: d.http, Pacer: d.pacer, Poll: d.pollInterval, MaxDownload: d.maxDownload, ForkRetry: d.forkRetry,
-		PerMinute: cfg.RequestsPerMinute,
-	}), nil
-}
-
-// scope identifies a lease in the driver's state: company, environment,
-// origin, a hash of the key, and the sandbox id.
-func (d *Driver) scope(p *handlers.BaseParams, id string) (string, error) {
-	cfg, err := ParseConfig(p.Config)
-	if err != nil {
-		return "", err
-	}
-	key, err := resolveAPIKey(cfg, d.getenv)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256([]byte(key))
-	b, err := json.Marshal([]string{p.CompanyID, p.EnvironmentID, cfg.APIURL, hex.EncodeToString(sum[:]), id})
-	return string(b), err
-}
-
-// originKey is the lease metadata field that ties a lease to its API
-// origin. It holds a fingerprint, never the URL: the reference stores the
-// origin itself (apiUrl), but no configured URL may reach metadata here.
-const originKey = "apiOriginSha256"
-
-// originFingerprint is the hex SHA-256 of a normalised API origin (the same
-// digest the pacer keys its accounts by).
-func originFingerprint(origin string) string {
-	sum := sha256.Sum256([]byte(origin))
-	return hex.EncodeToString(sum[:])
-}
-
-// metadataMatches reports whether lease metadata was written by this driver
-// for the caller's company, environment and API origin. Metadata without
-// the origin fingerprint (a reference-style apiUrl, or none) never matches.
-func metadataMatches(p *handlers.BaseParams, md handlers.Object) (bool, error) {
-	cfg, err := ParseConfig(p.Config)
-	if err != nil {
-		return false, err
-	}
-	return md["provider"] == Key && md["companyId"] == p.CompanyID &&
-		md["environmentId"] == p.EnvironmentID && md[originKey] == originFingerprint(cfg.APIURL), nil
-}
-
-// hasFingerprint reports whether md carries an origin fingerprint at all.
-func hasFingerprint(md handlers.Object) bool {
-	_, ok := md[originKey].(string)
-	return ok
 }
 
 // The driver's name in the host's provider list, and its description. The
@@ -280,75 +206,63 @@ func messageOf(err, fallback error) string {
 
 // track runs an execute or a sync on a lease of this environment: it
 // refuses closing or poisoned leases, registers the call so release and
-// shutdown can stop it, bounds its work by timeoutMs (any positive number,
-// see hostTimeout; none or 0 or less: config.timeoutMs) within the call's
-// budget (working), and poisons the lease on an error that poisons
+// shutdown can stop it, bounds its work by timeoutMs (timeoutMs.or: the
+// host's own when it gives a deadline, else config.timeoutMs) within the
+// call's budget (working), and poisons the lease on an error that poisons
 // (Driver.poison: in memory and with a cleanup mark).
-func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease *handlers.Lease, timeoutMs *float64,
-	work func(ctx context.Context, c *api.Client) (T, error)) (T, error) {
+func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease *handlers.Lease, ms *timeoutMs,
+	work func(ctx context.Context, k *call) (T, error)) (T, error) {
 	var zero T
-	scope, c, err := d.admit(p, lease)
+	k, scope, err := d.admit(p, lease)
 	if err != nil {
 		return zero, err
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	call := &trackedCall{cancel: cancel, done: make(chan struct{})}
-	if !d.scopes.enter(scope, call) {
+	tc := &trackedCall{cancel: cancel, done: make(chan struct{})}
+	if !d.scopes.enter(scope, tc) {
 		return zero, errLeaseClosing
 	}
-	defer d.scopes.leave(scope, call)
-	wctx, wcancel := deadline.Work(cctx, commandTimeout(c.Timeout(), timeoutMs))
+	defer d.scopes.leave(scope, tc)
+	wctx, wcancel := deadline.Work(cctx, ms.or(k.timeout()))
 	defer wcancel()
-	v, err := work(wctx, c)
+	v, err := work(wctx, k)
 	if poisons(err) {
-		d.poison(ctx, c, scope, lease.LeaseID())
+		d.poison(ctx, k.c, scope, lease.LeaseID())
 	}
 	return v, err
 }
 
 // admit checks that lease is one of this environment's and open for new
-// work, and returns its scope and a client.
-func (d *Driver) admit(p *handlers.BaseParams, lease *handlers.Lease) (string, *api.Client, error) {
+// work, and returns the call's parsed config and the lease's scope.
+func (d *Driver) admit(p *handlers.BaseParams, lease *handlers.Lease) (*call, scopeKey, error) {
 	id := lease.LeaseID()
 	if id == "" {
-		return "", nil, errExecLease
+		return nil, scopeKey{}, errExecLease
 	}
-	if ok, err := metadataMatches(p, lease.Metadata); err != nil {
-		return "", nil, err
-	} else if !ok {
-		return "", nil, errExecLease
-	}
-	scope, err := d.scope(p, id)
+	cfg, err := ParseConfig(p.Config)
 	if err != nil {
-		return "", nil, err
+		return nil, scopeKey{}, err
 	}
+	if !owns(p, cfg, lease.Metadata) {
+		return nil, scopeKey{}, errExecLease
+	}
+	k, err := d.bind(p.CompanyID, p.EnvironmentID, cfg)
+	if err != nil {
+		return nil, scopeKey{}, err
+	}
+	scope := k.scope(id)
 	if d.scopes.refuses(scope) {
-		return "", nil, errLeaseClosing
+		return nil, scopeKey{}, errLeaseClosing
 	}
-	_, c, err := d.configured(p.Config)
-	if err != nil {
-		return "", nil, err
-	}
-	return scope, c, nil
-}
-
-// commandTimeout is a tracked call's deadline: the timeoutMs the host sent
-// when it is positive (any size, see hostTimeout), else config.timeoutMs.
-func commandTimeout(byDefault time.Duration, timeoutMs *float64) time.Duration {
-	if timeoutMs != nil {
-		if d, ok := hostTimeout(*timeoutMs); ok {
-			return d
-		}
-	}
-	return byDefault
+	return k, scope, nil
 }
 
 // stopActive cancels every tracked call on scope and waits until each has
 // finished its own cleanup, or until deadline.CleanupReserve before the end of the
 // call that waits (ctx's budget; working), which keeps that time for what
 // it does next.
-func (d *Driver) stopActive(ctx context.Context, scope string) error {
+func (d *Driver) stopActive(ctx context.Context, scope scopeKey) error {
 	ctx, cancel := deadline.Work(ctx, math.MaxInt64)
 	defer cancel()
 	return stopCalls(ctx, d.scopes.calls(scope))
@@ -358,8 +272,8 @@ func (d *Driver) stopActive(ctx context.Context, scope string) error {
 func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
 	defer cancel()
-	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *api.Client) (*handlers.ExecuteResult, error) {
-		return d.command(ctx, c, p.Lease.LeaseID(), executeCommand(p), out)
+	return track(ctx, d, &p.BaseParams, &p.Lease, (*timeoutMs)(p.TimeoutMs), func(ctx context.Context, k *call) (*handlers.ExecuteResult, error) {
+		return d.command(ctx, k, p.Lease.LeaseID(), executeCommand(p), out)
 	})
 }
 

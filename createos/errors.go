@@ -47,15 +47,7 @@ var (
 	errCreationUnconfirmed = operator.New("CreateOS process creation could not be confirmed; destroy the lease before reusing it.")
 	errCleanupUnconfirmed  = operator.New("CreateOS command cleanup failed; process termination is unconfirmed.")
 
-	// file-sync.ts: sync mappings and transfers
-	errRemoteNotConfined  = operator.New("CreateOS transfer requires a confined absolute sandbox path.")
-	errRemoteEscapes      = operator.New("CreateOS transfer path escapes the workspace.")
-	errTransferCommand    = operator.New("CreateOS transfer command failed.")
-	errTransferKind       = operator.New("Unsupported CreateOS transfer kind.")
-	errHostPath           = operator.New("CreateOS transfer requires an absolute host path.")
-	errFileMode           = operator.New("Invalid CreateOS file mode.")
-	errOutboundPostUpload = operator.New("Outbound CreateOS transfers cannot run post-upload commands.")
-	errArchiveDestLink    = operator.New("CreateOS archive destination cannot be a symlink.")
+	// file-sync.ts: sync mappings and transfers are createos/filesync's.
 
 	// plugin.ts and process-session.ts (v0.2+): login PTY and duplex sessions
 	errSessionLease    = operator.New("CreateOS session requires a lease cached for this environment.")
@@ -70,10 +62,6 @@ var (
 	errLoginCommand = operator.New("CreateOS login command is not supported.")
 	errSessionEnded = operator.New("CreateOS session process has exited.")
 	errSessionOver  = operator.New("CreateOS session was closed.")
-
-	// Ours: host sources that are not read (hostfile.go).
-
-	// Ours: downloads are raw bytes, written under a limit (sync_transfer.go).
 )
 
 // v0.3 messages of the reference plugin, verbatim.
@@ -131,10 +119,6 @@ var (
 
 // errNotText refuses a config field that must be a non-empty string.
 func errNotText(key string) error { return operator.New(key + " must be a non-empty string.") }
-
-// v0.3 messages of the command stream and the exit recovery, verbatim from
-// the reference.
-var ()
 
 // errStopped is the cause given to tracked calls stopped by release,
 // destroy or shutdown.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/batch"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -49,7 +50,7 @@ func (d *Driver) noHelper(sandbox string) bool {
 // member is a job in a running batch.
 type member struct {
 	*job
-	out      *output
+	out      *output.Output
 	pid      int
 	done     bool
 	killWish bool // cancelled before its pid was known
@@ -95,7 +96,7 @@ func (d *Driver) startBatch(admitted context.Context, c *api.Client, sandbox str
 			continue
 		}
 		cmds = append(cmds, batch.Command{Script: s, Stdin: j.cmd.stdin, TimeoutMs: remainingMs(j.ctx, now)})
-		b.members = append(b.members, &member{job: j, out: newOutput(j.sink, d.maxCapture)})
+		b.members = append(b.members, &member{job: j, out: output.New(j.sink, d.maxCapture)})
 	}
 	if len(b.members) == 0 {
 		return
@@ -173,7 +174,7 @@ func (b *batchRun) apply(ev batch.Event) {
 			b.kill(m)
 		}
 	case batch.Output:
-		m.out.write(ev.Stream, ev.Data)
+		m.out.Write(ev.Stream, ev.Data)
 	case batch.Exited:
 		code := ev.Code
 		b.exited = b.exited || !ev.TimedOut
@@ -189,7 +190,7 @@ func (b *batchRun) apply(ev batch.Event) {
 
 // result is m's answer with its output so far.
 func (m *member) result(code *int, timedOut bool) *handlers.ExecuteResult {
-	m.out.finish()
+	m.out.Finish()
 	return streamResult(m.out, code, timedOut)
 }
 

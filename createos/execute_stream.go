@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -22,7 +23,8 @@ import (
 // or as a managed process (runCommand) on an origin that answers the
 // streaming route 404 for a sandbox that exists (the SDK notes control
 // planes without it); the origin is remembered.
-func (d *Driver) command(ctx context.Context, c *api.Client, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+func (d *Driver) command(ctx context.Context, k *call, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+	c := k.c
 	if _, managed := d.noStream.Load(c.Origin()); !managed {
 		send := d.coalesced
 		if d.coalesce == CoalesceOff {
@@ -38,7 +40,7 @@ func (d *Driver) command(ctx context.Context, c *api.Client, sandbox string, cmd
 		d.noStream.Store(c.Origin(), true)
 		zerolog.Ctx(ctx).Warn().Msg("CreateOS does not serve streaming exec here; commands run as managed processes")
 	}
-	return d.runCommand(ctx, c, sandbox, cmd, sink)
+	return d.runCommand(ctx, k, sandbox, cmd, sink)
 }
 
 // streamCommand runs cmd in the sandbox through one streaming exec and
@@ -59,29 +61,29 @@ func (d *Driver) streamCommand(ctx context.Context, c *api.Client, sandbox strin
 	if cmd.stdin != nil {
 		body["stdin"] = *cmd.stdin
 	}
-	out := newOutput(sink, d.maxCapture)
-	code, err := c.ExecStream(ctx, id, body, out.write)
+	out := output.New(sink, d.maxCapture)
+	code, err := c.ExecStream(ctx, id, body, out.Write)
 	switch endingOf(ctx) {
 	case cancelled:
 		return nil, errCommandCancelled
 	case overdue:
 		if code == nil {
-			out.finish()
+			out.Finish()
 			return streamResult(out, nil, true), nil
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	out.finish()
+	out.Finish()
 	return streamResult(out, code, false), nil
 }
 
 // streamResult is a streamed command's result (metadata: outputTruncated
 // only; there is no process id).
-func streamResult(out *output, code *int, timedOut bool) *handlers.ExecuteResult {
+func streamResult(out *output.Output, code *int, timedOut bool) *handlers.ExecuteResult {
 	return &handlers.ExecuteResult{
-		ExitCode: code, TimedOut: timedOut, Stdout: out.stdout(), Stderr: out.stderr(),
-		Metadata: handlers.Object{"outputTruncated": out.truncated},
+		ExitCode: code, TimedOut: timedOut, Stdout: out.Stdout(), Stderr: out.Stderr(),
+		Metadata: handlers.Object{"outputTruncated": out.Truncated()},
 	}
 }

@@ -10,14 +10,12 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-	"unicode/utf8"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
 )
 
 func scriptOf(t *testing.T, body map[string]any) string {
@@ -312,49 +310,6 @@ func TestCommandRejectsInvalidEnvNamesBeforeSending(t *testing.T) {
 	}
 }
 
-func TestOutputKeepsTailAndDecodesAcrossWrites(t *testing.T) {
-	sink := &recordingSink{}
-	o := newOutput(sink, maxCaptureUnits)
-	o.write("stdout", []byte{0xE2})
-	o.write("stdout", []byte{0x82})
-	if len(sink.chunks) != 0 {
-		t.Fatalf("partial rune sent: %q", sink.chunks)
-	}
-	o.write("stdout", []byte{0xAC, 'a'})
-	o.write("stderr", []byte{0xF0, 0x9F})
-	o.finish()
-	if o.stdout() != "€a" || o.stderr() != "\uFFFD" || o.truncated {
-		t.Errorf("stdout %q stderr %q", o.stdout(), o.stderr())
-	}
-	o.write("stdout", []byte{0xFF, 'b'})
-	if !strings.HasSuffix(o.stdout(), "\uFFFDb") {
-		t.Errorf("invalid byte: %q", o.stdout())
-	}
-
-	// The tail keeps 4,194,304 UTF-16 units; a supplementary rune counts two.
-	o = newOutput(nil, maxCaptureUnits)
-	big := strings.Repeat("x", maxCaptureUnits-1)
-	o.write("stdout", []byte(big))
-	if o.truncated {
-		t.Fatal("truncated too early")
-	}
-	o.write("stdout", []byte("😀")) // two units: one over
-	if !o.truncated {
-		t.Fatal("not truncated")
-	}
-	got := o.stdout()
-	if utf16.Len(got) != maxCaptureUnits || !strings.HasSuffix(got, "😀") || !utf8.ValidString(got) {
-		t.Errorf("tail of %d units", utf16.Len(got))
-	}
-	for range 3 {
-		o.write("stdout", []byte(strings.Repeat("y", 100_000)))
-	}
-	o.write("stdout", []byte(strings.Repeat("€", 10)))
-	if got := o.stdout(); utf16.Len(got) != maxCaptureUnits || !strings.HasSuffix(got, "yyy€€€€€€€€€€") || o.stderr() != "" {
-		t.Errorf("after more output: %d units", utf16.Len(got))
-	}
-}
-
 // A truncated stream is reported in the result metadata.
 func TestCommandReportsOutputTruncated(t *testing.T) {
 	s := newStub(t)
@@ -404,7 +359,7 @@ func TestCommandRetriesRateLimitedConnect(t *testing.T) {
 func (d *Driver) executeManaged(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
 	defer cancel()
-	return track(ctx, d, &p.BaseParams, &p.Lease, p.TimeoutMs, func(ctx context.Context, c *api.Client) (*handlers.ExecuteResult, error) {
-		return d.runCommand(ctx, c, p.Lease.LeaseID(), executeCommand(p), out)
+	return track(ctx, d, &p.BaseParams, &p.Lease, (*timeoutMs)(p.TimeoutMs), func(ctx context.Context, k *call) (*handlers.ExecuteResult, error) {
+		return d.runCommand(ctx, k, p.Lease.LeaseID(), executeCommand(p), out)
 	})
 }

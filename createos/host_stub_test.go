@@ -41,7 +41,7 @@ func TestCommandTimeoutTakesWhatTheHostSends(t *testing.T) {
 		{"just past a Duration", ptr(float64(math.MaxInt64 / int64(time.Millisecond))), math.MaxInt64},
 		{"infinity saturates", ptr(math.Inf(1)), math.MaxInt64},
 	} {
-		if got := commandTimeout(cfg.timeout(), tc.ms); got != tc.want {
+		if got := (*timeoutMs)(tc.ms).or(cfg.timeout()); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -27,7 +27,7 @@ func expired() *handlers.Lease {
 // after creation deletes the sandbox with what is left of the budget; if
 // that delete fails too, the error names the sandbox left behind and a
 // cleanup mark records it. A good acquire then reaps its scope and
-// finishes the cleanup of the account's marked sandboxes (cleanup_marks.go).
+// finishes the cleanup of the account's marked sandboxes (cleanup.go).
 func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
 	// An idle timeout or a host-local timer cannot supply a provider expiry.
 	if p.RequestedExpiresAt != nil && *p.RequestedExpiresAt != "" {
@@ -35,39 +35,24 @@ func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParam
 	}
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	lease, err := d.acquire(ctx, p)
+	k, err := d.parse(&p.BaseParams)
+	if err != nil {
+		return nil, err
+	}
+	lease, err := d.acquire(ctx, k, p)
 	if err == nil {
-		d.remember(&p.BaseParams, lease.LeaseID())
+		// Sessions find the lease in the cache; release and destroy
+		// forget it.
+		d.scopes.cache(k, lease.LeaseID())
 	}
 	return lease, err
 }
 
-// remember caches a lease acquired or resumed here, for sessions to find
-// (the v0.2 reference's leases map); release and destroy forget it.
-func (d *Driver) remember(p *handlers.BaseParams, id string) {
-	cfg, err := ParseConfig(p.Config)
-	if err != nil {
-		return
-	}
-	scope, err := d.scope(p, id)
-	if err != nil {
-		return
-	}
-	d.scopes.cache(id, cachedLease{companyID: p.CompanyID, environmentID: p.EnvironmentID, cfg: cfg, scope: scope})
-}
-
-func (d *Driver) acquire(ctx context.Context, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
-	cfg, c, err := d.configured(p.Config)
-	if err != nil {
-		return nil, err
-	}
-	return d.acquireWith(ctx, cfg, c, p)
-}
-
-// acquireWith is acquire with p.Config parsed (cfg) and its client.
-func (d *Driver) acquireWith(ctx context.Context, cfg Config, c *api.Client, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
-	ctx, cancel := deadline.Work(ctx, cfg.timeout())
+// acquire creates and prepares the lease's sandbox under config.timeoutMs.
+func (d *Driver) acquire(ctx context.Context, k *call, p *handlers.AcquireLeaseParams) (*handlers.Lease, error) {
+	ctx, cancel := deadline.Work(ctx, k.timeout())
 	defer cancel()
+	cfg, c := k.cfg, k.c
 	lp, err := d.plan(ctx, cfg, c, p)
 	if err != nil {
 		return nil, err
@@ -169,47 +154,44 @@ var leaseMetadataKeys = []string{
 func (d *Driver) Probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.ProbeResult, error) {
 	ctx, cancel := deadline.Within(ctx, hostBudget(callProbe, p.Config, nil))
 	defer cancel()
-	res, id, cfg := d.probe(ctx, p)
+	res, id, k := d.probe(ctx, p)
 	if id != "" {
-		c, err := d.client(cfg)
-		if err == nil {
-			err = d.deleteSandbox(ctx, c, id)
-		}
-		if err != nil {
+		if err := d.deleteSandbox(ctx, k.c, id); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
 }
 
-// probe returns the result, and the sandbox to delete if one was created.
-func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.ProbeResult, string, Config) {
+// probe returns the result, and the sandbox to delete if one was created
+// with the call it was created by.
+func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.ProbeResult, string, *call) {
 	fail := func(err error) *handlers.ProbeResult {
 		return probeResult(false, messageOf(err, errProbe))
 	}
-	cfg, c, err := d.configured(p.Config)
+	k, err := d.parse(&p.BaseParams)
 	if err != nil {
-		return fail(err), "", Config{}
+		return fail(err), "", nil
 	}
 	actx, acancel := deadline.Step(ctx)
 	defer acancel()
-	lease, err := d.acquireWith(actx, cfg, c, &handlers.AcquireLeaseParams{BaseParams: p.BaseParams, RunID: "probe"})
+	lease, err := d.acquire(actx, k, &handlers.AcquireLeaseParams{BaseParams: p.BaseParams, RunID: "probe"})
 	if err != nil {
-		return fail(err), "", Config{}
+		return fail(err), "", nil
 	}
 	id := lease.LeaseID()
 	ectx, cancel := deadline.Step(ctx)
 	defer cancel()
-	ectx, ecancel := deadline.Work(ectx, cfg.timeout())
+	ectx, ecancel := deadline.Work(ectx, k.timeout())
 	defer ecancel()
-	r, err := d.command(ectx, c, id, commandSpec{command: "/bin/echo", args: []string{"paperclip-createos-ready"}, cwd: workspaceDir}, nil)
+	r, err := d.command(ectx, k, id, commandSpec{command: "/bin/echo", args: []string{"paperclip-createos-ready"}, cwd: workspaceDir}, nil)
 	if err != nil {
-		return fail(err), id, cfg
+		return fail(err), id, k
 	}
 	if !exitedZero(r) || !containsReady(r.Stdout) {
-		return fail(errProbeCommand), id, cfg
+		return fail(errProbeCommand), id, k
 	}
-	return probeResult(true, "CreateOS sandbox creation and command execution succeeded."), id, cfg
+	return probeResult(true, "CreateOS sandbox creation and command execution succeeded."), id, k
 }
 
 // probeSignature ends every probe summary: with two plugins declaring
@@ -242,53 +224,41 @@ func sameValue(md handlers.Object, key string, want any) bool {
 // loss. A sandbox whose cleanup is in progress or was left unconfirmed (a
 // cleanup mark, perhaps of an earlier worker) is not resumed.
 func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams) (*handlers.Lease, error) {
-	_, unproven, err := callOwner(&handlers.LeaseCall{Action: handlers.LeaseResume, Base: p.BaseParams, ProviderLeaseID: p.ProviderLeaseID, LeaseMetadata: p.LeaseMetadata})
+	o, err := callOwner(&handlers.LeaseCall{Action: handlers.LeaseResume, Base: p.BaseParams, ProviderLeaseID: p.ProviderLeaseID, LeaseMetadata: p.LeaseMetadata})
 	if err != nil {
 		return nil, err
 	}
-	if unproven {
+	if o.unproven {
 		return expired(), nil
 	}
-	id := p.ProviderLeaseID
-	scope, err := d.scope(&p.BaseParams, id)
+	id, md := p.ProviderLeaseID, p.LeaseMetadata
+	k, err := d.bind(o.base.CompanyID, o.base.EnvironmentID, o.cfg)
 	if err != nil {
 		return nil, err
 	}
-	if d.scopes.needsCleanup(scope) {
+	if d.scopes.needsCleanup(k.scope(id)) {
 		return nil, errResumeWhileClose
 	}
-	marker, _ := p.LeaseMetadata["marker"].(string)
-	if !markerRE.MatchString(marker) {
+	marker, _ := md["marker"].(string)
+	if !markerRE.MatchString(marker) || drifted(md, k.cfg) {
 		return expired(), nil
 	}
-	cfg, err := ParseConfig(p.Config)
-	if err != nil {
-		return nil, err
-	}
-	md := p.LeaseMetadata
-	if drifted(md, cfg) {
-		return expired(), nil
-	}
-	c, err := d.client(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if d.marked(c, id) {
+	if d.marked(k.c, id) {
 		// A cleanup left unconfirmed, perhaps by a worker before this one.
 		return nil, errResumeWhileClose
 	}
 	ctx, cancel := deadline.Within(ctx, hostBudget(callResume, p.Config, nil))
 	defer cancel()
-	ctx, wcancel := deadline.Timeout(ctx, cfg.timeout())
+	ctx, wcancel := deadline.Timeout(ctx, k.timeout())
 	defer wcancel()
 	d.scopes.beginResume(id)
 	defer d.scopes.endResume(id)
-	lease, err := d.resume(ctx, c, id, marker, md)
+	lease, err := d.resume(ctx, k.c, id, marker, md)
 	if api.IsStatus(err, http.StatusNotFound) {
 		return expired(), nil
 	}
 	if err == nil && lease.LeaseID() != "" {
-		d.remember(&p.BaseParams, id)
+		d.scopes.cache(k, id)
 	}
 	return lease, err
 }
@@ -415,45 +385,39 @@ func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, de
 	if destroy {
 		action = handlers.LeaseDestroy
 	}
-	bp, _, err := callOwner(&handlers.LeaseCall{Action: action, Base: p.BaseParams, ProviderLeaseID: id, LeaseMetadata: p.LeaseMetadata})
+	o, err := callOwner(&handlers.LeaseCall{Action: action, Base: p.BaseParams, ProviderLeaseID: id, LeaseMetadata: p.LeaseMetadata})
 	if err != nil {
 		return nil, err
 	}
-	scope, err := d.scope(&bp, id)
+	k, err := d.bind(o.base.CompanyID, o.base.EnvironmentID, o.cfg)
 	if err != nil {
 		return nil, err
 	}
+	scope := k.scope(id)
 	if err := d.scopes.beginClosing(scope); err != nil {
 		return nil, err
 	}
 	defer d.scopes.endClosing(scope)
-	defer d.scopes.forget(leaseRef{bp.CompanyID, bp.EnvironmentID, id}, scope)
+	defer d.scopes.forget(leaseRef{k.companyID, k.environmentID, id}, scope)
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	return d.endLease(ctx, p.Config, p.LeaseMetadata, scope, id, destroy)
+	return d.endLease(ctx, k, p.LeaseMetadata, scope, id, destroy)
 }
 
 // endLease closes the lease's sessions, stops its calls and then deletes
 // or keeps the sandbox. Session channels get what the call's budget leaves
 // after deadline.CleanupReserve (deadline.Step); one that cannot confirm its end has
 // marked the lease leftover.
-func (d *Driver) endLease(ctx context.Context, config, md handlers.Object, scope, id string, destroy bool) (*handlers.TerminationReceipt, error) {
+func (d *Driver) endLease(ctx context.Context, k *call, md handlers.Object, scope scopeKey, id string, destroy bool) (*handlers.TerminationReceipt, error) {
 	cctx, ccancel := deadline.Step(ctx)
 	closeChannels(cctx, d.scopes.channelsOf(scope))
 	ccancel()
 	if err := d.stopActive(ctx, scope); err != nil {
 		return nil, err
 	}
-	cfg, err := ParseConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	c, err := d.client(cfg)
-	if err != nil {
-		return nil, err
-	}
+	c := k.c
 	switch {
-	case destroy || !keepsWarm(cfg, md):
+	case destroy || !keepsWarm(k.cfg, md):
 		return nil, d.destroy(ctx, c, scope, id)
 	case d.scopes.hasLeftover(scope):
 		// A session's process may still run: the sandbox is not kept.
@@ -489,7 +453,7 @@ func keepsWarm(cfg Config, md handlers.Object) bool {
 // destroy deletes the sandbox; with it go the scope's poison and leftover
 // mark, and its cleanup mark on disk (deleteSandbox). A delete it cannot
 // confirm leaves a cleanup mark.
-func (d *Driver) destroy(ctx context.Context, c *api.Client, scope, id string) error {
+func (d *Driver) destroy(ctx context.Context, c *api.Client, scope scopeKey, id string) error {
 	if err := d.deleteSandbox(ctx, c, id); err != nil {
 		return err
 	}
@@ -516,9 +480,11 @@ func (d *Driver) RealizeWorkspace(_ context.Context, p *handlers.RealizeWorkspac
 	if p.Lease.LeaseID() == "" {
 		return nil, errWorkspaceLease
 	}
-	if ok, err := metadataMatches(&p.BaseParams, p.Lease.Metadata); err != nil {
+	cfg, err := ParseConfig(p.Config)
+	if err != nil {
 		return nil, err
-	} else if !ok {
+	}
+	if !owns(&p.BaseParams, cfg, p.Lease.Metadata) {
 		return nil, errWorkspaceLease
 	}
 	return &handlers.RealizeWorkspaceResult{Cwd: workspaceDir, Metadata: handlers.Object{"provider": Key, "remoteCwd": workspaceDir}}, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -21,7 +22,7 @@ import (
 // the process: the same process is reconnected from the last accepted
 // sequence, and past the reconnects its exit is recovered through wait.
 // Creation is never retried.
-func (d *Driver) runCommand(ctx context.Context, c *api.Client, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+func (d *Driver) runCommand(ctx context.Context, k *call, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	id, err := api.CheckID(sandbox)
 	if err != nil {
 		return nil, err
@@ -36,12 +37,12 @@ func (d *Driver) runCommand(ctx context.Context, c *api.Client, sandbox string, 
 		return nil, err
 	}
 	p := &process{
-		c: c, sandbox: id, stdinPath: stdinPath, gatePath: gatePath, out: newOutput(sink, d.maxCapture),
-		delay: d.reconnectDelay, replay: d.replayDelay,
+		c: k.c, sandbox: id, stdinPath: stdinPath, gatePath: gatePath, out: output.New(sink, d.maxCapture),
+		delay: d.reconnectDelay, replay: d.replayDelay, cleanupTimeout: k.timeout(),
 	}
 	v := outcome(p.run(ctx, cmd, script))
 	if v.flush {
-		p.out.finish()
+		p.out.Finish()
 	}
 	if v.err != nil {
 		return nil, v.err
@@ -55,9 +56,11 @@ type process struct {
 	sandbox   string
 	stdinPath string // the staged stdin file, "" for none
 	gatePath  string // the start gate the script waits for
-	out       *output
+	out       *output.Output
 	delay     time.Duration // between output reconnects
 	replay    time.Duration // before replaying past a recovered exit
+	// cleanupTimeout is config.timeoutMs: the fresh deadline of cleanup.
+	cleanupTimeout time.Duration
 
 	mayBeCreated bool   // creation may have reached the provider and was not refused
 	processID    string // set once creation answered with a valid id
@@ -110,7 +113,7 @@ func (p *process) start(ctx context.Context, cmd commandSpec, script string) err
 // and the start gate is opened (attach).
 func (p *process) follow(ctx context.Context) (*api.ExitStatus, error) {
 	f := &api.Follower{
-		Client: p.c, Path: p.base() + "/" + p.processID, Deliver: p.out.write,
+		Client: p.c, Path: p.base() + "/" + p.processID, Deliver: p.out.Write,
 		Delay: p.delay, Replay: p.replay, Attached: p.attach,
 	}
 	return f.Follow(ctx)
@@ -134,7 +137,7 @@ func (p *process) attach(ctx context.Context) error {
 // (/files has no delete verb). It reports false when the tree's
 // termination could not be confirmed.
 func (p *process) cleanup(ctx context.Context, exited bool) (confirmed bool) {
-	cctx, cancel := deadline.Cleanup(ctx, p.c.Timeout())
+	cctx, cancel := deadline.Cleanup(ctx, p.cleanupTimeout)
 	defer cancel()
 	confirmed = true
 	if p.processID != "" && !exited {
@@ -174,8 +177,8 @@ func leftovers(gate string, gateSent, exited bool, stdin string) []string {
 // result is the execute result v reports, with the output so far.
 func (p *process) result(v verdict) *handlers.ExecuteResult {
 	r := &handlers.ExecuteResult{
-		TimedOut: v.timedOut, Stdout: p.out.stdout(), Stderr: p.out.stderr(),
-		Metadata: handlers.Object{"processId": strOrNil(nonEmpty(p.processID)), "outputTruncated": p.out.truncated},
+		TimedOut: v.timedOut, Stdout: p.out.Stdout(), Stderr: p.out.Stderr(),
+		Metadata: handlers.Object{"processId": strOrNil(nonEmpty(p.processID)), "outputTruncated": p.out.Truncated()},
 	}
 	if v.exit != nil {
 		r.ExitCode, r.Signal = v.exit.Code, v.exit.Signal

@@ -43,7 +43,7 @@ func seedPaused(t *testing.T, srv *createostest.Server, name string) string {
 	return env.Data.ID
 }
 
-// Issue 19 item 1: a reusable acquire deleted every paused, unheld sandbox
+// A reusable acquire deleted every paused, unheld sandbox
 // whose name merely started with its scope. It deletes exactly the names
 // sandboxName generates (the API has no tags or labels: the name is the
 // proof); every look-alike stays.

@@ -2,26 +2,40 @@ package createos
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 )
 
-// scopes is the driver's in-memory state of its leases, by scope (a
-// lease's company, environment, API origin, key and provider lease id;
-// Driver.scope): the tracked calls in flight, the session channels open,
-// the scopes being released or destroyed, the scopes whose process
-// containment is unproven (by a command, or by a session: leftover); the
-// leases acquired or resumed here (by leaseRef), and whether the driver is
-// shutting down. One mutex guards it all; only its verbs touch it.
+// scopes is the driver's in-memory state of its leases: each lease's
+// state by its scope (scopeKey), the leases acquired or resumed here (by
+// leaseRef, as a session open names them), the resumes in flight, and
+// whether the driver is shutting down. One mutex guards it all; only its
+// verbs touch it.
 type scopes struct {
 	mu           sync.Mutex
-	active       scopeSets[*trackedCall]
-	channels     scopeSets[*channel]
-	closing      map[string]bool
-	unconfirmed  map[string]bool
-	leftover     map[string]bool
+	byScope      map[scopeKey]*leaseState // a lease whose state is all zero has no entry
 	leases       map[leaseRef]cachedLease
 	resuming     map[string]int // resumes in flight, by sandbox id
 	shuttingDown bool
+}
+
+// leaseState is what the driver knows of one lease (scope) in memory.
+type leaseState struct {
+	calls    map[*trackedCall]struct{} // executes and syncs in flight
+	channels map[*channel]struct{}     // session channels open
+	closing  bool                      // being released or destroyed
+	// unconfirmed: the process containment of a command is unproven
+	// (poison), until the sandbox is destroyed (confirm).
+	unconfirmed bool
+	// leftover: a session's process may still run (markLeftover), until
+	// the sandbox is destroyed (confirm).
+	leftover bool
+}
+
+// zero reports whether l holds nothing worth an entry.
+func (l *leaseState) zero() bool {
+	return len(l.calls) == 0 && len(l.channels) == 0 && !l.closing && !l.unconfirmed && !l.leftover
 }
 
 // leaseRef names a cached lease as a session open names it: company,
@@ -32,12 +46,12 @@ type scopes struct {
 type leaseRef struct{ companyID, environmentID, id string }
 
 // cachedLease is what the driver keeps of a lease it acquired or resumed
-// (the v0.2 reference's leases map): session opens carry no config, so
-// they find the lease's config and scope by its leaseRef.
+// (the v0.2 reference's leases map): session opens carry no config, so they
+// find the lease's parsed config and scope by its leaseRef.
 type cachedLease struct {
 	companyID, environmentID string
 	cfg                      Config
-	scope                    string
+	scope                    scopeKey
 }
 
 // trackedCall is one execute or sync in flight on a lease.
@@ -47,10 +61,32 @@ type trackedCall struct {
 }
 
 func newScopes() *scopes {
-	return &scopes{
-		active: scopeSets[*trackedCall]{}, channels: scopeSets[*channel]{},
-		closing: map[string]bool{}, unconfirmed: map[string]bool{}, leftover: map[string]bool{},
-		leases: map[leaseRef]cachedLease{}, resuming: map[string]int{},
+	return &scopes{byScope: map[scopeKey]*leaseState{}, leases: map[leaseRef]cachedLease{}, resuming: map[string]int{}}
+}
+
+// state is scope's state, made when it has none; s.mu is held. A caller
+// that may leave it zero calls tidy.
+func (s *scopes) state(scope scopeKey) *leaseState {
+	l := s.byScope[scope]
+	if l == nil {
+		l = &leaseState{}
+		s.byScope[scope] = l
+	}
+	return l
+}
+
+// peek is scope's state, or the zero state; s.mu is held.
+func (s *scopes) peek(scope scopeKey) leaseState {
+	if l := s.byScope[scope]; l != nil {
+		return *l
+	}
+	return leaseState{}
+}
+
+// tidy drops scope's entry once its state is zero; s.mu is held.
+func (s *scopes) tidy(scope scopeKey) {
+	if l := s.byScope[scope]; l != nil && l.zero() {
+		delete(s.byScope, scope)
 	}
 }
 
@@ -87,122 +123,101 @@ func (s *scopes) holds(id string) bool {
 
 // needsCleanup reports whether scope is being released or destroyed, or
 // the containment of its commands or sessions is unproven.
-func (s *scopes) needsCleanup(scope string) bool {
+func (s *scopes) needsCleanup(scope scopeKey) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.closing[scope] || s.unconfirmed[scope] || s.leftover[scope]
+	l := s.peek(scope)
+	return l.closing || l.unconfirmed || l.leftover
 }
 
 // refuses reports whether new work on scope is refused: the driver is
 // shutting down or the scope needs cleanup.
-func (s *scopes) refuses(scope string) bool {
+func (s *scopes) refuses(scope scopeKey) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.refusesLocked(scope)
 }
 
-func (s *scopes) refusesLocked(scope string) bool {
-	return s.shuttingDown || s.closing[scope] || s.unconfirmed[scope]
+func (s *scopes) refusesLocked(scope scopeKey) bool {
+	l := s.peek(scope)
+	return s.shuttingDown || l.closing || l.unconfirmed
 }
 
-// scopeSets is a set of T (tracked calls, session channels) per scope; a
-// scope whose set is empty has no entry.
-type scopeSets[T comparable] map[string]map[T]struct{}
-
-func (m scopeSets[T]) add(scope string, v T) {
-	if m[scope] == nil {
-		m[scope] = map[T]struct{}{}
-	}
-	m[scope][v] = struct{}{}
-}
-
-func (m scopeSets[T]) remove(scope string, v T) {
-	delete(m[scope], v)
-	if len(m[scope]) == 0 {
-		delete(m, scope)
-	}
-}
-
-// members returns the set of scope as a slice.
-func (m scopeSets[T]) members(scope string) []T {
-	out := make([]T, 0, len(m[scope]))
-	for v := range m[scope] {
-		out = append(out, v)
-	}
-	return out
-}
-
-// admit adds v to sets under scope, unless new work on scope is refused.
-func admit[T comparable](s *scopes, sets scopeSets[T], scope string, v T) bool {
+// enter registers call on scope, unless new work there is refused.
+func (s *scopes) enter(scope scopeKey, tc *trackedCall) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.refusesLocked(scope) {
 		return false
 	}
-	sets.add(scope, v)
+	l := s.state(scope)
+	if l.calls == nil {
+		l.calls = map[*trackedCall]struct{}{}
+	}
+	l.calls[tc] = struct{}{}
 	return true
 }
 
-// enter registers call on scope, unless new work there is refused.
-func (s *scopes) enter(scope string, call *trackedCall) bool {
-	return admit(s, s.active, scope, call)
-}
-
 // leave unregisters call, then marks it done.
-func (s *scopes) leave(scope string, call *trackedCall) {
+func (s *scopes) leave(scope scopeKey, tc *trackedCall) {
 	s.mu.Lock()
-	s.active.remove(scope, call)
+	if l := s.byScope[scope]; l != nil {
+		delete(l.calls, tc)
+		s.tidy(scope)
+	}
 	s.mu.Unlock()
-	close(call.done)
+	close(tc.done)
 }
 
 // poison marks scope's process containment unproven, until its sandbox is
 // destroyed (confirm).
-func (s *scopes) poison(scope string) {
+func (s *scopes) poison(scope scopeKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.unconfirmed[scope] = true
+	s.state(scope).unconfirmed = true
 }
 
-func (s *scopes) poisoned(scope string) bool {
+func (s *scopes) poisoned(scope scopeKey) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.unconfirmed[scope]
+	return s.peek(scope).unconfirmed
 }
 
 // confirm clears scope's poison and leftover mark: its sandbox is gone.
-func (s *scopes) confirm(scope string) {
+func (s *scopes) confirm(scope scopeKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.unconfirmed, scope)
-	delete(s.leftover, scope)
+	if l := s.byScope[scope]; l != nil {
+		l.unconfirmed, l.leftover = false, false
+		s.tidy(scope)
+	}
 }
 
 // markLeftover records that a session's process on scope may still run
 // (its creation or its termination could not be confirmed): the sandbox
 // is not kept for reuse, and resume waits until it is destroyed (confirm).
 // Commands and syncs on the lease go on.
-func (s *scopes) markLeftover(scope string) {
+func (s *scopes) markLeftover(scope scopeKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.leftover[scope] = true
+	s.state(scope).leftover = true
 }
 
 // hasLeftover reports whether markLeftover was called for scope since its
 // sandbox was last destroyed.
-func (s *scopes) hasLeftover(scope string) bool {
+func (s *scopes) hasLeftover(scope scopeKey) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.leftover[scope]
+	return s.peek(scope).leftover
 }
 
-// cache remembers lease id, acquired or resumed here for l's company and
+// cache remembers lease id, acquired or resumed here by k's company and
 // environment; it replaces only that environment's entry for id.
-func (s *scopes) cache(id string, l cachedLease) {
+func (s *scopes) cache(k *call, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.shuttingDown {
-		s.leases[leaseRef{l.companyID, l.environmentID, id}] = l
+		s.leases[leaseRef{k.companyID, k.environmentID, id}] = cachedLease{k.companyID, k.environmentID, k.cfg, k.scope(id)}
 	}
 }
 
@@ -218,7 +233,7 @@ func (s *scopes) lease(ref leaseRef) (cachedLease, bool) {
 // destroy of scope forgets its own lease). The entry ref names may be
 // another tenant's lease with the same provider id, acquired or resumed
 // later in the environment on another origin: that one stays.
-func (s *scopes) forget(ref leaseRef, scope string) {
+func (s *scopes) forget(ref leaseRef, scope scopeKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l, ok := s.leases[ref]; ok && l.scope == scope {
@@ -228,47 +243,64 @@ func (s *scopes) forget(ref leaseRef, scope string) {
 
 // addChannel registers a session channel on scope, unless new work there
 // is refused.
-func (s *scopes) addChannel(scope string, ch *channel) bool {
-	return admit(s, s.channels, scope, ch)
+func (s *scopes) addChannel(scope scopeKey, ch *channel) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refusesLocked(scope) {
+		return false
+	}
+	l := s.state(scope)
+	if l.channels == nil {
+		l.channels = map[*channel]struct{}{}
+	}
+	l.channels[ch] = struct{}{}
+	return true
 }
 
 // dropChannel unregisters a channel that is over.
-func (s *scopes) dropChannel(scope string, ch *channel) {
+func (s *scopes) dropChannel(scope scopeKey, ch *channel) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.channels.remove(scope, ch)
+	if l := s.byScope[scope]; l != nil {
+		delete(l.channels, ch)
+		s.tidy(scope)
+	}
 }
 
 // channelsOf returns the session channels open on scope.
-func (s *scopes) channelsOf(scope string) []*channel {
+func (s *scopes) channelsOf(scope scopeKey) []*channel {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.channels.members(scope)
+	return slices.Collect(maps.Keys(s.peek(scope).channels))
 }
 
 // beginClosing marks scope as being released or destroyed; only one such
 // call at a time, until endClosing.
-func (s *scopes) beginClosing(scope string) error {
+func (s *scopes) beginClosing(scope scopeKey) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing[scope] {
+	l := s.state(scope)
+	if l.closing {
 		return errCleanupInProgress
 	}
-	s.closing[scope] = true
+	l.closing = true
 	return nil
 }
 
-func (s *scopes) endClosing(scope string) {
+func (s *scopes) endClosing(scope scopeKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.closing, scope)
+	if l := s.byScope[scope]; l != nil {
+		l.closing = false
+		s.tidy(scope)
+	}
 }
 
 // calls returns the calls in flight on scope.
-func (s *scopes) calls(scope string) []*trackedCall {
+func (s *scopes) calls(scope scopeKey) []*trackedCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.active.members(scope)
+	return slices.Collect(maps.Keys(s.peek(scope).calls))
 }
 
 // shutdown refuses all new work, forgets the cached leases and returns
@@ -279,16 +311,10 @@ func (s *scopes) shutdown() ([]*trackedCall, []*channel) {
 	s.shuttingDown = true
 	clear(s.leases)
 	var calls []*trackedCall
-	for _, set := range s.active {
-		for c := range set {
-			calls = append(calls, c)
-		}
-	}
 	var chans []*channel
-	for _, set := range s.channels {
-		for ch := range set {
-			chans = append(chans, ch)
-		}
+	for _, l := range s.byScope {
+		calls = slices.AppendSeq(calls, maps.Keys(l.calls))
+		chans = slices.AppendSeq(chans, maps.Keys(l.channels))
 	}
 	return calls, chans
 }

@@ -39,7 +39,10 @@ var _ sessions.Channel = (*channel)(nil)
 // requests are answered or life ends. close waits for both, so nothing of
 // a channel runs once Close has returned.
 type channel struct {
-	c       *api.Client
+	c *api.Client
+	// timeout is config.timeoutMs, which bounds each request of the
+	// channel's own.
+	timeout time.Duration
 	name    string // log prefix: "CreateOS login PTY", "CreateOS duplex channel"
 	pty     bool   // a login PTY: pty frames are the output
 	sink    sessions.ChannelSink
@@ -47,7 +50,7 @@ type channel struct {
 	delay   time.Duration // between output reconnects
 	replay  time.Duration // before replaying past an exit recovered through wait
 	reg     *scopes
-	scope   string
+	scope   scopeKey
 	sandbox string  // the lease's sandbox id
 	drv     *Driver // records a process that may still run (leftover)
 
@@ -85,11 +88,12 @@ type channel struct {
 // newChannel returns a channel that open has yet to start. Its requests
 // and its follower live past the open request: they keep the request's
 // logger and tenant and nothing else of its context.
-func (d *Driver) newChannel(ctx context.Context, c *api.Client, scope, sandbox, name string, pty bool, sink sessions.ChannelSink) *channel {
+func (d *Driver) newChannel(ctx context.Context, k *call, scope scopeKey, sandbox, name string, pty bool, sink sessions.ChannelSink) *channel {
 	log := zerolog.Ctx(ctx).With().Logger()
 	life, end := context.WithCancelCause(tenant.With(log.WithContext(context.Background()), tenant.Of(ctx)))
 	return &channel{
-		c: c, name: name, pty: pty, sink: sink, log: log, delay: d.reconnectDelay, replay: d.replayDelay, reg: d.scopes, scope: scope,
+		c: k.c, timeout: k.timeout(), name: name, pty: pty, sink: sink, log: log, delay: d.reconnectDelay, replay: d.replayDelay,
+		reg: d.scopes, scope: scope,
 		sandbox: sandbox, drv: d,
 		life: life, endLife: end, abortFollow: func(error) {},
 		ready: make(chan struct{}), followed: make(chan struct{}), stopped: make(chan struct{}), closed: make(chan struct{}),
@@ -232,7 +236,7 @@ func (ch *channel) beginWrite() (ctx context.Context, path string, done func()) 
 	// A write is what the other end of a live session waits on (a bridge
 	// response the agent reads): it goes ahead of the budget's queue.
 	wctx, cut := context.WithCancelCause(api.Urgent(ch.life))
-	ctx, cancel := deadline.Timeout(wctx, min(ch.c.Timeout(), writeBudget))
+	ctx, cancel := deadline.Timeout(wctx, min(ch.timeout, writeBudget))
 	ch.endWrite = cut
 	return ctx, ch.path, func() {
 		cancel()

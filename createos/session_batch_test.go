@@ -51,7 +51,7 @@ func TestDuplexWritesQueuedBehindASlowInputShareOneRequest(t *testing.T) {
 	if reply, _ := w.Call(20, "duplexChannelWrite", map[string]any{"hostRouteId": route, "workerSessionId": "duplex-x", "data": "AA=="}, "", ""); reply.Error != nil {
 		t.Fatalf("write for no route: %s", reply.Raw)
 	}
-	c, _ := d.client(mustConfig(t, bp.Config))
+	c := mustClient(t, d, bp)
 	if r, err := c.Exec(t.Context(), l.LeaseID(), "/bin/touch", "/tmp/go"); err != nil || !r.OK() {
 		t.Fatalf("touch: %+v %v", r, err)
 	}

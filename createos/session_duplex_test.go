@@ -111,7 +111,7 @@ func TestDuplexArgvIsLiteral(t *testing.T) {
 	if err := ch.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := d.client(mustConfig(t, bp.Config))
+	c := mustClient(t, d, bp)
 	if r, err := c.Exec(t.Context(), l.LeaseID(), "/bin/test", "-e", "/tmp/pwned"); err != nil || r.OK() {
 		t.Fatalf("the argument ran as shell: %+v %v", r, err)
 	}
@@ -123,15 +123,6 @@ func anySlice(s []string) []any {
 		out[i] = v
 	}
 	return out
-}
-
-func mustConfig(t *testing.T, o handlers.Object) Config {
-	t.Helper()
-	cfg, err := ParseConfig(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }
 
 // A process that ends by itself reports its code once; closing it then
@@ -263,7 +254,7 @@ func TestDuplexCloseIsOneTreeDelete(t *testing.T) {
 // any, still runs.
 func assertNoSurvivor(t *testing.T, d *Driver, bp handlers.BaseParams, l *handlers.Lease) {
 	t.Helper()
-	c, _ := d.client(mustConfig(t, bp.Config))
+	c := mustClient(t, d, bp)
 	r, err := c.Exec(t.Context(), l.LeaseID(), "/bin/sh", "-c", `[ ! -s /tmp/child ] || ! kill -0 "$(cat /tmp/child)" 2>/dev/null`)
 	if err != nil || !r.OK() {
 		t.Errorf("a process of the tree outlived its DELETE: %+v %v", r, err)

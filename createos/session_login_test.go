@@ -58,7 +58,7 @@ func TestLoginPTYRunsTheResolvedCLI(t *testing.T) {
 				t.Skipf("%s is installed on this host, which sandboxes see", tc.key)
 			}
 			l := leaseOn(t, d, bp)
-			c, _ := d.client(mustConfig(t, bp.Config))
+			c := mustClient(t, d, bp)
 			if r, err := c.Exec(t.Context(), l.LeaseID(), "/bin/bash", "-c", tc.setup); err != nil || !r.OK() {
 				t.Fatalf("setup: %+v %v", r, err)
 			}

@@ -34,18 +34,14 @@ func (d *Driver) OpenDuplex(ctx context.Context, p *sessions.DuplexOpenParams, o
 	if sessions.ArgvProblem(p.Command) != "" {
 		return nil, errDuplexCommand
 	}
-	l, err := d.sessionLease(&p.SessionBase)
-	if err != nil {
-		return nil, err
-	}
-	c, err := d.client(l.cfg)
+	k, scope, err := d.sessionLease(&p.SessionBase)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := deadline.Within(ctx, hostDefaultBudget)
 	defer cancel()
 	body := map[string]any{"cmd": p.Command[0], "args": append([]string{}, p.Command[1:]...), "cwd": workspaceDir}
-	ch, err := d.openSession(ctx, c, l, p.ProviderLeaseID, body, duplexName, false, out)
+	ch, err := d.openSession(ctx, k, scope, p.ProviderLeaseID, body, duplexName, false, out)
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +63,7 @@ func (d *Driver) OpenLoginPty(ctx context.Context, p *sessions.LoginPtyOpenParam
 	if !ok {
 		return nil, errLoginCommand
 	}
-	l, err := d.sessionLease(&p.SessionBase)
-	if err != nil {
-		return nil, err
-	}
-	c, err := d.client(l.cfg)
+	k, scope, err := d.sessionLease(&p.SessionBase)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +73,7 @@ func (d *Driver) OpenLoginPty(ctx context.Context, p *sessions.LoginPtyOpenParam
 	}
 	ctx, cancel := deadline.Within(ctx, hostDefaultBudget)
 	defer cancel()
-	if err := prepareLoginHome(ctx, c, p.ProviderLeaseID, p.SessionHome); err != nil {
+	if err := prepareLoginHome(ctx, k, p.ProviderLeaseID, p.SessionHome); err != nil {
 		return nil, err
 	}
 	log.Info().Str("sandbox", p.ProviderLeaseID).Msg(loginName + " home prepared.")
@@ -89,7 +81,7 @@ func (d *Driver) OpenLoginPty(ctx context.Context, p *sessions.LoginPtyOpenParam
 		"cmd": "/bin/bash", "args": []string{"-lc", script}, "cwd": workspaceDir,
 		"pty": map[string]int{"cols": sessions.LoginPtyCols, "rows": sessions.LoginPtyRows},
 	}
-	ch, err := d.openSession(ctx, c, l, p.ProviderLeaseID, body, loginName, true, out)
+	ch, err := d.openSession(ctx, k, scope, p.ProviderLeaseID, body, loginName, true, out)
 	if err != nil {
 		return nil, err
 	}
@@ -97,10 +89,10 @@ func (d *Driver) OpenLoginPty(ctx context.Context, p *sessions.LoginPtyOpenParam
 }
 
 // prepareLoginHome creates the session home (exec /bin/mkdir -p -- home).
-func prepareLoginHome(ctx context.Context, c *api.Client, sandbox, home string) error {
-	ctx, cancel := deadline.Work(ctx, c.Timeout())
+func prepareLoginHome(ctx context.Context, k *call, sandbox, home string) error {
+	ctx, cancel := deadline.Work(ctx, k.timeout())
 	defer cancel()
-	r, err := c.Exec(ctx, sandbox, "/bin/mkdir", "-p", "--", home)
+	r, err := k.c.Exec(ctx, sandbox, "/bin/mkdir", "-p", "--", home)
 	if err != nil {
 		return err
 	}
@@ -130,21 +122,26 @@ func loginScript(cmd sessions.LoginCommand, home string) (string, error) {
 		Run(run...).Build()
 }
 
-// sessionLease is the cached lease a session opens on: acquired or
-// resumed by this worker, for the same company and environment, and open
-// for new work (not closing, its command cleanup not unconfirmed). Every
-// refusal comes before the open sends anything (the login PTY's home is
-// prepared after it); openSession's registration checks again, as a
-// release may begin meanwhile.
-func (d *Driver) sessionLease(p *sessions.SessionBase) (cachedLease, error) {
+// sessionLease is the cached lease a session opens on, as a call on its
+// config and its scope: acquired or resumed by this worker, for the same
+// company and environment, and open for new work (not closing, its
+// command cleanup not unconfirmed). Every refusal comes before the open
+// sends anything (the login PTY's home is prepared after it);
+// openSession's registration checks again, as a release may begin
+// meanwhile.
+func (d *Driver) sessionLease(p *sessions.SessionBase) (*call, scopeKey, error) {
 	l, ok := d.scopes.lease(leaseRef{p.CompanyID, p.EnvironmentID, p.ProviderLeaseID})
 	if !ok {
-		return cachedLease{}, errSessionLease
+		return nil, scopeKey{}, errSessionLease
 	}
 	if d.scopes.refuses(l.scope) {
-		return cachedLease{}, errLeaseClosing
+		return nil, scopeKey{}, errLeaseClosing
 	}
-	return l, nil
+	k, err := d.bind(l.companyID, l.environmentID, l.cfg)
+	if err != nil {
+		return nil, scopeKey{}, err
+	}
+	return k, l.scope, nil
 }
 
 // openSession registers a channel on the lease, creates its process
@@ -156,14 +153,14 @@ func (d *Driver) sessionLease(p *sessions.SessionBase) (cachedLease, error) {
 // a release or a shutdown stopped waiting for it, is ended before the open
 // returns; if its end is unconfirmed, the lease is marked leftover and the
 // error wraps sessions.ErrSessionMayLive too.
-func (d *Driver) openSession(ctx context.Context, c *api.Client, l cachedLease, sandbox string, body map[string]any,
+func (d *Driver) openSession(ctx context.Context, k *call, scope scopeKey, sandbox string, body map[string]any,
 	name string, pty bool, sink sessions.ChannelSink) (*channel, error) {
-	ch := d.newChannel(ctx, c, l.scope, sandbox, name, pty, sink)
-	if !d.scopes.addChannel(l.scope, ch) {
+	ch := d.newChannel(ctx, k, scope, sandbox, name, pty, sink)
+	if !d.scopes.addChannel(scope, ch) {
 		ch.endLife(errSessionOver)
 		return nil, errLeaseClosing
 	}
-	pid, err := createSession(ctx, c, sandbox, body)
+	pid, err := createSession(ctx, k, sandbox, body)
 	if err != nil {
 		orphaned := api.MayHaveCreated(err)
 		ch.abandon(orphaned)
@@ -190,7 +187,7 @@ func (d *Driver) openSession(ctx context.Context, c *api.Client, l cachedLease, 
 	case ctx.Err() != nil:
 		why = errSessionOver // the host closed the route
 	}
-	tctx, tcancel := deadline.Cleanup(ctx, c.Timeout())
+	tctx, tcancel := deadline.Cleanup(ctx, k.timeout())
 	terr := ch.terminate(tctx)
 	tcancel()
 	ch.abandon(terr != nil)
@@ -206,12 +203,12 @@ func (d *Driver) openSession(ctx context.Context, c *api.Client, l cachedLease, 
 // not cut the request: its answer is awaited, within ctx's deadline and
 // config.timeoutMs (working), so that the process it creates is known and
 // the open can end it.
-func createSession(ctx context.Context, c *api.Client, sandbox string, body map[string]any) (string, error) {
+func createSession(ctx context.Context, k *call, sandbox string, body map[string]any) (string, error) {
 	octx, cancel := deadline.Outliving(ctx)
 	defer cancel()
-	wctx, wcancel := deadline.Work(octx, c.Timeout())
+	wctx, wcancel := deadline.Work(octx, k.timeout())
 	defer wcancel()
-	return createProcess(wctx, c, sandbox, body)
+	return createProcess(wctx, k.c, sandbox, body)
 }
 
 // createProcess creates a managed process and returns its id.

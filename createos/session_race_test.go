@@ -135,8 +135,8 @@ func allChannels(d *Driver) []*channel {
 	d.scopes.mu.Lock()
 	defer d.scopes.mu.Unlock()
 	var out []*channel
-	for _, set := range d.scopes.channels {
-		for ch := range set {
+	for _, l := range d.scopes.byScope {
+		for ch := range l.channels {
 			out = append(out, ch)
 		}
 	}

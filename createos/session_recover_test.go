@@ -74,7 +74,7 @@ func TestSessionRecoversItsExitThroughWait(t *testing.T) {
 func TestLoginPTYRecoversItsExitThroughWait(t *testing.T) {
 	srv, d, bp := sessionServer(t, createostest.Options{Path: []string{"/root/bin"}})
 	l := leaseOn(t, d, bp)
-	c, _ := d.client(mustConfig(t, bp.Config))
+	c := mustClient(t, d, bp)
 	if r, err := c.Exec(t.Context(), l.LeaseID(), "/bin/bash", "-c", writeFile("/root/bin/codex", "#!/bin/sh\necho code\nexit 4\n")); err != nil || !r.OK() {
 		t.Fatalf("setup: %+v %v", r, err)
 	}

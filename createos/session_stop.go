@@ -28,7 +28,7 @@ func (ch *channel) Stop() {
 func (ch *channel) runStop() {
 	defer close(ch.stopped)
 	ch.writeMu.Lock() // the write in flight ends first; later ones are ignored
-	ctx, cancel := deadline.Timeout(api.Ending(ch.life), ch.c.Timeout())
+	ctx, cancel := deadline.Timeout(api.Ending(ch.life), ch.timeout)
 	err := ch.terminate(ctx)
 	cancel()
 	ch.writeMu.Unlock()

@@ -35,13 +35,14 @@ func (d *Driver) StartInteractiveSetup(ctx context.Context, p *handlers.StartSet
 	if p.SourceTemplateKind != nil && *p.SourceTemplateKind != "snapshot" {
 		return nil, errStartKind(*p.SourceTemplateKind)
 	}
-	cfg, c, err := d.configured(p.Config)
+	k, err := d.parse(&p.BaseParams)
 	if err != nil {
 		return nil, err
 	}
+	cfg, c := k.cfg, k.c
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	ctx, wcancel := deadline.Work(ctx, cfg.timeout())
+	ctx, wcancel := deadline.Work(ctx, k.timeout())
 	defer wcancel()
 	v, err := d.setupSandbox(ctx, cfg, c, p.SourceTemplateRef)
 	if err != nil {
@@ -109,31 +110,32 @@ func missingSetup() *handlers.SetupSession {
 }
 
 // ownSetup checks that md is this environment's setup of sandbox id
-// (metadataMatches, a setup marker, and the digest that binds the marker
-// to id) and returns a client and the marker; a refusal sends nothing.
+// (owns, a setup marker, and the digest that binds the marker to id) and
+// returns the call's parsed config and the marker; a refusal sends
+// nothing.
 // The metadata cannot name the sandbox itself: the host stores setup
 // metadata with keys like sandboxId redacted (shared
 // environment-custom-images.js) and passes the id as providerLeaseId.
-func (d *Driver) ownSetup(p *handlers.BaseParams, id string, md handlers.Object) (*api.Client, string, error) {
-	ok, err := metadataMatches(p, md)
+func (d *Driver) ownSetup(p *handlers.BaseParams, id string, md handlers.Object) (*call, string, error) {
+	cfg, err := ParseConfig(p.Config)
 	if err != nil {
 		return nil, "", err
 	}
 	marker, _ := md["setupMarker"].(string)
-	if !ok || !markerRE.MatchString(marker) {
+	if !owns(p, cfg, md) || !markerRE.MatchString(marker) {
 		return nil, "", errSetupNotOurs
 	}
 	if _, err := api.CheckID(id); err != nil {
 		return nil, "", errSetupNotOurs
 	}
-	_, c, err := d.configured(p.Config)
+	k, err := d.bind(p.CompanyID, p.EnvironmentID, cfg)
 	if err != nil {
 		return nil, "", err
 	}
-	if want := setupDigest(c, marker, id); !hmac.Equal([]byte(want), []byte(str(md["setupDigest"]))) {
+	if want := setupDigest(k.c, marker, id); !hmac.Equal([]byte(want), []byte(str(md["setupDigest"]))) {
 		return nil, "", errSetupNotOurs
 	}
-	return c, marker, nil
+	return k, marker, nil
 }
 
 // setupDigest binds a setup's marker to its sandbox id in metadata the
@@ -152,13 +154,14 @@ func (d *Driver) GetInteractiveSetup(ctx context.Context, p *handlers.GetSetupPa
 		return missingSetup(), nil
 	}
 	id := *p.ProviderLeaseID
-	c, _, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
+	k, _, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
 	if err != nil {
 		return nil, err
 	}
+	c := k.c
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	ctx, wcancel := deadline.Work(ctx, c.Timeout())
+	ctx, wcancel := deadline.Work(ctx, k.timeout())
 	defer wcancel()
 	v, err := c.Get(ctx, id)
 	if api.IsStatus(err, http.StatusNotFound) || err == nil && (v.Status == "destroyed" || v.Status == "failed") {
@@ -182,17 +185,17 @@ func (d *Driver) CaptureTemplate(ctx context.Context, p *handlers.CaptureTemplat
 		return nil, errCaptureLease
 	}
 	id := *p.ProviderLeaseID
-	c, marker, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
+	k, marker, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
 	if err != nil {
 		return nil, err
 	}
-	timeout := c.Timeout()
+	c, timeout := k.c, k.timeout()
 	if p.TimeoutMs != nil {
-		f := *p.TimeoutMs
-		if f != float64(int64(f)) || f < 1 || f > maxTimeoutMs {
+		ms, ok := timeoutMs(*p.TimeoutMs).whole()
+		if !ok {
 			return nil, errCaptureTimeout
 		}
-		timeout = msDuration(int64(f))
+		timeout = msDuration(ms)
 	}
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, p.TimeoutMs))
 	defer cancel()
@@ -238,13 +241,13 @@ func (d *Driver) CancelInteractiveSetup(ctx context.Context, p *handlers.CancelS
 		return missing, nil
 	}
 	id := *p.ProviderLeaseID
-	c, _, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
+	k, _, err := d.ownSetup(&p.BaseParams, id, p.SetupMetadata)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	if _, err := c.JSON(ctx, http.MethodDelete, "/sandboxes/"+id, nil); api.IsStatus(err, http.StatusNotFound) {
+	if _, err := k.c.JSON(ctx, http.MethodDelete, "/sandboxes/"+id, nil); api.IsStatus(err, http.StatusNotFound) {
 		return missing, nil
 	} else if err != nil {
 		return nil, err
@@ -263,13 +266,13 @@ func (d *Driver) DeleteTemplate(ctx context.Context, p *handlers.DeleteTemplateP
 	if p.TemplateKind != nil && *p.TemplateKind != "snapshot" {
 		return nil, errDeleteKind(*p.TemplateKind)
 	}
-	_, c, err := d.configured(p.Config)
+	k, err := d.parse(&p.BaseParams)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
 	defer cancel()
-	if err := c.Destroy(ctx, p.TemplateRef); err != nil {
+	if err := k.c.Destroy(ctx, p.TemplateRef); err != nil {
 		return nil, err
 	}
 	reason := any(nil)

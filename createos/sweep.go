@@ -30,6 +30,26 @@ import (
 // ownerFile, in each archive directory, names the worker that made it.
 const ownerFile = ".paperclip-createos-owner"
 
+// archiveTempPattern names the host temp directory, in os.TempDir(), that
+// an inbound directory mapping is packed in (archiveDir). A name of its
+// own: a sweep looks for these and nothing else.
+const archiveTempPattern = ".paperclip-createos-archive-"
+
+// archiveDir makes the temp directory an inbound directory mapping is
+// packed in (filesync.Transfer.TempDir), and records this worker as its
+// owner, so that the next worker's sweep removes it if this one dies
+// before it does. Without the record (this worker's start time
+// unreadable) the sync goes on, and no sweep ever takes that directory
+// for a dead worker's.
+func archiveDir() (string, error) {
+	dir, err := os.MkdirTemp("", archiveTempPattern)
+	if err != nil {
+		return "", err
+	}
+	_ = claim(dir)
+	return dir, nil
+}
+
 // claim records this worker as the owner of the directory at path, which
 // it has just made.
 func claim(path string) error {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/safeopen/safeopentest"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
@@ -45,7 +46,7 @@ func TestSyncUploadsBinaryBytesDirectlyAndAppliesTheRequestedModeBeforePromotion
 		t.Fatalf("result %+v", res.Operations)
 	}
 	ups := s.gotUploads()
-	if len(ups) != 1 || !bytes.Equal(ups[0].Body, content) || !strings.HasPrefix(ups[0].Path, scratchPrefix) {
+	if len(ups) != 1 || !bytes.Equal(ups[0].Body, content) || !strings.HasPrefix(ups[0].Path, filesync.ScratchPrefix) {
 		t.Fatalf("uploads %+v", ups)
 	}
 	cmds := s.gotCommands()
@@ -142,7 +143,7 @@ func TestSyncDownloadsMoreThanTheProcessJournalLimitThroughTheBinaryAPIWithExact
 		t.Errorf("result %+v", r)
 	}
 	cmds := s.gotCommands()
-	if len(cmds) != 1 || !strings.Contains(cmds[0], `test -f "$resolved" && cp -- "$resolved" '`+scratchPrefix) || strings.Contains(cmds[0], "base64") {
+	if len(cmds) != 1 || !strings.Contains(cmds[0], `test -f "$resolved" && cp -- "$resolved" '`+filesync.ScratchPrefix) || strings.Contains(cmds[0], "base64") {
 		t.Fatalf("commands %q", cmds)
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(dst)); len(entries) != 1 {
@@ -243,7 +244,7 @@ func TestSyncPreservesDirectoryFilesModesAndInternalSymlinksWhileHonoringExclusi
 	// A bare name is anchored at the mapping's root (syncrule.Exclude), and
 	// tar can drop it by itself; hard links travel as files, since the host
 	// filters what tar did not drop.
-	if !strings.HasSuffix(cmds[1], ` && test -d "$resolved" && tar --hard-dereference --no-wildcards --anchored --exclude './node_modules' -cf '`+scratchPrefix+cmds[1][strings.Index(cmds[1], scratchPrefix)+len(scratchPrefix):strings.LastIndex(cmds[1], "'")]+`' -C "$resolved" .`) {
+	if !strings.HasSuffix(cmds[1], ` && test -d "$resolved" && tar --hard-dereference --no-wildcards --anchored --exclude './node_modules' -cf '`+filesync.ScratchPrefix+cmds[1][strings.Index(cmds[1], filesync.ScratchPrefix)+len(filesync.ScratchPrefix):strings.LastIndex(cmds[1], "'")]+`' -C "$resolved" .`) {
 		t.Errorf("outbound command %q", cmds[1])
 	}
 }
@@ -388,8 +389,8 @@ func TestSyncRunsPostUploadCommandsVerbatimAndStopsAfterTheFirstFailure(t *testi
 	if len(cmds) != 5 {
 		t.Fatalf("commands %q", cmds)
 	}
-	guard, _ := remoteGuard("/paperclip-workspace/sub")
-	rootGuard, _ := remoteGuard("/paperclip-workspace")
+	guard, _ := filesync.Guard("/paperclip-workspace/sub")
+	rootGuard, _ := filesync.Guard("/paperclip-workspace")
 	if cmds[1] != guard || cmds[2] != "echo 'ok' > done" || cmds[3] != rootGuard || cmds[4] != "printf 'first'; printf 'second'" {
 		t.Errorf("commands %q", cmds)
 	}
@@ -475,7 +476,7 @@ func TestSyncKeepsConcurrentSyncCallsIsolatedAndActuallyOverlapsTheirWork(t *tes
 func TestSyncRejectsUnconfinedSandboxPathBeforeAnyAPICall(t *testing.T) {
 	for _, p := range []string{"/etc/passwd", "/paperclip-workspace/../secret", "relative", "/paperclip-workspace-other/file"} {
 		t.Run(p, func(t *testing.T) {
-			if assertRemotePath(p) == nil {
+			if filesync.CheckSandboxPath(p) == nil {
 				t.Fatal("accepted")
 			}
 			s := newSyncStub(t)
@@ -732,7 +733,7 @@ func tarNames(t *testing.T, b []byte) []string {
 	return names
 }
 
-// TestSyncInFollowsOnlyHostLinksInsideTheSource (issue 19, item 8): with
+// TestSyncInFollowsOnlyHostLinksInsideTheSource: with
 // followSymlinks a host link is followed only when it resolves, through
 // every link on its way, to a name inside the source directory. Sync-out
 // keeps links as written, so a sandbox can plant ws/x -> /etc/shadow in the

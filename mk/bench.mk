@@ -4,7 +4,7 @@
 # work with nothing else (bench/floor), our transport alone (bench/transport,
 # health only) and the Node SDK peer, and prints every figure with its ratio
 # to the floor and its budget; the JSON goes to BENCH_JSON. docs/performance.md
-# has the latest table and what bounds each figure.
+# says what bounds each figure; docs/results.md has the measured tables.
 #   BENCH_ONLY=stream,sync     a few figures: health start true sleep stream sync createos
 #   BENCH_SYNC_MB=64           a smaller sync tree for quick runs (default 1 GiB)
 #   BENCH_SYNC_DIR=/dev/shm    where the sync trees and the lease roots go (default the temp dir)

@@ -35,6 +35,8 @@ var layers = []struct {
 	{"handlers", 4},
 	{"createos/api", 4},
 	{"createos/marks", 5},
+	{"createos/filesync", 5},
+	{"createos/output", 5},
 	{"createos", 6},
 	{"fake", 6},
 	{"bench", 7},

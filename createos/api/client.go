@@ -512,10 +512,6 @@ func (c *Client) Exec(ctx context.Context, id, cmd string, args ...string) (Exec
 // OK reports exit code 0.
 func (r ExecResult) OK() bool { return r.HasCode && r.ExitCode == 0 }
 
-// Timeout is the environment's request timeout (config.timeoutMs), which
-// bounds a sandbox delete made for cleanup.
-func (c *Client) Timeout() time.Duration { return c.timeout }
-
 // Sign is the hex HMAC-SHA256 of parts (joined by NUL) under the client's
 // key: a binding only this account's key holder can make, for metadata
 // that others can read (a setup's marker and its sandbox).

@@ -1,4 +1,8 @@
-package createos
+// Package output is a createos command's output as its result keeps it:
+// each stream's UTF-8 decoded across frame boundaries, every decoded chunk
+// sent live to the host's sink, and the tail of each stream kept, counted
+// in UTF-16 units as the host counts.
+package output
 
 import (
 	"unicode/utf8"
@@ -7,17 +11,17 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/utf16"
 )
 
-// maxCaptureUnits is how much of each stream an execute result keeps: the
+// MaxCaptureUnits is how much of each stream an execute result keeps: the
 // last 4,194,304 characters. Characters are counted as JavaScript does, in
 // UTF-16 code units (a rune above U+FFFF counts two), like the host's
 // execute.log budget. The head is dropped by whole runes, so a cut never
 // splits a surrogate pair and may keep one unit less than the reference.
-const maxCaptureUnits = 4_194_304
+const MaxCaptureUnits = 4_194_304
 
-// output accumulates a command's stdout and stderr: it decodes each stream
+// Output accumulates a command's stdout and stderr: it decodes each stream
 // as UTF-8 across frame boundaries, sends every decoded chunk live to the
 // sink, and keeps the tail of each stream.
-type output struct {
+type Output struct {
 	sink      handlers.OutputSink
 	limit     int // UTF-16 units kept per stream
 	decoders  [2]utf8Stream
@@ -25,8 +29,10 @@ type output struct {
 	truncated bool
 }
 
-func newOutput(sink handlers.OutputSink, limit int) *output {
-	return &output{sink: sink, limit: limit}
+// New is an Output that sends to sink (nil: none) and keeps the last limit
+// UTF-16 units of each stream.
+func New(sink handlers.OutputSink, limit int) *Output {
+	return &Output{sink: sink, limit: limit}
 }
 
 var streamNames = [2]string{"stdout", "stderr"}
@@ -38,20 +44,20 @@ func streamIndex(name string) int {
 	return 0
 }
 
-// write adds raw bytes of stream ("stdout" or "stderr").
-func (o *output) write(stream string, p []byte) {
+// Write adds raw bytes of stream ("stdout" or "stderr").
+func (o *Output) Write(stream string, p []byte) {
 	i := streamIndex(stream)
 	o.append(i, o.decoders[i].write(p))
 }
 
-// finish flushes both decoders; an incomplete sequence becomes U+FFFD.
-func (o *output) finish() {
+// Finish flushes both decoders; an incomplete sequence becomes U+FFFD.
+func (o *Output) Finish() {
 	for i := range o.decoders {
 		o.append(i, o.decoders[i].end())
 	}
 }
 
-func (o *output) append(i int, text string) {
+func (o *Output) append(i int, text string) {
 	if text == "" {
 		return
 	}
@@ -63,8 +69,14 @@ func (o *output) append(i int, text string) {
 	}
 }
 
-func (o *output) stdout() string { return o.captures[0].String() }
-func (o *output) stderr() string { return o.captures[1].String() }
+// Stdout is the kept tail of stdout.
+func (o *Output) Stdout() string { return o.captures[0].String() }
+
+// Stderr is the kept tail of stderr.
+func (o *Output) Stderr() string { return o.captures[1].String() }
+
+// Truncated reports whether either stream's head was dropped.
+func (o *Output) Truncated() bool { return o.truncated }
 
 // utf8Stream decodes UTF-8 incrementally: an incomplete sequence at the end
 // of a write waits for the next one; invalid bytes become U+FFFD.

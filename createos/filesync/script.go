@@ -1,4 +1,4 @@
-package createos
+package filesync
 
 import (
 	"path"
@@ -22,12 +22,12 @@ const (
 // still lies in the workspace; later commands use "$resolved". It needs GNU
 // realpath -m; without it the guard fails closed.
 func guarded(candidate string) (*script.Script, error) {
-	if err := assertRemotePath(candidate); err != nil {
+	if err := CheckSandboxPath(candidate); err != nil {
 		return nil, err
 	}
 	s := script.New(script.And)
-	s.Run(script.Cat{script.Sh("root=$(realpath -- "), script.Value(workspaceDir), script.Sh(")")})
-	s.Run(script.Sh("test"), script.Sh(`"$root"`), script.Sh("="), script.Value(workspaceDir))
+	s.Run(script.Cat{script.Sh("root=$(realpath -- "), script.Value(Workspace), script.Sh(")")})
+	s.Run(script.Sh("test"), script.Sh(`"$root"`), script.Sh("="), script.Value(Workspace))
 	s.Run(script.Cat{script.Sh("resolved=$(realpath -m -- "), script.Value(candidate), script.Sh(")")})
 	s.Run(script.Sh(`case "$resolved" in "$root"|"$root"/*) ;; *) exit 1 ;; esac`))
 	return s, nil
@@ -46,8 +46,8 @@ func postUploadScript(cwd, command string) (string, error) {
 		Run(script.Sh("exec"), script.Sh("/bin/bash"), script.Sh("-c"), script.Value(command)).Build()
 }
 
-// remoteGuard is the guard alone.
-func remoteGuard(candidate string) (string, error) {
+// Guard is the guard of candidate alone, as every sync script begins.
+func Guard(candidate string) (string, error) {
 	s, err := guarded(candidate)
 	if err != nil {
 		return "", err

@@ -1,4 +1,4 @@
-package createos
+package filesync
 
 import (
 	"path"
@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-// A sandbox path assertRemotePath accepts lies in the workspace however
+// A sandbox path CheckSandboxPath accepts lies in the workspace however
 // it is normalised, and its guard can be rendered.
-func FuzzAssertRemotePath(f *testing.F) {
+func FuzzCheckSandboxPath(f *testing.F) {
 	for _, s := range []string{"/paperclip-workspace", "/paperclip-workspace/a/./b/", "/etc/passwd", "/paperclip-workspace/../secret", "relative", "/paperclip-workspace-other/file", "//paperclip-workspace", "/paperclip-workspace/a\x00", "/paperclip-workspace/'; rm -rf /'"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		err := assertRemotePath(p)
+		err := CheckSandboxPath(p)
 		if err != nil {
 			if err != errRemoteNotConfined && err != errRemoteEscapes {
 				t.Fatalf("error %v", err)
@@ -21,7 +21,7 @@ func FuzzAssertRemotePath(f *testing.F) {
 			return
 		}
 		clean := path.Clean(p)
-		if !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) || (clean != workspaceDir && !strings.HasPrefix(clean, workspaceDir+"/")) {
+		if !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) || (clean != Workspace && !strings.HasPrefix(clean, Workspace+"/")) {
 			t.Fatalf("accepted %q (clean %q)", p, clean)
 		}
 		for _, seg := range strings.Split(p, "/") {
@@ -29,7 +29,7 @@ func FuzzAssertRemotePath(f *testing.F) {
 				t.Fatalf("accepted %q with ..", p)
 			}
 		}
-		g, err := remoteGuard(p)
+		g, err := Guard(p)
 		if err != nil || !strings.Contains(g, `resolved=$(realpath -m -- `) {
 			t.Fatalf("guard %q %v", g, err)
 		}

@@ -23,8 +23,12 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
-// Regression tests of issue 19 (items 3, 4, 5 and 7) and of its audit of
-// "authorize first, then act" in the createos driver.
+// The lease's guards against what a provider or a host may do in between:
+// a transition answered 409 is resent; a deadline that keeps a creation
+// from being sent leaves the lease usable; two tenants with one provider
+// id stay apart; a host close during a creation ends the process first; a
+// session open on a refusing lease sends nothing ("authorize first, then
+// act"); an unconfirmed ending is marked on disk before the release.
 
 // transitionGuard stops a transition test that would otherwise poll on;
 // no test asserts on how long anything takes.
@@ -57,7 +61,7 @@ func conflictOnceServer(t *testing.T, from, action, to string) (*httptest.Server
 	return srv, func() int { mu.Lock(); defer mu.Unlock(); return posts }
 }
 
-// Item 5: a resume (or a pause, for a capture) answered 409 counts as not
+// A resume (or a pause, for a capture) answered 409 counts as not
 // submitted and is sent again on a later pass, until the state is reached.
 func TestTransitionResubmitsAfterAConflict(t *testing.T) {
 	for _, tc := range []struct{ from, desired, action string }{
@@ -145,7 +149,7 @@ func noStreamingExec(w http.ResponseWriter, _ *http.Request, _ []byte, _ int) {
 	failWith(w, http.StatusNotFound)
 }
 
-// Item 7: a process creation the pacer never lets out before the
+// A process creation the pacer never lets out before the
 // command's deadline reached nothing: the execute is a timed-out result,
 // no POST /processes was sent, and the lease stays usable.
 func TestDeadlineBeforeProcessCreationLeavesTheLeaseUsable(t *testing.T) {
@@ -179,7 +183,7 @@ func TestDeadlineBeforeProcessCreationLeavesTheLeaseUsable(t *testing.T) {
 	}
 }
 
-// Item 7, sessions: an open whose process creation the pacer never lets
+// Sessions: an open whose process creation the pacer never lets
 // out reached nothing, so the lease is not marked leftover: its release
 // keeps it warm instead of deleting it.
 func TestDeadlineBeforeSessionCreationLeavesTheLeaseWarm(t *testing.T) {
@@ -245,7 +249,7 @@ func (tn companyEnv) open(t *testing.T, d *Driver, l *handlers.Lease, sink sessi
 	return d.OpenDuplex(t.Context(), &sessions.DuplexOpenParams{SessionBase: sessionBase(tn.bp, l), Command: []string{"cat"}}, sink)
 }
 
-// Item 3: company X on origin X and company Y on origin Y both hold a
+// Company X on origin X and company Y on origin Y both hold a
 // sandbox called sb_test. Each tenant's sessions find its own lease, on its
 // own origin; Y's destroy of its sb_test neither closes X's session nor
 // makes X's lease unknown.
@@ -337,7 +341,7 @@ func slowCreation(s *stub, answerAfter time.Duration) (creating chan struct{}) {
 	return creating
 }
 
-// Item 4: the host closes a duplex route while its process creation is at
+// The host closes a duplex route while its process creation is at
 // the provider, which creates the process but answers late. The open
 // waits for the answer, ends the process it created, and only then
 // returns; the close is answered after that, and with the end confirmed,
@@ -384,7 +388,7 @@ func TestHostCloseDuringCreationEndsTheProcessFirst(t *testing.T) {
 	}
 }
 
-// Item 4, unconfirmed: the host closes the route while the creation is at
+// Unconfirmed: the host closes the route while the creation is at
 // the provider, and the process the creation made cannot be confirmed
 // ended (its DELETE fails). The open's error wraps
 // sessions.ErrSessionMayLive, and the lease is marked leftover: its
@@ -431,7 +435,7 @@ func poisonLease(t *testing.T, s *stub, d *Driver, l *handlers.Lease) {
 	s.stream, s.hook = nil, nil
 }
 
-// Audit (item 2's rule, authorize first): a session open on a lease that
+// Authorize first: a session open on a lease that
 // refuses new work (its command cleanup is unconfirmed) is refused before
 // any request; the login PTY's home preparation is not sent first.
 func TestSessionOpenOnARefusingLeaseSendsNothing(t *testing.T) {
@@ -475,11 +479,12 @@ func TestPoisonedLeaseIsMarkedBeforeItsRelease(t *testing.T) {
 	// this calls the step itself).
 	s.reset()
 	next := s.driver(WithCleanupDir(dir))
-	_, c, err := next.configured(base(reuse).Config)
+	bp := base(reuse)
+	k, err := next.parse(&bp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	next.finishCleanup(t.Context(), c, "")
+	next.finishCleanup(t.Context(), k.c, "")
 	if s.find("DELETE /v1/sandboxes/"+l.LeaseID()) < 0 {
 		t.Errorf("the next worker did not delete the poisoned sandbox: %v", s.snapshot())
 	}

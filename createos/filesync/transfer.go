@@ -1,4 +1,4 @@
-package createos
+package filesync
 
 import (
 	"context"
@@ -12,33 +12,14 @@ import (
 )
 
 // hostTempPattern names the landing directory of an outbound mapping,
-// beside its target (sync_landing.go).
+// beside its target (landing).
 const hostTempPattern = ".paperclip-createos-"
-
-// archiveTempPattern names the host temp directory, in os.TempDir(), that
-// an inbound directory mapping is packed in (archiveDir). A name of its
-// own: a sweep (sweep.go) looks for these and nothing else.
-const archiveTempPattern = ".paperclip-createos-archive-"
-
-// archiveDir makes the temp directory an inbound directory mapping is
-// packed in, and records this worker as its owner, so that the next
-// worker's sweep removes it if this one dies before it does. Without the
-// record (this worker's start time unreadable) the sync goes on, and no
-// sweep ever takes that directory for a dead worker's.
-func archiveDir() (string, error) {
-	dir, err := os.MkdirTemp("", archiveTempPattern)
-	if err != nil {
-		return "", err
-	}
-	_ = claim(dir)
-	return dir, nil
-}
 
 // in uploads one mapping host → sandbox: the file itself or a tar archive
 // of the directory (without what the exclude list drops) goes to a scratch
 // path, and a guarded command moves it into place (file) or extracts it
 // (directory), then applies the mode.
-func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
+func (t *Transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
 	scratch := t.scratch()
 	var (
 		src  *os.File
@@ -53,7 +34,7 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 		defer src.Close()
 		files, mode, land = 1, uint32(info.Mode().Perm()), placeFileScript
 	} else {
-		tmp, err := archiveDir()
+		tmp, err := t.TempDir()
 		if err != nil {
 			return 0, 0, err
 		}
@@ -81,10 +62,10 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 			t.removeScratch(ctx, scratch)
 		}
 	}()
-	if size, err = t.c.UploadFile(ctx, t.id, scratch, src); err != nil {
+	if size, err = t.Client.UploadFile(ctx, t.Sandbox, scratch, src); err != nil {
 		return 0, 0, err
 	}
-	if err := t.run(ctx, command, workspaceDir, nil); err != nil {
+	if err := t.run(ctx, command, nil); err != nil {
 		return 0, 0, err
 	}
 	landed = true
@@ -96,7 +77,7 @@ func (t *transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 // into a landing beside the host target and placed from there (see
 // landing). Tar on the far side already dropped what it provably drops
 // alike of the exclude list; the landing leaves out the rest.
-func (t *transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
+func (t *Transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
 	scratch := t.scratch()
 	exclude := syncrule.NewExclude(m.Exclude)
 	command, err := outboundScript(m, scratch, exclude)
@@ -104,7 +85,7 @@ func (t *transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 		return 0, 0, err
 	}
 	defer t.removeScratch(ctx, scratch)
-	if err := t.run(ctx, command, workspaceDir, nil); err != nil {
+	if err := t.run(ctx, command, nil); err != nil {
 		return 0, 0, err
 	}
 	l, err := newLanding(m.TargetPath)
@@ -116,7 +97,7 @@ func (t *transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 	if m.Mode != nil {
 		mode = os.FileMode(*m.Mode)
 	}
-	if size, err = t.c.DownloadFile(ctx, t.id, scratch, l.data, mode); err != nil {
+	if size, err = t.Client.DownloadFile(ctx, t.Sandbox, scratch, l.data, mode); err != nil {
 		return 0, 0, err
 	}
 	if m.Kind == "file" {
@@ -141,7 +122,7 @@ func outboundScript(m handlers.SyncFileMapping, scratch string, exclude syncrule
 	return copyFileScript(m.SourcePath, scratch)
 }
 
-// maxDownloadBytes bounds what one download writes to the host: the 10 GiB
+// MaxDownloadBytes bounds what one download writes to the host: the 10 GiB
 // archive extraction limit and 1 GiB for an archive's headers and padding.
 // A file mapping has the same bound.
-const maxDownloadBytes = archive.MaxBytes + 1<<30
+const MaxDownloadBytes = archive.MaxBytes + 1<<30

@@ -1,4 +1,4 @@
-package createos
+package filesync
 
 import (
 	"os"
