@@ -122,7 +122,7 @@ func TestAuthorizeLeaseRefusesAsTheCallDoes(t *testing.T) {
 	for _, call := range calls {
 		for _, caller := range callers {
 			t.Run(call.name+" by "+caller.name, func(t *testing.T) {
-				s := newStub(t)
+				s := newScripted(t)
 				d := s.driver()
 				l := acquire(t, d, nil)
 				l.Metadata = maps.Clone(l.Metadata)

@@ -19,7 +19,7 @@ func heartbeatAcquire(bp handlers.BaseParams) *handlers.AcquireLeaseParams {
 }
 
 func TestRequestBudgets(t *testing.T) {
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	ctx := t.Context()
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 	step := func(name string, budget int, want []R, call func() error) {
@@ -96,7 +96,7 @@ func TestRequestBudgets(t *testing.T) {
 // (deduplicated, "*" dropped) in the create body and the metadata; a
 // resume puts the list back when the sandbox shows another.
 func TestAdapterImageAndEgressGrantsReachTheSandbox(t *testing.T) {
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	cfg["rootfsByAdapter"] = map[string]any{"codex": "codex-ready"}
 	cfg["egressAllowlist"] = []any{"registry.example.test", "*"}
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
@@ -148,7 +148,7 @@ func TestAdapterImageAndEgressGrantsReachTheSandbox(t *testing.T) {
 // without a matching guard", and "expires a reusable lease before provider
 // access when adapter image, base egress, or auto-pause changes".
 func TestReleaseGuardAndResumeDrift(t *testing.T) {
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	ctx := t.Context()
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 	for _, tc := range []struct {
@@ -210,7 +210,7 @@ func with(o handlers.Object, key string, v any) handlers.Object {
 // acquire in the same reuse scope deletes it; a paused sandbox of another
 // scope, a running one, and one this worker is resuming are kept.
 func TestAcquireReapsUnreachablePausedSandboxesOfItsScope(t *testing.T) {
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	ctx := t.Context()
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 	failed, err := d.AcquireLease(ctx, heartbeatAcquire(bp))

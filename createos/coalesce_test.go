@@ -294,7 +294,7 @@ func TestBatchLeadThatLeavesHandsTheLeadOn(t *testing.T) {
 // A sandbox where the helper cannot start (no node) runs the batch's
 // commands alone, says so once, and sends its later executes alone.
 func TestBatchFallsBackWhereTheHelperCannotStart(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	s.helperless = true
 	d := s.driver(WithCoalescing(CoalesceAlways))
 	l := acquire(t, d, nil)

@@ -63,7 +63,7 @@ var reuse = handlers.Object{"reuseLease": true, "rootfs": "tpl_ready", "region":
 // command, execute one streaming exec, release nothing, resume (paused)
 // GET + egress + resume + marker read.
 func TestLifecycleAcquiresExecutesLeavesWarmResumesAndDestroys(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	ctx := t.Context()
 	l := acquire(t, d, reuse)
@@ -156,7 +156,7 @@ func TestLifecycleAcquiresExecutesLeavesWarmResumesAndDestroys(t *testing.T) {
 }
 
 // callNames are the calls as "METHOD path?query".
-func callNames(calls []stubCall) []string {
+func callNames(calls []scriptedCall) []string {
 	out := make([]string, len(calls))
 	for i, c := range calls {
 		out[i] = c.String()
@@ -166,7 +166,7 @@ func callNames(calls []stubCall) []string {
 
 // 2. "cleans up failed acquisition and never hides delete failure"
 func TestLifecycleCleansUpFailedAcquisitionAndNeverHidesDeleteFailure(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	s.hook = failing(http.StatusServiceUnavailable, execRequest)
 	_, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: base(nil), RunID: "r"})
@@ -194,7 +194,7 @@ func TestLifecycleCleansUpFailedAcquisitionAndNeverHidesDeleteFailure(t *testing
 
 // A workspace that cannot be prepared is deleted too.
 func TestAcquireRequiresBash(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
 		if strings.HasSuffix(r.URL.Path, "/exec") {
 			success(w, map[string]any{"result": map[string]any{"exit_code": 127, "stdout": "", "stderr": "no bash"}})
@@ -211,7 +211,7 @@ func TestAcquireRequiresBash(t *testing.T) {
 
 // 3. "rejects guaranteed-expiry leases before provisioning"
 func TestLifecycleRejectsGuaranteedExpiryLeases(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	_, err := s.driver().AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: base(nil), RunID: "r", RequestedExpiresAt: ptr("2030-01-01T00:00:00.000Z")})
 	wantErr(t, err, "guaranteed expiration")
 	if n := len(s.snapshot()); n != 0 {
@@ -242,7 +242,7 @@ func wantNotThisEnvironment(t *testing.T, d *Driver, l *handlers.Lease, edit fun
 // 4. "does not execute, resume, or destroy another company's recorded
 // lease"
 func TestLifecycleRefusesAnotherCompanysLease(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, nil)
 	s.reset()
@@ -257,7 +257,7 @@ func TestLifecycleRefusesAnotherCompanysLease(t *testing.T) {
 // metadata without a fingerprint (the reference's apiUrl, or nothing) is
 // not ours, so resume reports it expired and nothing reaches the provider.
 func TestLeaseOwnershipUsesTheOriginFingerprint(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, reuse)
 	s.reset()
@@ -300,7 +300,7 @@ func TestLeaseOwnershipUsesTheOriginFingerprint(t *testing.T) {
 // 5. "expires a missing or mismatched workspace but preserves transient
 // resume failures"
 func TestLifecycleExpiresMissingWorkspaceButPreservesTransientFailures(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, reuse)
 	s.mu.Lock()
@@ -350,7 +350,7 @@ func cloneObject(o handlers.Object) handlers.Object {
 
 // 7. "expires a reusable lease when its requested image or shape changes"
 func TestLifecycleExpiresReusableLeaseWhenImageOrShapeChanges(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, reuse)
 	s.reset()
@@ -373,7 +373,7 @@ func TestLifecycleExpiresReusableLeaseWhenImageOrShapeChanges(t *testing.T) {
 
 // 8. "probes actual process execution and always deletes the sandbox"
 func TestLifecycleProbesProcessExecutionAndAlwaysDeletes(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	res, err := d.Probe(t.Context(), &handlers.ProbeParams{BaseParams: base(nil)})
 	if err != nil || !res.OK || res.Summary != "CreateOS sandbox creation and command execution succeeded."+probeSignature {
@@ -417,7 +417,7 @@ func TestLifecycleProbesProcessExecutionAndAlwaysDeletes(t *testing.T) {
 // lease": the stream request is aborted, and the warm release pauses
 // nothing.
 func TestLifecycleAbortsActiveStreamingCommandBeforeReleasing(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, reuse)
 	started := make(chan struct{})
@@ -458,7 +458,7 @@ func TestLifecycleStreamingStartupFailureDoesNotPoison(t *testing.T) {
 		{http.StatusBadGateway, "CreateOS request failed (HTTP 502) during workspace command. The provider had a problem: retry later."},
 		{http.StatusBadRequest, "CreateOS request failed (HTTP 400) during workspace command."},
 	} {
-		s := newStub(t)
+		s := newScripted(t)
 		d := s.driver()
 		l := acquire(t, d, reuse)
 		s.hook = failing(tc.status, func(r *http.Request) bool { return r.URL.Query().Get("stream") == "true" })
@@ -482,7 +482,7 @@ func TestLifecycleStreamingStartupFailureDoesNotPoison(t *testing.T) {
 // host fallback" / "never sends the deployment fallback key to custom
 // endpoint %s"
 func TestConfigNeverSendsFallbackKeyToCustomEndpoint(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver(WithGetenv(func(k string) string {
 		if k == "CREATEOS_API_KEY" {
 			return "fallback"
@@ -496,8 +496,8 @@ func TestConfigNeverSendsFallbackKeyToCustomEndpoint(t *testing.T) {
 	if n := len(s.snapshot()); n != 0 {
 		t.Errorf("%d requests", n)
 	}
-	// The official endpoint uses the host key (the stub checks the key, so
-	// route it through a driver whose fallback is the stub's key).
+	// The official endpoint uses the host key (the scripted provider checks the key, so
+	// route it through a driver whose fallback is the provider's key).
 	d2 := s.driver(WithGetenv(func(k string) string { return " test-secret " }))
 	if _, err := d2.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: base(handlers.Object{"apiUrl": "https://api.sb.createos.sh/v1/", "apiKey": nil}), RunID: "r"}); err != nil {
 		t.Errorf("official fallback: %v", err)
@@ -506,7 +506,7 @@ func TestConfigNeverSendsFallbackKeyToCustomEndpoint(t *testing.T) {
 
 // 22. "does not expose provider error bodies"
 func TestConfigDoesNotExposeProviderErrorBodies(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	s.hook = failing(http.StatusUnauthorized, anyRequest)
 	ctx, logs := logContext(t)
 	d := s.driver()
@@ -567,7 +567,7 @@ func TestDeclaration(t *testing.T) {
 }
 
 func TestReleaseWithoutLeaseIsNoOpAndConcurrentCleanupIsRefused(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	if _, err := d.ReleaseLease(t.Context(), &handlers.ReleaseLeaseParams{BaseParams: base(nil)}); err != nil {
 		t.Fatal(err)
@@ -602,7 +602,7 @@ func TestReleaseWithoutLeaseIsNoOpAndConcurrentCleanupIsRefused(t *testing.T) {
 // Shutdown stops active commands (their streams are ended) and refuses
 // new work.
 func TestCloseStopsActiveCommandsAndRefusesNewWork(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, nil)
 	started := make(chan struct{})
@@ -627,7 +627,7 @@ func TestCloseStopsActiveCommandsAndRefusesNewWork(t *testing.T) {
 // probe's summary: every summary, passed or failed, names this plugin, and
 // the metadata carries its key.
 func TestProbeNamesThePluginThatAnswered(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	for name, cfg := range map[string]handlers.Object{"passed": nil, "failed": {"shape": nil}} {
 		res, err := d.Probe(t.Context(), &handlers.ProbeParams{BaseParams: base(cfg)})

@@ -32,7 +32,7 @@ func scriptOf(t *testing.T, body map[string]any) string {
 // are exactly: stdin staged, creation, connect, stdin/close, the gate
 // (after the connect answered), and the rm of both files.
 func TestCommandQuotesHostileArgsEnvCwdAndStagesStdin(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, nil)
 	s.reset()
@@ -91,7 +91,7 @@ func sequentialUUIDs() func() string {
 }
 
 // callStrings is each call as "METHOD path?query".
-func callStrings(calls []stubCall) []string {
+func callStrings(calls []scriptedCall) []string {
 	out := make([]string, len(calls))
 	for i, c := range calls {
 		out[i] = c.String()
@@ -122,7 +122,7 @@ func TestCommandScriptWithoutEnvOrStdin(t *testing.T) {
 // 13. "replays the same process after disconnect without duplicate logs,
 // preserving split UTF-8"
 func TestCommandReplaysSameProcessAfterDisconnect(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, nil)
 	euro := []byte("€")
@@ -189,7 +189,7 @@ func TestCommandTerminatesProcessTreeOnBadOutput(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			s := newStub(t)
+			s := newScripted(t)
 			d := s.driver()
 			l := acquire(t, d, nil)
 			s.connect = tc.connect
@@ -209,7 +209,7 @@ func TestCommandTerminatesProcessTreeOnBadOutput(t *testing.T) {
 
 // A signal exit is reported as such.
 func TestCommandSignalExit(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, nil)
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"exit","signal":"SIGKILL"}`) }
@@ -226,7 +226,7 @@ func TestCommandTimeoutPreservesPartialOutputAndCleansUpWithFreshDeadline(t *tes
 	// stream after the partial output, never during creation or before the
 	// output was read.
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(t)
+		s := newScripted(t)
 		d := s.driver()
 		l := acquire(t, d, nil)
 		s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
@@ -266,7 +266,7 @@ func TestCommandReportsUnconfirmedTermination(t *testing.T) {
 		"tree stayed": func(w http.ResponseWriter) { success(w, map[string]any{"tree_exited": false}) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newStub(t)
+			s := newScripted(t)
 			d := s.driver()
 			l := acquire(t, d, reuse)
 			s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"error","error":"boom"}`) }
@@ -284,7 +284,7 @@ func TestCommandReportsUnconfirmedTermination(t *testing.T) {
 		})
 	}
 	// A 404 means the process is already gone: not a failure.
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, nil)
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { ndjson(w, `{"type":"error","error":"boom"}`) }
@@ -295,7 +295,7 @@ func TestCommandReportsUnconfirmedTermination(t *testing.T) {
 
 // 17. "rejects invalid env names before sending a command"
 func TestCommandRejectsInvalidEnvNamesBeforeSending(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, nil)
 	s.reset()
@@ -312,7 +312,7 @@ func TestCommandRejectsInvalidEnvNamesBeforeSending(t *testing.T) {
 
 // A truncated stream is reported in the result metadata.
 func TestCommandReportsOutputTruncated(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	d.maxCapture = 16 // the 4 Mi limit itself is tested on output directly
 	l := acquire(t, d, nil)
@@ -331,7 +331,7 @@ func TestCommandReportsOutputTruncated(t *testing.T) {
 
 // 429 and 5xx on connect are retried against the same process.
 func TestCommandRetriesRateLimitedConnect(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, nil)
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) {

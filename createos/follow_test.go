@@ -47,7 +47,7 @@ func TestCommandRejectsUnusableWaitAnswers(t *testing.T) {
 		{"not found", func(w http.ResponseWriter) { failWith(w, http.StatusNotFound) }, "CreateOS request failed (HTTP 404) during process cleanup."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(t)
+			s := newScripted(t)
 			d := s.driver()
 			l := acquire(t, d, nil)
 			s.reset()

@@ -143,7 +143,7 @@ func (p *holdingPacer) Wait(ctx context.Context, _ api.Account) error {
 
 func (p *holdingPacer) holds() int { p.mu.Lock(); defer p.mu.Unlock(); return p.held }
 
-// noStreamingExec makes the stub an origin without streaming exec: every
+// noStreamingExec makes the scripted provider an origin without streaming exec: every
 // command runs as a managed process.
 func noStreamingExec(w http.ResponseWriter, _ *http.Request, _ []byte, _ int) {
 	failWith(w, http.StatusNotFound)
@@ -153,7 +153,7 @@ func noStreamingExec(w http.ResponseWriter, _ *http.Request, _ []byte, _ int) {
 // command's deadline reached nothing: the execute is a timed-out result,
 // no POST /processes was sent, and the lease stays usable.
 func TestDeadlineBeforeProcessCreationLeavesTheLeaseUsable(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	pacer := &holdingPacer{}
 	d := s.driver(WithPacer(pacer))
 	s.stream = noStreamingExec
@@ -187,7 +187,7 @@ func TestDeadlineBeforeProcessCreationLeavesTheLeaseUsable(t *testing.T) {
 // out reached nothing, so the lease is not marked leftover: its release
 // keeps it warm instead of deleting it.
 func TestDeadlineBeforeSessionCreationLeavesTheLeaseWarm(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	pacer := &holdingPacer{}
 	d := s.driver(WithPacer(pacer))
 	short := handlers.Object{"reuseLease": true, "rootfs": "tpl_ready", "region": "us", "timeoutMs": float64(250)}
@@ -209,16 +209,16 @@ func TestDeadlineBeforeSessionCreationLeavesTheLeaseWarm(t *testing.T) {
 }
 
 // companyEnv is one company's environment on its own API origin, served by
-// its own stub; every stub answers sandbox sb_test.
+// its own scripted provider; every one answers sandbox sb_test.
 type companyEnv struct {
-	stub *stub
-	bp   handlers.BaseParams
+	provider *scripted
+	bp       handlers.BaseParams
 }
 
-// twoTenants is one driver that reaches two stubs, one per API origin,
+// twoTenants is one driver that reaches two scripted providers, one per API origin,
 // and a companyEnv on each.
 func twoTenants(t *testing.T) (*Driver, companyEnv, companyEnv) {
-	x, y := newStub(t), newStub(t)
+	x, y := newScripted(t), newScripted(t)
 	tr := &http.Transport{DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if strings.HasPrefix(addr, "y.") {
 			return y.net.dial(ctx, network, addr)
@@ -227,9 +227,9 @@ func twoTenants(t *testing.T) (*Driver, companyEnv, companyEnv) {
 	}}
 	t.Cleanup(tr.CloseIdleConnections)
 	d := x.driver(WithHTTPClient(&http.Client{Transport: tr}))
-	on := func(s *stub, company, origin string) companyEnv {
+	on := func(s *scripted, company, origin string) companyEnv {
 		issue := "issue-" + company
-		return companyEnv{stub: s, bp: handlers.BaseParams{DriverKey: Key, CompanyID: company, EnvironmentID: "env-" + company, IssueID: &issue,
+		return companyEnv{provider: s, bp: handlers.BaseParams{DriverKey: Key, CompanyID: company, EnvironmentID: "env-" + company, IssueID: &issue,
 			Config: baseConfig(handlers.Object{"apiUrl": origin, "reuseLease": true, "rootfs": "tpl_ready", "region": "us"})}}
 	}
 	return d, on(x, "company-x", "https://x.example.test"), on(y, "company-y", "https://y.example.test")
@@ -274,13 +274,13 @@ func twoTenantsKeepApart(t *testing.T, yLast, destroy bool) {
 	if lx.LeaseID() != "sb_test" || ly.LeaseID() != "sb_test" {
 		t.Fatalf("leases %q and %q, want sb_test twice", lx.LeaseID(), ly.LeaseID())
 	}
-	x.stub.connect = neverExits
+	x.provider.connect = neverExits
 	sink := newRecSink(t)
 	ch, err := x.open(t, d, lx, sink)
 	if err != nil {
 		t.Fatalf("X's open on its own lease: %v", err)
 	}
-	if nx, ny := x.stub.count("POST /v1/sandboxes/sb_test/processes"), y.stub.count("POST /v1/sandboxes/sb_test/processes"); nx != 1 || ny != 0 {
+	if nx, ny := x.provider.count("POST /v1/sandboxes/sb_test/processes"), y.provider.count("POST /v1/sandboxes/sb_test/processes"); nx != 1 || ny != 0 {
 		t.Fatalf("process creations: %d on X's origin, %d on Y's", nx, ny)
 	}
 	rp := &handlers.ReleaseLeaseParams{BaseParams: y.bp, ProviderLeaseID: ly.ProviderLeaseID, LeaseMetadata: ly.Metadata}
@@ -295,18 +295,18 @@ func twoTenantsKeepApart(t *testing.T, yLast, destroy bool) {
 	if _, ok := sink.exit(); ok {
 		t.Error("Y's release ended X's session")
 	}
-	if i := x.stub.find("DELETE /v1/sandboxes/sb_test"); i >= 0 {
-		t.Errorf("Y's release reached X's origin: %v", x.stub.snapshot())
+	if i := x.provider.find("DELETE /v1/sandboxes/sb_test"); i >= 0 {
+		t.Errorf("Y's release reached X's origin: %v", x.provider.snapshot())
 	}
-	if n := y.stub.count("DELETE /v1/sandboxes/sb_test"); destroy != (n == 1) {
+	if n := y.provider.count("DELETE /v1/sandboxes/sb_test"); destroy != (n == 1) {
 		t.Errorf("%d deletes of Y's sandbox", n)
 	}
 	if err := ch.Close(t.Context()); err != nil {
 		t.Fatalf("X's close: %v", err)
 	}
-	x.stub.mu.Lock() // X's follower may still be reconnecting
-	x.stub.connect = nil
-	x.stub.mu.Unlock()
+	x.provider.mu.Lock() // X's follower may still be reconnecting
+	x.provider.connect = nil
+	x.provider.mu.Unlock()
 	ch, err = x.open(t, d, lx, newRecSink(t))
 	if err != nil {
 		t.Fatalf("X's open after Y's release: %v", err)
@@ -319,11 +319,11 @@ func twoTenantsKeepApart(t *testing.T, yLast, destroy bool) {
 	}
 }
 
-// slowCreation makes the stub's next process creation create the process
+// slowCreation makes the scripted provider's next process creation create the process
 // at once and answer only once its client is gone or after answerAfter,
 // as a provider that is slow to answer; creating is closed when the
 // creation arrives.
-func slowCreation(s *stub, answerAfter time.Duration) (creating chan struct{}) {
+func slowCreation(s *scripted, answerAfter time.Duration) (creating chan struct{}) {
 	creating = make(chan struct{})
 	var once sync.Once
 	s.hook = func(_ http.ResponseWriter, r *http.Request, _ []byte) bool {
@@ -347,7 +347,7 @@ func slowCreation(s *stub, answerAfter time.Duration) (creating chan struct{}) {
 // returns; the close is answered after that, and with the end confirmed,
 // the lease is not marked leftover (its release keeps it warm).
 func TestHostCloseDuringCreationEndsTheProcessFirst(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, reuse)
 	creating := slowCreation(s, 2500*time.Millisecond)
@@ -394,7 +394,7 @@ func TestHostCloseDuringCreationEndsTheProcessFirst(t *testing.T) {
 // sessions.ErrSessionMayLive, and the lease is marked leftover: its
 // release deletes the sandbox instead of keeping it.
 func TestHostCloseDuringCreationWithAnUnconfirmedEndMayLive(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, reuse)
 	creating, proceed := blockCreation(s)
@@ -424,9 +424,9 @@ func TestHostCloseDuringCreationWithAnUnconfirmedEndMayLive(t *testing.T) {
 	}
 }
 
-// poisonLease leaves the stub's lease with an unconfirmed command cleanup:
+// poisonLease leaves the scripted provider's lease with an unconfirmed command cleanup:
 // a managed process whose creation answered 502 may exist.
-func poisonLease(t *testing.T, s *stub, d *Driver, l *handlers.Lease) {
+func poisonLease(t *testing.T, s *scripted, d *Driver, l *handlers.Lease) {
 	t.Helper()
 	s.stream, s.hook = noStreamingExec, failing(http.StatusBadGateway, processCreation)
 	if _, err := d.Execute(t.Context(), execParams(l, reuse), &recordingSink{}); err != errCreationUnconfirmed {
@@ -443,11 +443,11 @@ func TestSessionOpenOnARefusingLeaseSendsNothing(t *testing.T) {
 		name string
 		open func(d *Driver) error
 	}{
-		{"login", loginOpen(loginParams("codex", stubHome))},
+		{"login", loginOpen(loginParams("codex", loginHome))},
 		{"duplex", duplexOpen(duplexParams("cat"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(t)
+			s := newScripted(t)
 			d := s.driver()
 			poisonLease(t, s, d, acquire(t, d, reuse))
 			s.reset()
@@ -465,7 +465,7 @@ func TestSessionOpenOnARefusingLeaseSendsNothing(t *testing.T) {
 // once, not only at its release: a worker killed before the host releases
 // still leaves the sandbox to the next worker, whose acquire deletes it.
 func TestPoisonedLeaseIsMarkedBeforeItsRelease(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	dir := filepath.Join(t.TempDir(), "marks")
 	d := s.driver(WithCleanupDir(dir))
 	l := acquire(t, d, reuse)
@@ -474,7 +474,7 @@ func TestPoisonedLeaseIsMarkedBeforeItsRelease(t *testing.T) {
 		t.Fatalf("marks after a poisoning execute, before any release: %v, want [%s]", got, l.LeaseID())
 	}
 	// The worker dies here; the next one's acquire on the same account
-	// finishes the marked cleanups (finishCleanup; the stub's acquire
+	// finishes the marked cleanups (finishCleanup; the scripted provider's acquire
 	// would hand out the same sandbox again, which an acquire keeps, so
 	// this calls the step itself).
 	s.reset()
@@ -501,15 +501,15 @@ func TestPoisonedLeaseIsMarkedBeforeItsRelease(t *testing.T) {
 func TestUnconfirmedSessionIsMarkedBeforeItsRelease(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		leave func(t *testing.T, s *stub, d *Driver)
+		leave func(t *testing.T, s *scripted, d *Driver)
 	}{
-		{"creation unconfirmed", func(t *testing.T, s *stub, d *Driver) {
+		{"creation unconfirmed", func(t *testing.T, s *scripted, d *Driver) {
 			s.hook = failing(http.StatusBadGateway, processCreation)
 			if _, err := d.OpenDuplex(t.Context(), duplexParams("cat"), newRecSink(t)); !errors.Is(err, sessions.ErrSessionMayLive) {
 				t.Fatalf("open: %v, want an error wrapping ErrSessionMayLive", err)
 			}
 		}},
-		{"termination unconfirmed", func(t *testing.T, s *stub, d *Driver) {
+		{"termination unconfirmed", func(t *testing.T, s *scripted, d *Driver) {
 			s.connect = neverExits
 			ch, err := d.OpenDuplex(t.Context(), duplexParams("cat"), newRecSink(t))
 			if err != nil {
@@ -524,7 +524,7 @@ func TestUnconfirmedSessionIsMarkedBeforeItsRelease(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(t)
+			s := newScripted(t)
 			d := s.driver()
 			l := acquire(t, d, reuse)
 			tc.leave(t, s, d)
@@ -550,7 +550,7 @@ func TestUnconfirmedSessionIsMarkedBeforeItsRelease(t *testing.T) {
 // so, as a leftover alone is: the poison's errUnconfirmedReuse is for a
 // sandbox the release leaves behind.
 func TestPoisonedLeaseWithASessionLeftoverIsDeletedWithAReceipt(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, reuse)
 	s.hook = failing(http.StatusBadGateway, processCreation)

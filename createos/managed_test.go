@@ -49,7 +49,7 @@ func lastGateSeq(srv *createostest.Server, from int) int {
 }
 
 func TestManagedCommandStartGateAndExitRecovery(t *testing.T) {
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
 	if err != nil {
@@ -140,7 +140,7 @@ func gated(t *testing.T, srv *createostest.Server, sandbox string, pid any, gate
 // a sandbox that exists) and runs as a gated managed process; the next go
 // there at once. Budgets: 4 requests without stdin, 6 with it.
 func TestManagedFallbackRequestBudgets(t *testing.T) {
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
 	if err != nil {

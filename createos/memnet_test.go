@@ -6,14 +6,14 @@ import (
 	"sync"
 )
 
-// memNet is the stub's network: each dial is one net.Pipe whose far end
-// the stub's server accepts. Nothing crosses the kernel, so
-//   - a test can run the driver and the stub in a testing/synctest bubble
+// memNet is the scripted provider's network: each dial is one net.Pipe whose far end
+// the provider's server accepts. Nothing crosses the kernel, so
+//   - a test can run the driver and the provider in a testing/synctest bubble
 //     (a goroutine waiting on a pipe is durably blocked, a goroutine on a
 //     socket is not), where a deadline fires only once every request before
 //     it has been answered;
 //   - a hang-up is immediate for both ends: unlike TLS over a socket, whose
-//     Close sends close_notify before the socket goes, no answer the stub
+//     Close sends close_notify before the socket goes, no answer the provider
 //     writes after it saw the client go can still reach the client.
 //
 // The driver's https requests reach it through DialTLSContext, without TLS.
@@ -44,7 +44,7 @@ func (n *memNet) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	return nil, net.ErrClosed
 }
 
-// Accept, Close and Addr make memNet the stub server's net.Listener.
+// Accept, Close and Addr make memNet the provider's net.Listener.
 func (n *memNet) Accept() (net.Conn, error) {
 	select {
 	case c := <-n.conns:
@@ -64,4 +64,4 @@ func (n *memNet) Addr() net.Addr { return memAddr{} }
 type memAddr struct{}
 
 func (memAddr) Network() string { return "mem" }
-func (memAddr) String() string  { return "createos-stub" }
+func (memAddr) String() string  { return "createos-scripted" }

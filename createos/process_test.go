@@ -110,7 +110,7 @@ func (b *hookedBody) Close() error {
 // after its exit frame), so the command is sent alone; a batch decides a
 // command at its exit line (TestBatchAnswersACancelledCommandAlone).
 func TestCommandCancelledAfterItsExitWasReadIsCancelled(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	d := s.driver(WithCoalescing(CoalesceOff), WithHTTPClient(&http.Client{Transport: closeHook{s.transport(), func(*http.Request) { cancel() }}}))
@@ -128,11 +128,11 @@ func TestCommandCancelledAfterItsExitWasReadIsCancelled(t *testing.T) {
 // The same for a sync: a post-upload command cancelled once its exit 0 was
 // read fails the sync as a cancelled command, never as a success.
 func TestSyncCancelledAfterItsLastCommandExitedFails(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	streams := 0
-	s.d = s.stub.driver(WithCoalescing(CoalesceOff), WithHTTPClient(&http.Client{Transport: closeHook{s.stub.transport(), func(r *http.Request) {
+	s.d = s.scripted.driver(WithCoalescing(CoalesceOff), WithHTTPClient(&http.Client{Transport: closeHook{s.scripted.transport(), func(r *http.Request) {
 		if streams++; streams == 1 { // the post-upload command's (its guard in the same script)
 			cancel()
 		}

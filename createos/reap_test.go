@@ -48,7 +48,7 @@ func seedPaused(t *testing.T, srv *createostest.Server, name string) string {
 // sandboxName generates (the API has no tags or labels: the name is the
 // proof); every look-alike stays.
 func TestReapDeletesOnlyExactNames(t *testing.T) {
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 	p := heartbeatAcquire(bp)
 	scope := reuseScopeTag(p)
@@ -157,7 +157,7 @@ func FuzzSandboxName(f *testing.F) {
 // cleanup mark, so the same acquire's finishCleanup, which runs after
 // the reap, deletes the sandbox and removes the mark.
 func TestReapFailedDeleteIsMarkedAndFinished(t *testing.T) {
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 	p := heartbeatAcquire(bp)
 	ours := seedPaused(t, srv, reuseScopeTag(p)+"-deadbeef")

@@ -25,7 +25,7 @@ func TestNoSecretsInErrorsLogsOrMetadata(t *testing.T) {
 	}
 
 	// Failed acquire whose cleanup fails too (logged).
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	s.hook = failing(http.StatusInternalServerError, func(r *http.Request) bool { return execRequest(r) || r.Method == http.MethodDelete })
 	_, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: base(nil), RunID: "r"})
@@ -91,7 +91,7 @@ func TestNoSecretsInErrorsLogsOrMetadata(t *testing.T) {
 func TestConfiguredURLReachesNoResultErrorOrLog(t *testing.T) {
 	over := handlers.Object{"apiUrl": "https://" + urlCanary + ".example.test:8443/v1/", "reuseLease": true}
 	ctx, logs := logContext(t)
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	var seen []any
 	keep := func(v any, err error) {
@@ -174,7 +174,7 @@ func TestConfiguredURLReachesNoResultErrorOrLog(t *testing.T) {
 func TestNoSecretsInSessions(t *testing.T) {
 	over := handlers.Object{"apiUrl": "https://" + urlCanary + ".example.test:8443/v1/", "reuseLease": true}
 	ctx, logs := logContext(t)
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l, err := d.AcquireLease(ctx, &handlers.AcquireLeaseParams{BaseParams: base(over), RunID: "r"})
 	if err != nil {
@@ -189,7 +189,7 @@ func TestNoSecretsInSessions(t *testing.T) {
 	// A creation the provider fails, an output stream it fails, an input
 	// and a tree DELETE it fails: each answer echoes the key.
 	s.hook = failing(http.StatusBadGateway, processCreation)
-	_, err = d.OpenLoginPty(ctx, loginParams("codex", stubHome), newRecSink(t))
+	_, err = d.OpenLoginPty(ctx, loginParams("codex", loginHome), newRecSink(t))
 	collect(err)
 	s.hook = failing(http.StatusServiceUnavailable, func(r *http.Request) bool {
 		return strings.Contains(r.URL.Path, "/connect") || strings.HasSuffix(r.URL.Path, "/input") || processDeletion(r)

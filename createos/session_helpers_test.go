@@ -125,7 +125,7 @@ func (s *recSink) waitExit() exitCall {
 }
 
 // sessionServer is createostest with a driver and config against it, as
-// e2e has it; opts may add Path.
+// sandboxServer has it; opts may add Path.
 func sessionServer(t *testing.T, opts createostest.Options) (*createostest.Server, *Driver, handlers.BaseParams) {
 	t.Helper()
 	createostest.RequireIsolation(t)

@@ -13,13 +13,13 @@ import (
 )
 
 // Login PTYs against createostest: the login script really runs under
-// bash -l in a 120×30 terminal, against stub CLIs a test writes into the
+// bash -l in a 120×30 terminal, against one-line CLIs a test writes into the
 // sandbox (/root/bin is first on the login PATH through Options.Path).
 
 const testHome = "/tmp/paperclip-adapter-login/0b0e9a4c-5f1d-4c3a-9d2e-7a6b5c4d3e2f"
 
-// stubCLI prints what a login CLI would care about, then exits 5.
-const stubCLI = `#!/bin/sh
+// loginCLI prints what a login CLI would care about, then exits 5.
+const loginCLI = `#!/bin/sh
 stty size
 echo "argv:$*"
 echo "home:$HOME cli-home:$CODEX_HOME term:$TERM"
@@ -38,13 +38,13 @@ func TestLoginPTYRunsTheResolvedCLI(t *testing.T) {
 		code  int
 		want  []string // lines of the terminal's output
 	}{
-		{"on PATH", "codex", writeFile("/root/bin/codex", stubCLI), 5, []string{
+		{"on PATH", "codex", writeFile("/root/bin/codex", loginCLI), 5, []string{
 			"30 120", "argv:login --device-auth", "home:" + testHome + " cli-home:" + testHome + " term:xterm-256color",
 			"home-exists", "pwd:/paperclip-workspace", "path1:/root/.asdf/shims"}},
 		{"asdf shim", "codex", writeFile("/root/.asdf/shims/codex", "#!/bin/sh\necho shim\nexit 99\n") + "; " +
 			writeFile("/root/bin/asdf", `#!/bin/sh
 [ "$1 $2" = "which codex" ] && echo /root/.asdf/installs/codex/1.0/bin/codex`) + "; " +
-			writeFile("/root/.asdf/installs/codex/1.0/bin/codex", stubCLI), 5, []string{
+			writeFile("/root/.asdf/installs/codex/1.0/bin/codex", loginCLI), 5, []string{
 			"30 120", "argv:login --device-auth", "path1:/root/.asdf/installs/codex/1.0/bin"}},
 		{"asdf cannot resolve", "codex", writeFile("/root/.asdf/shims/codex", "#!/bin/sh\nexit 99\n") + "; " +
 			writeFile("/root/bin/asdf", "#!/bin/sh\nexit 1\n"), 127, nil},

@@ -16,7 +16,7 @@ import (
 
 // blockCreation holds the next process creation until proceed is closed;
 // creating is closed when it arrives.
-func blockCreation(s *stub) (creating, proceed chan struct{}) {
+func blockCreation(s *scripted) (creating, proceed chan struct{}) {
 	creating, proceed = make(chan struct{}), make(chan struct{})
 	s.hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
 		if processCreation(r) {
@@ -62,7 +62,7 @@ func openAsync(d *Driver, sink sessions.ChannelSink) chan openResult {
 }
 
 func TestReleaseDuringOpenClosesTheNewSession(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, reuse)
 	s.connect = neverExits
@@ -97,7 +97,7 @@ func TestReleaseDuringOpenClosesTheNewSession(t *testing.T) {
 }
 
 func TestShutdownThatStopsWaitingLeavesTheOpenToEndItsProcess(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	acquire(t, d, reuse)
 	s.connect = neverExits

@@ -104,7 +104,7 @@ func TestLoginPtyOverTheWire(t *testing.T) {
 	if err := c.Call(t.Context(), "environmentExecute", map[string]any{"driverKey": Key, "companyId": "company-a", "environmentId": "env-a",
 		"config": bp.Config, "lease": lease,
 		"command": "/bin/bash", "args": []string{"-c", writeFile("/root/bin/codex", cli)}}, &out); err != nil || out.ExitCode == nil || *out.ExitCode != 0 {
-		t.Fatalf("stub CLI: %+v %v", out, err)
+		t.Fatalf("writing the CLI: %+v %v", out, err)
 	}
 	route := "0e9c1c57-0f5e-4c55-9c1b-7b3e0e1d2f00"
 	opened := wireCall[struct{ WorkerSessionID string }](t, c, "loginPtyOpen", map[string]any{"hostRouteId": route, "driverKey": Key,

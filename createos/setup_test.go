@@ -18,7 +18,7 @@ import (
 // rejects cross-company setup access", against createostest: what the
 // operator does in the setup sandbox is in the leases forked from it.
 func TestSetupCaptureForkExecuteDeleteTemplate(t *testing.T) {
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	ctx := t.Context()
 	srv.SetForkWindow(2) // a template just paused is not forkable at once
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
@@ -132,7 +132,7 @@ func hostStored(md handlers.Object) handlers.Object {
 // and both sandboxes stay; each setup's own cancel then deletes its
 // sandbox.
 func TestSetupRefusesAnotherSetupsSandbox(t *testing.T) {
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	ctx := t.Context()
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 	setups := twoSetups(t, d, bp)
@@ -169,7 +169,7 @@ func TestSetupRefusesAnotherSetupsSandbox(t *testing.T) {
 // marker in the clear, for b's sandbox is refused before any request, and
 // b's sandbox stays.
 func TestSetupBindingCannotBeRecomputedFromTheMetadata(t *testing.T) {
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	ctx := t.Context()
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 	setups := twoSetups(t, d, bp)

@@ -107,7 +107,7 @@ func TestSweepRemovesTheArchiveOfAWorkerKilledMidSync(t *testing.T) {
 
 // TestSweepHelperWorkerSyncingIn is the worker
 // TestSweepRemovesTheArchiveOfAWorkerKilledMidSync kills: it syncs the
-// directory sweepHelperEnv names into a stub sandbox, prints "uploading"
+// directory sweepHelperEnv names into a scripted provider's sandbox, prints "uploading"
 // once the archive's upload arrives, and holds the upload until its stdin
 // closes.
 func TestSweepHelperWorkerSyncingIn(t *testing.T) {
@@ -120,8 +120,8 @@ func TestSweepHelperWorkerSyncingIn(t *testing.T) {
 		defer close(released)
 		_, _ = io.Copy(io.Discard, os.Stdin)
 	}()
-	s := newSyncStub(t)
-	s.stub.hook = func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	s := newSyncScripted(t)
+	s.scripted.hook = func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 		if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/files") && !strings.HasSuffix(r.URL.Query().Get("path"), ".paperclip-createos-lease") {
 			fmt.Println("uploading")
 			<-released

@@ -19,7 +19,7 @@ import (
 // that is encoded all the same is refused before anything is written: a
 // 64 KiB gzip body must not become 64 MiB on the host.
 func TestSyncOutRequestsRawBytesAndRefusesAnEncodedDownload(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	var bomb bytes.Buffer
 	zw := gzip.NewWriter(&bomb)
 	if _, err := zw.Write(make([]byte, 64<<20)); err != nil {
@@ -66,7 +66,7 @@ func TestSyncOutCapsADownloadWhileWriting(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := newSyncStub(t)
+				s := newSyncScripted(t)
 				s.d.maxDownload = limit
 				s.download = func(w http.ResponseWriter, r *http.Request) {
 					if tc.declared {

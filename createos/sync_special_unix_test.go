@@ -23,7 +23,7 @@ func TestSyncInRefusesAHostFifoOrDeviceWithoutBlocking(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, src := range []string{testkit.Fifo(t, dir, "pipe"), link, os.DevNull} {
-		s := newSyncStub(t)
+		s := newSyncScripted(t)
 		_, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(src, "/paperclip-workspace/f"))))
 		if err != archive.ErrSourceNotFile {
 			t.Errorf("%s: err %v, want %q", src, err, archive.ErrSourceNotFile)

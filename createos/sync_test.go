@@ -20,7 +20,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
-// Ports of file-sync.test.ts, against the stub provider.
+// Ports of file-sync.test.ts, against the scripted provider.
 
 func fileMapping(src, dst string) handlers.SyncFileMapping {
 	return handlers.SyncFileMapping{SourcePath: src, TargetPath: dst, Kind: "file"}
@@ -29,7 +29,7 @@ func fileMapping(src, dst string) handlers.SyncFileMapping {
 // 1. "uploads binary bytes directly and applies the requested mode before
 // promotion"
 func TestSyncUploadsBinaryBytesDirectlyAndAppliesTheRequestedModeBeforePromotion(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	src := filepath.Join(t.TempDir(), "bin")
 	content := []byte{0, 255, 128, 10, 13}
 	if err := os.WriteFile(src, content, 0o644); err != nil {
@@ -75,7 +75,7 @@ func TestSyncInFileRequestSequence(t *testing.T) {
 		{"the landing failed", 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSyncStub(t)
+			s := newSyncScripted(t)
 			s.d.newUUID = func() string { return "u1" }
 			s.exitFor = func(command string) int {
 				if command == wantCmd {
@@ -124,7 +124,7 @@ func TestSyncInFileRequestSequence(t *testing.T) {
 // 2. "downloads more than the process journal limit through the binary API
 // with exact contents and mode"
 func TestSyncDownloadsMoreThanTheProcessJournalLimitThroughTheBinaryAPIWithExactContentsAndMode(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	data := bytes.Repeat([]byte{0xA5}, 5<<20)
 	s.downloads["*"] = data
 	dst := filepath.Join(t.TempDir(), "nested", "out.bin")
@@ -153,7 +153,7 @@ func TestSyncDownloadsMoreThanTheProcessJournalLimitThroughTheBinaryAPIWithExact
 
 // 3. "never replaces an existing host file with a partial download"
 func TestSyncNeverReplacesAnExistingHostFileWithAPartialDownload(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	s.download = func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "10")
 		w.WriteHeader(http.StatusOK)
@@ -183,7 +183,7 @@ func TestSyncNeverReplacesAnExistingHostFileWithAPartialDownload(t *testing.T) {
 // 4. "preserves directory files, modes, and internal symlinks while
 // honoring exclusions"
 func TestSyncPreservesDirectoryFilesModesAndInternalSymlinksWhileHonoringExclusions(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	root := t.TempDir()
 	src := filepath.Join(root, "source")
 	testkit.WriteFile(t, filepath.Join(src, "keep"), "hello", 0o600)
@@ -263,7 +263,7 @@ func TestSyncFollowsAHostSymlinkToAnOutsideFileOnlyWhenAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, follow := range []bool{false, true} {
-		s := newSyncStub(t)
+		s := newSyncScripted(t)
 		m := handlers.SyncFileMapping{SourcePath: src, TargetPath: "/paperclip-workspace/x", Kind: "directory", FollowSymlinks: follow}
 		res, err := s.d.SyncIn(t.Context(), s.params(op("o", m)))
 		if follow {
@@ -283,7 +283,7 @@ func TestSyncFollowsAHostSymlinkToAnOutsideFileOnlyWhenAsked(t *testing.T) {
 		}
 	}
 	// The outbound archive gets -h.
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	s.downloads["*"] = testkit.Tar(t)
 	m := handlers.SyncFileMapping{SourcePath: "/paperclip-workspace/x", TargetPath: filepath.Join(root, "back"), Kind: "directory", FollowSymlinks: true}
 	if _, err := s.d.SyncOut(t.Context(), s.params(op("o", m))); err != nil {
@@ -330,7 +330,7 @@ func TestSyncOutKeepsSymlinksAsWrittenAndNeverWritesThroughThem(t *testing.T) {
 		{"directory replaced by a link", []*tar.Header{{Name: "./e/", Typeflag: tar.TypeDir, Mode: 0o755}, {Name: "./e", Typeflag: tar.TypeSymlink, Linkname: outside}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSyncStub(t)
+			s := newSyncScripted(t)
 			s.downloads["*"] = testkit.Tar(t, append(append([]*tar.Header{}, links...), tc.extra...)...)
 			target := filepath.Join(t.TempDir(), "workspace")
 			res, err := s.d.SyncOut(t.Context(), s.params(op("o", handlers.SyncFileMapping{SourcePath: "/paperclip-workspace", TargetPath: target, Kind: "directory"})))
@@ -368,7 +368,7 @@ func TestSyncOutKeepsSymlinksAsWrittenAndNeverWritesThroughThem(t *testing.T) {
 
 // 7. "runs post-upload commands verbatim and stops after the first failure"
 func TestSyncRunsPostUploadCommandsVerbatimAndStopsAfterTheFirstFailure(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	s.exitFor = func(c string) int {
 		if c == "printf 'first'; printf 'second'" {
 			return 1
@@ -419,7 +419,7 @@ func TestSyncRunsPostUploadCommandsVerbatimAndStopsAfterTheFirstFailure(t *testi
 // work" ([v0.2+] in the reference; the v0.1 port supports it anyway, but
 // does not declare concurrentSyncOperations).
 func TestSyncKeepsConcurrentSyncCallsIsolatedAndActuallyOverlapsTheirWork(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	both := make(chan struct{})
 	var (
 		mu      sync.Mutex
@@ -479,7 +479,7 @@ func TestSyncRejectsUnconfinedSandboxPathBeforeAnyAPICall(t *testing.T) {
 			if filesync.CheckSandboxPath(p) == nil {
 				t.Fatal("accepted")
 			}
-			s := newSyncStub(t)
+			s := newSyncScripted(t)
 			host := filepath.Join(t.TempDir(), "f")
 			testkit.WriteFile(t, host, "x", 0o600)
 			_, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(host, p))))
@@ -518,7 +518,7 @@ func TestSyncValidatesEveryOperationBeforeAnySideEffect(t *testing.T) {
 		{"outbound post-upload", false, withCmd(handlers.PostUploadCommand{Command: "true"}), "Outbound CreateOS transfers cannot run post-upload commands."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSyncStub(t)
+			s := newSyncScripted(t)
 			g := good
 			if !tc.in {
 				g = op("good", fileMapping("/paperclip-workspace/f", filepath.Join(t.TempDir(), "f")))
@@ -541,7 +541,7 @@ func TestSyncValidatesEveryOperationBeforeAnySideEffect(t *testing.T) {
 }
 
 func TestSyncRequiresALeaseFromThisEnvironment(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	p := s.params()
 	p.CompanyID = "company-b"
 	_, err := s.d.SyncIn(t.Context(), p)
@@ -560,7 +560,7 @@ func TestSyncRequiresALeaseFromThisEnvironment(t *testing.T) {
 // Release stops a sync in flight: its transfer process is deleted before
 // the sandbox is paused, and the sync fails as a cancelled command.
 func TestSyncIsStoppedByReleaseBeforeItIsKept(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	s.lease = acquire(t, s.d, reuse)
 	s.reset()
 	started := make(chan struct{})
@@ -593,12 +593,12 @@ func TestSyncIsStoppedByReleaseBeforeItIsKept(t *testing.T) {
 
 // Provider failures name the operation only: no key, body or URL.
 func TestSyncErrorsCarryNoSecrets(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	host := filepath.Join(t.TempDir(), "f")
 	testkit.WriteFile(t, host, "x", 0o600)
 	var texts []string
 	for _, route := range []string{"/files", "/exec"} {
-		s.stub.hook = failing(http.StatusBadGateway, func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, route) })
+		s.scripted.hook = failing(http.StatusBadGateway, func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, route) })
 		_, err := s.d.SyncIn(t.Context(), s.params(op("o", fileMapping(host, "/paperclip-workspace/f"))))
 		wantErr(t, err, "HTTP 502")
 		texts = append(texts, err.Error())
@@ -615,7 +615,7 @@ func TestSyncErrorsCarryNoSecrets(t *testing.T) {
 // kept hard link to a left-out entry before writing anything, and counts
 // only what it keeps.
 func TestSyncOutFiltersTheArchiveWithTheHostReading(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	exclude := []string{"*/node_modules", ".git", ".git/*", "app/[id]", "notes[1].txt", "*.tmp", "build/*"}
 	s.downloads["*"] = testkit.Tar(t,
 		&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755},
@@ -672,7 +672,7 @@ func TestSyncOutFiltersTheArchiveWithTheHostReading(t *testing.T) {
 // checked "x640y" while chmod got a literal "%s", and a directory was
 // extracted where the guard had not looked.
 func TestSyncPercentSInAPathIsThePath(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	s.d.newUUID = func() string { return "u1" }
 	src := filepath.Join(t.TempDir(), "a")
 	testkit.WriteFile(t, src, "x", 0o640)
@@ -695,7 +695,7 @@ func TestSyncPercentSInAPathIsThePath(t *testing.T) {
 
 // A symlinked host destination is refused.
 func TestSyncOutRefusesASymlinkedDestination(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	s.downloads["*"] = testkit.Tar(t, &tar.Header{Name: "./a", Typeflag: tar.TypeReg, Size: 2})
 	root := t.TempDir()
 	if err := os.Mkdir(filepath.Join(root, "real"), 0o700); err != nil {
@@ -742,7 +742,7 @@ func tarNames(t *testing.T, b []byte) []string {
 func TestSyncInFollowsOnlyHostLinksInsideTheSource(t *testing.T) {
 	for _, tc := range safeopentest.LinkCases() {
 		t.Run(tc.Name, func(t *testing.T) {
-			s := newSyncStub(t)
+			s := newSyncScripted(t)
 			src := safeopentest.Build(t, tc)
 			m := handlers.SyncFileMapping{SourcePath: src, TargetPath: "/paperclip-workspace/x", Kind: "directory", FollowSymlinks: true}
 			res, err := s.d.SyncIn(t.Context(), s.params(op("o", m)))

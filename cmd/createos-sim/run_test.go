@@ -253,7 +253,7 @@ func TestParseFlags(t *testing.T) {
 // control API serves the session knobs.
 func TestSimAgentCLIAndSessionKnobs(t *testing.T) {
 	tools := t.TempDir()
-	if err := os.WriteFile(tools+"/agent-cli", []byte("#!/bin/sh\necho stub \"$@\"\n"), 0o755); err != nil {
+	if err := os.WriteFile(tools+"/agent-cli", []byte("#!/bin/sh\necho ran \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	url, stop := startSim(t, "--api-key", "sim-key", "--control", "--mount", tools+":/agent", "--path", "/agent", "--replay-overlap", "1")
@@ -262,7 +262,7 @@ func TestSimAgentCLIAndSessionKnobs(t *testing.T) {
 	_, env := call(t, "POST", url+"/v1/sandboxes", "sim-key", map[string]any{"shape": "s-1vcpu-1gb"})
 	id := env["data"].(map[string]any)["id"].(string)
 	code, env := call(t, "POST", url+"/v1/sandboxes/"+id+"/exec", "sim-key", map[string]any{"cmd": "/bin/bash", "args": []string{"-lc", "command -v agent-cli && agent-cli login"}})
-	if code != 200 || env["data"].(map[string]any)["result"].(map[string]any)["stdout"] != "/agent/agent-cli\nstub login\n" {
+	if code != 200 || env["data"].(map[string]any)["result"].(map[string]any)["stdout"] != "/agent/agent-cli\nran login\n" {
 		t.Fatalf("exec: %d %v", code, env)
 	}
 	for _, k := range []struct {

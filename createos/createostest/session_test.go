@@ -29,8 +29,8 @@ func TestPathReachesLoginShells(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAPI(t, createostest.Options{Path: tc.path})
 			id := a.create()
-			if r := a.sh(id, `mkdir -p /root/bin && printf '#!/bin/sh\necho stub\n' >/root/bin/agent-cli && chmod +x /root/bin/agent-cli`); r.Result.ExitCode != 0 {
-				t.Fatalf("stub: %+v", r)
+			if r := a.sh(id, `mkdir -p /root/bin && printf '#!/bin/sh\necho ran\n' >/root/bin/agent-cli && chmod +x /root/bin/agent-cli`); r.Result.ExitCode != 0 {
+				t.Fatalf("writing agent-cli: %+v", r)
 			}
 			for _, cmd := range [][]string{{"/bin/bash", "-lc", "command -v agent-cli"}, {"/bin/sh", "-c", "command -v agent-cli"}} {
 				r := a.exec(id, cmd[0], cmd[1:]...)

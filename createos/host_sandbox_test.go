@@ -30,7 +30,7 @@ const runTimeoutMs = 172_800_000
 // realizes a lease with it.
 func newHostHeartbeat(t *testing.T) (*createostest.Server, *hostLease) {
 	t.Helper()
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	c := serveWire(t, d, nil)
 	submitted := map[string]any{
 		"apiUrl": cfg["apiUrl"], "apiKey": "test-secret", "shape": cfg["shape"], "timeoutMs": 600_000,

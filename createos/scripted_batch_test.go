@@ -15,7 +15,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/batch"
 )
 
-// The stub plays the batch helper as the sandbox would run it: a batch's
+// The scripted provider plays the batch helper as the sandbox would run it: a batch's
 // streaming exec is answered by serving each of its commands as the
 // streaming exec it would be alone (recorded, hooks and knobs applied)
 // and framing their answers as the helper does. What a test asserts of a
@@ -47,7 +47,7 @@ func isBatch(r *http.Request, body []byte) (cmds []batch.Command, ok bool) {
 // alone through s.serve, side by side; a command answered with an HTTP
 // error fails the whole batch with it when it is the first answer (as the
 // request alone would have failed), else that command.
-func (s *stub) serveBatch(w http.ResponseWriter, r *http.Request, cmds []batch.Command) {
+func (s *scripted) serveBatch(w http.ResponseWriter, r *http.Request, cmds []batch.Command) {
 	s.mu.Lock()
 	s.batches++
 	helperless := s.helperless

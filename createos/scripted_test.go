@@ -22,18 +22,18 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
-// stub is the in-process CreateOS provider of the reference plugin tests
-// (their fixture), served over memNet: one sandbox sb_test, processes
-// proc_test, a connect stream that prints paperclip-createos-ready and
-// exits 0. It records every call and fails the test when a request lacks
+// scripted is the scripted provider: the in-process CreateOS provider of
+// the reference plugin tests (their fixture), served over memNet: one
+// sandbox sb_test, processes proc_test, a connect stream that prints
+// paperclip-createos-ready and exits 0. It records every call and fails the test when a request lacks
 // the configured key. Knobs override single routes.
-type stub struct {
+type scripted struct {
 	t   *testing.T
 	srv *httptest.Server
 	net *memNet
 
 	mu       sync.Mutex
-	calls    []stubCall
+	calls    []scriptedCall
 	state    string
 	marker   string
 	connects int
@@ -57,16 +57,16 @@ type stub struct {
 	batches    int
 }
 
-type stubCall struct {
+type scriptedCall struct {
 	Method, Path string // Path includes the query
 	Body         []byte
 	Aborted      bool // the request's context was already done on arrival
 }
 
-func (c stubCall) String() string { return c.Method + " " + c.Path }
+func (c scriptedCall) String() string { return c.Method + " " + c.Path }
 
 // json decodes the call's body.
-func (c stubCall) json(t *testing.T) map[string]any {
+func (c scriptedCall) json(t *testing.T) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(c.Body, &m); err != nil {
@@ -75,17 +75,18 @@ func (c stubCall) json(t *testing.T) map[string]any {
 	return m
 }
 
-func newStub(t *testing.T) *stub {
-	s := &stub{t: t, state: "running", connected: make(chan struct{}, 16), net: newMemNet()}
+func newScripted(t *testing.T) *scripted {
+	s := &scripted{t: t, state: "running", connected: make(chan struct{}, 16), net: newMemNet()}
 	s.srv = &httptest.Server{Listener: s.net, Config: &http.Server{Handler: http.HandlerFunc(s.serve)}}
 	s.srv.Start()
 	t.Cleanup(s.srv.Close)
 	return s
 }
 
-// driver returns a driver whose every request to any host reaches the stub
-// over its in-memory network, without pacing and with fast polling.
-func (s *stub) driver(opts ...Option) *Driver {
+// driver returns a driver whose every request to any host reaches the
+// scripted provider over its in-memory network, without pacing and with
+// fast polling.
+func (s *scripted) driver(opts ...Option) *Driver {
 	hc := &http.Client{Transport: s.transport()}
 	d := New(append([]Option{WithHTTPClient(hc), WithPacer(api.NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(filepath.Join(s.t.TempDir(), "marks"))}, opts...)...)
 	d.pollInterval = time.Millisecond
@@ -94,22 +95,22 @@ func (s *stub) driver(opts ...Option) *Driver {
 	return d
 }
 
-// transport reaches the stub, whatever the host, over its in-memory
+// transport reaches the scripted provider, whatever the host, over its in-memory
 // network; its idle connections are closed when the test ends.
-func (s *stub) transport() *http.Transport {
+func (s *scripted) transport() *http.Transport {
 	tr := &http.Transport{DialContext: s.net.dial, DialTLSContext: s.net.dial}
 	s.t.Cleanup(tr.CloseIdleConnections)
 	return tr
 }
 
-func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
+func (s *scripted) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	if cmds, ok := isBatch(r, body); ok {
 		s.serveBatch(w, r, cmds)
 		return
 	}
 	s.mu.Lock()
-	s.calls = append(s.calls, stubCall{Method: r.Method, Path: r.URL.RequestURI(), Body: body, Aborted: r.Context().Err() != nil})
+	s.calls = append(s.calls, scriptedCall{Method: r.Method, Path: r.URL.RequestURI(), Body: body, Aborted: r.Context().Err() != nil})
 	hook := s.hook
 	s.mu.Unlock()
 	if got := r.Header.Get("X-Api-Key"); got != "test-secret" {
@@ -216,7 +217,7 @@ func (s *stub) serve(w http.ResponseWriter, r *http.Request) {
 var markerWrite = regexp.MustCompile(`printf %s '([0-9a-f-]{36})' > '/paperclip-workspace/.paperclip-runtime/.paperclip-createos-lease'`)
 
 // failing is a hook that answers the requests match selects with status
-// (and a body that echoes the key); the others reach the stub's routes.
+// (and a body that echoes the key); the others reach the provider's routes.
 func failing(status int, match func(r *http.Request) bool) func(http.ResponseWriter, *http.Request, []byte) bool {
 	return func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
 		if match(r) {
@@ -237,8 +238,8 @@ func processDeletion(r *http.Request) bool {
 	return r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/processes/")
 }
 
-func (s *stub) setState(v string) { s.mu.Lock(); s.state = v; s.mu.Unlock() }
-func (s *stub) getState() string  { s.mu.Lock(); defer s.mu.Unlock(); return s.state }
+func (s *scripted) setState(v string) { s.mu.Lock(); s.state = v; s.mu.Unlock() }
+func (s *scripted) getState() string  { s.mu.Lock(); defer s.mu.Unlock(); return s.state }
 
 // fail writes status with a body that echoes the key, as a hostile or
 // verbose provider might.
@@ -264,19 +265,19 @@ func dataFrameBytes(seq int, stream string, b []byte) string {
 }
 
 // snapshot returns the calls so far.
-func (s *stub) snapshot() []stubCall {
+func (s *scripted) snapshot() []scriptedCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]stubCall(nil), s.calls...)
+	return append([]scriptedCall(nil), s.calls...)
 }
 
-func (s *stub) reset() {
+func (s *scripted) reset() {
 	s.mu.Lock()
 	s.calls = nil
 	s.mu.Unlock()
 }
 
-func (s *stub) last() stubCall {
+func (s *scripted) last() scriptedCall {
 	c := s.snapshot()
 	if len(c) == 0 {
 		s.t.Fatal("no calls")
@@ -286,7 +287,7 @@ func (s *stub) last() stubCall {
 
 // find returns the index of the first call whose "METHOD path" starts with
 // prefix, or -1.
-func (s *stub) find(prefix string) int {
+func (s *scripted) find(prefix string) int {
 	for i, c := range s.snapshot() {
 		if strings.HasPrefix(c.String(), prefix) {
 			return i
@@ -295,7 +296,7 @@ func (s *stub) find(prefix string) int {
 	return -1
 }
 
-func (s *stub) count(prefix string) int {
+func (s *scripted) count(prefix string) int {
 	n := 0
 	for _, c := range s.snapshot() {
 		if strings.HasPrefix(c.String(), prefix) {

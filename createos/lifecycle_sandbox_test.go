@@ -13,10 +13,10 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// End-to-end tests against createostest, which runs the driver's scripts
-// for real. They skip where the server cannot isolate sandboxes.
+// Tests against createostest, whose isolated sandboxes run the driver's
+// scripts for real. They skip where the server cannot isolate sandboxes.
 
-func e2e(t *testing.T) (*createostest.Server, *Driver, handlers.Object) {
+func sandboxServer(t *testing.T) (*createostest.Server, *Driver, handlers.Object) {
 	t.Helper()
 	createostest.RequireIsolation(t)
 	srv := createostest.NewServer(t, createostest.Options{APIKey: "test-secret", Heartbeat: 50 * time.Millisecond})
@@ -28,8 +28,8 @@ func e2e(t *testing.T) (*createostest.Server, *Driver, handlers.Object) {
 	return srv, d, cfg
 }
 
-func TestE2ELeaseRoundTripWithRealCommands(t *testing.T) {
-	srv, d, cfg := e2e(t)
+func TestLeaseRoundTripWithRealCommands(t *testing.T) {
+	srv, d, cfg := sandboxServer(t)
 	ctx := t.Context()
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 	bp.IssueID = ptr("issue-a")
@@ -123,8 +123,8 @@ type sinkFunc func(stream string, p []byte)
 
 func (f sinkFunc) Write(stream string, p []byte) { f(stream, p) }
 
-func TestE2EProbe(t *testing.T) {
-	_, d, cfg := e2e(t)
+func TestProbeSucceedsWithRealCommands(t *testing.T) {
+	_, d, cfg := sandboxServer(t)
 	res, err := d.Probe(t.Context(), &handlers.ProbeParams{BaseParams: handlers.BaseParams{DriverKey: Key, CompanyID: "c", EnvironmentID: "e", Config: cfg}})
 	if err != nil || !res.OK {
 		t.Fatalf("%+v %v", res, err)

@@ -13,7 +13,7 @@ import (
 )
 
 // hanging is a hook that never answers the requests match selects: each
-// waits until the driver gives up on it. The others reach the stub.
+// waits until the driver gives up on it. The others reach the scripted provider.
 func hanging(match func(r *http.Request) bool) func(http.ResponseWriter, *http.Request, []byte) bool {
 	return func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
 		if !match(r) {
@@ -48,15 +48,15 @@ func neverEnds(w http.ResponseWriter, r *http.Request, _ []byte, _ int) {
 // the call's budget, not a fresh config.timeoutMs. The budgets are the
 // host's (deadlines.go); each case ran past it before (the time it took
 // then is noted). In a synctest bubble time moves only when the driver
-// and the stub both wait, so the time a call took is exact.
+// and the scripted provider both wait, so the time a call took is exact.
 func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		budget time.Duration // the host's
-		call   func(t *testing.T, s *stub, d *Driver) error
+		call   func(t *testing.T, s *scripted, d *Driver) error
 	}{
 		{"execute: timeoutMs 500, config 35 s, the command never exits", 30500 * time.Millisecond,
-			func(t *testing.T, s *stub, d *Driver) error {
+			func(t *testing.T, s *scripted, d *Driver) error {
 				l := acquire(t, d, nil)
 				s.stream = neverEnds
 				p := execParams(l, handlers.Object{"timeoutMs": 35000.0})
@@ -68,13 +68,13 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				return err
 			}},
 		{"acquire: config 32 s, workspace command and sandbox delete hang (was 64 s)", 62 * time.Second,
-			func(t *testing.T, s *stub, d *Driver) error {
+			func(t *testing.T, s *scripted, d *Driver) error {
 				s.hook = hanging(either(execRequest, sandboxDeletion))
 				_, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: base(handlers.Object{"timeoutMs": 32000.0}), RunID: "r"})
 				return wantText(err, errSetupUnconfirmed("sb_test").Error())
 			}},
 		{"probe: default timeout, workspace command and sandbox delete hang (was 600 s)", 120 * time.Second,
-			func(t *testing.T, s *stub, d *Driver) error {
+			func(t *testing.T, s *scripted, d *Driver) error {
 				s.hook = hanging(either(execRequest, sandboxDeletion))
 				res, err := d.Probe(t.Context(), &handlers.ProbeParams{BaseParams: base(handlers.Object{"timeoutMs": nil})})
 				if err != nil {
@@ -83,7 +83,7 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				return wantText(errorText(res.OK, strings.TrimSuffix(res.Summary, probeSignature)), errSetupUnconfirmed("sb_test").Error())
 			}},
 		{"probe: default timeout, echo never exits (was 600 s)", 120 * time.Second,
-			func(t *testing.T, s *stub, d *Driver) error {
+			func(t *testing.T, s *scripted, d *Driver) error {
 				s.stream = neverEnds
 				res, err := d.Probe(t.Context(), &handlers.ProbeParams{BaseParams: base(handlers.Object{"timeoutMs": nil})})
 				if err != nil {
@@ -95,7 +95,7 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				return wantText(errorText(res.OK, strings.TrimSuffix(res.Summary, probeSignature)), errProbeCommand.Error())
 			}},
 		{"resume: config 100 s, marker read hangs (was 100 s)", 60 * time.Second,
-			func(t *testing.T, s *stub, d *Driver) error {
+			func(t *testing.T, s *scripted, d *Driver) error {
 				l := acquire(t, d, reuse)
 				s.hook = hanging(execRequest)
 				over := cloneObject(reuse)
@@ -104,7 +104,7 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				return wantIs(err, deadline.ErrTimedOut)
 			}},
 		{"release: config 35 s, a running command and the sandbox delete hang (was 70 s)", 65 * time.Second,
-			func(t *testing.T, s *stub, d *Driver) error {
+			func(t *testing.T, s *scripted, d *Driver) error {
 				l := acquire(t, d, nil)
 				started := make(chan struct{})
 				s.stream = func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
@@ -126,8 +126,8 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				return wantIs(err, deadline.ErrTimedOut)
 			}},
 		{"syncIn: config 35 s, post-upload command never exits (was 70 s)", 65 * time.Second,
-			func(t *testing.T, _ *stub, _ *Driver) error {
-				s := newSyncStub(t)
+			func(t *testing.T, _ *scripted, _ *Driver) error {
+				s := newSyncScripted(t)
 				s.running = func(r *http.Request, c string) {
 					if c == "block" {
 						<-r.Context().Done()
@@ -144,7 +144,7 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := newStub(t)
+				s := newScripted(t)
 				d := s.driver()
 				start := time.Now()
 				err := tc.call(t, s, d)

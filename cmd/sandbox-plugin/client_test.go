@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	if bin := os.Getenv(parentHelperEnv); bin != "" {
 		os.Exit(runParentHelper(bin)) // a parent of the worker (parent_test.go), not tests
 	}
-	dir, err := os.MkdirTemp("", "sandbox-plugin-client-e2e-")
+	dir, err := os.MkdirTemp("", "sandbox-plugin-client-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -59,7 +59,7 @@ func startWorker(t *testing.T, onNote func(string, json.RawMessage, string)) *rp
 	defer cancel()
 	c, err := rpc.StartClient(ctx, rpc.ClientOptions{
 		Path:           clientTestBin,
-		Env:            []string{"PATH=" + os.Getenv("PATH"), "NODE_ENV=production", "TZ=UTC", "PAPERCLIP_PLUGIN_ID=plugin-e2e"},
+		Env:            []string{"PATH=" + os.Getenv("PATH"), "NODE_ENV=production", "TZ=UTC", "PAPERCLIP_PLUGIN_ID=plugin-client-test"},
 		OnNotification: onNote,
 	})
 	if err != nil {
@@ -88,7 +88,7 @@ func TestClientDrivesFakeLeaseLifecycle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	const company, env = "company-e2e", "env-e2e"
+	const company, env = "company-client", "env-client"
 	config := map[string]any{"image": "fake:test", "timeoutMs": 10000}
 	base := func(extra map[string]any) map[string]any {
 		p := map[string]any{"driverKey": "fake-plugin", "companyId": company, "environmentId": env, "issueId": nil, "config": config}
@@ -112,8 +112,8 @@ func TestClientDrivesFakeLeaseLifecycle(t *testing.T) {
 		ProviderLeaseID string         `json:"providerLeaseId"`
 		Metadata        map[string]any `json:"metadata"`
 	}
-	call("environmentAcquireLease", base(map[string]any{"runId": "run-e2e", "workspaceMode": "isolated_workspace"}), &lease)
-	if !strings.HasPrefix(lease.ProviderLeaseID, "fake-plugin://run-e2e/") {
+	call("environmentAcquireLease", base(map[string]any{"runId": "run-client", "workspaceMode": "isolated_workspace"}), &lease)
+	if !strings.HasPrefix(lease.ProviderLeaseID, "fake-plugin://run-client/") {
 		t.Fatalf("lease id %q", lease.ProviderLeaseID)
 	}
 	hostLease := map[string]any{

@@ -11,11 +11,11 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// syncStub is the stub provider of file-sync.test.ts: uploads are
+// syncScripted is the scripted provider of file-sync.test.ts: uploads are
 // collected, GET /files serves downloads, and every streamed command (a
 // transfer command) exits with exitFor(its command), 0 by default.
-type syncStub struct {
-	*stub
+type syncScripted struct {
+	*scripted
 	d     *Driver
 	lease *handlers.Lease
 
@@ -37,16 +37,16 @@ type upload struct {
 	Body []byte
 }
 
-func newSyncStub(t *testing.T) *syncStub {
-	s := &syncStub{stub: newStub(t), downloads: map[string][]byte{}}
-	s.d = s.stub.driver()
+func newSyncScripted(t *testing.T) *syncScripted {
+	s := &syncScripted{scripted: newScripted(t), downloads: map[string][]byte{}}
+	s.d = s.scripted.driver()
 	s.lease = acquire(t, s.d, nil)
-	s.stub.hook = s.serveSync
-	s.stub.reset()
+	s.scripted.hook = s.serveSync
+	s.scripted.reset()
 	return s
 }
 
-func (s *syncStub) serveSync(w http.ResponseWriter, r *http.Request, body []byte) bool {
+func (s *syncScripted) serveSync(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	p := r.URL.Path
 	switch {
 	case p == "/v1/sandboxes/sb_test/files" && r.Method == http.MethodPut:
@@ -120,7 +120,7 @@ func commandOf(t *testing.T, script string) string {
 }
 
 // guardedCommand splits a post-upload script (postUploadScript) into its
-// guard and its verbatim command, so that the stub sees the two steps it
+// guard and its verbatim command, so that the scripted provider sees the two steps it
 // runs; any other script is a command alone.
 func guardedCommand(script string) (guard, command string) {
 	const sep = ` && cd -- "$resolved" && exec /bin/bash -c '`
@@ -131,17 +131,17 @@ func guardedCommand(script string) (guard, command string) {
 	return script[:i], strings.ReplaceAll(script[i+len(sep):len(script)-1], `'"'"'`, `'`)
 }
 
-func (s *syncStub) params(ops ...handlers.SyncOperation) *handlers.SyncParams {
+func (s *syncScripted) params(ops ...handlers.SyncOperation) *handlers.SyncParams {
 	return &handlers.SyncParams{BaseParams: base(nil), Lease: *s.lease, Operations: ops}
 }
 
-func (s *syncStub) gotUploads() []upload {
+func (s *syncScripted) gotUploads() []upload {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]upload(nil), s.uploads...)
 }
 
-func (s *syncStub) gotCommands() []string {
+func (s *syncScripted) gotCommands() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.commands...)

@@ -14,10 +14,10 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
-// Session tests against the reference fixture's stub provider, where the
+// Session tests against the reference fixture's scripted provider, where the
 // frames and the answers are exactly what a test says.
 
-const stubHome = "/tmp/paperclip-adapter-login/7c9e6679-7425-40de-944b-e07fc1f90ae7"
+const loginHome = "/tmp/paperclip-adapter-login/7c9e6679-7425-40de-944b-e07fc1f90ae7"
 
 func loginParams(key, home string) *sessions.LoginPtyOpenParams {
 	return &sessions.LoginPtyOpenParams{SessionBase: sessions.SessionBase{HostRouteID: "0e9c1c57-0f5e-4c55-9c1b-7b3e0e1d2f00",
@@ -33,7 +33,7 @@ func duplexParams(argv ...string) *sessions.DuplexOpenParams {
 // across frames included (the route table decodes it); stdout frames are
 // not a PTY's.
 func TestLoginPTYDeliversRawBytesAcrossFrames(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	acquire(t, d, reuse)
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
@@ -41,7 +41,7 @@ func TestLoginPTYDeliversRawBytesAcrossFrames(t *testing.T) {
 			dataFrameBytes(3, "pty", []byte{0xac, '\n'}), `{"type":"exit","exit_code":0}`)
 	}
 	sink := newRecSink(t)
-	ch, err := d.OpenLoginPty(t.Context(), loginParams("codex", stubHome), sink)
+	ch, err := d.OpenLoginPty(t.Context(), loginParams("codex", loginHome), sink)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestLoginBodyPerKey(t *testing.T) {
 	const script = `login_command=$(command -v '%[1]s') || exit 127; login_path="$PATH"; ` +
 		`case "$login_command" in */.asdf/shims/*) login_command=$(asdf which '%[1]s') || exit 127; login_path="${login_command%%/*}:$PATH";; esac; ` +
 		`[ -x "$login_command" ] || exit 126; exec env %[2]s PATH="$login_path" "$login_command" %[3]s`
-	h := "'" + stubHome + "'"
+	h := "'" + loginHome + "'"
 	cases := []struct {
 		key, env, args string
 	}{
@@ -74,11 +74,11 @@ func TestLoginBodyPerKey(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.key, func(t *testing.T) {
-			s := newStub(t)
+			s := newScripted(t)
 			d := s.driver()
 			acquire(t, d, reuse)
 			s.reset()
-			ch, err := d.OpenLoginPty(t.Context(), loginParams(tc.key, stubHome), newRecSink(t))
+			ch, err := d.OpenLoginPty(t.Context(), loginParams(tc.key, loginHome), newRecSink(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +87,7 @@ func TestLoginBodyPerKey(t *testing.T) {
 			if len(calls) < 2 || calls[0].String() != "POST /v1/sandboxes/sb_test/exec" || calls[1].String() != "POST /v1/sandboxes/sb_test/processes" {
 				t.Fatalf("calls %v", calls)
 			}
-			if got, want := calls[0].json(t), map[string]any{"cmd": "/bin/mkdir", "args": []any{"-p", "--", stubHome}}; !reflect.DeepEqual(got, want) {
+			if got, want := calls[0].json(t), map[string]any{"cmd": "/bin/mkdir", "args": []any{"-p", "--", loginHome}}; !reflect.DeepEqual(got, want) {
 				t.Errorf("E8 body %v, want %v", got, want)
 			}
 			body := calls[1].json(t)
@@ -116,7 +116,7 @@ func jsonFragment(frag string) string {
 func TestSessionOpenRefusals(t *testing.T) {
 	other := duplexParams("cat")
 	other.EnvironmentID = "env-b"
-	otherLogin := loginParams("codex", stubHome)
+	otherLogin := loginParams("codex", loginHome)
 	otherLogin.CompanyID = "company-b"
 	unknownLease := duplexParams("cat")
 	unknownLease.ProviderLeaseID = "sb_other"
@@ -128,9 +128,9 @@ func TestSessionOpenRefusals(t *testing.T) {
 		{"empty home", loginOpen(loginParams("codex", "")), errLoginHome},
 		{"home outside the root", loginOpen(loginParams("codex", "/tmp/elsewhere/7c9e6679-7425-40de-944b-e07fc1f90ae7")), errLoginHome},
 		{"home not a uuid", loginOpen(loginParams("codex", "/tmp/paperclip-adapter-login/not-a-uuid")), errLoginHome},
-		{"home with more", loginOpen(loginParams("codex", stubHome+"/../x")), errLoginHome},
-		{"home with a quote", loginOpen(loginParams("codex", stubHome+"'")), errLoginHome},
-		{"unknown key", loginOpen(loginParams("bash", stubHome)), errLoginCommand},
+		{"home with more", loginOpen(loginParams("codex", loginHome+"/../x")), errLoginHome},
+		{"home with a quote", loginOpen(loginParams("codex", loginHome+"'")), errLoginHome},
+		{"unknown key", loginOpen(loginParams("bash", loginHome)), errLoginCommand},
 		{"login of another company", loginOpen(otherLogin), errSessionLease},
 		{"no command", duplexOpen(duplexParams()), errDuplexCommand},
 		{"empty program", duplexOpen(duplexParams("")), errDuplexCommand},
@@ -141,7 +141,7 @@ func TestSessionOpenRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(t)
+			s := newScripted(t)
 			d := s.driver()
 			acquire(t, d, reuse)
 			s.reset()
@@ -177,7 +177,7 @@ func duplexOpen(p *sessions.DuplexOpenParams) func(d *Driver) error {
 
 // A home mkdir that fails is the reference's message, before any process.
 func TestLoginHomePreparationFailure(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	acquire(t, d, reuse)
 	s.reset()
@@ -188,7 +188,7 @@ func TestLoginHomePreparationFailure(t *testing.T) {
 		}
 		return false
 	}
-	_, err := d.OpenLoginPty(t.Context(), loginParams("claude", stubHome), newRecSink(t))
+	_, err := d.OpenLoginPty(t.Context(), loginParams("claude", loginHome), newRecSink(t))
 	if err != errLoginHomePrep {
 		t.Fatalf("err %v", err)
 	}
@@ -211,12 +211,12 @@ func TestSessionCreationFailure(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
-			s := newStub(t)
+			s := newScripted(t)
 			d := s.driver()
 			l := acquire(t, d, reuse)
 			s.hook = failing(tc.status, processCreation)
 			ctx, logs := logContext(t)
-			_, err := d.OpenLoginPty(ctx, loginParams("codex", stubHome), newRecSink(t))
+			_, err := d.OpenLoginPty(ctx, loginParams("codex", loginHome), newRecSink(t))
 			wantErr(t, err, fmt.Sprintf("CreateOS request failed (HTTP %d) during process creation.", tc.status))
 			if errors.Is(err, sessions.ErrSessionMayLive) != tc.destroy {
 				t.Errorf("%v: wraps ErrSessionMayLive %v, want %v", err, !tc.destroy, tc.destroy)
@@ -241,7 +241,7 @@ func TestSessionCreationFailure(t *testing.T) {
 // end unconfirmed, the channel's requests are cut, and Exit says the
 // transport closed.
 func TestSessionCloseRespectsItsContext(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	acquire(t, d, reuse)
 	s.connect = neverExits
@@ -287,7 +287,7 @@ func TestSessionCloseRespectsItsContext(t *testing.T) {
 // Writes after the exit frame are refused without a request; empty writes
 // are nothing.
 func TestSessionWritesAfterExit(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	acquire(t, d, reuse)
 	sink := newRecSink(t)
@@ -317,7 +317,7 @@ func TestSessionWritesAfterExit(t *testing.T) {
 // A write the process never takes does not hold a stop: the stop cuts it,
 // then deletes the tree, and Close confirms the end.
 func TestStopCutsAWriteInFlight(t *testing.T) {
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	acquire(t, d, reuse)
 	s.connect = neverExits

@@ -14,7 +14,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
-// Host call shapes that the stub provider is enough for.
+// Host call shapes that the scripted provider is enough for.
 
 // The host sends timeoutMs as any JSON number: an agent's timeoutSec ×
 // 1000 (a day or more, not always whole) on the agent launch and on every
@@ -50,12 +50,12 @@ func TestCommandTimeoutTakesWhatTheHostSends(t *testing.T) {
 // Execute and post-upload commands with the host's timeouts run; a
 // post-upload command's own positive timeout still ends it, and one of 0
 // leaves it to the sync call's deadline. Each part runs in a synctest
-// bubble: time moves only when the driver and the stub both wait, so a
+// bubble: time moves only when the driver and the scripted provider both wait, so a
 // deadline falls while the command runs, never during its creation, and
 // the time a call took says which deadline ended it.
 func TestHostTimeoutsAreHonouredNotRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(t)
+		s := newScripted(t)
 		d := s.driver()
 		l := acquire(t, d, nil)
 		for _, ms := range []float64{14_400_000, 172_800_000, 1e300, 1500.5, 0, -1} {
@@ -87,7 +87,7 @@ func TestHostTimeoutsAreHonouredNotRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				s := newSyncStub(t)
+				s := newSyncScripted(t)
 				s.running = func(r *http.Request, c string) {
 					if c == "block" {
 						// A command that never exits: its stream is cut
@@ -145,7 +145,7 @@ func TestOrphanDestroyWithAnEmptyEnvironmentID(t *testing.T) {
 		}, "does not belong"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(t)
+			s := newScripted(t)
 			d := s.driver()
 			l := acquire(t, d, nil)
 			// The recorded metadata: host keys around ours.
@@ -173,7 +173,7 @@ func TestOrphanDestroyWithAnEmptyEnvironmentID(t *testing.T) {
 
 	// A call still running on the lease is stopped (its process deleted)
 	// before the sandbox is.
-	s := newStub(t)
+	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, nil)
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) { <-r.Context().Done() }
@@ -196,7 +196,7 @@ func TestOrphanDestroyWithAnEmptyEnvironmentID(t *testing.T) {
 }
 
 // lastIndex is the index of the last call that is exactly "METHOD path".
-func lastIndex(calls []stubCall, call string) int {
+func lastIndex(calls []scriptedCall, call string) int {
 	for i := len(calls) - 1; i >= 0; i-- {
 		if calls[i].String() == call {
 			return i
@@ -209,7 +209,7 @@ func lastIndex(calls []stubCall, call string) int {
 // leaving the tree included) and applies the host's exclude entries, raw
 // and escaped, to the archive.
 func TestHostProjectUploadKeepsLinksAndExcludesIgnoredPaths(t *testing.T) {
-	s := newSyncStub(t)
+	s := newSyncScripted(t)
 	project := t.TempDir()
 	for name, content := range map[string]string{"doc.md": "doc", "app/[id]/page.tsx": "x", "app/[id/x": "x", "app/i/keep.tsx": "k", "node_modules/m/i.js": "m"} {
 		testkit.WriteFile(t, filepath.Join(project, name), content, 0o644)
@@ -237,7 +237,7 @@ func TestHostProjectUploadKeepsLinksAndExcludesIgnoredPaths(t *testing.T) {
 // poisoned the lease.
 func TestTinyPositiveTimeoutIsOneMillisecond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(t)
+		s := newScripted(t)
 		d := s.driver()
 		l := acquire(t, d, nil)
 		s.stream = func(w http.ResponseWriter, r *http.Request, body []byte, n int) {

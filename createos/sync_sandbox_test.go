@@ -18,8 +18,8 @@ import (
 
 // A directory with a symlink and modes goes in, a command runs on it in
 // the sandbox, and the result comes back out, all with real commands.
-func TestE2ESyncRoundTripWithRealCommands(t *testing.T) {
-	_, d, bp, l := e2eLease(t)
+func TestSyncRoundTripWithRealCommands(t *testing.T) {
+	_, d, bp, l := sandboxLease(t)
 	ctx := t.Context()
 	host := t.TempDir()
 	src := filepath.Join(host, "src")
@@ -81,8 +81,8 @@ func TestE2ESyncRoundTripWithRealCommands(t *testing.T) {
 
 // With real commands: a "%s" in a target is the target (the regression of
 // a mode once put in with strings.Replace after the guard had quoted it).
-func TestE2ESyncPercentSWithRealCommands(t *testing.T) {
-	_, d, bp, l := e2eLease(t)
+func TestSyncPercentSWithRealCommands(t *testing.T) {
+	_, d, bp, l := sandboxLease(t)
 	ctx := t.Context()
 	host := t.TempDir()
 	testkit.WriteFile(t, filepath.Join(host, "a"), "a", 0o600)
@@ -106,8 +106,8 @@ func TestE2ESyncPercentSWithRealCommands(t *testing.T) {
 // itself (the 1 MiB under node_modules never travels), the host drops the
 // rest, and a hard link between a dropped and a kept name arrives as a
 // file.
-func TestE2ESyncRestoreWithTheHostsExcludeAndRealTar(t *testing.T) {
-	_, d, bp, l := e2eLease(t)
+func TestSyncRestoreWithTheHostsExcludeAndRealTar(t *testing.T) {
+	_, d, bp, l := sandboxLease(t)
 	ctx := t.Context()
 	host := t.TempDir()
 	ex, err := d.Execute(ctx, &handlers.ExecuteParams{BaseParams: bp, Lease: *l, Command: "/bin/bash", Cwd: "/paperclip-workspace", Args: []string{"-c", `mkdir -p t && cd t && mkdir -p node_modules/a x/node_modules/b node_modules_x .git sub/.git 'app/[id]' app/i build .paperclip-runtime &&
@@ -156,11 +156,11 @@ func TestE2ESyncRestoreWithTheHostsExcludeAndRealTar(t *testing.T) {
 	}
 }
 
-// e2eLease is a lease on the in-process CreateOS, destroyed when the test
-// ends.
-func e2eLease(t *testing.T) (*createostest.Server, *Driver, handlers.BaseParams, *handlers.Lease) {
+// sandboxLease is a lease on a real isolated sandbox of createostest,
+// destroyed when the test ends.
+func sandboxLease(t *testing.T) (*createostest.Server, *Driver, handlers.BaseParams, *handlers.Lease) {
 	t.Helper()
-	srv, d, cfg := e2e(t)
+	srv, d, cfg := sandboxServer(t)
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
 	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
 	if err != nil {
@@ -180,8 +180,8 @@ func e2eLease(t *testing.T) (*createostest.Server, *Driver, handlers.BaseParams,
 // scratch file is in /tmp, another mount, where mv is a copy; the landing
 // copies beside the target and renames (the fault soak found targets of
 // 71 to 201 MB of 256 MB when it moved across).
-func TestE2ESyncInKilledLandingLeavesTheTargetWhole(t *testing.T) {
-	srv, d, bp, l := e2eLease(t)
+func TestSyncInKilledLandingLeavesTheTargetWhole(t *testing.T) {
+	srv, d, bp, l := sandboxLease(t)
 	ctx := t.Context()
 	host := t.TempDir()
 	testkit.WriteFile(t, filepath.Join(host, "old"), "old", 0o644)
