@@ -11,6 +11,10 @@
 
 SERVER_E2E_RECORDER := bin/server-e2e-recorder
 SERVER_E2E_FLAGS    ?=
+# RUN selects scenarios by name (a Go regexp; go run ./e2e/server -list
+# shows them): make server-e2e RUN='^login/fake-plugin$' runs the shared
+# set-up and that scenario only.
+RUN                 ?=
 PAPERCLIP_VERSION   ?= 2026.916.1
 SERVER_E2E_NPM       = e2e/server/npm/$(PAPERCLIP_VERSION)
 SERVER_E2E_OUT      ?= out/server-e2e
@@ -29,11 +33,11 @@ SERVER_E2E_MATRIX_OUT := out/server-e2e-matrix
 
 # server_e2e_run runs the harness against version $(1) with its logs in $(2).
 server_e2e_run = $(GO) run ./e2e/server -npm e2e/server/npm/$(1) -out $(2) -cache $(SERVER_E2E_CACHE) \
-	-release $(RELEASE_DIR) -sim $(CREATEOS_SIM) -recorder $(SERVER_E2E_RECORDER) -chromium $(CHROMIUM) $(SERVER_E2E_FLAGS)
+	-release $(RELEASE_DIR) -sim $(CREATEOS_SIM) -recorder $(SERVER_E2E_RECORDER) -chromium $(CHROMIUM) -run '$(RUN)' $(SERVER_E2E_FLAGS)
 
 .PHONY: server-e2e server-e2e-update server-e2e-matrix
 
-server-e2e: release createos-sim ## the release installed by name from a local registry into a real Paperclip server (PAPERCLIP_VERSION, default 2026.916.1): heartbeats on both drivers (logs in out/server-e2e)
+server-e2e: release createos-sim ## the release installed by name from a local registry into a real Paperclip server (PAPERCLIP_VERSION, default 2026.916.1): heartbeats on both drivers (RUN=<regexp> selects scenarios; logs in out/server-e2e)
 	@test -f $(SERVER_E2E_NPM)/package-lock.json || { echo "server-e2e: no pinned install of paperclipai $(PAPERCLIP_VERSION) ($(SERVER_E2E_NPM)/package-lock.json); pinned: $$(ls e2e/server/npm | tr '\n' ' ')" >&2; exit 2; }
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(SERVER_E2E_RECORDER) ./e2e/server/recorder
 	$(call server_e2e_run,$(PAPERCLIP_VERSION),$(SERVER_E2E_OUT))
@@ -44,8 +48,8 @@ server-e2e-update: server-e2e ## make server-e2e, then rewrite the recorded host
 # The server-e2e harness once per version, one after another (a failure
 # does not stop the others), each with its logs in
 # out/server-e2e-matrix/<version>/ and its output in <version>.log; then
-# summary.md. The last "== step" a failed run printed is the step that
-# failed.
+# summary.md. The failing steps are the scenarios the run's summary lists
+# as FAIL, else (the set-up failed) the last "== step" it printed.
 server-e2e-matrix: release createos-sim ## make server-e2e against the newest paperclipai and the two releases before it with sandbox providers (summary in out/server-e2e-matrix/summary.md)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(SERVER_E2E_RECORDER) ./e2e/server/recorder
 	@mkdir -p $(SERVER_E2E_MATRIX_OUT); sum=$(SERVER_E2E_MATRIX_OUT)/summary.md; bad=; \
@@ -57,7 +61,8 @@ server-e2e-matrix: release createos-sim ## make server-e2e against the newest pa
 		if [ ! -f e2e/server/npm/$$v/package-lock.json ]; then echo "no pinned install: e2e/server/npm/$$v" >$$log; res=fail; \
 		elif $(call server_e2e_run,$$v,$(SERVER_E2E_MATRIX_OUT)/$$v) >$$log 2>&1; then res=pass; \
 		else res=fail; fi; \
-		failed=; if [ $$res = fail ]; then failed=$$(sed -n 's/^== //p' $$log | tail -n 1); failed=$${failed:-before its first step}; fi; \
+		failed=; if [ $$res = fail ]; then failed=$$(sed -n 's/^FAIL  \([^ ]*\) .*/\1/p' $$log | paste -sd ' ' -); \
+			[ -n "$$failed" ] || failed=$$(sed -n 's/^== //p' $$log | tail -n 1); failed=$${failed:-before its first step}; fi; \
 		case " $(SERVER_E2E_SUPPORTED) " in *" $$v "*) claimed=yes;; *) claimed=no;; esac; \
 		if [ $$res = fail ] && [ $$claimed = yes ]; then bad="$$bad $$v"; fi; \
 		echo "   $$res in $$(( $$(date +%s) - start ))s$${failed:+: $$failed}"; \

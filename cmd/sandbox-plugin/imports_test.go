@@ -50,6 +50,10 @@ var layers = []struct {
 	{"e2e/server/recorder", 7},
 	{"e2e/server/simctl", 7},
 	{"e2e/server/trace", 7},
+	{"e2e/server/wait", 6},
+	{"e2e/server/paperclip", 8},
+	{"e2e/server/setup", 9},
+	{"e2e/server/chaos", 10},
 }
 
 func rankOf(pkg string) (int, bool) {

@@ -16,6 +16,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/wait"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
@@ -146,10 +147,10 @@ func screenText(s string) string {
 // as text (the host finds the sign-in URL in it), a typed code reaches the
 // CLI (its refusal comes back on the terminal), and the cancel leaves no
 // process and no session home.
-func (h *harness) login(ctx context.Context, driver string) error {
+func (h env) login(ctx context.Context, driver string) error {
 	start := time.Now()
-	mark := h.traceMark()
-	base := "/companies/" + h.companyID + "/setup-token-login-sessions"
+	mark := h.TraceMark()
+	base := "/companies/" + h.CompanyID + "/setup-token-login-sessions"
 	var started struct {
 		SessionID string `json:"sessionId"`
 		Status    string `json:"status"`
@@ -157,11 +158,11 @@ func (h *harness) login(ctx context.Context, driver string) error {
 	var before simctl.Counts
 	if driver == "createos" {
 		var err error
-		if before, err = h.simAPI.Counts(ctx); err != nil {
+		if before, err = h.SimAPI.Counts(ctx); err != nil {
 			return err
 		}
 	}
-	err := h.pc.api(ctx, "POST", base, map[string]any{"environmentId": h.envIDs[driver], "adapterType": "claude_local"}, &started)
+	err := h.PC.API(ctx, "POST", base, map[string]any{"environmentId": h.EnvIDs[driver], "adapterType": "claude_local"}, &started)
 	if driver == "createos" {
 		return h.loginUnavailable(ctx, err, mark, before)
 	}
@@ -186,46 +187,71 @@ func (h *harness) login(ctx context.Context, driver string) error {
 // …/cancel) and waits until the PTY is closed and its lease released. It
 // returns the session as the worker saw it; the traffic is kept as
 // login-<driver>.
-func (h *harness) driveLogin(ctx context.Context, driver, session string, mark map[string]int) (loginSession, error) {
+func (h env) driveLogin(ctx context.Context, driver, session string, mark map[string]int) (loginSession, error) {
 	var prompt struct {
 		AuthorizationURL string `json:"authorizationUrl"`
 	}
-	promptErr := poll(ctx, time.Minute, "the host read the sign-in URL off the terminal (GET …/prompt)", func() (bool, error) {
-		err := h.pc.api(ctx, "GET", session+"/prompt", nil, &prompt)
+	promptErr := wait.Poll(ctx, time.Minute, "the host read the sign-in URL off the terminal (GET …/prompt)", func() (bool, error) {
+		err := h.PC.API(ctx, "GET", session+"/prompt", nil, &prompt)
 		return err == nil && strings.HasPrefix(prompt.AuthorizationURL, loginURLPrefix), err
 	})
 	var codeErr error
 	if promptErr == nil {
-		codeErr = h.pc.api(ctx, "POST", session+"/code", map[string]any{"browserCode": loginBogusCode}, nil)
+		codeErr = h.PC.API(ctx, "POST", session+"/code", map[string]any{"browserCode": loginBogusCode}, nil)
 	}
 	var s loginSession
 	refusedErr := errors.New("not tried")
 	if promptErr == nil && codeErr == nil {
-		refusedErr = poll(ctx, 30*time.Second, "the CLI's answer to the typed code on the terminal", func() (bool, error) {
-			s = loginOf(h.traceSince(mark))
+		refusedErr = wait.Poll(ctx, 30*time.Second, "the CLI's answer to the typed code on the terminal", func() (bool, error) {
+			s = loginOf(h.TraceSince(mark))
 			return strings.Contains(screenText(s.Output), loginCodeRefused), nil
 		})
 	}
-	cancelErr := h.pc.api(ctx, "POST", session+"/cancel", map[string]any{}, nil)
-	closed := poll(ctx, time.Minute, "the login PTY closed and its lease released", func() (bool, error) {
-		s = loginOf(h.traceSince(mark))
+	cancelErr := h.PC.API(ctx, "POST", session+"/cancel", map[string]any{}, nil)
+	closed := wait.Poll(ctx, time.Minute, "the login PTY closed and its lease released", func() (bool, error) {
+		s = loginOf(h.TraceSince(mark))
 		if !s.CloseAcked && s.Exits == 0 {
 			return false, errors.New("no close or exit yet")
 		}
-		return true, h.waitLeasesReleased(ctx, h.envIDs[driver], driver+" login")
+		return true, h.WaitLeasesReleased(ctx, h.EnvIDs[driver], driver+" login")
 	})
-	h.traffic["login-"+driver] = h.traceSince(mark)
+	calls := h.TraceSince(mark)
+	h.Traffic["login-"+driver] = calls
 	if err := errors.Join(promptErr, codeErr, refusedErr, cancelErr, closed); err != nil {
-		return s, fmt.Errorf("%w; the terminal showed: %q", err, jsonhttp.Truncate(screenText(s.Output), 1500))
+		return s, fmt.Errorf("%w; the terminal showed: %q%s", err, jsonhttp.Truncate(screenText(s.Output), 1500), h.loginCause(ctx, session, calls))
 	}
 	return s, nil
+}
+
+// loginCause is what the server and the worker said of a login that did
+// not go as it should: the session's state as the server has it, and
+// every request the worker answered with an error (its loginPtyOpen's
+// refusal names the cause, where a wait on the terminal only runs out).
+func (h env) loginCause(ctx context.Context, session string, calls []trace.Entry) string {
+	var b strings.Builder
+	var state map[string]any
+	if err := h.PC.API(ctx, "GET", session, nil, &state); err == nil {
+		var parts []string
+		for _, k := range []string{"status", "error", "errorMessage", "failureReason", "lastError"} {
+			if v, ok := state[k]; ok && v != nil && v != "" {
+				parts = append(parts, fmt.Sprintf("%s %v", k, v))
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, "; the server's session: %s", strings.Join(parts, ", "))
+		}
+	}
+	if errs := trace.ErrorReplies(calls); len(errs) > 0 {
+		fmt.Fprintf(&b, "; the worker answered with errors: %s", jsonhttp.Truncate(strings.Join(errs, "; "), 1500))
+	}
+	return b.String()
 }
 
 // loginProblems lists what is wrong with a finished login session: one
 // open with the claude key, the CLI's box as wide as the worker's
 // terminal, its first screen and version, the host's typing, and nothing
 // left (no setup-token process, no session home).
-func (h *harness) loginProblems(ctx context.Context, driver string, s loginSession) []string {
+func (h env) loginProblems(ctx context.Context, driver string, s loginSession) []string {
 	var problems []string
 	text := screenText(s.Output)
 	switch {
@@ -273,12 +299,12 @@ func setupTokenProcesses() []string {
 // sessionHomeGone reports whether the login's session home is gone: on
 // this host for the fake; for createos, the lease's sandbox is gone
 // (nothingHeld checks that), and with it its file system.
-func (h *harness) sessionHomeGone(ctx context.Context, driver, home string) (bool, error) {
+func (h env) sessionHomeGone(ctx context.Context, driver, home string) (bool, error) {
 	if home == "" || !strings.HasPrefix(home, "/tmp/paperclip-adapter-login/") {
 		return false, fmt.Errorf("the open named session home %q", home)
 	}
 	if driver == "createos" {
-		held, err := h.simAPI.Sandboxes(ctx)
+		held, err := h.SimAPI.Sandboxes(ctx)
 		return err == nil && len(held) == 0, err
 	}
 	_, err := os.Lstat(home)
@@ -299,12 +325,12 @@ const expiryRefused = "CreateOS does not yet support leases with a guaranteed ex
 // and refused it with the reference string, the sim got no request, and
 // no lease is left. When a host or driver closes the gap the check fails
 // and says to update it.
-func (h *harness) loginUnavailable(ctx context.Context, startErr error, mark map[string]int, before simctl.Counts) error {
+func (h env) loginUnavailable(ctx context.Context, startErr error, mark map[string]int, before simctl.Counts) error {
 	if startErr == nil {
 		return errors.New("the Claude login started on createos: the known limitation is gone; make this a real login check (login.go)")
 	}
-	calls := h.traceSince(mark)
-	h.traffic["login-createos"] = calls
+	calls := h.TraceSince(mark)
+	h.Traffic["login-createos"] = calls
 	var acquires []string
 	refused := 0
 	for _, e := range calls {
@@ -325,14 +351,14 @@ func (h *harness) loginUnavailable(ctx context.Context, startErr error, mark map
 	if len(acquires) != 1 || refused != 1 {
 		return fmt.Errorf("the worker got %d acquires for the login and refused %d, want one refused; %s", len(acquires), refused, trace.Summarize(calls))
 	}
-	after, err := h.simAPI.Counts(ctx)
+	after, err := h.SimAPI.Counts(ctx)
 	if err != nil {
 		return err
 	}
 	if spent := after.Minus(before); spent.Total != 0 {
 		return fmt.Errorf("the refused login acquire sent CreateOS requests: %s", spent)
 	}
-	if err := h.waitLeasesReleased(ctx, h.envIDs["createos"], "createos login"); err != nil {
+	if err := h.WaitLeasesReleased(ctx, h.EnvIDs["createos"], "createos login"); err != nil {
 		return err
 	}
 	fmt.Printf("   login createos: unavailable (known limitation, asserted): the host's Claude login asks for a lease that expires by the session deadline and fails closed without one; CreateOS has no sandbox expiry, so the driver refused the acquire (%q) with no CreateOS request, and no lease or sandbox is left\n", expiryRefused)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -110,7 +108,7 @@ func TestCloseAnswers(t *testing.T) {
 		}, 1, 1, 2 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if asked, n, slowest := closeAnswers(tc.es); asked != tc.asked || n != tc.n || slowest != tc.slowest {
+			if asked, n, slowest := trace.CloseAnswers(tc.es); asked != tc.asked || n != tc.n || slowest != tc.slowest {
 				t.Errorf("closeAnswers: %d, %d, %s; want %d, %d, %s", asked, n, slowest, tc.asked, tc.n, tc.slowest)
 			}
 		})
@@ -149,41 +147,5 @@ func TestBoxWidth(t *testing.T) {
 		if got := boxWidth(tc.in); got != tc.want {
 			t.Errorf("boxWidth(%.40q…) = %d, want %d", tc.in, got, tc.want)
 		}
-	}
-}
-
-func TestRunLogText(t *testing.T) {
-	content := `{"ts":"t","stream":"stdout","chunk":"a\n","seq":1}` + "\n" + `{"ts":"t","stream":"stderr","chunk":"b","seq":2}` + "\n"
-	if got := runLogText(content); got != "a\nb" {
-		t.Fatalf("runLogText = %q", got)
-	}
-}
-
-func TestInstalledPackagesIsThePluginsPackages(t *testing.T) {
-	modules := t.TempDir()
-	for _, d := range []string{"paperclip-plugin-go-sandbox", "paperclip-go-sandbox-linux-x64", "left-pad", ".bin"} {
-		if err := os.Mkdir(filepath.Join(modules, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := installedPackages(modules)
-	if want := []string{"paperclip-go-sandbox-linux-x64", "paperclip-plugin-go-sandbox"}; err != nil || !slices.Equal(got, want) {
-		t.Errorf("installedPackages = %v, %v; want %v", got, err, want)
-	}
-	if _, err := installedPackages(filepath.Join(modules, "missing")); err == nil || !strings.Contains(err.Error(), "plugin directory") {
-		t.Errorf("a missing node_modules: %v", err)
-	}
-}
-
-// A machine without Chromium fails the browser flow, with what to
-// install; it is never skipped.
-func TestBrowserFlowFailsWithoutChromium(t *testing.T) {
-	h := &harness{o: options{chromium: filepath.Join(t.TempDir(), "chromium")}}
-	err := h.startBrowser(t.Context())
-	if err == nil || !strings.Contains(err.Error(), "apt-get install chromium") || !strings.Contains(err.Error(), "never skipped") {
-		t.Fatalf("startBrowser without Chromium: %v", err)
-	}
-	if h.browser != nil {
-		t.Error("a browser flow was set up without Chromium")
 	}
 }

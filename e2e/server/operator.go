@@ -7,7 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/setup"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/wait"
 )
 
 // What the operator's flow in the browser (browser/flow.mjs) must read on
@@ -37,9 +39,9 @@ const (
 // and cancelled, and both environments deleted. Between scenes it checks
 // through the API what the page claimed: the runs succeeded, their leases
 // were released, the setup sandbox is gone, the environments are deleted.
-func (h *harness) operatorFlow(ctx context.Context) error {
+func (h env) operatorFlow(ctx context.Context) error {
 	names := map[string]string{"fake-plugin": uiOperatorPrefix + "fake-plugin", "createos": uiOperatorPrefix + "createos"}
-	if err := h.scene(ctx, "environments", map[string]any{"environments": h.operatorEnvironments(names)}, nil); err != nil {
+	if err := h.Scene(ctx, "environments", map[string]any{"environments": h.operatorEnvironments(names)}, nil); err != nil {
 		return err
 	}
 	ids, err := h.environmentIDs(ctx, names)
@@ -54,7 +56,7 @@ func (h *harness) operatorFlow(ctx context.Context) error {
 	if err := h.operatorSetup(ctx, names["createos"]); err != nil {
 		return err
 	}
-	if err := h.scene(ctx, "delete", map[string]any{"environments": []string{names["fake-plugin"], names["createos"]}}, nil); err != nil {
+	if err := h.Scene(ctx, "delete", map[string]any{"environments": []string{names["fake-plugin"], names["createos"]}}, nil); err != nil {
 		return err
 	}
 	left, err := h.environmentIDs(ctx, names)
@@ -65,20 +67,20 @@ func (h *harness) operatorFlow(ctx context.Context) error {
 }
 
 // operatorEnvironments is what the operator types into each form.
-func (h *harness) operatorEnvironments(names map[string]string) []map[string]any {
-	wrong := "wrong-" + randomHex(8)
+func (h env) operatorEnvironments(names map[string]string) []map[string]any {
+	wrong := "wrong-" + setup.RandomHex(8)
 	return []map[string]any{{
 		"name": names["fake-plugin"], "provider": uiFakeProvider, "providerDescription": uiFakeDescription,
-		"fields":     []map[string]any{{"label": "Search path", "add": []string{filepath.Dir(h.node()), h.claudeDir()}}},
+		"fields":     []map[string]any{{"label": "Search path", "add": []string{filepath.Dir(h.Node()), h.ClaudeDir()}}},
 		"tests":      []map[string]any{{"name": "ready", "expect": uiFakeReady}},
 		"savedProbe": fmt.Sprintf(uiSavedProbe, "fake-plugin"),
 	}, {
 		"name": names["createos"], "provider": uiCreateOSProvider, "providerDescription": uiCreateOSDesc,
-		"fields": []map[string]any{{"label": "Shape", "choose": "s-1vcpu-1gb"}, {"label": "API URL", "value": h.simURL}},
+		"fields": []map[string]any{{"label": "Shape", "choose": "s-1vcpu-1gb"}, {"label": "API URL", "value": h.SimURL}},
 		"tests": []map[string]any{
 			{"name": "no-key", "expect": uiCreateOSNoKey},
 			{"name": "wrong-key", "fields": []map[string]any{{"label": "API key", "secret": wrong}}, "expect": uiCreateOSBadKey},
-			{"name": "ready", "fields": []map[string]any{{"label": "API key", "secret": h.simKey}}, "expect": uiCreateOSReady},
+			{"name": "ready", "fields": []map[string]any{{"label": "API key", "secret": h.SimKey}}, "expect": uiCreateOSReady},
 		},
 		"savedProbe": fmt.Sprintf(uiSavedProbe, "createos"),
 	}}
@@ -86,13 +88,13 @@ func (h *harness) operatorEnvironments(names map[string]string) []map[string]any
 
 // environmentIDs finds the environments named in names (driver -> name)
 // through the API; a driver whose environment is not listed is left out.
-func (h *harness) environmentIDs(ctx context.Context, names map[string]string) (map[string]string, error) {
+func (h env) environmentIDs(ctx context.Context, names map[string]string) (map[string]string, error) {
 	var envs []struct {
 		ID     string         `json:"id"`
 		Name   string         `json:"name"`
 		Config map[string]any `json:"config"`
 	}
-	if err := h.pc.api(ctx, "GET", "/companies/"+h.companyID+"/environments", nil, &envs); err != nil {
+	if err := h.PC.API(ctx, "GET", "/companies/"+h.CompanyID+"/environments", nil, &envs); err != nil {
 		return nil, err
 	}
 	ids := map[string]string{}
@@ -110,45 +112,45 @@ func (h *harness) environmentIDs(ctx context.Context, names map[string]string) (
 // UI cannot do: the stub stands in for Claude Code), then the flow picks
 // the environment on the agent's page, runs it and watches the live log;
 // the run must have succeeded and its lease been released.
-func (h *harness) operatorHeartbeat(ctx context.Context, driver, name, envID string) error {
+func (h env) operatorHeartbeat(ctx context.Context, driver, name, envID string) error {
 	if envID == "" {
 		return fmt.Errorf("the API lists no environment %q after the browser made it", name)
 	}
-	cfg, err := h.stubAdapterConfig(ctx, h.agentCommand(driver))
+	cfg, err := h.StubAdapterConfig(ctx, h.AgentCommand(driver))
 	if err != nil {
 		return err
 	}
-	if err := h.pc.api(ctx, "PATCH", "/agents/"+h.agentID, map[string]any{"adapterConfig": cfg}, nil); err != nil {
+	if err := h.PC.API(ctx, "PATCH", "/agents/"+h.AgentID, map[string]any{"adapterConfig": cfg}, nil); err != nil {
 		return err
 	}
 	var agent struct {
 		URLKey string `json:"urlKey"`
 	}
-	if err := h.pc.api(ctx, "GET", "/agents/"+h.agentID, nil, &agent); err != nil {
+	if err := h.PC.API(ctx, "GET", "/agents/"+h.AgentID, nil, &agent); err != nil {
 		return err
 	}
 	var run struct {
 		RunID string `json:"runId"`
 	}
-	if err := h.scene(ctx, "heartbeat", map[string]any{"agent": agent.URLKey, "environmentLabel": name + uiEnvironmentSuffix, "tag": driver,
+	if err := h.Scene(ctx, "heartbeat", map[string]any{"agent": agent.URLKey, "environmentLabel": name + uiEnvironmentSuffix, "tag": driver,
 		"logText": uiStubOutput, "doneText": "succeeded"}, &run); err != nil {
 		return err
 	}
-	if _, err := h.checkRun(ctx, run.RunID, ""); err != nil {
+	if _, err := h.CheckRun(ctx, run.RunID, ""); err != nil {
 		return err
 	}
-	return h.waitLeasesReleased(ctx, envID, "the browser heartbeat's")
+	return h.WaitLeasesReleased(ctx, envID, "the browser heartbeat's")
 }
 
 // operatorSetup opens the createos environment's custom-image setup: the
 // page must tell the operator to run createos sandbox shell <id>, and
 // after the flow cancels it the setup sandbox must be gone from the sim.
-func (h *harness) operatorSetup(ctx context.Context, name string) error {
-	before, err := h.simAPI.Sandboxes(ctx)
+func (h env) operatorSetup(ctx context.Context, name string) error {
+	before, err := h.SimAPI.Sandboxes(ctx)
 	if err != nil {
 		return err
 	}
-	if err := h.scene(ctx, "setup", map[string]any{"environment": name, "tag": "createos", "expect": []string{uiCreateOSSetupHelp + "sb_"}}, nil); err != nil {
+	if err := h.Scene(ctx, "setup", map[string]any{"environment": name, "tag": "createos", "expect": []string{uiCreateOSSetupHelp + "sb_"}}, nil); err != nil {
 		return err
 	}
 	ids := func(s []simctl.Sandbox) []string {
@@ -159,8 +161,8 @@ func (h *harness) operatorSetup(ctx context.Context, name string) error {
 		slices.Sort(out)
 		return out
 	}
-	return poll(ctx, time.Minute, "the cancelled setup's sandbox deleted", func() (bool, error) {
-		after, err := h.simAPI.Sandboxes(ctx)
+	return wait.Poll(ctx, time.Minute, "the cancelled setup's sandbox deleted", func() (bool, error) {
+		after, err := h.SimAPI.Sandboxes(ctx)
 		if err != nil {
 			return false, err
 		}

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/setup"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/wait"
 )
 
 // No orphaned sandboxes (docs/server-e2e.md, "No orphaned sandboxes"). The host's release carries no run status to a plugin, never
@@ -21,23 +23,20 @@ import (
 // lease can reach. orphans proves that through the real server;
 // orphanGap shows what no plugin can close.
 
-// failingStub is the stub agent that fails its run, beside the stub.
-const failingStub = "claude-fail"
-
 // agentStub is the path of the stub agent CLI (or of the failing one) as
 // a createos sandbox sees it.
 func agentStub(failing bool) string {
 	if failing {
-		return simToolsDir + "/" + failingStub
+		return setup.SimToolsDir + "/" + setup.FailingStub
 	}
-	return simToolsDir + "/claude"
+	return setup.SimToolsDir + "/claude"
 }
 
 // issueRun is one heartbeat of the agent on the issue, and the lease the
 // host gave it, as the host reports them once the lease is released.
 type issueRun struct {
 	ID, Status string
-	Lease      hostLease
+	Lease      setup.HostLease
 	Spent      simctl.Counts
 	Calls      []trace.Entry
 }
@@ -45,7 +44,7 @@ type issueRun struct {
 // sandbox is the sandbox (provider lease id) of r's lease.
 func (r issueRun) sandbox() string { return r.Lease.ProviderLeaseID }
 
-func (h *harness) orphans(ctx context.Context) (err error) {
+func (h env) orphans(ctx context.Context) (err error) {
 	// An issue keeps its execution workspace from run to run (the issue's
 	// executionWorkspacePreference reuse_existing) only with isolated
 	// workspaces on; the gap below needs no second run.
@@ -70,7 +69,7 @@ func (h *harness) orphans(ctx context.Context) (err error) {
 	}
 	// 2. The provider's idle pause (autoPauseAfterSeconds; the sim has no
 	// timer, its control API stands in for it).
-	if err := h.simAPI.AutoPause(ctx, a.sandbox()); err != nil {
+	if err := h.SimAPI.AutoPause(ctx, a.sandbox()); err != nil {
 		return fmt.Errorf("idle-pause the failed run's sandbox %s: %w", a.sandbox(), err)
 	}
 	// 3. The next run of the same agent on the same issue: the host does
@@ -105,7 +104,7 @@ func (h *harness) orphans(ctx context.Context) (err error) {
 // is destroyed by it), so the failed run's sandbox stays. The check
 // asserts that exactly that sandbox remains, then deletes it through the
 // provider's API as an operator would.
-func (h *harness) orphanGap(ctx context.Context) (err error) {
+func (h env) orphanGap(ctx context.Context) (err error) {
 	envID, issueID, err := h.prepareReusable(ctx, "e2e createos reusable (known gap)")
 	if err != nil {
 		return err
@@ -115,18 +114,18 @@ func (h *harness) orphanGap(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	mark := h.traceMark()
-	if _, err := h.pc.run(ctx, 2*time.Minute, "environment", "delete", envID, "--json"); err != nil {
+	mark := h.TraceMark()
+	if _, err := h.PC.Run(ctx, 2*time.Minute, "environment", "delete", envID, "--json"); err != nil {
 		return fmt.Errorf("a plain environment delete with only a failed lease: %w", err)
 	}
-	calls := h.traceSince(mark)
-	h.traffic["orphans-gap-delete"] = calls
+	calls := h.TraceSince(mark)
+	h.Traffic["orphans-gap-delete"] = calls
 	for _, m := range []string{"environmentDestroyLease", "environmentReleaseLease"} {
 		if sent(calls, m) {
 			return fmt.Errorf("the delete sent %s: the known gap is closed, update this check and docs/server-e2e.md (%s)", m, trace.Summarize(calls))
 		}
 	}
-	left, err := h.simAPI.Sandboxes(ctx)
+	left, err := h.SimAPI.Sandboxes(ctx)
 	if err != nil {
 		return err
 	}
@@ -134,7 +133,7 @@ func (h *harness) orphanGap(ctx context.Context) (err error) {
 		return fmt.Errorf("after a failed run and a plain environment delete the sim holds %s; the known gap leaves exactly the failed run's sandbox %s", simctl.SandboxIDs(left), c.sandbox())
 	}
 	fmt.Printf("   KNOWN LIMITATION (asserted): the delete made no plugin call; the failed run's sandbox %s (%s) is left, removed now by hand\n", left[0].ID, left[0].Status)
-	if err := h.simAPI.Destroy(ctx, c.sandbox()); err != nil {
+	if err := h.SimAPI.Destroy(ctx, c.sandbox()); err != nil {
 		return err
 	}
 	return h.expectHeld(ctx, "after removing it", "")
@@ -145,48 +144,45 @@ func (h *harness) orphanGap(ctx context.Context) (err error) {
 // (no assignment wake). A run on an issue has an execution workspace;
 // only then is a lease reusable, for the host and for the driver (its
 // reuse scope names the execution workspace).
-func (h *harness) prepareReusable(ctx context.Context, name string) (envID, issueID string, err error) {
-	cfg := h.envConfig("createos")
+func (h env) prepareReusable(ctx context.Context, name string) (envID, issueID string, err error) {
+	cfg := h.EnvConfig("createos")
 	cfg["reuseLease"] = true
-	var env struct {
+	var created struct {
 		ID string `json:"id"`
 	}
-	if err := h.pc.api(ctx, "POST", "/companies/"+h.companyID+"/environments", map[string]any{"name": name, "driver": "sandbox", "config": cfg}, &env); err != nil {
+	if err := h.PC.API(ctx, "POST", "/companies/"+h.CompanyID+"/environments", map[string]any{"name": name, "driver": "sandbox", "config": cfg}, &created); err != nil {
 		return "", "", err
 	}
-	if h.issueID == "" {
-		var project, issue struct {
-			ID string `json:"id"`
-		}
-		if err := h.pc.api(ctx, "POST", "/companies/"+h.companyID+"/projects", map[string]any{"name": "e2e orphans"}, &project); err != nil {
-			return "", "", err
-		}
-		if err := h.pc.api(ctx, "POST", "/companies/"+h.companyID+"/issues", map[string]any{
-			"title": "e2e orphan check", "projectId": project.ID, "status": "backlog", "assigneeAgentId": h.agentID,
-			"executionWorkspacePreference": "reuse_existing",
-		}, &issue); err != nil {
-			return "", "", err
-		}
-		h.issueID = issue.ID
-		fmt.Printf("   project %s, issue %s (backlog, assigned to the agent)\n", project.ID, issue.ID)
+	var project, issue struct {
+		ID string `json:"id"`
 	}
-	fmt.Printf("   environment %s (createos, reuseLease)\n", env.ID)
-	return env.ID, h.issueID, nil
+	if err := h.PC.API(ctx, "POST", "/companies/"+h.CompanyID+"/projects", map[string]any{"name": "e2e orphans: " + name}, &project); err != nil {
+		return "", "", err
+	}
+	if err := h.PC.API(ctx, "POST", "/companies/"+h.CompanyID+"/issues", map[string]any{
+		"title": "e2e orphan check", "projectId": project.ID, "status": "backlog", "assigneeAgentId": h.AgentID,
+		"executionWorkspacePreference": "reuse_existing",
+	}, &issue); err != nil {
+		return "", "", err
+	}
+	fmt.Printf("   project %s, issue %s (backlog, assigned to the agent)\n", project.ID, issue.ID)
+	fmt.Printf("   environment %s (createos, reuseLease)\n", created.ID)
+	return created.ID, issue.ID, nil
 }
 
 // restoreAgent points the agent back at the createos environment and the
 // stub.
-func (h *harness) restoreAgent(ctx context.Context) error {
-	return h.pointAgent(ctx, h.envIDs["createos"], h.agentCommand("createos"))
+func (h env) restoreAgent(ctx context.Context) error {
+	return h.PointAgent(ctx, h.EnvIDs["createos"], h.AgentCommand("createos"))
 }
 
 // setIsolatedWorkspaces sets the instance setting
 // experimental.enableIsolatedWorkspaces (PATCH
 // /api/instance/settings/experimental, as the CLI's
 // settings:experimental:update does) and checks the answer.
-func (h *harness) setIsolatedWorkspaces(ctx context.Context, on bool) error {
+func (h env) setIsolatedWorkspaces(ctx context.Context, on bool) error {
 	var got map[string]any
-	if err := h.pc.api(ctx, "PATCH", "/instance/settings/experimental", map[string]bool{"enableIsolatedWorkspaces": on}, &got); err != nil {
+	if err := h.PC.API(ctx, "PATCH", "/instance/settings/experimental", map[string]bool{"enableIsolatedWorkspaces": on}, &got); err != nil {
 		return err
 	}
 	if got["enableIsolatedWorkspaces"] != on {
@@ -201,32 +197,32 @@ func (h *harness) setIsolatedWorkspaces(ctx context.Context, on bool) error {
 // with the stub's own failure in the run log) and that the lease is the
 // run's reusable one, released or failed, and reports the CreateOS
 // requests the heartbeat spent against the budget.
-func (h *harness) runOnIssue(ctx context.Context, envID, issueID string, failing bool, flow string) (issueRun, error) {
-	if err := h.pointAgent(ctx, envID, agentStub(failing)); err != nil {
+func (h env) runOnIssue(ctx context.Context, envID, issueID string, failing bool, flow string) (issueRun, error) {
+	if err := h.PointAgent(ctx, envID, agentStub(failing)); err != nil {
 		return issueRun{}, err
 	}
-	measured, err := h.simAPI.StartSpend(ctx)
+	measured, err := h.SimAPI.StartSpend(ctx)
 	if err != nil {
 		return issueRun{}, err
 	}
-	mark := h.traceMark()
+	mark := h.TraceMark()
 	// The CLI's heartbeat run names no issue: wake through the API. No
 	// reason: a wake reason makes the host check the issue out
 	// (in_progress), and the host's stranded-issue recovery retries a
 	// failed run of an in_progress issue 30 s later on its own.
-	id, err := h.wakeAgent(ctx, h.agentID, map[string]any{
+	id, err := h.WakeAgent(ctx, h.AgentID, map[string]any{
 		"source": "on_demand", "triggerDetail": "manual", "payload": map[string]any{"issueId": issueID},
 	})
 	if err != nil {
 		return issueRun{}, fmt.Errorf("%w: %s", err, h.issueState(ctx, issueID))
 	}
 	r := issueRun{ID: id}
-	if r.Status, err = h.waitRunDone(ctx, id); err != nil {
+	if r.Status, err = h.WaitRunDone(ctx, id); err != nil {
 		return r, err
 	}
-	leaseErr := h.waitLeasesReleased(ctx, envID, "the reusable createos environment's")
-	r.Calls = h.traceSince(mark)
-	h.traffic[flow] = r.Calls
+	leaseErr := h.WaitLeasesReleased(ctx, envID, "the reusable createos environment's")
+	r.Calls = h.TraceSince(mark)
+	h.Traffic[flow] = r.Calls
 	if r.Spent, err = measured.Stop(ctx); err != nil {
 		return r, err
 	}
@@ -238,11 +234,11 @@ func (h *harness) runOnIssue(ctx context.Context, envID, issueID string, failing
 	}
 	fmt.Printf("   run %s %s; lease %s %s on sandbox %s (execution workspace %s); %s\n",
 		r.ID, r.Status, r.Lease.ID, r.Lease.Status, r.sandbox(), r.Lease.ExecutionWorkspaceID, trace.Summarize(r.Calls))
-	return r, h.reportSpend(r.ID, r.Spent, trace.HostCalls(r.Calls))
+	return r, h.ReportSpend(r.ID, r.Spent, trace.HostCalls(r.Calls))
 }
 
 // checkIssueRun checks r's outcome and finds its lease.
-func (h *harness) checkIssueRun(ctx context.Context, envID string, failing bool, r *issueRun) error {
+func (h env) checkIssueRun(ctx context.Context, envID string, failing bool, r *issueRun) error {
 	want, wantLease := "succeeded", "released"
 	if failing {
 		want, wantLease = "failed", "failed"
@@ -253,21 +249,21 @@ func (h *harness) checkIssueRun(ctx context.Context, envID string, failing bool,
 	var log struct {
 		Content string `json:"content"`
 	}
-	if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+r.ID+"/log?offset=0&limitBytes=4000000", nil, &log); err != nil {
+	if err := h.PC.API(ctx, "GET", "/heartbeat-runs/"+r.ID+"/log?offset=0&limitBytes=4000000", nil, &log); err != nil {
 		return err
 	}
-	text := runLogText(log.Content)
-	if failing && !strings.Contains(text, stubFailure) {
-		return fmt.Errorf("failed, but the run log lacks the stub's %q: the failure is not the agent's; log ends: %s", stubFailure, lastLines(text, 15))
+	text := setup.RunLogText(log.Content)
+	if failing && !strings.Contains(text, setup.StubFailure) {
+		return fmt.Errorf("failed, but the run log lacks the stub's %q: the failure is not the agent's; log ends: %s", setup.StubFailure, setup.LastLines(text, 15))
 	}
 	if !failing && !strings.Contains(text, "stub-session-1") {
 		return fmt.Errorf("the stored transcript lacks the stub agent's stream-json (%d bytes)", len(text))
 	}
-	leases, err := h.leases(ctx, envID)
+	leases, err := h.Leases(ctx, envID)
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(leases, func(l hostLease) bool { return l.HeartbeatRunID == r.ID })
+	i := slices.IndexFunc(leases, func(l setup.HostLease) bool { return l.HeartbeatRunID == r.ID })
 	if i < 0 {
 		return fmt.Errorf("the host lists no lease of the run on the environment (%d leases)", len(leases))
 	}
@@ -286,30 +282,10 @@ func (h *harness) checkIssueRun(ctx context.Context, envID string, failing bool,
 	return nil
 }
 
-// waitRunDone waits until the run is terminal and returns its status.
-func (h *harness) waitRunDone(ctx context.Context, runID string) (string, error) {
-	var status string
-	err := poll(ctx, 4*time.Minute, "run "+runID+" finished", func() (bool, error) {
-		var run struct {
-			Status string `json:"status"`
-		}
-		if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+runID, nil, &run); err != nil {
-			return false, err
-		}
-		status = run.Status
-		switch status {
-		case "succeeded", "failed", "cancelled", "timed_out", "interrupted":
-			return true, nil
-		}
-		return false, fmt.Errorf("status %s", status)
-	})
-	return status, err
-}
-
 // expectHeld checks that the sim holds exactly the sandbox id (none when
 // id is "").
-func (h *harness) expectHeld(ctx context.Context, when, id string) error {
-	held, err := h.simAPI.Sandboxes(ctx)
+func (h env) expectHeld(ctx context.Context, when, id string) error {
+	held, err := h.SimAPI.Sandboxes(ctx)
 	if err != nil {
 		return err
 	}
@@ -328,21 +304,21 @@ func (h *harness) expectHeld(ctx context.Context, when, id string) error {
 // ?destroyReusableSandboxLeases=true must destroy the lease through the
 // plugin (environmentDestroyLease for its sandbox, answered) and leave the
 // sim holding no sandbox.
-func (h *harness) deleteReusable(ctx context.Context, envID string, b issueRun) error {
-	err := h.pc.api(ctx, "DELETE", "/environments/"+envID, nil, nil)
+func (h env) deleteReusable(ctx context.Context, envID string, b issueRun) error {
+	err := h.PC.API(ctx, "DELETE", "/environments/"+envID, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "HTTP 409") || !strings.Contains(err.Error(), "reusable_sandbox_lease") {
 		return fmt.Errorf("a delete without consent while a warm lease holds the environment: %v, want HTTP 409 naming reusable_sandbox_lease", err)
 	}
-	mark := h.traceMark()
-	if err := h.pc.api(ctx, "DELETE", "/environments/"+envID+"?destroyReusableSandboxLeases=true", nil, nil); err != nil {
+	mark := h.TraceMark()
+	if err := h.PC.API(ctx, "DELETE", "/environments/"+envID+"?destroyReusableSandboxLeases=true", nil, nil); err != nil {
 		return err
 	}
-	calls := h.traceSince(mark)
-	h.traffic["orphans-delete"] = calls
+	calls := h.TraceSince(mark)
+	h.Traffic["orphans-delete"] = calls
 	if !trace.Answered(calls, "environmentDestroyLease") || !trace.SentWith(calls, "environmentDestroyLease", b.sandbox()) {
 		return fmt.Errorf("the consented delete did not destroy %s through the plugin; the worker saw: %s", b.sandbox(), trace.Summarize(calls))
 	}
-	if err := poll(ctx, 30*time.Second, "the sim holds no sandbox", func() (bool, error) {
+	if err := wait.Poll(ctx, 30*time.Second, "the sim holds no sandbox", func() (bool, error) {
 		return true, h.expectHeld(ctx, "after the environment delete", "")
 	}); err != nil {
 		return err
@@ -353,13 +329,13 @@ func (h *harness) deleteReusable(ctx context.Context, envID string, b issueRun) 
 
 // issueState describes the issue and its execution run, for a wakeup the
 // host skipped.
-func (h *harness) issueState(ctx context.Context, issueID string) string {
+func (h env) issueState(ctx context.Context, issueID string) string {
 	var issue struct {
 		Status               string `json:"status"`
 		ExecutionRunID       string `json:"executionRunId"`
 		ExecutionWorkspaceID string `json:"executionWorkspaceId"`
 	}
-	if err := h.pc.api(ctx, "GET", "/issues/"+issueID, nil, &issue); err != nil {
+	if err := h.PC.API(ctx, "GET", "/issues/"+issueID, nil, &issue); err != nil {
 		return err.Error()
 	}
 	s := fmt.Sprintf("issue %s: status %s, execution workspace %q, execution run %q", issueID, issue.Status, issue.ExecutionWorkspaceID, issue.ExecutionRunID)
@@ -367,7 +343,7 @@ func (h *harness) issueState(ctx context.Context, issueID string) string {
 		return s
 	}
 	var run map[string]any
-	if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+issue.ExecutionRunID, nil, &run); err != nil {
+	if err := h.PC.API(ctx, "GET", "/heartbeat-runs/"+issue.ExecutionRunID, nil, &run); err != nil {
 		return s + ": " + err.Error()
 	}
 	ctxSnap, _ := run["contextSnapshot"].(map[string]any)

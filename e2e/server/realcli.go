@@ -14,6 +14,8 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/bridge"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/model"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/paperclip"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/setup"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
@@ -28,52 +30,36 @@ const (
 	realCLIVersion = "2.1.328"
 	realCLIModel   = "claude-opus-5"
 
-	// simClaudeDir is where createos-sim shows the platform package's
-	// directory (the binary is claude in it), also on every sandbox
-	// command's PATH, so the login's `claude setup-token` resolves by
-	// name. simSandboxDir shows sandbox-only/ of the run directory: the
-	// token the scripted shell call reads there is a value only the
-	// sandbox has (neither the host workspace nor the model's requests
-	// carry it).
-	simClaudeDir  = "/paperclip-e2e-claude"
-	simSandboxDir = "/paperclip-e2e-sandbox"
-
 	realNote = "real-agent-note.txt" // the file the real agent writes, reads and edits
 )
-
-func (h *harness) claudeDir() string {
-	return filepath.Join(h.installDir, "node_modules", "@anthropic-ai", "claude-code-linux-x64")
-}
 
 // realCommand is the real CLI's path as the sandbox sees it. It is
 // absolute: for a bare "claude" the adapter would run the host's install
 // line in the sandbox (npm, and Node from nodejs.org).
-func (h *harness) realCommand(driver string) string {
+func (h env) realCommand(driver string) string {
 	if driver == "createos" {
-		return simClaudeDir + "/claude"
+		return setup.SimClaudeDir + "/claude"
 	}
-	return filepath.Join(h.claudeDir(), "claude")
+	return filepath.Join(h.ClaudeDir(), "claude")
 }
 
-func (h *harness) sandboxOnlyDir() string { return filepath.Join(h.runDir, "sandbox-only") }
-
 // tokenPath is the sandbox-only token's path as the sandbox sees it.
-func (h *harness) tokenPath(driver string) string {
+func (h env) tokenPath(driver string) string {
 	if driver == "createos" {
-		return simSandboxDir + "/token"
+		return setup.SimSandboxDir + "/token"
 	}
-	return filepath.Join(h.sandboxOnlyDir(), "token")
+	return filepath.Join(h.SandboxOnlyDir(), "token")
 }
 
 // sandboxUID is the user the sandbox runs agent commands as: createos-sim
 // runs them as its own user (root), the fake as the worker's, which is
 // the server's.
-func (h *harness) sandboxUID(driver string) string {
+func (h env) sandboxUID(driver string) string {
 	if driver == "createos" {
 		return fmt.Sprint(os.Geteuid())
 	}
-	if h.root {
-		return fmt.Sprint(serverUID)
+	if h.Root {
+		return fmt.Sprint(paperclip.NobodyUID)
 	}
 	return fmt.Sprint(os.Geteuid())
 }
@@ -90,44 +76,47 @@ func sandboxCwdOK(driver, cwd string) bool {
 	return fakeWorkspace.MatchString(cwd)
 }
 
-// prepareRealCLI checks the real CLI is installed and runs, and writes
-// the sandbox-only token.
-func (h *harness) prepareRealCLI() error {
-	if err := os.MkdirAll(h.sandboxOnlyDir(), 0o755); err != nil {
-		return err
-	}
-	h.sandboxToken = "sandbox-only-" + randomHex(12)
-	return os.WriteFile(filepath.Join(h.sandboxOnlyDir(), "token"), []byte(h.sandboxToken+"\n"), 0o644)
-}
-
 // realAgent is one agent of the company that runs the real CLI, with the
 // issue it comments on.
 type realAgent struct {
 	ID, Name, IssueID string
 }
 
+// realCrew is the agents of the real-CLI scenarios, made on first use
+// and shared by them (each takes the first n).
+type realCrew struct {
+	env
+	agents []realAgent
+}
+
+// with is the crew on the run's set-up.
+func (h *realCrew) with(e *setup.Env) *realCrew {
+	h.env = env{e}
+	return h
+}
+
 // realAgentsUpTo makes sure the company has n real-CLI agents (created
 // through the API, each with an issue assigned to it in backlog, so no
 // assignment wakes it) and returns them.
-func (h *harness) realAgentsUpTo(ctx context.Context, n int) ([]realAgent, error) {
-	for len(h.realAgents) < n {
-		name := fmt.Sprintf("real agent %d", len(h.realAgents)+1)
+func (h *realCrew) realAgentsUpTo(ctx context.Context, n int) ([]realAgent, error) {
+	for len(h.agents) < n {
+		name := fmt.Sprintf("real agent %d", len(h.agents)+1)
 		var agent, issue struct {
 			ID string `json:"id"`
 		}
-		if err := h.pc.api(ctx, "POST", "/companies/"+h.companyID+"/agents", map[string]any{
+		if err := h.PC.API(ctx, "POST", "/companies/"+h.CompanyID+"/agents", map[string]any{
 			"name": name, "adapterType": "claude_local", "adapterConfig": map[string]any{"engine": "cli"},
 		}, &agent); err != nil {
 			return nil, err
 		}
-		if err := h.pc.api(ctx, "POST", "/companies/"+h.companyID+"/issues", map[string]any{
+		if err := h.PC.API(ctx, "POST", "/companies/"+h.CompanyID+"/issues", map[string]any{
 			"title": "e2e: " + name + " comments here", "status": "backlog", "assigneeAgentId": agent.ID,
 		}, &issue); err != nil {
 			return nil, err
 		}
-		h.realAgents = append(h.realAgents, realAgent{ID: agent.ID, Name: name, IssueID: issue.ID})
+		h.agents = append(h.agents, realAgent{ID: agent.ID, Name: name, IssueID: issue.ID})
 	}
-	return h.realAgents[:n], nil
+	return h.agents[:n], nil
 }
 
 // pointReal sets the agent's default environment and its adapter config
@@ -135,14 +124,14 @@ func (h *harness) realAgentsUpTo(ctx context.Context, n int) ([]realAgent, error
 // gets in the sandbox. Only adapterConfig.env reaches a sandbox (the
 // host's own environment does not), so the model's base URL and the
 // switches that keep the CLI off the network go there.
-func (h *harness) pointReal(ctx context.Context, a realAgent, envID, driver, key string) error {
-	return h.pc.api(ctx, "PATCH", "/agents/"+a.ID, map[string]any{
+func (h env) pointReal(ctx context.Context, a realAgent, envID, driver, key string) error {
+	return h.PC.API(ctx, "PATCH", "/agents/"+a.ID, map[string]any{
 		"defaultEnvironmentId": envID,
 		"adapterConfig": map[string]any{
 			"engine": "cli", "command": h.realCommand(driver), "model": realCLIModel, "timeoutSec": 600,
 			"env": map[string]any{
-				"ANTHROPIC_BASE_URL":                       h.model.BaseURL(key),
-				"ANTHROPIC_API_KEY":                        "sk-ant-e2e-model-" + randomHex(8),
+				"ANTHROPIC_BASE_URL":                       h.Model.BaseURL(key),
+				"ANTHROPIC_API_KEY":                        "sk-ant-e2e-model-" + setup.RandomHex(8),
 				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 				"DISABLE_AUTOUPDATER":                      "1",
 				"DISABLE_TELEMETRY":                        "1",
@@ -164,7 +153,7 @@ func commentBody(key string) string {
 // file written, read back and edited, the edit seen by the shell, and a
 // call of the Paperclip API through the run's bridge that posts a
 // comment on the agent's issue.
-func (h *harness) workTurns(driver, key string, a realAgent) []model.Turn {
+func (h env) workTurns(driver, key string, a realAgent) []model.Turn {
 	note := "{{cwd}}/" + realNote
 	uid := h.sandboxUID(driver)
 	probe := func(r model.ToolResult, vars map[string]string) error {
@@ -181,8 +170,8 @@ func (h *harness) workTurns(driver, key string, a realAgent) []model.Turn {
 		if lines[1] != uid {
 			return fmt.Errorf("id -u printed %q, want %s", lines[1], uid)
 		}
-		if lines[2] != h.sandboxToken {
-			return fmt.Errorf("the sandbox-only token read %q, want %q", lines[2], h.sandboxToken)
+		if lines[2] != h.SandboxToken {
+			return fmt.Errorf("the sandbox-only token read %q, want %q", lines[2], h.SandboxToken)
 		}
 		vars["cwd"] = lines[0]
 		return nil
@@ -225,7 +214,7 @@ func tickTurns(n int) []model.Turn {
 // realRun is one heartbeat of a real agent.
 type realRun struct {
 	agent  realAgent
-	bridge string // the bridge the run must have (bridgeFile, bridgeDuplex)
+	bridge string // the bridge the run must have (setup.BridgeFile, setup.BridgeDuplex)
 	key    string
 	runID  string
 	status string
@@ -244,8 +233,8 @@ func wakeOnIssue(a realAgent) map[string]any {
 // readyReal scripts the conversation key, points the agent at it and
 // removes the note an earlier run of the agent left in its workspace
 // (the agent writes it as a new file).
-func (h *harness) readyReal(ctx context.Context, a realAgent, envID, driver, bridge, key string, delay time.Duration, turns []model.Turn) (*realRun, error) {
-	h.model.Script(key, delay, turns)
+func (h env) readyReal(ctx context.Context, a realAgent, envID, driver, bridge, key string, delay time.Duration, turns []model.Turn) (*realRun, error) {
+	h.Model.Script(key, delay, turns)
 	if err := h.pointReal(ctx, a, envID, driver, key); err != nil {
 		return nil, err
 	}
@@ -256,15 +245,15 @@ func (h *harness) readyReal(ctx context.Context, a realAgent, envID, driver, bri
 }
 
 // wake starts r's heartbeat.
-func (h *harness) wake(ctx context.Context, r *realRun) error {
+func (h env) wake(ctx context.Context, r *realRun) error {
 	r.start = time.Now()
-	id, err := h.wakeAgent(ctx, r.agent.ID, wakeOnIssue(r.agent))
+	id, err := h.WakeAgent(ctx, r.agent.ID, wakeOnIssue(r.agent))
 	r.runID = id
 	return err
 }
 
 // startReal is readyReal and wake.
-func (h *harness) startReal(ctx context.Context, a realAgent, envID, driver, bridge, key string, delay time.Duration, turns []model.Turn) (*realRun, error) {
+func (h env) startReal(ctx context.Context, a realAgent, envID, driver, bridge, key string, delay time.Duration, turns []model.Turn) (*realRun, error) {
 	r, err := h.readyReal(ctx, a, envID, driver, bridge, key, delay, turns)
 	if err != nil {
 		return nil, err
@@ -273,14 +262,14 @@ func (h *harness) startReal(ctx context.Context, a realAgent, envID, driver, bri
 }
 
 // wait waits until the run is done.
-func (h *harness) waitReal(ctx context.Context, r *realRun) error {
-	status, err := h.waitRunDone(ctx, r.runID)
+func (h env) waitReal(ctx context.Context, r *realRun) error {
+	status, err := h.WaitRunDone(ctx, r.runID)
 	r.status, r.wall = status, time.Since(r.start)
 	return err
 }
 
-func (h *harness) agentWorkspace(agentID string) string {
-	return filepath.Join(h.dataDir(), "instances", "default", "workspaces", agentID)
+func (h env) agentWorkspace(agentID string) string {
+	return filepath.Join(h.DataDir(), "instances", "default", "workspaces", agentID)
 }
 
 // checkReal checks a finished real run: it succeeded, the model's
@@ -288,8 +277,8 @@ func (h *harness) agentWorkspace(agentID string) string {
 // the edited note is back in the agent's host workspace, the comment is
 // on the agent's issue (the server's API says so), and the stored
 // transcript has the tool calls. It returns the text of the run log.
-func (h *harness) checkReal(ctx context.Context, r *realRun) (string, error) {
-	conv := h.model.Result(r.key)
+func (h env) checkReal(ctx context.Context, r *realRun) (string, error) {
+	conv := h.Model.Result(r.key)
 	if r.status != "succeeded" {
 		return "", fmt.Errorf("run %s of %s: status %s%s; %v", r.runID, r.agent.Name, r.status, h.runError(ctx, r.runID), conv.Problem())
 	}
@@ -307,7 +296,7 @@ func (h *harness) checkReal(ctx context.Context, r *realRun) (string, error) {
 		Body          string `json:"body"`
 		AuthorAgentID string `json:"authorAgentId"`
 	}
-	if err := h.pc.api(ctx, "GET", "/issues/"+r.agent.IssueID+"/comments", nil, &comments); err != nil {
+	if err := h.PC.API(ctx, "GET", "/issues/"+r.agent.IssueID+"/comments", nil, &comments); err != nil {
 		return "", err
 	}
 	if !slices.ContainsFunc(comments, func(c struct {
@@ -321,10 +310,10 @@ func (h *harness) checkReal(ctx context.Context, r *realRun) (string, error) {
 	var log struct {
 		Content string `json:"content"`
 	}
-	if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+r.runID+"/log?offset=0&limitBytes=8000000", nil, &log); err != nil {
+	if err := h.PC.API(ctx, "GET", "/heartbeat-runs/"+r.runID+"/log?offset=0&limitBytes=8000000", nil, &log); err != nil {
 		return "", err
 	}
-	text := runLogText(log.Content)
+	text := setup.RunLogText(log.Content)
 	for i := range conv.Tools {
 		if !strings.Contains(text, model.ToolUseID(r.key, i)) {
 			return "", fmt.Errorf("run %s: the stored transcript lacks tool call %d (%s, %s)", r.runID, i+1, conv.Tools[i], model.ToolUseID(r.key, i))
@@ -338,8 +327,8 @@ func (h *harness) checkReal(ctx context.Context, r *realRun) (string, error) {
 
 // runError is the error the server recorded for a run that did not
 // succeed, as " (<errorCode>: <error>)", or "" when it has none.
-func (h *harness) runError(ctx context.Context, runID string) string {
-	code, msg, err := h.runFailure(ctx, runID)
+func (h env) runError(ctx context.Context, runID string) string {
+	code, msg, err := h.RunFailure(ctx, runID)
 	if err != nil || msg == "" {
 		return ""
 	}
@@ -374,15 +363,15 @@ func (c hostCalls) String() string {
 }
 
 // realHeartbeat is one heartbeat of a real agent on driver with the
-// bridge kind (bridgeFile, bridgeDuplex): the full check of checkReal, and
+// bridge kind (setup.BridgeFile, setup.BridgeDuplex): the full check of checkReal, and
 // that the run's API bridge was the one wanted. The worker traffic is kept
 // as flow.
-func (h *harness) realHeartbeat(ctx context.Context, driver, kind, flow string) (err error) {
-	if kind == bridgeDuplex {
-		if err := h.setDuplexBridge(ctx, true); err != nil {
+func (h *realCrew) realHeartbeat(ctx context.Context, driver, kind, flow string) (err error) {
+	if kind == setup.BridgeDuplex {
+		if err := h.SetDuplexBridge(ctx, true); err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, h.setDuplexBridge(ctx, false)) }()
+		defer func() { err = errors.Join(err, h.SetDuplexBridge(ctx, false)) }()
 	}
 	agents, err := h.realAgentsUpTo(ctx, 1)
 	if err != nil {
@@ -390,18 +379,18 @@ func (h *harness) realHeartbeat(ctx context.Context, driver, kind, flow string) 
 	}
 	var measured *simctl.Spend
 	if driver == "createos" {
-		if measured, err = h.simAPI.StartSpend(ctx); err != nil {
+		if measured, err = h.SimAPI.StartSpend(ctx); err != nil {
 			return err
 		}
 	}
-	mark := h.traceMark()
-	r, err := h.startReal(ctx, agents[0], h.envIDs[driver], driver, kind, flow, 0, append(h.workTurns(driver, flow, agents[0]), finalTurn(flow)))
+	mark := h.TraceMark()
+	r, err := h.startReal(ctx, agents[0], h.EnvIDs[driver], driver, kind, flow, 0, append(h.workTurns(driver, flow, agents[0]), finalTurn(flow)))
 	if err != nil {
 		return err
 	}
 	runErr := h.waitReal(ctx, r)
-	leaseErr := h.waitLeasesReleased(ctx, h.envIDs[driver], driver)
-	h.traffic[flow] = h.traceSince(mark)
+	leaseErr := h.WaitLeasesReleased(ctx, h.EnvIDs[driver], driver)
+	h.Traffic[flow] = h.TraceSince(mark)
 	spent, err := measured.StopIfStarted(ctx)
 	if err := errors.Join(runErr, leaseErr, err); err != nil {
 		return err
@@ -410,23 +399,23 @@ func (h *harness) realHeartbeat(ctx context.Context, driver, kind, flow string) 
 	if err != nil {
 		return err
 	}
-	ev := bridge.Of(runLog, h.traffic[flow], h.realCommand(driver))
+	ev := bridge.Of(runLog, h.Traffic[flow], h.realCommand(driver))
 	problems := ev.FileProblems()
-	if kind == bridgeDuplex {
+	if kind == setup.BridgeDuplex {
 		problems = ev.DuplexProblems()
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("run %s: the API bridge is not the %s bridge: %s", r.runID, kind, strings.Join(problems, "; "))
 	}
-	conv := h.model.Result(flow)
+	conv := h.Model.Result(flow)
 	line := fmt.Sprintf("real-cli %s %s %s %s bridge: %s in %s; %d tool calls checked (%s), %d model requests; host: %s",
-		realCLI, realCLIVersion, driver, kind, r.status, r.wall.Round(100*time.Millisecond), conv.Checked, strings.Join(conv.Tools, " "), conv.Requests, countCalls(h.traffic[flow]))
+		realCLI, realCLIVersion, driver, kind, r.status, r.wall.Round(100*time.Millisecond), conv.Checked, strings.Join(conv.Tools, " "), conv.Requests, countCalls(h.Traffic[flow]))
 	if measured != nil {
 		line += fmt.Sprintf("; CreateOS requests %d", spent.Total)
 	}
 	fmt.Println("   " + line)
 	if measured != nil {
-		return h.reportSpend(r.runID, spent, trace.HostCalls(h.traffic[flow]))
+		return h.ReportSpend(r.runID, spent, trace.HostCalls(h.Traffic[flow]))
 	}
 	return nil
 }

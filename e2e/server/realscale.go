@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,8 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/proc"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/setup"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/wait"
 )
 
 // Real agents at scale: teams of agents that start their heartbeats
@@ -67,7 +69,28 @@ const (
 // a run fails on any call its bridge did not answer (runBridge). Each
 // run's agent execute must have its bridge's PAPERCLIP_API_BRIDGE_MODE;
 // then nothing may be left on either driver.
-func (h *harness) scale(ctx context.Context) (err error) {
+func (h *realCrew) scale(ctx context.Context) error {
+	s := &scaleRun{realCrew: h}
+	defer s.close()
+	return s.run(ctx)
+}
+
+// scaleRun is the scale scenario's state: the long run's createos-sim, a
+// second CreateOS account.
+type scaleRun struct {
+	*realCrew
+	longSim    *proc.Proc
+	longSimAPI simctl.Client
+}
+
+// close stops the long run's sim if the scenario failed before it did.
+func (h *scaleRun) close() {
+	if h.longSim != nil {
+		h.longSim.Stop(10 * time.Second)
+	}
+}
+
+func (h *scaleRun) run(ctx context.Context) error {
 	agents, err := h.realAgentsUpTo(ctx, teamSize+createosTeamSize+1)
 	if err != nil {
 		return err
@@ -76,7 +99,7 @@ func (h *harness) scale(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	mark := h.traceMark()
+	mark := h.TraceMark()
 	long, skip, err := h.startLongRun(ctx, agents[teamSize+createosTeamSize], longEnv)
 	if err != nil {
 		return err
@@ -86,10 +109,10 @@ func (h *harness) scale(ctx context.Context) (err error) {
 	if line != "" {
 		fmt.Println("   " + line)
 	}
-	calls := h.traceSince(mark)
-	h.traffic["scale"] = calls
-	if rate, err := h.simAPI.Rate(ctx); err == nil {
-		fmt.Printf("   createos-sim %s over the run so far: %s\n", simRateLimit, rate)
+	calls := h.TraceSince(mark)
+	h.Traffic["scale"] = calls
+	if rate, err := h.SimAPI.Rate(ctx); err == nil {
+		fmt.Printf("   createos-sim %s over the run so far: %s\n", setup.SimRateLimit, rate)
 	}
 	if err := errors.Join(teamsErr, longErr); err != nil {
 		return err
@@ -100,7 +123,7 @@ func (h *harness) scale(ctx context.Context) (err error) {
 	if err := errors.Join(h.nothingHeld(ctx, "fake-plugin"), h.nothingHeld(ctx, "createos")); err != nil {
 		return err
 	}
-	if err := h.pc.api(ctx, "DELETE", "/environments/"+longEnv, nil, nil); err != nil {
+	if err := h.PC.API(ctx, "DELETE", "/environments/"+longEnv, nil, nil); err != nil {
 		return err
 	}
 	return h.stopLongSim(ctx)
@@ -111,7 +134,7 @@ func (h *harness) scale(ctx context.Context) (err error) {
 // then, once the long run's CLI has asked the model (so its run keeps the
 // file bridge), the createos agents again on the duplex bridge. A team
 // that fails does not stop the next; the errors are joined.
-func (h *harness) teams(ctx context.Context, agents []realAgent, long *realRun, other otherRun) ([]*realRun, error) {
+func (h *scaleRun) teams(ctx context.Context, agents []realAgent, long *realRun, other otherRun) ([]*realRun, error) {
 	crew := agents[teamSize : teamSize+createosTeamSize]
 	var runs []*realRun
 	var errs []error
@@ -122,15 +145,15 @@ func (h *harness) teams(ctx context.Context, agents []realAgent, long *realRun, 
 		runs = append(runs, team...)
 		errs = append(errs, err)
 	}
-	add(h.team(ctx, "fake-plugin", bridgeFile, agents[:teamSize], otherRun{}))
-	add(h.team(ctx, "createos", bridgeFile, crew[:createosFileTeamSize], other))
-	err := poll(ctx, time.Minute, "the long run's CLI asked the model", func() (bool, error) {
-		return h.model.Result(long.key).Requests > 0, nil
+	add(h.team(ctx, "fake-plugin", setup.BridgeFile, agents[:teamSize], otherRun{}))
+	add(h.team(ctx, "createos", setup.BridgeFile, crew[:createosFileTeamSize], other))
+	err := wait.Poll(ctx, time.Minute, "the long run's CLI asked the model", func() (bool, error) {
+		return h.Model.Result(long.key).Requests > 0, nil
 	})
 	if err == nil {
-		if err = h.setDuplexBridge(ctx, true); err == nil {
-			add(h.team(ctx, "createos", bridgeDuplex, crew, other))
-			err = h.setDuplexBridge(ctx, false)
+		if err = h.SetDuplexBridge(ctx, true); err == nil {
+			add(h.team(ctx, "createos", setup.BridgeDuplex, crew, other))
+			err = h.SetDuplexBridge(ctx, false)
 		}
 	}
 	return runs, errors.Join(append(errs, err)...)
@@ -138,8 +161,8 @@ func (h *harness) teams(ctx context.Context, agents []realAgent, long *realRun, 
 
 // stopLongSim checks that the long run's sim holds no sandbox, stops it and
 // checks that it left nothing in its directory.
-func (h *harness) stopLongSim(ctx context.Context) error {
-	if err := poll(ctx, 30*time.Second, "the long run's createos-sim holds no sandbox", func() (bool, error) {
+func (h *scaleRun) stopLongSim(ctx context.Context) error {
+	if err := wait.Poll(ctx, 30*time.Second, "the long run's createos-sim holds no sandbox", func() (bool, error) {
 		held, err := h.longSimAPI.Sandboxes(ctx)
 		if err != nil || len(held) > 0 {
 			return false, fmt.Errorf("it holds %s (%v)", simctl.SandboxIDs(held), err)
@@ -152,7 +175,7 @@ func (h *harness) stopLongSim(ctx context.Context) error {
 		return fmt.Errorf("the long run's createos-sim did not exit within 20s of SIGTERM; see %s", h.longSim.LogName())
 	}
 	h.longSim = nil
-	dir := filepath.Join(h.runDir, "sim-long")
+	dir := filepath.Join(h.RunDir, "sim-long")
 	if ents, err := os.ReadDir(dir); err != nil || len(ents) > 0 {
 		return fmt.Errorf("the long run's createos-sim left %d entries in its directory (%v)", len(ents), err)
 	}
@@ -164,7 +187,7 @@ func (h *harness) stopLongSim(ctx context.Context) error {
 func wrongBridges(calls []trace.Entry, runs []*realRun) error {
 	var wrong []string
 	for _, r := range runs {
-		if got, want := agentBridgeMode(calls, r.key), bridgeModes[r.bridge]; got != want {
+		if got, want := agentBridgeMode(calls, r.key), setup.BridgeModes[r.bridge]; got != want {
 			wrong = append(wrong, fmt.Sprintf("%s ran its agent with PAPERCLIP_API_BRIDGE_MODE=%q, want %s", r.key, got, want))
 		}
 	}
@@ -189,34 +212,34 @@ func agentBridgeMode(calls []trace.Entry, key string) string {
 
 // longRunEnvironment starts the long run's createos-sim and creates its
 // createos environment on it.
-func (h *harness) longRunEnvironment(ctx context.Context) (string, error) {
-	p, url, err := h.launchSim("createos-sim-long", filepath.Join(h.runDir, "sim-long"), simRateLimit)
+func (h *scaleRun) longRunEnvironment(ctx context.Context) (string, error) {
+	p, url, err := h.LaunchSim("createos-sim-long", filepath.Join(h.RunDir, "sim-long"), setup.SimRateLimit)
 	if err != nil {
 		return "", err
 	}
-	h.longSim, h.longSimAPI = p, simctl.Client{URL: url, Key: h.simKey}
-	cfg := h.envConfig("createos")
+	h.longSim, h.longSimAPI = p, simctl.Client{URL: url, Key: h.SimKey}
+	cfg := h.EnvConfig("createos")
 	cfg["apiUrl"] = url
-	var env struct {
+	var created struct {
 		ID string `json:"id"`
 	}
-	if err := h.pc.api(ctx, "POST", "/companies/"+h.companyID+"/environments", map[string]any{"name": "e2e createos long run", "driver": "sandbox", "config": cfg}, &env); err != nil {
+	if err := h.PC.API(ctx, "POST", "/companies/"+h.CompanyID+"/environments", map[string]any{"name": "e2e createos long run", "driver": "sandbox", "config": cfg}, &created); err != nil {
 		return "", err
 	}
-	return env.ID, nil
+	return created.ID, nil
 }
 
 // startLongRun starts one real agent whose conversation lasts at least
 // longRunMin, with a tool call every few seconds, on createos with the
 // file bridge. skip is the length of the sim's request log before it.
-func (h *harness) startLongRun(ctx context.Context, a realAgent, envID string) (*realRun, int, error) {
+func (h *scaleRun) startLongRun(ctx context.Context, a realAgent, envID string) (*realRun, int, error) {
 	before, err := h.longSimAPI.Log(ctx, 0)
 	if err != nil {
 		return nil, 0, err
 	}
 	const key = "long-run"
 	turns := append(append(h.workTurns("createos", key, a), tickTurns(longRunTicks)...), finalTurn(key))
-	r, err := h.startReal(ctx, a, envID, "createos", bridgeFile, key, longRunDelay, turns)
+	r, err := h.startReal(ctx, a, envID, "createos", setup.BridgeFile, key, longRunDelay, turns)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -225,9 +248,9 @@ func (h *harness) startLongRun(ctx context.Context, a realAgent, envID string) (
 
 // finishLongRun waits for the long run and checks it; its line has the
 // sim's requests on its sandbox per minute.
-func (h *harness) finishLongRun(ctx context.Context, r *realRun, envID string, skip int) (string, error) {
+func (h *scaleRun) finishLongRun(ctx context.Context, r *realRun, envID string, skip int) (string, error) {
 	runErr := h.waitReal(ctx, r)
-	leaseErr := h.waitLeasesReleased(ctx, envID, "the long run's")
+	leaseErr := h.WaitLeasesReleased(ctx, envID, "the long run's")
 	end := time.Now()
 	if err := errors.Join(runErr, leaseErr); err != nil {
 		return "", err
@@ -235,7 +258,7 @@ func (h *harness) finishLongRun(ctx context.Context, r *realRun, envID string, s
 	if _, err := h.checkReal(ctx, r); err != nil {
 		return "", err
 	}
-	conv := h.model.Result(r.key)
+	conv := h.Model.Result(r.key)
 	span := conv.Last.Sub(conv.First)
 	if span < longRunMin {
 		return "", fmt.Errorf("the long run's conversation lasted %s, want at least %s", span.Round(time.Second), longRunMin)
@@ -265,12 +288,12 @@ func (h *harness) finishLongRun(ctx context.Context, r *realRun, envID string, s
 
 // sandboxesOfAgent is the provider lease ids (sandbox ids) of the
 // agent's runs on the environment.
-func (h *harness) sandboxesOfAgent(ctx context.Context, envID, agentID string) (map[string]bool, error) {
+func (h env) sandboxesOfAgent(ctx context.Context, envID, agentID string) (map[string]bool, error) {
 	out := map[string]bool{}
 	if agentID == "" {
 		return out, nil
 	}
-	leases, err := h.leases(ctx, envID)
+	leases, err := h.Leases(ctx, envID)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +304,7 @@ func (h *harness) sandboxesOfAgent(ctx context.Context, envID, agentID string) (
 		if l.HeartbeatRunID == "" || l.ProviderLeaseID == "" {
 			continue
 		}
-		if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+l.HeartbeatRunID, nil, &run); err != nil {
+		if err := h.PC.API(ctx, "GET", "/heartbeat-runs/"+l.HeartbeatRunID, nil, &run); err != nil {
 			return nil, err
 		}
 		if run.AgentID == agentID {
@@ -294,20 +317,20 @@ func (h *harness) sandboxesOfAgent(ctx context.Context, envID, agentID string) (
 // nothingHeld checks that the driver holds no sandbox once the host
 // released its leases: createos-sim holds none, and no fake lease root
 // is left beyond those there before the run.
-func (h *harness) nothingHeld(ctx context.Context, driver string) error {
+func (h env) nothingHeld(ctx context.Context, driver string) error {
 	if driver == "createos" {
-		return poll(ctx, 30*time.Second, "createos-sim holds no sandbox", func() (bool, error) {
-			held, err := h.simAPI.Sandboxes(ctx)
+		return wait.Poll(ctx, 30*time.Second, "createos-sim holds no sandbox", func() (bool, error) {
+			held, err := h.SimAPI.Sandboxes(ctx)
 			if err != nil || len(held) > 0 {
 				return false, fmt.Errorf("the sim holds %s (%v)", simctl.SandboxIDs(held), err)
 			}
 			return true, nil
 		})
 	}
-	return poll(ctx, 30*time.Second, "no fake lease root left", func() (bool, error) {
+	return wait.Poll(ctx, 30*time.Second, "no fake lease root left", func() (bool, error) {
 		var left []string
-		for d := range h.leaseRoots() {
-			if !h.leaseRootsBefore[d] && strings.Contains(d, "paperclip-fake-sandbox-") {
+		for d := range h.LeaseRoots() {
+			if !h.LeaseRootsBefore[d] && strings.Contains(d, "paperclip-fake-sandbox-") {
 				left = append(left, d)
 			}
 		}
@@ -339,33 +362,4 @@ func perWindow(times []time.Time, start, end time.Time, window time.Duration) []
 		}
 	}
 	return out
-}
-
-// closeAnswers counts the session closes (duplex and login) asked in
-// calls and the ones answered with a result, and the slowest answer.
-func closeAnswers(calls []trace.Entry) (asked, acked int, slowest time.Duration) {
-	open := map[string]time.Time{}
-	for _, e := range calls {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Result json.RawMessage `json:"result"`
-		}
-		at, err := time.Parse(time.RFC3339Nano, e.T)
-		if err != nil || json.Unmarshal(e.Msg, &m) != nil || len(m.ID) == 0 {
-			continue
-		}
-		switch {
-		case e.Dir == "in" && (m.Method == "duplexChannelClose" || m.Method == "loginPtyClose"):
-			open[string(m.ID)] = at
-			asked++
-		case e.Dir == "out" && m.Method == "" && len(m.Result) > 0:
-			if t0, ok := open[string(m.ID)]; ok {
-				acked++
-				slowest = max(slowest, at.Sub(t0))
-				delete(open, string(m.ID))
-			}
-		}
-	}
-	return asked, acked, slowest
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/bridge"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/setup"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 )
 
@@ -27,20 +28,20 @@ type otherRun struct{ envID, agentID string }
 // environment with the bridge and checks every one. For createos it
 // counts the sim's requests while the team ran, less those on the
 // sandboxes of the other run, which runs alongside.
-func (h *harness) team(ctx context.Context, driver, bridgeKind string, agents []realAgent, other otherRun) (string, []*realRun, error) {
+func (h env) team(ctx context.Context, driver, bridgeKind string, agents []realAgent, other otherRun) (string, []*realRun, error) {
 	runs, err := h.readyTeam(ctx, driver, bridgeKind, agents)
 	if err != nil {
 		return "", nil, err
 	}
 	skip := 0
 	if driver == "createos" {
-		before, err := h.simAPI.Log(ctx, 0)
+		before, err := h.SimAPI.Log(ctx, 0)
 		if err != nil {
 			return "", nil, err
 		}
 		skip = len(before)
 	}
-	mark := h.traceMark()
+	mark := h.TraceMark()
 	start := time.Now()
 	errs := h.runTogether(ctx, runs)
 	wall := time.Since(start)
@@ -48,8 +49,8 @@ func (h *harness) team(ctx context.Context, driver, bridgeKind string, agents []
 	for _, r := range runs {
 		ids[r.runID] = true
 	}
-	leaseErr := h.waitLeasesSettled(ctx, h.envIDs[driver], driver+" team", 3*time.Minute, func(l hostLease) bool { return ids[l.HeartbeatRunID] })
-	calls := h.traceSince(mark)
+	leaseErr := h.WaitLeasesSettled(ctx, h.EnvIDs[driver], driver+" team", 3*time.Minute, func(l setup.HostLease) bool { return ids[l.HeartbeatRunID] })
+	calls := h.TraceSince(mark)
 	succeeded, seen, err := h.checkTeam(ctx, driver, runs, errs, calls)
 	if err != nil {
 		return "", runs, err
@@ -61,8 +62,8 @@ func (h *harness) team(ctx context.Context, driver, bridgeKind string, agents []
 	line := fmt.Sprintf("team %s: %d of %d succeeded; %s %s, %s bridge; slowest run %s, all done in %s",
 		driver, succeeded, len(runs), realCLI, realCLIVersion, bridgeKind, slowest.Round(100*time.Millisecond), wall.Round(100*time.Millisecond))
 	line += seen.summary(bridgeKind)
-	if bridgeKind == bridgeDuplex {
-		if _, n, slowest := closeAnswers(calls); n > 0 {
+	if bridgeKind == setup.BridgeDuplex {
+		if _, n, slowest := trace.CloseAnswers(calls); n > 0 {
 			line += fmt.Sprintf("; %d session closes acknowledged, the slowest in %s (the host retires a worker after 10 s)", n, slowest.Round(10*time.Millisecond))
 		}
 	}
@@ -79,12 +80,12 @@ func (h *harness) team(ctx context.Context, driver, bridgeKind string, agents []
 // readyTeam scripts a conversation for each agent of a team on the
 // driver and bridge (keys team-<driver>-<bridge>-<n>) and points the
 // agent at it.
-func (h *harness) readyTeam(ctx context.Context, driver, bridgeKind string, agents []realAgent) ([]*realRun, error) {
+func (h env) readyTeam(ctx context.Context, driver, bridgeKind string, agents []realAgent) ([]*realRun, error) {
 	runs := make([]*realRun, len(agents))
 	for i, a := range agents {
 		key := fmt.Sprintf("team-%s-%s-%d", driver, bridgeKind, i+1)
 		var err error
-		if runs[i], err = h.readyReal(ctx, a, h.envIDs[driver], driver, bridgeKind, key, 0, append(h.workTurns(driver, key, a), finalTurn(key))); err != nil {
+		if runs[i], err = h.readyReal(ctx, a, h.EnvIDs[driver], driver, bridgeKind, key, 0, append(h.workTurns(driver, key, a), finalTurn(key))); err != nil {
 			return nil, err
 		}
 	}
@@ -93,7 +94,7 @@ func (h *harness) readyTeam(ctx context.Context, driver, bridgeKind string, agen
 
 // runTogether wakes every run at once and waits for each; the errors are
 // the runs', in order.
-func (h *harness) runTogether(ctx context.Context, runs []*realRun) []error {
+func (h env) runTogether(ctx context.Context, runs []*realRun) []error {
 	errs := make([]error, len(runs))
 	var wg sync.WaitGroup
 	for i, r := range runs {
@@ -127,9 +128,9 @@ type teamRelay struct {
 // ended, updated in place): the run (checkReal) and its bridge in the
 // traffic of its lease (runBridge). It returns how many passed and what
 // the team's bridges did.
-func (h *harness) checkTeam(ctx context.Context, driver string, runs []*realRun, errs []error, calls []trace.Entry) (int, teamBridge, error) {
+func (h env) checkTeam(ctx context.Context, driver string, runs []*realRun, errs []error, calls []trace.Entry) (int, teamBridge, error) {
 	var seen teamBridge
-	leases, err := h.leases(ctx, h.envIDs[driver])
+	leases, err := h.Leases(ctx, h.EnvIDs[driver])
 	if err != nil {
 		return 0, seen, err
 	}
@@ -139,7 +140,7 @@ func (h *harness) checkTeam(ctx context.Context, driver string, runs []*realRun,
 		if errs[i] == nil {
 			runLog, errs[i] = h.checkReal(ctx, r)
 		}
-		li := slices.IndexFunc(leases, func(l hostLease) bool { return l.HeartbeatRunID == r.runID && l.ProviderLeaseID != "" })
+		li := slices.IndexFunc(leases, func(l setup.HostLease) bool { return l.HeartbeatRunID == r.runID && l.ProviderLeaseID != "" })
 		if li < 0 {
 			errs[i] = errors.Join(errs[i], fmt.Errorf("run %s of %s: the host lists no lease with a provider lease id for it", r.runID, r.agent.Name))
 			continue
@@ -168,9 +169,9 @@ func (h *harness) checkTeam(ctx context.Context, driver string, runs []*realRun,
 // one relay at least is asked for). With the stored run log (runLog,
 // once checkReal passed) the host's evidence must be of the run's bridge
 // alone (bridge.Of).
-func (h *harness) runBridge(r *realRun, driver, runLog string, es []trace.Entry) ([]bridge.Relay, error) {
+func (h env) runBridge(r *realRun, driver, runLog string, es []trace.Entry) ([]bridge.Relay, error) {
 	relays := bridge.FileRelays(es)
-	if r.bridge == bridgeDuplex {
+	if r.bridge == setup.BridgeDuplex {
 		relays = bridge.DuplexRelays(es)
 	}
 	var problems []string
@@ -181,16 +182,16 @@ func (h *harness) runBridge(r *realRun, driver, runLog string, es []trace.Entry)
 	}
 	comment := "/api/issues/" + r.agent.IssueID + "/comments"
 	switch {
-	case r.bridge == bridgeDuplex && len(relays) == 0:
+	case r.bridge == setup.BridgeDuplex && len(relays) == 0:
 		problems = append(problems, "no API call went over its duplex channel")
-	case r.bridge == bridgeFile && !slices.ContainsFunc(relays, func(x bridge.Relay) bool {
+	case r.bridge == setup.BridgeFile && !slices.ContainsFunc(relays, func(x bridge.Relay) bool {
 		return x.Method == "POST" && x.Path == comment && x.Status == 201 && x.Problem() == ""
 	}):
 		problems = append(problems, fmt.Sprintf("no relay of POST %s answered 201 (%d relays)", comment, len(relays)))
 	}
 	if runLog != "" {
 		ev := bridge.Of(runLog, es, h.realCommand(driver))
-		if r.bridge == bridgeDuplex {
+		if r.bridge == setup.BridgeDuplex {
 			problems = append(problems, ev.DuplexProblems()...)
 		} else {
 			problems = append(problems, ev.FileProblems()...)
@@ -215,7 +216,7 @@ func (b teamBridge) summary(bridgeKind string) string {
 		}
 	}
 	took := slowest.Took().Round(10 * time.Millisecond)
-	if bridgeKind == bridgeDuplex {
+	if bridgeKind == setup.BridgeDuplex {
 		return fmt.Sprintf("; %d relays over HTTP/2, the slowest in %s (%s, from its request to the answer of the write that ended its response); %d channel writes answered, the slowest in %s",
 			len(b.relays), took, slowest.run.agent.Name, b.writes, b.slowestWrite.Round(10*time.Millisecond))
 	}
@@ -226,8 +227,8 @@ func (b teamBridge) summary(bridgeKind string) string {
 // teamRequests is the part of a createos team's line about the sim's
 // requests after its first skip: in total and in the busiest 60 s, those
 // on the other run's sandboxes not counted.
-func (h *harness) teamRequests(ctx context.Context, skip int, other otherRun) (string, error) {
-	reqs, err := h.simAPI.Log(ctx, skip)
+func (h env) teamRequests(ctx context.Context, skip int, other otherRun) (string, error) {
+	reqs, err := h.SimAPI.Log(ctx, skip)
 	if err != nil {
 		return "", err
 	}

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/setup"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/wait"
 )
 
 // Two plugins, one driver key (docs/decisions.md, "Two plugins, one driver
@@ -25,13 +27,13 @@ import (
 // of samekey_stage.go) after ours and checks each of these on our
 // createos environment, then that disabling and removing the second
 // leaves ours working and nothing of it behind.
-func (h *harness) sameKey(ctx context.Context) error {
+func (h env) sameKey(ctx context.Context) error {
 	o, err := h.stageOther(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.CopyFS(filepath.Join(h.logDir, "other-createos-traces"), os.DirFS(o.traceDir())) }()
-	if _, err := h.pc.run(ctx, 3*time.Minute, "plugin", "install", "--local", o.dir); err != nil {
+	defer func() { _ = os.CopyFS(filepath.Join(h.LogDir, "other-createos-traces"), os.DirFS(o.traceDir())) }()
+	if _, err := h.PC.Run(ctx, 3*time.Minute, "plugin", "install", "--local", o.dir); err != nil {
 		return err
 	}
 	if o.id, err = h.pluginIDOf(ctx, otherPluginKey); err != nil || o.id == "" {
@@ -40,7 +42,7 @@ func (h *harness) sameKey(ctx context.Context) error {
 	if err := h.waitHealthyOf(ctx, o.id); err != nil {
 		return err
 	}
-	ours := keyedPlugin{key: pluginKey, id: h.pluginID, traceDir: h.traceDir()}
+	ours := keyedPlugin{key: setup.PluginKey, id: h.PluginID, traceDir: h.TraceDir()}
 	other := keyedPlugin{key: otherPluginKey, id: o.id, traceDir: o.traceDir()}
 	for _, s := range []struct {
 		what            string
@@ -49,7 +51,7 @@ func (h *harness) sameKey(ctx context.Context) error {
 	}{
 		{"both ready", other, ours, nil},
 		{"ours disabled", other, other, func() error { return h.disableOurs(ctx) }},
-		{"ours enabled again", other, ours, func() error { return h.enableOurs(ctx) }},
+		{"ours enabled again", other, ours, func() error { return h.EnableOurs(ctx) }},
 		{"the second disabled", ours, ours, func() error { return h.disableOther(ctx, o) }},
 	} {
 		if s.before != nil {
@@ -75,7 +77,7 @@ type keyedPlugin struct {
 // probe-config) and our createos environment's saved probe (which
 // acquires and releases a lease) are answered by answers: the host names
 // it, the lease pins it, and its worker alone got the calls.
-func (h *harness) checkSameKey(ctx context.Context, listed, answers keyedPlugin, both []keyedPlugin) error {
+func (h env) checkSameKey(ctx context.Context, listed, answers keyedPlugin, both []keyedPlugin) error {
 	if err := h.checkProviderEntry(ctx, listed); err != nil {
 		return err
 	}
@@ -83,19 +85,19 @@ func (h *harness) checkSameKey(ctx context.Context, listed, answers keyedPlugin,
 	for _, p := range both {
 		marks[p.key] = trace.Mark(p.traceDir)
 	}
-	payload, _ := json.Marshal(map[string]any{"name": "e2e same key", "driver": "sandbox", "config": h.envConfig("createos")})
+	payload, _ := json.Marshal(map[string]any{"name": "e2e same key", "driver": "sandbox", "config": h.EnvConfig("createos")})
 	var draft keyedProbe
-	if err := h.pc.runJSON(ctx, &draft, "environment", "probe-config", "--company-id", h.companyID, "--payload-json", string(payload)); err != nil {
+	if err := h.PC.RunJSON(ctx, &draft, "environment", "probe-config", "--company-id", h.CompanyID, "--payload-json", string(payload)); err != nil {
 		return err
 	}
 	if !draft.OK || draft.Details.PluginKey != answers.key {
 		return fmt.Errorf("draft probe: ok %v, answered by %q, want %s: %s", draft.OK, draft.Details.PluginKey, answers.key, draft.Summary)
 	}
-	if answers.key == pluginKey && !strings.Contains(draft.Summary, "Answered by the Go Sandbox Provider plugin (paperclip.go-sandbox-provider).") {
+	if answers.key == setup.PluginKey && !strings.Contains(draft.Summary, "Answered by the Go Sandbox Provider plugin (paperclip.go-sandbox-provider).") {
 		return fmt.Errorf("draft probe through ours: summary %q does not name the plugin", draft.Summary)
 	}
 	var saved keyedProbe
-	if err := h.pc.runJSON(ctx, &saved, "environment", "probe", h.envIDs["createos"]); err != nil {
+	if err := h.PC.RunJSON(ctx, &saved, "environment", "probe", h.EnvIDs["createos"]); err != nil {
 		return err
 	}
 	if md := saved.Details.Metadata; !saved.OK || md["pluginKey"] != answers.key || md["pluginId"] != answers.id {
@@ -143,7 +145,7 @@ func callsAmong(es []trace.Entry, calls []string) []string {
 
 // checkProviderEntry checks the createos provider of the capabilities is
 // p's, under p's display name.
-func (h *harness) checkProviderEntry(ctx context.Context, p keyedPlugin) error {
+func (h env) checkProviderEntry(ctx context.Context, p keyedPlugin) error {
 	var caps struct {
 		SandboxProviders map[string]struct {
 			DisplayName string `json:"displayName"`
@@ -151,10 +153,10 @@ func (h *harness) checkProviderEntry(ctx context.Context, p keyedPlugin) error {
 			PluginID    string `json:"pluginId"`
 		} `json:"sandboxProviders"`
 	}
-	if err := h.pc.api(ctx, "GET", "/companies/"+h.companyID+"/environments/capabilities", nil, &caps); err != nil {
+	if err := h.PC.API(ctx, "GET", "/companies/"+h.CompanyID+"/environments/capabilities", nil, &caps); err != nil {
 		return err
 	}
-	want := map[string]string{pluginKey: "CreateOS (Go Sandbox Provider)", otherPluginKey: otherDisplayName}[p.key]
+	want := map[string]string{setup.PluginKey: "CreateOS (Go Sandbox Provider)", otherPluginKey: otherDisplayName}[p.key]
 	got := caps.SandboxProviders["createos"]
 	if got.PluginKey != p.key || got.PluginID != p.id || got.DisplayName != want {
 		return fmt.Errorf("the capabilities list createos as %+v, want %s (%s) named %q", got, p.key, p.id, want)
@@ -163,40 +165,24 @@ func (h *harness) checkProviderEntry(ctx context.Context, p keyedPlugin) error {
 }
 
 // disableOurs disables our plugin and waits for its worker to exit.
-func (h *harness) disableOurs(ctx context.Context) error {
-	files := h.traceFiles()
+func (h env) disableOurs(ctx context.Context) error {
+	files := h.TraceFiles()
 	if len(files) == 0 {
 		return errors.New("no worker trace of ours")
 	}
-	if _, err := h.pc.run(ctx, 2*time.Minute, "plugin", "disable", pluginKey); err != nil {
+	if _, err := h.PC.Run(ctx, 2*time.Minute, "plugin", "disable", setup.PluginKey); err != nil {
 		return err
 	}
 	return waitExited(ctx, files[len(files)-1], "our worker")
 }
 
-// enableOurs enables our plugin again and waits until it is healthy and a
-// new worker answered initialize.
-func (h *harness) enableOurs(ctx context.Context) error {
-	before := len(h.traceFiles())
-	if _, err := h.pc.run(ctx, 2*time.Minute, "plugin", "enable", pluginKey); err != nil {
-		return err
-	}
-	if err := h.waitHealthy(ctx); err != nil {
-		return err
-	}
-	return poll(ctx, 30*time.Second, "a new worker of ours answered initialize", func() (bool, error) {
-		files := h.traceFiles()
-		return len(files) > before && trace.Answered(trace.Read(files[len(files)-1]), "initialize"), nil
-	})
-}
-
 // disableOther disables the second plugin and waits for its worker to exit.
-func (h *harness) disableOther(ctx context.Context, o *otherPlugin) error {
+func (h env) disableOther(ctx context.Context, o *otherPlugin) error {
 	files := trace.Files(o.traceDir())
 	if len(files) != 1 || !trace.Answered(trace.Read(files[0]), "initialize") {
 		return fmt.Errorf("the second plugin has %d worker traces, want 1 that answered initialize", len(files))
 	}
-	if _, err := h.pc.run(ctx, 2*time.Minute, "plugin", "disable", otherPluginKey); err != nil {
+	if _, err := h.PC.Run(ctx, 2*time.Minute, "plugin", "disable", otherPluginKey); err != nil {
 		return err
 	}
 	return waitExited(ctx, files[0], "the second plugin's worker")
@@ -204,7 +190,7 @@ func (h *harness) disableOther(ctx context.Context, o *otherPlugin) error {
 
 // waitExited waits until the trace at path records its worker's exit.
 func waitExited(ctx context.Context, path, what string) error {
-	return poll(ctx, 30*time.Second, what+" exited", func() (bool, error) {
+	return wait.Poll(ctx, 30*time.Second, what+" exited", func() (bool, error) {
 		es := trace.Read(path)
 		return len(es) > 0 && es[len(es)-1].Dir == "exit", nil
 	})
@@ -214,26 +200,26 @@ func waitExited(ctx context.Context, path, what string) error {
 // host's purge) and checks what is left: it is not listed, no process
 // runs its worker, our packages are still installed, our worker is the
 // one that ran before, and ours still answers.
-func (h *harness) removeOther(ctx context.Context, o *otherPlugin, ours keyedPlugin) error {
-	ourWorker := filepath.Join(h.platformDir, "bin", "sandbox-plugin.real")
-	before := workerPIDs(ourWorker)
-	if _, err := h.pc.run(ctx, 4*time.Minute, "plugin", "uninstall", otherPluginKey, "--force"); err != nil {
+func (h env) removeOther(ctx context.Context, o *otherPlugin, ours keyedPlugin) error {
+	ourWorker := filepath.Join(h.PlatformDir, "bin", "sandbox-plugin.real")
+	before := setup.WorkerPIDs(ourWorker)
+	if _, err := h.PC.Run(ctx, 4*time.Minute, "plugin", "uninstall", otherPluginKey, "--force"); err != nil {
 		return err
 	}
 	if id, err := h.pluginIDOf(ctx, otherPluginKey); err != nil || id != "" {
 		return fmt.Errorf("plugin list after the uninstall: %s is %q (%v)", otherPluginKey, id, err)
 	}
-	if pids := workerPIDs(o.realWorker()); len(pids) != 0 {
+	if pids := setup.WorkerPIDs(o.realWorker()); len(pids) != 0 {
 		return fmt.Errorf("after its uninstall the second plugin's worker still runs: pids %v", pids)
 	}
-	installed, err := installedPackages(filepath.Join(h.pluginDir(), "node_modules"))
+	installed, err := setup.InstalledPackages(filepath.Join(h.PluginDir(), "node_modules"))
 	if err != nil {
 		return err
 	}
-	if want := []string{platformPackage(), registry.MainPackage}; !slices.Equal(installed, want) {
+	if want := []string{setup.PlatformPackage(), registry.MainPackage}; !slices.Equal(installed, want) {
 		return fmt.Errorf("after the second plugin's uninstall the plugin directory holds %v, want %v", installed, want)
 	}
-	if after := workerPIDs(ourWorker); len(before) != 1 || !slices.Equal(after, before) {
+	if after := setup.WorkerPIDs(ourWorker); len(before) != 1 || !slices.Equal(after, before) {
 		return fmt.Errorf("our worker: pids %v before the second plugin's uninstall, %v after", before, after)
 	}
 	if err := h.checkSameKey(ctx, ours, ours, []keyedPlugin{ours}); err != nil {
@@ -244,14 +230,14 @@ func (h *harness) removeOther(ctx context.Context, o *otherPlugin, ours keyedPlu
 }
 
 // waitHealthyOf waits until plugin health reports the plugin id healthy.
-func (h *harness) waitHealthyOf(ctx context.Context, id string) error {
-	return poll(ctx, time.Minute, "plugin health reports "+id+" healthy", func() (bool, error) {
+func (h env) waitHealthyOf(ctx context.Context, id string) error {
+	return wait.Poll(ctx, time.Minute, "plugin health reports "+id+" healthy", func() (bool, error) {
 		var health struct {
 			Healthy   bool   `json:"healthy"`
 			Status    string `json:"status"`
 			LastError string `json:"lastError"`
 		}
-		if err := h.pc.runJSON(ctx, &health, "plugin", "health", id); err != nil {
+		if err := h.PC.RunJSON(ctx, &health, "plugin", "health", id); err != nil {
 			return false, err
 		}
 		if !health.Healthy {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/setup"
 )
 
 // The second plugin that declares createos (samekey.go): a copy of our
@@ -37,15 +38,15 @@ func (o *otherPlugin) realWorker() string { return filepath.Join(o.dir, "bin", "
 // display name and only the createos driver, our shim (dist/worker.js,
 // dist/locate.js), and a bundled bin/ (the shim looks there first): the
 // platform package's worker.json, the real worker and the recorder.
-func (h *harness) stageOther(ctx context.Context) (*otherPlugin, error) {
-	o := &otherPlugin{dir: filepath.Join(h.runDir, "other-createos")}
-	main := filepath.Join(h.pluginDir(), "node_modules", registry.MainPackage)
+func (h env) stageOther(ctx context.Context) (*otherPlugin, error) {
+	o := &otherPlugin{dir: filepath.Join(h.RunDir, "other-createos")}
+	main := filepath.Join(h.PluginDir(), "node_modules", registry.MainPackage)
 	manifest, err := h.otherManifest(ctx)
 	if err != nil {
 		return nil, err
 	}
 	pkg := map[string]any{
-		"name": otherPackage, "version": packageVersion(main), "type": "module",
+		"name": otherPackage, "version": setup.PackageVersion(main), "type": "module",
 		"description":     "A second plugin declaring the createos driver (make server-e2e).",
 		"paperclipPlugin": map[string]string{"manifest": "./dist/manifest.js", "worker": "./dist/worker.js"},
 	}
@@ -58,9 +59,9 @@ func (h *harness) stageOther(ctx context.Context) (*otherPlugin, error) {
 	copies := map[string]string{
 		"dist/worker.js":          filepath.Join(main, "dist", "worker.js"),
 		"dist/locate.js":          filepath.Join(main, "dist", "locate.js"),
-		"bin/worker.json":         filepath.Join(h.platformDir, "bin", "worker.json"),
-		"bin/sandbox-plugin.real": h.workerBinary() + ".real",
-		"bin/sandbox-plugin":      h.o.recorder,
+		"bin/worker.json":         filepath.Join(h.PlatformDir, "bin", "worker.json"),
+		"bin/sandbox-plugin.real": h.WorkerBinary() + ".real",
+		"bin/sandbox-plugin":      h.Opts.Recorder,
 	}
 	for rel, src := range copies {
 		b, err := os.ReadFile(src)
@@ -82,17 +83,17 @@ func (h *harness) stageOther(ctx context.Context) (*otherPlugin, error) {
 			return nil, err
 		}
 	}
-	return o, h.mkdirFor(o.traceDir())
+	return o, h.Srv.Mkdir(o.traceDir())
 }
 
 // otherManifest is our installed manifest (plugin inspect) as the second
 // plugin's: another id and display name, and only the createos driver,
 // renamed.
-func (h *harness) otherManifest(ctx context.Context) (map[string]any, error) {
+func (h env) otherManifest(ctx context.Context) (map[string]any, error) {
 	var inspect struct {
 		ManifestJSON map[string]any `json:"manifestJson"`
 	}
-	if err := h.pc.runJSON(ctx, &inspect, "plugin", "inspect", pluginKey); err != nil {
+	if err := h.PC.RunJSON(ctx, &inspect, "plugin", "inspect", setup.PluginKey); err != nil {
 		return nil, err
 	}
 	m := inspect.ManifestJSON
@@ -106,7 +107,7 @@ func (h *harness) otherManifest(ctx context.Context) (map[string]any, error) {
 		}
 	}
 	if len(createos) != 1 {
-		return nil, fmt.Errorf("plugin inspect %s: %d createos drivers in the manifest", pluginKey, len(createos))
+		return nil, fmt.Errorf("plugin inspect %s: %d createos drivers in the manifest", setup.PluginKey, len(createos))
 	}
 	m["id"], m["displayName"], m["description"] = otherPluginKey, otherDisplayName, "A second plugin declaring createos."
 	m["environmentDrivers"] = createos
@@ -115,12 +116,12 @@ func (h *harness) otherManifest(ctx context.Context) (map[string]any, error) {
 
 // pluginIDOf is the database id plugin list shows for key, "" when it
 // lists none.
-func (h *harness) pluginIDOf(ctx context.Context, key string) (string, error) {
+func (h env) pluginIDOf(ctx context.Context, key string) (string, error) {
 	var list []struct {
 		ID        string `json:"id"`
 		PluginKey string `json:"pluginKey"`
 	}
-	if err := h.pc.runJSON(ctx, &list, "plugin", "list"); err != nil {
+	if err := h.PC.RunJSON(ctx, &list, "plugin", "list"); err != nil {
 		return "", err
 	}
 	for _, p := range list {

@@ -10,6 +10,7 @@ type Request struct {
 	Method string
 	Params json.RawMessage
 	Result json.RawMessage // nil: no answer, or an error
+	Error  json.RawMessage // the error the worker answered with, if it did
 }
 
 // Requests is the host requests of es, in order, each with its result.
@@ -22,6 +23,7 @@ func Requests(es []Entry) []Request {
 			Method string          `json:"method"`
 			Params json.RawMessage `json:"params"`
 			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
 		}
 		if json.Unmarshal(e.Msg, &m) != nil || len(m.ID) == 0 {
 			continue
@@ -33,8 +35,31 @@ func Requests(es []Entry) []Request {
 		case e.Dir == "out" && m.Method == "":
 			if i, ok := byID[string(m.ID)]; ok && len(m.Result) > 0 {
 				out[i].Result = m.Result
+			} else if ok && len(m.Error) > 0 {
+				out[i].Error = m.Error
 			}
 		}
+	}
+	return out
+}
+
+// ErrorReplies is each request of es the worker answered with an error,
+// as "<method>: <message>", in order: what the worker said when a wait for
+// the host runs out.
+func ErrorReplies(es []Entry) []string {
+	var out []string
+	for _, r := range Requests(es) {
+		if len(r.Error) == 0 {
+			continue
+		}
+		var e struct {
+			Message string `json:"message"`
+		}
+		msg := strings.TrimSpace(string(r.Error))
+		if json.Unmarshal(r.Error, &e) == nil && e.Message != "" {
+			msg = e.Message
+		}
+		out = append(out, r.Method+": "+msg)
 	}
 	return out
 }

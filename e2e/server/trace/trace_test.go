@@ -2,8 +2,10 @@ package trace
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 	"go.uber.org/goleak"
 )
 
@@ -36,5 +38,27 @@ func TestRedact(t *testing.T) {
 		if got := string(r.Redact(json.RawMessage(tc.in))); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// The worker's error answers are what a failed wait reports.
+func TestErrorReplies(t *testing.T) {
+	line := func(dir, msg string) Entry { return Entry{Entry: rpctest.Entry{Dir: dir, Msg: []byte(msg)}} }
+	es := []Entry{
+		line("in", `{"jsonrpc":"2.0","id":1,"method":"environmentAcquireLease","params":{}}`),
+		line("out", `{"jsonrpc":"2.0","id":1,"result":{"providerLeaseId":"l"}}`),
+		line("in", `{"jsonrpc":"2.0","id":2,"method":"loginPtyOpen","params":{}}`),
+		line("out", `{"jsonrpc":"2.0","method":"log","params":{"level":"info"}}`),
+		line("out", `{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"The login home directory /tmp/paperclip-adapter-login belongs to another user; fix or remove it"}}`),
+		line("in", `{"jsonrpc":"2.0","id":3,"method":"loginPtyClose","params":{}}`),
+		line("out", `{"jsonrpc":"2.0","id":3,"error":"plain"}`),
+	}
+	got := ErrorReplies(es)
+	want := []string{"loginPtyOpen: The login home directory /tmp/paperclip-adapter-login belongs to another user; fix or remove it", `loginPtyClose: "plain"`}
+	if !slices.Equal(got, want) {
+		t.Errorf("ErrorReplies = %q, want %q", got, want)
+	}
+	if got := ErrorReplies(es[:2]); got != nil {
+		t.Errorf("no errors: %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package paperclip
 
 import (
 	"bytes"
@@ -15,20 +15,20 @@ import (
 // The server runs as this user when the harness runs as root: Postgres
 // refuses to run as root, and embedded-postgres would otherwise run initdb
 // as the "postgres" user, which cannot reach files under a mode-700 home.
-const serverUID, serverGID = 65534, 65534 // nobody:nogroup
+const NobodyUID, NobodyGID = 65534, 65534 // nobody:nogroup
 
-// install makes sure dir holds the pinned server install (paperclipai and
+// Install makes sure dir holds the pinned server install (paperclipai and
 // Node >= 24.11 from the npm registry, exactly as the committed lockfile
 // in npmDir, e2e/server/npm/<version>, says). It is skipped when the stamp
 // of a previous install matches the lockfile; the install of another
 // version waits beside dir (switchInstall), so switching versions does not
 // reinstall. The npm cache is the user's, so a reinstall does not download.
-func install(ctx context.Context, npmDir, dir, logDir string) error {
+func Install(ctx context.Context, npmDir, dir, logDir string) error {
 	l, err := readLock(npmDir)
 	if err != nil {
 		return err
 	}
-	version, err := pinnedVersion(npmDir)
+	version, err := PinnedVersion(npmDir)
 	if err != nil {
 		return err
 	}
@@ -117,10 +117,10 @@ func (l locked) prepare(dir string) error {
 	return nil
 }
 
-// installLocked makes sure dir holds exactly what the lockfile in npmDir
+// InstallLocked makes sure dir holds exactly what the lockfile in npmDir
 // pins, from the npm registry (npm ci, no install scripts); skipped when
 // the stamp of a previous install matches and probe exists.
-func installLocked(ctx context.Context, npmDir, dir, logFile, probe string) error {
+func InstallLocked(ctx context.Context, npmDir, dir, logFile, probe string) error {
 	l, err := readLock(npmDir)
 	if err != nil {
 		return err
@@ -146,9 +146,9 @@ func installLocked(ctx context.Context, npmDir, dir, logFile, probe string) erro
 	return os.WriteFile(filepath.Join(dir, ".installed"), []byte(l.stamp), 0o644)
 }
 
-// reachableBy reports whether every directory from / down to dir lets
+// ReachableBy reports whether every directory from / down to dir lets
 // other users through (the server user is neither owner nor group).
-func reachableBy(dir string) bool {
+func ReachableBy(dir string) bool {
 	for d := dir; ; d = filepath.Dir(d) {
 		fi, err := os.Stat(d)
 		if err != nil || fi.Mode().Perm()&0o001 == 0 {

@@ -1,4 +1,4 @@
-package main
+package setup
 
 import (
 	"context"
@@ -13,37 +13,37 @@ import (
 
 // traceDir is where the recorder in the installed platform package
 // writes: ../trace from its bin/ (interposeRecorder).
-func (h *harness) traceDir() string { return filepath.Join(h.platformDir, "trace") }
+func (h *Env) TraceDir() string { return filepath.Join(h.PlatformDir, "trace") }
 
 // traceFiles lists the workers' trace files, oldest worker first.
-func (h *harness) traceFiles() []string { return trace.Files(h.traceDir()) }
+func (h *Env) TraceFiles() []string { return trace.Files(h.TraceDir()) }
 
 // traceMark is how many entries each trace file had.
-func (h *harness) traceMark() map[string]int { return trace.Mark(h.traceDir()) }
+func (h *Env) TraceMark() map[string]int { return trace.Mark(h.TraceDir()) }
 
 // traceSince returns the entries written after mark, worker by worker.
-func (h *harness) traceSince(mark map[string]int) []trace.Entry {
-	return trace.Since(h.traceDir(), mark)
+func (h *Env) TraceSince(mark map[string]int) []trace.Entry {
+	return trace.Since(h.TraceDir(), mark)
 }
 
 // redactor redacts the run's recorded messages: the sim's and the
 // agent's keys, and the run directory as {{RUN}} and the real CLI's
 // directory as {{CLAUDE}}, so fixtures do not churn (and a replay does not
 // run the CLI).
-func (h *harness) redactor() trace.Redactor {
-	return trace.Redactor{Secrets: []string{h.simKey, h.agentKey}, Dirs: [][2]string{{h.claudeDir(), "{{CLAUDE}}"}, {h.runDir, "{{RUN}}"}}}
+func (h *Env) redactor() trace.Redactor {
+	return trace.Redactor{Secrets: []string{h.SimKey, h.Srv.AgentKey}, Dirs: [][2]string{{h.ClaudeDir(), "{{CLAUDE}}"}, {h.RunDir, "{{RUN}}"}}}
 }
 
 // writeTraffic keeps the host's requests and the worker's replies of every
 // recorded flow under out/, redacted, and
 // with -update also as the fixtures under testdata/.
-func (h *harness) writeTraffic(ctx context.Context) error {
-	dirs := []string{filepath.Join(h.o.outDir, "traffic")}
-	if h.o.update {
-		dirs = append(dirs, h.o.fixtures)
+func (h *Env) writeTraffic(ctx context.Context) error {
+	dirs := []string{filepath.Join(h.Opts.OutDir, "traffic")}
+	if h.Opts.Update {
+		dirs = append(dirs, h.Opts.Fixtures)
 	}
 	redactor := h.redactor()
-	for name, es := range h.traffic {
+	for name, es := range h.Traffic {
 		var b strings.Builder
 		for _, e := range es {
 			// Requests and replies only: the execute.log and log

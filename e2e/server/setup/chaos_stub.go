@@ -1,52 +1,52 @@
-package main
+package setup
 
 import "strings"
 
 // make chaos holds a run at a known point with files in the tools
-// directory (h.runDir/tools), which both sandboxes see: the fake at its
-// host path, createos at simToolsDir (a read-only mount of the same
+// directory (h.RunDir/tools), which both sandboxes see: the fake at its
+// host path, createos at SimToolsDir (a read-only mount of the same
 // directory, so the harness writes and the sandbox reads). A held command
-// runs chaosHold (in chaosBinDir), whose command line names the point and
+// runs ChaosHold (in ChaosBinDir), whose command line names the point and
 // the row's token, which the flag holds ("chaos-hold execute
 // createos-kill-execute"), so the harness finds exactly that row's hold in
-// the process tree; it waits until chaosGo-<token> exists, and only then:
+// the process tree; it waits until ChaosGo-<token> exists, and only then:
 // a held process the host's cleanup does not end is still there for the
 // leftover check (no later row's go flag lets it go, and it has no time
 // limit of its own below chaosHoldLimit, which is longer than any table).
 
 const (
-	chaosBinDir = "chaos-bin" // in the tools directory: first on every sandbox command's PATH in chaos mode
+	ChaosBinDir = "chaos-bin" // in the tools directory: first on every sandbox command's PATH in chaos mode
 
 	// Flags the harness creates (and removes once the hold is seen); each
 	// holds the row's token.
-	chaosHoldExecute = "chaos-hold-execute" // the stub agent holds before its work
-	chaosHoldSync    = "chaos-hold-sync"    // tar holds on the workspace upload of a sync-in
-	chaosDaemon      = "chaos-daemon"       // the stub agent leaves a daemon that ignores SIGTERM and a big tree
-	chaosGo          = "chaos-go-"          // + token: the row's held processes go on
+	ChaosHoldExecute = "chaos-hold-execute" // the stub agent holds before its work
+	ChaosHoldSync    = "chaos-hold-sync"    // tar holds on the workspace upload of a sync-in
+	ChaosDaemon      = "chaos-daemon"       // the stub agent leaves a daemon that ignores SIGTERM and a big tree
+	ChaosGo          = "chaos-go-"          // + token: the row's held processes go on
 
 	chaosHoldLimit = "36000" // tenths of a second a hold waits at most (an hour), then fails
 )
 
-// chaosHold is chaos-bin/chaos-hold <point> <token>: it waits for
+// ChaosHold is chaos-bin/chaos-hold <point> <token>: it waits for
 // chaos-go-<token> in the tools directory (its own directory's parent).
-const chaosHold = `#!/bin/sh
+const ChaosHold = `#!/bin/sh
 tools=$(dirname "$(dirname "$0")")
 i=0
-while [ ! -e "$tools/` + chaosGo + `$2" ]; do
+while [ ! -e "$tools/` + ChaosGo + `$2" ]; do
 	[ $i -ge ` + chaosHoldLimit + ` ] && exit 1
 	sleep 0.1
 	i=$((i+1))
 done
 `
 
-// chaosTar is chaos-bin/tar: with chaos-hold-sync present it holds (with its token) the
+// ChaosTar is chaos-bin/tar: with chaos-hold-sync present it holds (with its token) the
 // extraction of the workspace upload (the host's post-upload command of
 // the workspace sync-in: "tar -xf …/workspace-upload.tar -C …"), then runs
 // the real tar.
-const chaosTar = `#!/bin/sh
+const ChaosTar = `#!/bin/sh
 tools=$(dirname "$(dirname "$0")")
 case "$*" in
-*workspace-upload.tar*) tok=$(cat "$tools/` + chaosHoldSync + `" 2>/dev/null) && "$tools/` + chaosBinDir + `/chaos-hold" sync "$tok" ;;
+*workspace-upload.tar*) tok=$(cat "$tools/` + ChaosHoldSync + `" 2>/dev/null) && "$tools/` + ChaosBinDir + `/chaos-hold" sync "$tok" ;;
 esac
 exec /usr/bin/tar "$@"
 `
@@ -57,13 +57,13 @@ exec /usr/bin/tar "$@"
 // beside the workspace in the lease root (its removal takes a while), so
 // a release has work to do when the worker is killed.
 const chaosPrelude = `tools=$(dirname "$0")
-if tok=$(cat "$tools/` + chaosDaemon + `" 2>/dev/null); then
+if tok=$(cat "$tools/` + ChaosDaemon + `" 2>/dev/null); then
 	mkdir -p ../chaos-tree && (cd ../chaos-tree && seq 1 20000 | xargs touch)
-	nohup sh -c 'trap "" TERM; exec "$0/` + chaosBinDir + `/chaos-hold" daemon "$1"' "$tools" "$tok" >/dev/null 2>&1 &
+	nohup sh -c 'trap "" TERM; exec "$0/` + ChaosBinDir + `/chaos-hold" daemon "$1"' "$tools" "$tok" >/dev/null 2>&1 &
 fi
-tok=$(cat "$tools/` + chaosHoldExecute + `" 2>/dev/null) && "$tools/` + chaosBinDir + `/chaos-hold" execute "$tok"
+tok=$(cat "$tools/` + ChaosHoldExecute + `" 2>/dev/null) && "$tools/` + ChaosBinDir + `/chaos-hold" execute "$tok"
 `
 
-// chaosStubAgent is the stub agent with the chaos prelude: without the
+// ChaosStubAgent is the stub agent with the chaos prelude: without the
 // flags it is the stub.
-var chaosStubAgent = strings.Replace(stubAgent, "cat >/dev/null\n", "cat >/dev/null\n"+chaosPrelude, 1)
+var ChaosStubAgent = strings.Replace(StubAgent, "cat >/dev/null\n", "cat >/dev/null\n"+chaosPrelude, 1)

@@ -1,14 +1,14 @@
-package main
+package chaos
 
 import (
 	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
+	"go.uber.org/goleak"
 )
 
 // The cause each fault's failed run must name: the host's errors seen in
@@ -63,17 +63,6 @@ func TestChainsTo(t *testing.T) {
 	}
 }
 
-// The chaos stub is the stub when no flag is there, and the prelude sits
-// after the probes (a --version probe never holds).
-func TestChaosStubHoldsOnlyTheAgent(t *testing.T) {
-	if !strings.Contains(chaosStubAgent, chaosPrelude) || strings.Replace(chaosStubAgent, chaosPrelude, "", 1) != stubAgent {
-		t.Fatal("the chaos stub is not the stub with the prelude")
-	}
-	if strings.Index(chaosStubAgent, chaosPrelude) < strings.Index(chaosStubAgent, "--version)") {
-		t.Fatal("the prelude runs before the probes")
-	}
-}
-
 // markerOf reads the fake's lease-root marker from a process's environment.
 func TestMarkerOf(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
@@ -109,3 +98,5 @@ func waitExeced(t *testing.T, cmd *exec.Cmd) {
 		return err == nil && bytes.HasPrefix(b, first)
 	})
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,4 +1,4 @@
-package main
+package setup
 
 import (
 	"context"
@@ -12,14 +12,14 @@ import (
 // does (paperclipai instance settings:experimental:update, i.e. PATCH
 // /api/instance/settings/experimental, instance-admin only; a
 // local_trusted instance's board is) and reads it back.
-func (h *harness) setDuplexBridge(ctx context.Context, on bool) error {
+func (h *Env) SetDuplexBridge(ctx context.Context, on bool) error {
 	payload := fmt.Sprintf(`{"enableSandboxDuplexBridge":%t}`, on)
 	var updated map[string]any
-	if err := h.pc.runJSON(ctx, &updated, "instance", "settings:experimental:update", "--payload-json", payload); err != nil {
+	if err := h.PC.RunJSON(ctx, &updated, "instance", "settings:experimental:update", "--payload-json", payload); err != nil {
 		return err
 	}
 	var got map[string]any
-	if err := h.pc.runJSON(ctx, &got, "instance", "settings:experimental"); err != nil {
+	if err := h.PC.RunJSON(ctx, &got, "instance", "settings:experimental"); err != nil {
 		return err
 	}
 	if got["enableSandboxDuplexBridge"] != on || updated["enableSandboxDuplexBridge"] != on {
@@ -28,9 +28,9 @@ func (h *harness) setDuplexBridge(ctx context.Context, on bool) error {
 	return nil
 }
 
-// runLogText joins the chunks of a stored run log (NDJSON of
+// RunLogText joins the chunks of a stored run log (NDJSON of
 // {ts, stream, chunk, seq}, as GET /heartbeat-runs/<id>/log returns it).
-func runLogText(content string) string {
+func RunLogText(content string) string {
 	var b strings.Builder
 	for _, line := range strings.Split(content, "\n") {
 		var rec struct {

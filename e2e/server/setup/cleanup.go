@@ -1,4 +1,4 @@
-package main
+package setup
 
 import (
 	"context"
@@ -12,7 +12,9 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/paperclip"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/proc"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/wait"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
@@ -24,7 +26,7 @@ import (
 // done. When the harness is root the worker runs as the server user, so
 // only that user's entries can be the run's: one another user's worker (a
 // test running beside this one) makes meanwhile is none of its business.
-func (h *harness) leaseRoots() map[string]bool {
+func (h *Env) LeaseRoots() map[string]bool {
 	m := map[string]bool{}
 	var pats []string
 	for _, dir := range []string{"/tmp", os.TempDir()} {
@@ -34,7 +36,7 @@ func (h *harness) leaseRoots() map[string]bool {
 	for _, pat := range pats {
 		got, _ := filepath.Glob(pat)
 		for _, g := range got {
-			if !h.root || ownedBy(g, serverUID) {
+			if !h.Root || OwnedBy(g, paperclip.NobodyUID) {
 				m[g] = true
 			}
 		}
@@ -42,8 +44,8 @@ func (h *harness) leaseRoots() map[string]bool {
 	return m
 }
 
-// ownedBy reports whether path is owned by uid.
-func ownedBy(path string, uid uint32) bool {
+// OwnedBy reports whether path is owned by uid.
+func OwnedBy(path string, uid uint32) bool {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return false
@@ -56,9 +58,9 @@ func ownedBy(path string, uid uint32) bool {
 // runs, stops the server and the sim by pid, then checks that no process
 // the run started (worker, Postgres, sandbox commands, daemons) is alive
 // and that no lease root is left.
-func (h *harness) stopAndCheck(ctx context.Context) error {
-	simDir := filepath.Join(h.runDir, "sim")
-	if err := poll(ctx, 30*time.Second, "every createos-sim sandbox deleted", func() (bool, error) {
+func (h *Env) stopAndCheck(ctx context.Context) error {
+	simDir := filepath.Join(h.RunDir, "sim")
+	if err := wait.Poll(ctx, 30*time.Second, "every createos-sim sandbox deleted", func() (bool, error) {
 		// <sim dir>/createostest-*/<sandbox id>
 		left, err := filepath.Glob(filepath.Join(simDir, "*", "*"))
 		if err != nil {
@@ -71,16 +73,16 @@ func (h *harness) stopAndCheck(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if !h.server.Stop(60 * time.Second) {
-		return fmt.Errorf("the server did not exit within 60s of SIGTERM; see %s", h.server.LogName())
+	if !h.Srv.Proc.Stop(60 * time.Second) {
+		return fmt.Errorf("the server did not exit within 60s of SIGTERM; see %s", h.Srv.Proc.LogName())
 	}
-	if !h.sim.Stop(20 * time.Second) {
-		return fmt.Errorf("createos-sim did not exit within 20s of SIGTERM; see %s", h.sim.LogName())
+	if !h.Sim.Stop(20 * time.Second) {
+		return fmt.Errorf("createos-sim did not exit within 20s of SIGTERM; see %s", h.Sim.LogName())
 	}
 	if ents, err := os.ReadDir(simDir); err != nil || len(ents) > 0 {
 		return fmt.Errorf("createos-sim left %d entries in its directory (%v)", len(ents), err)
 	}
-	if err := poll(ctx, 20*time.Second, "no process of the run alive", func() (bool, error) {
+	if err := wait.Poll(ctx, 20*time.Second, "no process of the run alive", func() (bool, error) {
 		left := procfs.Descendants(os.Getpid())
 		if len(left) == 0 {
 			return true, nil
@@ -95,8 +97,8 @@ func (h *harness) stopAndCheck(ctx context.Context) error {
 	}
 	proc.ReapOrphans()
 	var left []string
-	for r := range h.leaseRoots() {
-		if !h.leaseRootsBefore[r] {
+	for r := range h.LeaseRoots() {
+		if !h.LeaseRootsBefore[r] {
 			left = append(left, r)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package paperclip
 
 import (
 	"context"
@@ -62,21 +62,21 @@ func hasCommand(help, name string) bool {
 }
 
 // serverStart reads the installed CLI's commands and picks the start.
-func (h *harness) serverStart() (serverStart, error) {
-	cmd := exec.Command(h.node(), h.cliPath(), "--help")
-	cmd.Env = h.serverEnv()
-	cmd.Dir = h.runDir
-	h.serverUser(cmd)
+func (s *Server) serverStart() (serverStart, error) {
+	cmd := exec.Command(s.Node(), s.CLIPath(), "--help")
+	cmd.Env = s.Env()
+	cmd.Dir = s.RunDir
+	s.SetUser(cmd)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return serverStart{}, fmt.Errorf("paperclipai --help: %w: %s", err, jsonhttp.Truncate(strings.TrimSpace(string(out)), 2000))
 	}
-	return serverStartFor(string(out), h.dataDir()), nil
+	return serverStartFor(string(out), s.DataDir()), nil
 }
 
-// cliPath is the installed paperclipai CLI.
-func (h *harness) cliPath() string {
-	return filepath.Join(h.installDir, "node_modules", "paperclipai", "dist", "index.js")
+// CLIPath is the installed paperclipai CLI.
+func (s *Server) CLIPath() string {
+	return filepath.Join(s.InstallDir, "node_modules", "paperclipai", "dist", "index.js")
 }
 
 // testDriveCredential is what test-drive's claude harness stores the
@@ -89,11 +89,11 @@ const (
 // bootstrapLikeTestDrive makes test-drive's company and CEO agent unless
 // the instance has a company already (a restart on the same data
 // directory), as test-drive does.
-func (h *harness) bootstrapLikeTestDrive(ctx context.Context) error {
+func (s *Server) bootstrapLikeTestDrive(ctx context.Context) error {
 	var companies []struct {
 		ID string `json:"id"`
 	}
-	if err := h.pc.api(ctx, "GET", "/companies", nil, &companies); err != nil {
+	if err := s.PC.API(ctx, "GET", "/companies", nil, &companies); err != nil {
 		return err
 	}
 	if len(companies) > 0 {
@@ -102,25 +102,25 @@ func (h *harness) bootstrapLikeTestDrive(ctx context.Context) error {
 	var company struct {
 		ID string `json:"id"`
 	}
-	if err := h.pc.api(ctx, "POST", "/companies", map[string]any{"name": "Test Company"}, &company); err != nil {
+	if err := s.PC.API(ctx, "POST", "/companies", map[string]any{"name": "Test Company"}, &company); err != nil {
 		return fmt.Errorf("create the test company: %w", err)
 	}
 	if company.ID == "" {
 		return errors.New("create the test company: the answer has no id")
 	}
 	c := "/companies/" + company.ID
-	if err := h.pc.api(ctx, "POST", c+"/user-secret-definitions",
+	if err := s.PC.API(ctx, "POST", c+"/user-secret-definitions",
 		map[string]any{"key": testDriveCredentialKey, "name": testDriveCredentialName}, nil); err != nil {
 		return fmt.Errorf("define the provider key's user secret: %w", err)
 	}
-	if err := h.pc.api(ctx, "POST", c+"/me/user-secrets",
-		map[string]any{"definitionKey": testDriveCredentialKey, "value": h.agentKey}, nil); err != nil {
+	if err := s.PC.API(ctx, "POST", c+"/me/user-secrets",
+		map[string]any{"definitionKey": testDriveCredentialKey, "value": s.AgentKey}, nil); err != nil {
 		return fmt.Errorf("store the provider key as a user secret: %w", err)
 	}
 	agent := map[string]any{"name": "CEO", "role": "ceo", "adapterType": "claude_local",
 		"adapterConfig": map[string]any{"env": map[string]any{testDriveCredentialKey: map[string]any{
 			"type": "user_secret_ref", "key": testDriveCredentialKey, "version": "latest", "required": true}}}}
-	if err := h.pc.api(ctx, "POST", c+"/agents", agent, nil); err != nil {
+	if err := s.PC.API(ctx, "POST", c+"/agents", agent, nil); err != nil {
 		return fmt.Errorf("create the CEO agent: %w", err)
 	}
 	fmt.Println("   no test-drive in this release: made its company and CEO agent through the API")

