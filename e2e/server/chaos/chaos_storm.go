@@ -60,8 +60,10 @@ var (
 	causeRateLimit = regexp.MustCompile(`(?i)rate limit|\b429\b|too many requests`)
 	// causeStormRetired: a run of a worker the host retired for an
 	// unconfirmed close names the worker; one whose duplex channel the
-	// storm starved names the channel.
-	causeStormRetired = regexp.MustCompile(causeRateLimit.String() + `|channel lost|` + strings.TrimPrefix(causeWorker.String(), "(?i)"))
+	// storm starved or the retirement cut names the channel: in its log
+	// ("channel lost") or in the host's error code (duplex_channel_lost,
+	// with the error "Adapter failed").
+	causeStormRetired = regexp.MustCompile(causeRateLimit.String() + `|channel[ _]lost|` + strings.TrimPrefix(causeWorker.String(), "(?i)"))
 )
 
 // secondClient is the storm of a second client on the same API key: a

@@ -35,6 +35,13 @@ func TestChaosCauseNamesTheFault(t *testing.T) {
 		{"provider-500-10s", `CreateOS connection failed.`, false},
 		{"server-restart", `Interrupted by graceful server shutdown (SIGTERM)`, true},
 		{"server-restart", `Worker process exited (code=137, signal=null)`, false},
+		{"rate-limit-second-client", `CreateOS refused the request: rate limit exceeded (HTTP 429)`, true},
+		{"rate-limit-second-client", `[duplex_channel_lost] Adapter failed`, false},
+		{"rate-limit-total-30s", `[duplex_channel_lost] Adapter failed`, true},
+		{"rate-limit-total-30s", `[paperclip] Sandbox HTTP/2 channel lost`, true},
+		{"rate-limit-total-30s", `Cannot call "environmentExecute" — worker for "3a2d66ee-ef21-4aae-bcbb-29a899b2d8bd" is stopped`, true},
+		{"rate-limit-total-30s", `Adapter failed`, false},
+		{"rate-limit-total-30s", `CreateOS answered HTTP 500`, false},
 	}
 	for _, tc := range cases {
 		f, ok := faults[tc.fault]
