@@ -67,8 +67,9 @@ func run(o setup.Options, sel selection) int {
 		return 2
 	}
 	o.Faults = list[0].Faults
+	target := map[bool]string{false: "server-e2e", true: "chaos"}[o.Faults] // as make names it
 	if err := preflight(o); err != nil {
-		fmt.Fprintf(os.Stderr, "server-e2e: this machine is not ready:\n%v\n", err)
+		fmt.Fprintf(os.Stderr, "%s: this machine is not ready:\n%v\n", target, err)
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
@@ -77,7 +78,7 @@ func run(o setup.Options, sel selection) int {
 	defer stop()
 	h, err := setup.New(o)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "server-e2e:", err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", target, err)
 		return 1
 	}
 	results, err := runAll(ctx, h, list)
@@ -86,9 +87,9 @@ func run(o setup.Options, sel selection) int {
 	}
 	failed := printSummary(results, list[len(results):])
 	if err != nil {
-		fmt.Printf("server-e2e: FAIL outside the scenarios: %v\n", err)
+		fmt.Printf("%s: FAIL outside the scenarios: %v\n", target, err)
 	}
-	fmt.Printf("server-e2e: %s in %s; logs: %s\n", map[bool]string{true: "FAIL", false: "ok"}[err != nil || failed > 0], time.Since(start).Round(time.Second), h.LogDir)
+	fmt.Printf("%s: %s in %s; logs: %s\n", target, map[bool]string{true: "FAIL", false: "ok"}[err != nil || failed > 0], time.Since(start).Round(time.Second), h.LogDir)
 	fmt.Printf("%d passed, %d failed\n", len(results)-failed, failed)
 	if err != nil || failed > 0 {
 		return 1
