@@ -7,15 +7,7 @@ package setup
 // through the run's API bridge (PAPERCLIP_API_URL and PAPERCLIP_API_KEY, as
 // a real agent's tools do) and writes what came back to StubBridgeOutput,
 // and prints a minimal stream-json transcript.
-const StubAgent = `#!/bin/sh
-for a in "$@"; do
-	case "$a" in
-	--version) echo "2.1.251 (Claude Code)"; exit 0 ;;
-	--help) echo "Usage: claude [options]"; exit 0 ;;
-	esac
-done
-cat >/dev/null
-echo "written by the stub agent" > stub-agent-output.txt || exit 1
+const StubAgent = stubProbes + `echo "written by the stub agent" > stub-agent-output.txt || exit 1
 node -e '
 const fs = require("fs");
 const mode = process.env.PAPERCLIP_API_BRIDGE_MODE || "none";
@@ -35,6 +27,18 @@ printf '%s\n' "{\"type\":\"assistant\",\"session_id\":\"$sid\",\"message\":{\"co
 printf '%s\n' "{\"type\":\"result\",\"subtype\":\"success\",\"session_id\":\"$sid\",\"result\":\"done\",\"usage\":{\"input_tokens\":1,\"cache_read_input_tokens\":0,\"output_tokens\":1},\"total_cost_usd\":0}"
 `
 
+// stubProbes begins both stubs: it answers the adapter's --version and
+// --help probes and reads stdin (the prompt) to its end.
+const stubProbes = `#!/bin/sh
+for a in "$@"; do
+	case "$a" in
+	--version) echo "2.1.251 (Claude Code)"; exit 0 ;;
+	--help) echo "Usage: claude [options]"; exit 0 ;;
+	esac
+done
+cat >/dev/null
+`
+
 // StubBridgeOutput is the file the stub writes "<bridge mode> <HTTP
 // status> <agent id>" to after its API call through the bridge.
 const StubBridgeOutput = "stub-bridge.txt"
@@ -44,15 +48,7 @@ const StubBridgeOutput = "stub-bridge.txt"
 // transcript, so the host marks the run failed and its lease failed
 // (heartbeat.js leaseReleaseStatusForRunStatus). StubFailure is the line
 // the stored run log must hold, so the failure is known to be the agent's.
-const StubFailingAgent = `#!/bin/sh
-for a in "$@"; do
-	case "$a" in
-	--version) echo "2.1.251 (Claude Code)"; exit 0 ;;
-	--help) echo "Usage: claude [options]"; exit 0 ;;
-	esac
-done
-cat >/dev/null
-echo "` + StubFailure + `" >&2
+const StubFailingAgent = stubProbes + `echo "` + StubFailure + `" >&2
 exit 3
 `
 
