@@ -2,6 +2,7 @@ package createos
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
@@ -34,10 +35,6 @@ const CoalesceEnv = "SANDBOX_PLUGIN_CREATEOS_COALESCE"
 // CoalesceAlways); the default is the environment's, else auto.
 func WithCoalescing(mode string) Option { return func(d *Driver) { d.coalesce = mode } }
 
-// maxBatchStdin bounds the stdin the commands of one batch carry
-// together; a command over it goes alone at its turn.
-const maxBatchStdin = 1 << 20
-
 // sandboxKey names a sandbox on an account: the executes that may share
 // a request.
 type sandboxKey struct{ account, sandbox string }
@@ -45,7 +42,7 @@ type sandboxKey struct{ account, sandbox string }
 // job is one execute waiting to go, or gone in a batch.
 type job struct {
 	ctx  context.Context
-	cmd  commandSpec
+	l    launched
 	sink handlers.OutputSink
 	lead chan struct{}  // closed when this job is to wait for the budget
 	res  chan jobResult // the batch's answer, once
@@ -56,13 +53,6 @@ type jobResult struct {
 	err error
 }
 
-func (j *job) stdinLen() int {
-	if j.cmd.stdin == nil {
-		return 0
-	}
-	return len(*j.cmd.stdin)
-}
-
 // gather holds each sandbox's waiting jobs; a sandbox with none has no
 // entry.
 type gather struct {
@@ -70,15 +60,19 @@ type gather struct {
 	lanes map[sandboxKey]*lane
 }
 
+// lane is one sandbox's waiting jobs and which of them leads: waits for
+// the budget on behalf of all. Whenever a job waits, exactly one leads;
+// the lead changes only under gather.mu, when the leader leaves or takes
+// its turn, so no turn is lost to a job that leaves as the lead reaches it.
 type lane struct {
 	waiting []*job
-	led     bool // a waiting job has the lead
+	leader  *job
 }
 
 func newGather() *gather { return &gather{lanes: map[sandboxKey]*lane{}} }
 
-// join adds j and reports whether it leads (no other job waits).
-func (g *gather) join(k sandboxKey, j *job) bool {
+// join adds j; it leads when no other job waits.
+func (g *gather) join(k sandboxKey, j *job) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ln := g.lanes[k]
@@ -87,50 +81,56 @@ func (g *gather) join(k sandboxKey, j *job) bool {
 		g.lanes[k] = ln
 	}
 	ln.waiting = append(ln.waiting, j)
-	if ln.led {
-		return false
+	if ln.leader == nil {
+		ln.lead(j)
 	}
-	ln.led = true
-	return true
+}
+
+// lead makes j the leader. Called with gather.mu held.
+func (ln *lane) lead(j *job) {
+	ln.leader = j
+	close(j.lead)
 }
 
 // leave takes j out if it still waits and reports whether it did; a
-// leaving lead hands the lead to the next waiting job.
-func (g *gather) leave(k sandboxKey, j *job, lead bool) bool {
+// leaving leader hands the lead to the next waiting job.
+func (g *gather) leave(k sandboxKey, j *job) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ln := g.lanes[k]
 	if ln == nil {
 		return false
 	}
-	for i, w := range ln.waiting {
-		if w == j {
-			ln.waiting = append(ln.waiting[:i], ln.waiting[i+1:]...)
-			if lead {
-				g.handOn(k, ln)
-			}
-			return true
-		}
+	i := slices.Index(ln.waiting, j)
+	if i < 0 {
+		return false
 	}
-	return false
+	ln.waiting = slices.Delete(ln.waiting, i, i+1)
+	if ln.leader == j {
+		g.handOn(k, ln)
+	}
+	return true
 }
 
-// take is the lead's turn: it takes the lead (which waits first) and the
-// jobs behind it while their stdin stays within maxBatchStdin; the next
-// job left, if any, leads.
-func (g *gather) take(k sandboxKey, lead *job) []*job {
+// take is the leader's turn: it takes the leader and the jobs behind it
+// while their request stays within api.MaxRequestBody (the rest wait for
+// the next turn), and hands the lead to the next job left, if any.
+func (g *gather) take(k sandboxKey, leader *job) []*job {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ln := g.lanes[k]
-	var taken, left []*job
-	size := 0
+	taken := []*job{leader}
+	size := batchOverhead + leader.l.size
+	var left []*job
 	for _, w := range ln.waiting {
-		if w != lead && size+w.stdinLen() > maxBatchStdin {
+		switch {
+		case w == leader:
+		case size+batchPerCommand+w.l.size > api.MaxRequestBody:
 			left = append(left, w)
-			continue
+		default:
+			taken = append(taken, w)
+			size += batchPerCommand + w.l.size
 		}
-		taken = append(taken, w)
-		size += w.stdinLen()
 	}
 	ln.waiting = left
 	g.handOn(k, ln)
@@ -140,52 +140,48 @@ func (g *gather) take(k sandboxKey, lead *job) []*job {
 // handOn gives ln's lead to its first waiting job, or drops ln when none
 // waits. Called with g.mu held.
 func (g *gather) handOn(k sandboxKey, ln *lane) {
+	ln.leader = nil
 	if len(ln.waiting) == 0 {
 		delete(g.lanes, k)
 		return
 	}
-	ln.led = true
-	close(ln.waiting[0].lead)
+	ln.lead(ln.waiting[0])
 }
 
-// coalesced runs cmd as an execute that may share its request with the
+// coalesced runs l as an execute that may share its request with the
 // other executes of sandbox waiting for the budget at its turn. A job that
 // leaves before its turn ends as a request its deadline or cancellation
 // stopped before it was sent (streamCommand on an ended ctx sends nothing).
-func (d *Driver) coalesced(ctx context.Context, c *api.Client, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+func (d *Driver) coalesced(ctx context.Context, c *api.Client, sandbox string, l launched, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+	if streamOverhead+l.size > api.MaxRequestBody {
+		return nil, tooLarge(l)
+	}
 	k := sandboxKey{c.Account().ID, sandbox}
-	j := &job{ctx: ctx, cmd: cmd, sink: sink, lead: make(chan struct{}), res: make(chan jobResult, 1)}
-	if d.gather.join(k, j) {
-		close(j.lead)
-	}
-	for {
-		select {
-		case <-j.lead:
-			admitted, err := c.Admit(ctx)
-			if err != nil {
-				d.gather.leave(k, j, true)
-				return d.streamCommand(ctx, c, sandbox, cmd, sink)
-			}
-			jobs := d.gather.take(k, j)
-			if d.noHelper(sandbox) || len(jobs) == 1 && d.coalesce != CoalesceAlways {
-				for _, o := range jobs {
-					if o != j {
-						o.res <- jobResult{err: errNoHelper}
-					}
-				}
-				return d.streamCommand(admitted, c, sandbox, cmd, sink)
-			}
-			d.startBatch(admitted, c, sandbox, jobs)
-			j.lead = nil
-		case r := <-j.res:
-			return d.answer(ctx, c, sandbox, j, r)
-		case <-ctx.Done():
-			if d.gather.leave(k, j, j.lead != nil && isClosed(j.lead)) {
-				return d.streamCommand(ctx, c, sandbox, cmd, sink)
-			}
-			return d.answer(ctx, c, sandbox, j, <-j.res)
+	j := &job{ctx: ctx, l: l, sink: sink, lead: make(chan struct{}), res: make(chan jobResult, 1)}
+	d.gather.join(k, j)
+	select {
+	case <-j.lead:
+		admitted, err := c.Admit(ctx)
+		if err != nil {
+			d.gather.leave(k, j)
+			return d.streamCommand(ctx, c, sandbox, l, sink)
 		}
+		jobs := d.gather.take(k, j)
+		if d.noHelper(sandbox) || len(jobs) == 1 && d.coalesce != CoalesceAlways {
+			for _, o := range jobs[1:] {
+				o.res <- jobResult{err: errNoHelper}
+			}
+			return d.streamCommand(admitted, c, sandbox, l, sink)
+		}
+		d.startBatch(admitted, c, sandbox, jobs)
+	case <-ctx.Done():
+		if d.gather.leave(k, j) {
+			return d.streamCommand(ctx, c, sandbox, l, sink)
+		}
+	case r := <-j.res: // another job's turn took this one
+		return d.answer(ctx, c, sandbox, j, r)
 	}
+	return d.answer(ctx, c, sandbox, j, <-j.res)
 }
 
 // answer is j's result from its batch: as streamCommand decides, a call
@@ -194,18 +190,9 @@ func (d *Driver) coalesced(ctx context.Context, c *api.Client, sandbox string, c
 func (d *Driver) answer(ctx context.Context, c *api.Client, sandbox string, j *job, r jobResult) (*handlers.ExecuteResult, error) {
 	switch {
 	case r.err == errNoHelper:
-		return d.streamCommand(ctx, c, sandbox, j.cmd, j.sink)
+		return d.streamCommand(ctx, c, sandbox, j.l, j.sink)
 	case endingOf(ctx) == cancelled:
 		return nil, errCommandCancelled
 	}
 	return r.r, r.err
-}
-
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

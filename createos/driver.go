@@ -268,6 +268,21 @@ func (d *Driver) stopActive(ctx context.Context, scope scopeKey) error {
 	return stopCalls(ctx, d.scopes.calls(scope))
 }
 
+// awaitBatches waits until the batch requests end by themselves (each
+// with its helper, once its commands are answered), or ctx ends: a request
+// dropped by closeBatches ends with it what its commands left running.
+func (d *Driver) awaitBatches(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		d.batches.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
 // Execute implements handlers.Driver.
 func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
@@ -288,6 +303,7 @@ func (d *Driver) Close(ctx context.Context) error {
 	calls, chans := d.scopes.shutdown()
 	closeChannels(ctx, chans)
 	err := stopCalls(ctx, calls)
+	d.awaitBatches(ctx)
 	d.closeBatches()
 	d.batches.Wait()
 	return err

@@ -383,7 +383,7 @@ func TestLifecycleProbesProcessExecutionAndAlwaysDeletes(t *testing.T) {
 		t.Errorf("last call %s", got)
 	}
 	i := s.find("POST /v1/sandboxes/sb_test/exec?stream=true")
-	if i < 0 || !strings.Contains(string(s.snapshot()[i].Body), `'/bin/echo' 'paperclip-createos-ready'`) {
+	if i < 0 || !slices.Equal(s.snapshot()[i].launched(t).Argv, []string{"/bin/echo", "paperclip-createos-ready"}) {
 		t.Errorf("probe command: %v", s.snapshot())
 	}
 

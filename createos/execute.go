@@ -1,9 +1,15 @@
 package createos
 
 import (
+	"fmt"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
 )
 
 // commandSpec is one command to run as a managed process: command with
@@ -28,15 +34,65 @@ func exitedZero(r *handlers.ExecuteResult) bool {
 	return !r.TimedOut && r.ExitCode != nil && *r.ExitCode == 0
 }
 
-// streamScript is the script cmd runs as over streaming exec, alone or in
-// a batch: its stdin travels in the request, never as a staged file.
-func (cmd commandSpec) streamScript() (string, error) {
-	return commandScript(commandSpec{command: cmd.command, args: cmd.args, cwd: cmd.cwd, env: cmd.env}, "", "")
+// launched is a command ready for a streaming exec, alone or in a batch:
+// what the launcher reads on its stdin (launch.Data: its cwd, env, argv
+// and stdin as data, never folded into an argument), encoded once.
+type launched struct {
+	name string // the command, for errors
+	data string
+	size int // data as a JSON string: what it adds to a request's body
+	// the parts' own sizes in bytes, for errors
+	stdin, args, env int
 }
 
-// commandScript is the bash script a command runs as: when gatePath is
-// set (a managed process, v0.3), a wait until the start gate exists and
-// its removal; an optional cd, then exec env with the quoted variables (in
+// launch encodes cmd for the launcher. A command Linux would refuse to
+// start (one string over launch.MaxArgLen) gets its result instead, as the
+// fake's: exit 127 and why on stderr.
+func (cmd commandSpec) launch() (launched, *failedStart, error) {
+	if cmd.command == "" {
+		return launched{}, nil, errNoCommand
+	}
+	c := launch.Command{Argv: append([]string{cmd.command}, cmd.args...), Cwd: cmd.cwd, Env: cmd.env, Stdin: cmd.stdin}
+	data, err := launch.Data(c)
+	if err != nil {
+		return launched{}, nil, err
+	}
+	if what, n, long := launch.TooLong(c); long {
+		return launched{}, &failedStart{stderr: fmt.Sprintf("sandbox-plugin: cannot run %s: argument list too long (%s is %d bytes; Linux passes a program at most %d bytes in one string)\n",
+			shquote.Quote(cmd.command), what, n, launch.MaxArgLen)}, nil
+	}
+	size, err := api.BodySize(map[string]any{"": data})
+	if err != nil {
+		return launched{}, nil, err
+	}
+	l := launched{name: cmd.command, data: data, size: size}
+	if cmd.stdin != nil {
+		l.stdin = len(*cmd.stdin)
+	}
+	for _, a := range c.Argv {
+		l.args += len(a)
+	}
+	for k, v := range cmd.env {
+		l.env += len(k) + 1 + len(v)
+	}
+	return l, nil, nil
+}
+
+// failedStart is a command that cannot start: its answer is exit 127 with
+// stderr, as a shell's for a command it cannot run.
+type failedStart struct{ stderr string }
+
+func (f *failedStart) result(sink handlers.OutputSink, limit int) *handlers.ExecuteResult {
+	out := output.New(sink, limit)
+	out.Write("stderr", []byte(f.stderr))
+	out.Finish()
+	code := 127
+	return streamResult(out, &code, false)
+}
+
+// commandScript is the bash script a managed process runs as: when
+// gatePath is set (v0.3), a wait until the start gate exists and its
+// removal; an optional cd, then exec env with the quoted variables (in
 // name order) and argv, stdin redirected from the staged file when there
 // is one.
 func commandScript(cmd commandSpec, stdinPath, gatePath string) (string, error) {

@@ -2,8 +2,10 @@ package createos
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,35 +13,83 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/batch"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
 // A batch is one streaming exec running the helper (createos/batch) over
-// several jobs of one sandbox. Each job gets the answer it would get
-// alone: its own output, live and capped, its exit, timedOut when its own
-// deadline passed (the helper kills its process group then), and
-// errCommandCancelled when it was cancelled (its group is killed with a
-// request of its own while the others run on). The request ends with the
-// helper, which exits once its commands have: what a command left running
-// in the background lives on, as after an exec of its own. When no
-// command of the batch ended by itself (each timed out or was cancelled)
-// the request is dropped at once, as one alone would be, and the provider
-// ends the whole tree; a helper still running helperLinger after its last
-// command's answer is dropped too. A sandbox whose helper cannot start (no
-// hello: no node there) is remembered, and its jobs run alone, as do all
-// its later executes.
+// several jobs of one sandbox, and a command batched gets what it gets
+// alone: the helper starts node with the environment the provider gives
+// a command (no shell, no login profile of its own) and runs each command
+// as its own /bin/bash -lc launch.Script with its own launch data, in a
+// session of its own. Each answer is the helper's word on that command:
+// its output, live and capped; its exit; timedOut once the helper ended
+// its whole tree when its own time (counted from its own start) ran out;
+// errCommandCancelled once the helper ended its tree on a cancel request
+// (one exec of batch.CancelArgv). So a call is never answered while its
+// command may still run or start. A rejected request (429) is sent again
+// with only the commands whose calls still wait, each with the time it has
+// left; one whose call ended meanwhile never runs. The request ends with
+// the helper, which exits once every command is answered: what a command
+// left in the background lives on, as after an exec of its own. The
+// request is dropped (the provider ends the helper's whole tree) only when
+// the helper does not answer within killTimeout of a call's end, helperLinger
+// after the last answer, or at shutdown; a helper that ended without its
+// bye has what is left of its commands killed (batch.ReapArgv). A sandbox
+// where the helper says no hello (no node on its PATH) is remembered, and
+// its jobs run alone, as do all its later executes.
 
 // errNoHelper answers a job whose batch never started: it runs alone.
 var errNoHelper = errors.New("createos: the batch helper did not start")
 
-// killTimeout bounds the request that kills one cancelled job's group.
+// killTimeout bounds a cancel or reap request, and how long a call whose
+// deadline or cancellation came waits for the helper's word on it.
 const killTimeout = 10 * time.Second
 
 // helperLinger is how long a batch's request may outlast its last
-// command's answer: the helper exits a second after its last command (it
-// waits that long for output held open by a background process).
+// command's answer: the helper exits at once after it (a command's output
+// held open by a background process is cut a second after its exit).
 const helperLinger = 30 * time.Second
+
+// batchOverhead is what a batch's request adds to the data of its
+// commands, and batchPerCommand what each command adds besides its data.
+var batchOverhead, batchPerCommand = func() (int, int) {
+	size := func(n int) int {
+		cmds := make([]batch.Command, n)
+		for i := range cmds {
+			cmds[i].TimeoutMs = 1 << 40
+		}
+		body, err := batchBody(strings.Repeat("0", 32), cmds)
+		if err != nil {
+			panic(err)
+		}
+		s, _ := api.BodySize(body)
+		return s
+	}
+	return size(0), size(1) - size(0)
+}()
+
+// batchDir is the helper's control directory for a batch's nonce.
+func batchDir(nonce string) string { return "/tmp/paperclip-batch-" + nonce }
+
+// batchBody is the streaming exec that runs cmds through the helper.
+func batchBody(nonce string, cmds []batch.Command) (map[string]any, error) {
+	stdin, err := batch.Stdin(batch.Batch{Nonce: nonce, Dir: batchDir(nonce), Launch: launch.Script, Cmds: cmds})
+	if err != nil {
+		return nil, err
+	}
+	cmd, args := batch.Argv()
+	return map[string]any{"cmd": cmd, "args": args, "stream": true, "stdin": stdin}, nil
+}
+
+// newNonce is a batch's nonce: 128 random bits in hex.
+func newNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // noHelper reports whether sandbox's helper failed to start before.
 func (d *Driver) noHelper(sandbox string) bool {
@@ -47,14 +97,26 @@ func (d *Driver) noHelper(sandbox string) bool {
 	return ok
 }
 
-// member is a job in a running batch.
+// memberState is where a job of a batch stands.
+type memberState int
+
+const (
+	queued   memberState = iota // waits for the batch's next request
+	sent                        // in the request in flight, or running in it
+	answered                    // its result is on its res
+)
+
+// member is a job in a batch.
 type member struct {
 	*job
-	out      *output.Output
-	pid      int
-	done     bool
-	killWish bool // cancelled before its pid was known
-	stop     func() bool
+	out          *output.Output
+	state        memberState
+	index        int // in the request that carries it
+	pid          int // its leader's, once the helper said
+	cancelWanted bool
+	cancelSent   bool
+	stop         func() bool // ends the watch on its ctx
+	grace        *time.Timer // its wait for the helper's word after its ctx ended
 }
 
 type batchRun struct {
@@ -62,22 +124,27 @@ type batchRun struct {
 	c       *api.Client
 	sandbox string
 	id      string // sandbox, checked (api.CheckID)
-	cancel  context.CancelFunc
+	log     *zerolog.Logger
+	ctx     context.Context    // the requests'
+	cancel  context.CancelFunc // drops the request in flight, stops a wait between requests
+	work    sync.WaitGroup     // the cancel and reap requests
 
 	mu      sync.Mutex
 	members []*member
-	live    int
-	exited  bool // a command ended by itself (an exit the helper read)
 	linger  *time.Timer
-	hello   bool
+	// The request in flight: its nonce, the members it carries (by the
+	// helper's index), what the helper said.
+	nonce   string
+	carried []*member
 	dec     *batch.Decoder
+	hello   bool
+	bye     bool
 	failed  error // the helper's output broke the protocol
 	stderr  []byte
-	kills   sync.WaitGroup
 }
 
 // startBatch sends jobs as one request (admitted: its budget turn) and
-// answers each on its res; the driver owns the request until it ends.
+// answers each on its res; the driver owns the requests until they end.
 func (d *Driver) startBatch(admitted context.Context, c *api.Client, sandbox string, jobs []*job) {
 	id, err := api.CheckID(sandbox)
 	if err != nil {
@@ -86,46 +153,118 @@ func (d *Driver) startBatch(admitted context.Context, c *api.Client, sandbox str
 		}
 		return
 	}
-	b := &batchRun{d: d, c: c, sandbox: sandbox, id: id}
-	var cmds []batch.Command
-	now := time.Now()
-	for _, j := range jobs {
-		s, err := j.cmd.streamScript()
-		if err != nil {
-			j.res <- jobResult{err: err}
-			continue
-		}
-		cmds = append(cmds, batch.Command{Script: s, Stdin: j.cmd.stdin, TimeoutMs: remainingMs(j.ctx, now)})
-		b.members = append(b.members, &member{job: j, out: output.New(j.sink, d.maxCapture)})
-	}
-	if len(b.members) == 0 {
-		return
-	}
-	b.dec = batch.NewDecoder(len(b.members))
-	b.live = len(b.members)
-	stdin, err := batch.Stdin(cmds)
-	if err != nil {
-		b.answerAll(err)
-		return
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(admitted))
-	stopOnClose := context.AfterFunc(d.closing, cancel)
+	b := &batchRun{d: d, c: c, sandbox: sandbox, id: id, log: zerolog.Ctx(admitted)}
+	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(admitted))
+	stopOnClose := context.AfterFunc(d.closing, b.cancel)
 	b.mu.Lock()
-	b.cancel = cancel
-	for _, m := range b.members {
+	for _, j := range jobs {
+		m := &member{job: j, out: output.New(j.sink, d.maxCapture)}
+		b.members = append(b.members, m)
 		m.stop = context.AfterFunc(m.ctx, func() { b.ended(m) })
 	}
 	b.mu.Unlock()
 	d.batches.Go(func() {
 		defer stopOnClose()
-		defer cancel()
-		defer b.stopLinger()
-		code, err := c.ExecStream(ctx, b.id, map[string]any{
-			"cmd": "/bin/bash", "args": []string{"-lc", batch.Script()}, "stream": true, "stdin": stdin,
-		}, b.deliver)
-		b.over(ctx, code, err)
-		b.kills.Wait()
+		defer b.cancel()
+		b.run()
+		b.work.Wait()
+		b.stopLinger()
 	})
+}
+
+// run sends the batch until a request is not rejected, or no job waits.
+// The first request goes with the admission the lead waited for, each
+// later one after the wait the rejection asked for and a turn of its own.
+func (b *batchRun) run() {
+	ctx := b.ctx
+	for attempt := 1; ; attempt++ {
+		body, ok := b.prepare()
+		if !ok {
+			return
+		}
+		code, err := b.c.ExecStreamOnce(ctx, b.id, body, b.deliver)
+		wait, rejected := api.Rejected(err)
+		if !rejected || attempt == api.MaxRejections {
+			b.over(code, err)
+			return
+		}
+		if !b.requeue() {
+			return
+		}
+		if err := sleep(b.ctx, wait); err != nil {
+			b.over(nil, err)
+			return
+		}
+		if ctx, err = b.c.Admit(b.ctx); err != nil {
+			b.over(nil, err)
+			return
+		}
+	}
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// prepare is the next request: every queued member, with the time its
+// call has left, under a fresh nonce. ok is false when none is queued.
+func (b *batchRun) prepare() (body map[string]any, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	b.carried = b.carried[:0]
+	var cmds []batch.Command
+	for _, m := range b.members {
+		if m.state != queued {
+			continue
+		}
+		m.state, m.index = sent, len(b.carried)
+		b.carried = append(b.carried, m)
+		cmds = append(cmds, batch.Command{Data: m.l.data, TimeoutMs: remainingMs(m.ctx, now)})
+	}
+	if len(cmds) == 0 {
+		return nil, false
+	}
+	b.nonce = newNonce()
+	b.dec = batch.NewDecoder(b.nonce, len(cmds))
+	b.hello, b.bye, b.failed, b.stderr = false, false, nil, nil
+	body, err := batchBody(b.nonce, cmds)
+	if err != nil {
+		for _, m := range b.carried {
+			b.answer(m, jobResult{err: err})
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+// requeue is a rejected request's end: it ran nothing, so a member whose
+// call ended meanwhile is answered now, and the others wait for the next
+// request. It reports whether any does.
+func (b *batchRun) requeue() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	waiting := false
+	for _, m := range b.carried {
+		switch {
+		case m.state != sent:
+		case m.ctx.Err() != nil:
+			b.answerByCtx(m)
+		default:
+			m.state = queued
+			waiting = true
+		}
+	}
+	b.carried = b.carried[:0]
+	return waiting
 }
 
 // remainingMs is how long ctx leaves from now, in whole milliseconds (at
@@ -159,32 +298,43 @@ func (b *batchRun) deliver(stream string, p []byte) {
 
 // apply is one event of the helper; b.mu is held.
 func (b *batchRun) apply(ev batch.Event) {
-	if ev.Kind == batch.Hello {
+	switch ev.Kind {
+	case batch.Hello:
 		b.hello = true
+		for _, m := range b.carried {
+			if m.cancelWanted && m.state == sent {
+				b.sendCancel(m)
+			}
+		}
+		return
+	case batch.Bye:
+		b.bye = true
 		return
 	}
-	m := b.members[ev.Index]
-	if m.done && ev.Kind != batch.Started {
+	m := b.carried[ev.Index]
+	if m.state == answered {
 		return
 	}
 	switch ev.Kind {
 	case batch.Started:
 		m.pid = ev.PID
-		if m.killWish {
-			b.kill(m)
-		}
 	case batch.Output:
 		m.out.Write(ev.Stream, ev.Data)
 	case batch.Exited:
-		code := ev.Code
-		b.exited = b.exited || !ev.TimedOut
-		if ev.TimedOut {
-			b.finish(m, jobResult{r: m.result(nil, true)})
-			return
+		if ev.Survivors > 0 {
+			b.log.Warn().Int("survivors", ev.Survivors).Msg("CreateOS batch: processes of an ended command outlived the helper's kill")
 		}
-		b.finish(m, jobResult{r: m.result(&code, false)})
+		code := ev.Code
+		switch {
+		case ev.TimedOut:
+			b.answer(m, jobResult{r: m.result(nil, true)})
+		case ev.Cancelled:
+			b.answer(m, jobResult{err: errCommandCancelled})
+		default:
+			b.answer(m, jobResult{r: m.result(&code, false)})
+		}
 	case batch.Failed:
-		b.finish(m, jobResult{err: api.ErrCommandStreamError})
+		b.answer(m, jobResult{err: api.ErrCommandStreamError})
 	}
 }
 
@@ -194,59 +344,100 @@ func (m *member) result(code *int, timedOut bool) *handlers.ExecuteResult {
 	return streamResult(m.out, code, timedOut)
 }
 
-// ended is m's context ending before its answer: a deadline answers it
-// timed out (the helper kills it on its own clock), a cancellation answers
-// it cancelled and kills its process group.
+// ended is m's call ending before its answer. A member no request carries
+// is answered now: it never ran. One that a request carries is answered
+// by the helper: at its own deadline, or once it ended its tree on the
+// cancel request sent now (or at hello); past killTimeout without that
+// word, the request is dropped.
 func (b *batchRun) ended(m *member) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if m.done {
-		return
-	}
-	if endingOf(m.ctx) == overdue {
-		b.finish(m, jobResult{r: m.result(nil, true)})
-		return
-	}
-	b.finish(m, jobResult{err: errCommandCancelled})
-	if b.live > 0 {
-		b.kill(m)
+	switch m.state {
+	case queued:
+		b.answerByCtx(m)
+	case sent:
+		if endingOf(m.ctx) == cancelled {
+			m.cancelWanted = true
+			if b.hello {
+				b.sendCancel(m)
+			}
+		}
+		m.grace = time.AfterFunc(graceOf(m.ctx), func() { b.giveUp(m) })
 	}
 }
 
-// kill ends m's process group with a request of its own, once its pid is
-// known; b.mu is held.
-func (b *batchRun) kill(m *member) {
-	if m.pid == 0 {
-		m.killWish = true
+// graceOf is how long a call whose ctx ended waits for the helper: at
+// most killTimeout, cut to what is left of the call's budget.
+func graceOf(ctx context.Context) time.Duration {
+	d := killTimeout
+	if end, ok := deadline.End(ctx); ok {
+		d = min(d, time.Until(end))
+	}
+	return d
+}
+
+// giveUp drops the request of a member the helper did not answer in
+// time: the provider ends the helper's whole tree, and the request's end
+// answers it.
+func (b *batchRun) giveUp(m *member) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if m.state == answered {
 		return
 	}
-	m.killWish = false
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), killTimeout)
-	pid := strconv.Itoa(m.pid)
-	b.kills.Go(func() {
+	b.log.Warn().Msg("CreateOS batch: the helper did not answer an ended command in time; its request is dropped")
+	b.cancel()
+}
+
+// sendCancel asks the helper to end m's tree, once; b.mu is held.
+func (b *batchRun) sendCancel(m *member) {
+	if m.cancelSent {
+		return
+	}
+	m.cancelSent = true
+	cmd, args := batch.CancelArgv(batchDir(b.nonce), m.index)
+	ctx, cancel := deadline.Cleanup(m.ctx, killTimeout)
+	b.work.Go(func() {
 		defer cancel()
-		if _, err := b.c.Exec(ctx, b.id, "/bin/kill", "-KILL", "--", "-"+pid); err != nil {
-			zerolog.Ctx(ctx).Debug().Err(err).Msg("CreateOS batch: the cancelled command's kill failed; it ends with its batch")
+		if _, err := b.c.Exec(ctx, b.id, cmd, args...); err != nil {
+			zerolog.Ctx(ctx).Debug().Err(err).Msg("CreateOS batch: the cancel request failed; the command ends with its request")
 		}
 	})
 }
 
-// finish answers m; when no member waits any more, the request ends.
-// b.mu is held.
-func (b *batchRun) finish(m *member, r jobResult) {
-	m.done = true
-	if m.stop != nil {
-		m.stop()
+// answer gives m its result; b.mu is held. Once every member is
+// answered, the request has helperLinger to end by itself (no request: it
+// ends now).
+func (b *batchRun) answer(m *member, r jobResult) {
+	m.state = answered
+	m.stop()
+	if m.grace != nil {
+		m.grace.Stop()
 	}
 	m.res <- r
-	b.live--
-	switch {
-	case b.live > 0 || b.cancel == nil:
-	case !b.exited:
-		b.cancel()
-	default:
-		b.linger = time.AfterFunc(helperLinger, b.cancel)
+	for _, o := range b.members {
+		if o.state != answered {
+			return
+		}
 	}
+	if len(b.carried) == 0 {
+		b.cancel()
+		return
+	}
+	b.linger = time.AfterFunc(helperLinger, func() {
+		b.log.Warn().Msg("CreateOS batch: the helper outlived its commands; its request is dropped")
+		b.cancel()
+	})
+}
+
+// answerByCtx answers m as its ended call stands: timed out with its
+// output so far, or cancelled; b.mu is held.
+func (b *batchRun) answerByCtx(m *member) {
+	if endingOf(m.ctx) == overdue {
+		b.answer(m, jobResult{r: m.result(nil, true)})
+		return
+	}
+	b.answer(m, jobResult{err: errCommandCancelled})
 }
 
 // stopLinger stops the linger timer once the request is over.
@@ -258,32 +449,71 @@ func (b *batchRun) stopLinger() {
 	}
 }
 
-// over ends the batch: every member still waiting gets the error the
-// request ended with, or errNoHelper when the helper never said hello
-// (nothing ran: they run alone, and so do the sandbox's later executes).
-func (b *batchRun) over(ctx context.Context, code *int, err error) {
+// over ends the batch with the end of its last request: every member
+// still waiting gets errNoHelper when the helper never said hello and the
+// request ran (or could not start) its program: nothing ran, so they run
+// alone, and so do the sandbox's later executes. Else, once
+// what the helper left of their commands is killed, the error the request
+// ended with (a member whose call ended: as its call stands).
+func (b *batchRun) over(code *int, err error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.failed == nil && err == nil {
-		if derr := b.dec.Close(); derr != nil {
-			b.failed = derr
+	if b.dec != nil && b.failed == nil && err == nil {
+		b.failed = b.dec.Close()
+	}
+	if b.dec != nil {
+		if lines, _ := b.dec.Noise(); lines > 0 {
+			b.log.Warn().Int("lines", lines).Msg("CreateOS batch: the helper's output carried lines that are not its own")
 		}
 	}
-	if !b.hello && err == nil && b.failed == nil {
+	if b.dec != nil && !b.hello && b.failed == nil && (err == nil || errors.Is(err, api.ErrCommandStreamError)) {
 		b.d.helperless.Store(b.sandbox, true)
-		zerolog.Ctx(ctx).Warn().Int("exit", deref(code)).Bytes("stderr", b.stderr).
+		b.log.Warn().Int("exit", deref(code)).Bytes("stderr", b.stderr).
 			Msg("CreateOS batch helper (node) cannot start in this sandbox; its executes run one request each")
 		b.answerAll(errNoHelper)
+		b.mu.Unlock()
 		return
 	}
+	err = b.requestError(err)
+	reap := b.hello && !b.bye
+	var pids []int
+	for _, m := range b.carried {
+		if m.state == sent && m.pid > 0 {
+			pids = append(pids, m.pid)
+		}
+	}
+	nonce := b.nonce
+	b.mu.Unlock()
+	if reap {
+		b.reap(nonce, pids)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.answerAll(err)
+}
+
+// requestError is what a request's end means to a command it did not
+// answer; b.mu is held.
+func (b *batchRun) requestError(err error) error {
 	switch {
 	case b.failed != nil:
-		zerolog.Ctx(ctx).Error().Err(b.failed).Msg("CreateOS batch")
-		err = api.ErrCommandStreamEvent
-	case err == nil:
-		err = api.ErrCommandStreamNoExit
+		b.log.Error().Err(b.failed).Msg("CreateOS batch")
+		return api.ErrCommandStreamEvent
+	case err == nil, b.ctx.Err() != nil:
+		// The helper ended without answering, or the request was dropped.
+		return api.ErrCommandStreamNoExit
 	}
-	b.answerAll(err)
+	return err
+}
+
+// reap kills what is left of the commands of a helper that ended without
+// its bye (killed, or its request dropped or cut), and its directory.
+func (b *batchRun) reap(nonce string, pids []int) {
+	cmd, args := batch.ReapArgv(batchDir(nonce), pids)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), killTimeout)
+	defer cancel()
+	if _, err := b.c.Exec(ctx, b.id, cmd, args...); err != nil {
+		b.log.Warn().Err(err).Msg("CreateOS batch: what its helper left could not be cleaned up")
+	}
 }
 
 func deref(p *int) int {
@@ -293,12 +523,16 @@ func deref(p *int) int {
 	return *p
 }
 
-// answerAll answers every member still waiting with err; b.mu is held
-// (or the batch never started).
+// answerAll answers every member still waiting: err, or as its call
+// stands once it ended; b.mu is held.
 func (b *batchRun) answerAll(err error) {
 	for _, m := range b.members {
-		if !m.done {
-			b.finish(m, jobResult{err: err})
+		switch {
+		case m.state == answered:
+		case m.ctx.Err() != nil && err != errNoHelper:
+			b.answerByCtx(m)
+		default:
+			b.answer(m, jobResult{err: err})
 		}
 	}
 }

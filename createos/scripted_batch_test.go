@@ -3,14 +3,19 @@ package createos
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/batch"
 )
@@ -23,47 +28,93 @@ import (
 // same under SANDBOX_PLUGIN_CREATEOS_COALESCE=always.
 
 // isBatch reports whether body is a batch's streaming exec.
-func isBatch(r *http.Request, body []byte) (cmds []batch.Command, ok bool) {
+func isBatch(r *http.Request, body []byte) (batch.Batch, bool) {
 	if r.URL.Query().Get("stream") != "true" || !strings.HasSuffix(r.URL.Path, "/exec") {
-		return nil, false
+		return batch.Batch{}, false
 	}
 	var req struct {
+		Cmd   string   `json:"cmd"`
 		Args  []string `json:"args"`
 		Stdin string   `json:"stdin"`
 	}
-	if json.Unmarshal(body, &req) != nil || len(req.Args) != 2 || req.Args[1] != batch.Script() {
-		return nil, false
+	cmd, args := batch.Argv()
+	if json.Unmarshal(body, &req) != nil || req.Cmd != cmd || !slices.Equal(req.Args, args) {
+		return batch.Batch{}, false
 	}
-	var spec struct {
-		C []batch.Command `json:"c"`
+	b, err := batch.Parse(req.Stdin)
+	return b, err == nil
+}
+
+// isCancel reports the batch directory and command a cancel request
+// (batch.CancelArgv) names.
+func isCancel(r *http.Request, body []byte) (dir string, i int, ok bool) {
+	if r.URL.Query().Get("stream") == "true" || !strings.HasSuffix(r.URL.Path, "/exec") {
+		return "", 0, false
 	}
-	if json.Unmarshal([]byte(req.Stdin), &spec) != nil {
-		return nil, false
+	var req struct {
+		Cmd  string   `json:"cmd"`
+		Args []string `json:"args"`
 	}
-	return spec.C, true
+	if json.Unmarshal(body, &req) != nil || len(req.Args) != 5 {
+		return "", 0, false
+	}
+	cmd, args := batch.CancelArgv(req.Args[3], 0)
+	if req.Cmd != cmd || !slices.Equal(req.Args[:4], args[:4]) {
+		return "", 0, false
+	}
+	i, err := strconv.Atoi(req.Args[4])
+	return req.Args[3], i, err == nil
+}
+
+// cancelBatchCommand ends command i of the batch whose directory is dir,
+// as the helper does on a cancel request.
+func (s *scripted) cancelBatchCommand(dir string, i int) {
+	s.mu.Lock()
+	cancels := s.running[dir]
+	s.mu.Unlock()
+	if i < len(cancels) {
+		cancels[i]()
+	}
 }
 
 // serveBatch answers a batch: the helper's hello, then each command served
-// alone through s.serve, side by side; a command answered with an HTTP
-// error fails the whole batch with it when it is the first answer (as the
-// request alone would have failed), else that command.
-func (s *scripted) serveBatch(w http.ResponseWriter, r *http.Request, cmds []batch.Command) {
+// alone through s.serve (as the request /bin/bash -lc <launcher> with its
+// data as stdin), side by side, ended at its timeout or on a cancel
+// request as the helper ends it; a command answered with an HTTP error
+// fails the whole batch with it when it is the only command (as the
+// request alone would have failed), else that command. A command whose
+// stream ends without an exit is a helper that died: no bye.
+func (s *scripted) serveBatch(w http.ResponseWriter, r *http.Request, b batch.Batch) {
 	s.mu.Lock()
 	s.batches++
 	helperless := s.helperless
 	s.mu.Unlock()
 	if helperless {
-		ndjson(w, `{"stderr":"bash: line 1: node: command not found\n"}`, `{"exit_code":127}`)
+		ndjson(w, `{"stderr":"/usr/bin/env: 'node': No such file or directory\n"}`, `{"exit_code":127}`)
 		return
 	}
-	answers := make([]*pipeResponse, len(cmds))
-	for i, c := range cmds {
-		body := map[string]any{"cmd": "/bin/bash", "args": []string{"-lc", c.Script}, "stream": true}
-		if c.Stdin != nil {
-			body["stdin"] = *c.Stdin
+	answers := make([]*pipeResponse, len(b.Cmds))
+	ends := make([]func() string, len(b.Cmds))
+	cancels := make([]func(), len(b.Cmds))
+	for i, c := range b.Cmds {
+		body, _ := json.Marshal(map[string]any{"cmd": "/bin/bash", "args": []string{"-lc", b.Launch}, "stream": true, "stdin": c.Data})
+		ctx, cancel := context.WithCancelCause(r.Context())
+		if c.TimeoutMs > 0 {
+			t := time.AfterFunc(time.Duration(c.TimeoutMs)*time.Millisecond, func() { cancel(errBatchTimeout) })
+			defer t.Stop()
 		}
-		b, _ := json.Marshal(body)
-		inner := httptest.NewRequestWithContext(r.Context(), http.MethodPost, r.URL.RequestURI(), bytes.NewReader(b))
+		defer cancel(nil)
+		cancels[i] = func() { cancel(errBatchCancel) }
+		ends[i] = func() string {
+			switch context.Cause(ctx) {
+			case errBatchTimeout:
+				return `,"t":1`
+			case errBatchCancel:
+				return `,"c":1`
+			}
+			return ""
+		}
+		inner := httptest.NewRequestWithContext(ctx, http.MethodPost, r.URL.RequestURI(), bytes.NewReader(body))
 		inner.Header = r.Header.Clone()
 		answers[i] = newPipeResponse()
 		go func() {
@@ -72,62 +123,82 @@ func (s *scripted) serveBatch(w http.ResponseWriter, r *http.Request, cmds []bat
 			s.serve(answers[i], inner)
 		}()
 	}
-	if status := answers[0].status(); status != http.StatusOK && len(cmds) == 1 {
+	s.mu.Lock()
+	s.running[b.Dir] = cancels
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, b.Dir)
+		s.mu.Unlock()
+	}()
+	if status := answers[0].status(); status != http.StatusOK && len(b.Cmds) == 1 {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_, _ = io.Copy(w, answers[0].body)
 		return
 	}
-	out := &lineWriter{w: w}
+	out := &lineWriter{w: w, nonce: b.Nonce}
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	out.frame("stdout", `{"hello":1}`)
+	out.frame(`{"h":1}`)
 	var wg sync.WaitGroup
-	exited := make([]bool, len(cmds))
+	exited := make([]bool, len(b.Cmds))
 	for i, a := range answers {
-		wg.Go(func() { exited[i] = relayAlone(out, i, a) })
+		wg.Go(func() { exited[i] = relayAlone(out, i, a, ends[i]) })
 	}
 	wg.Wait()
 	for _, ok := range exited {
 		if !ok {
-			return // the helper died with a command: no exit
+			return // the helper died with a command: no bye, no exit
 		}
 	}
+	out.frame(`{"z":1}`)
 	out.line(`{"exit_code":0}`)
 }
 
+var (
+	errBatchTimeout = errors.New("its time ran out")
+	errBatchCancel  = errors.New("cancelled")
+)
+
 // relayAlone frames command i's answer alone as the helper would and
-// reports whether it ended with an exit.
-func relayAlone(out *lineWriter, i int, a *pipeResponse) bool {
+// reports whether it ended: with an exit, or ended by the helper (end
+// says how: its time ran out or it was cancelled).
+func relayAlone(out *lineWriter, i int, a *pipeResponse, end func() string) bool {
 	if a.status() != http.StatusOK {
 		_, _ = io.Copy(io.Discard, a.body)
-		out.frame("stdout", fmt.Sprintf(`{"i":%d,"err":"HTTP %d"}`, i, a.status()))
+		out.frame(fmt.Sprintf(`{"i":%d,"err":"HTTP %d"}`, i, a.status()))
 		return true
 	}
+	out.frame(fmt.Sprintf(`{"i":%d,"p":%d}`, i, 1000+i))
 	sc := bufio.NewScanner(a.body)
 	sc.Buffer(nil, 4<<20)
 	for sc.Scan() {
 		var f map[string]json.RawMessage
 		if json.Unmarshal(sc.Bytes(), &f) != nil {
-			out.frame("stdout", "not a helper line")
+			out.raw("not a helper line")
 			continue
 		}
 		for _, k := range []string{"stdout", "stderr"} {
 			if raw, ok := f[k]; ok {
 				var text string
 				_ = json.Unmarshal(raw, &text)
-				out.frame("stdout", fmt.Sprintf(`{"i":%d,%q:%q}`, i, k[3:4], base64.StdEncoding.EncodeToString([]byte(text))))
+				out.frame(fmt.Sprintf(`{"i":%d,%q:%q}`, i, k[3:4], base64.StdEncoding.EncodeToString([]byte(text))))
 			}
 		}
 		if raw, ok := f["exit_code"]; ok {
-			out.frame("stdout", fmt.Sprintf(`{"i":%d,"x":%s}`, i, raw))
+			out.frame(fmt.Sprintf(`{"i":%d,"x":%s}`, i, raw))
 			_, _ = io.Copy(io.Discard, a.body)
 			return true
 		}
 		if raw, ok := f["error"]; ok {
-			out.frame("stdout", fmt.Sprintf(`{"i":%d,"err":%s}`, i, raw))
+			out.frame(fmt.Sprintf(`{"i":%d,"err":%s}`, i, raw))
 			_, _ = io.Copy(io.Discard, a.body)
 			return true
 		}
+	}
+	if how := end(); how != "" {
+		out.frame(fmt.Sprintf(`{"i":%d,"x":137%s}`, i, how))
+		return true
 	}
 	return false
 }
@@ -135,13 +206,17 @@ func relayAlone(out *lineWriter, i int, a *pipeResponse) bool {
 // lineWriter writes whole NDJSON lines to a streamed response, one at a
 // time.
 type lineWriter struct {
-	mu sync.Mutex
-	w  http.ResponseWriter
+	mu    sync.Mutex
+	w     http.ResponseWriter
+	nonce string
 }
 
-// frame writes one helper line as a frame of stream.
-func (l *lineWriter) frame(stream, helperLine string) {
-	b, _ := json.Marshal(map[string]string{stream: helperLine + "\n"})
+// frame writes one helper frame as a line of the exec's stdout.
+func (l *lineWriter) frame(helperFrame string) { l.raw(l.nonce + " " + helperFrame) }
+
+// raw writes one line of the exec's stdout.
+func (l *lineWriter) raw(text string) {
+	b, _ := json.Marshal(map[string]string{"stdout": text + "\n"})
 	l.line(string(b))
 }
 

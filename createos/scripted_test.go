@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
@@ -55,6 +56,9 @@ type scripted struct {
 	// batches counts the batches served.
 	helperless bool
 	batches    int
+	// running holds each running batch's command cancels, by its
+	// directory, for the cancel requests.
+	running map[string][]func()
 }
 
 type scriptedCall struct {
@@ -75,8 +79,25 @@ func (c scriptedCall) json(t *testing.T) map[string]any {
 	return m
 }
 
+// launched decodes the command a streaming exec's launcher reads.
+func (c scriptedCall) launched(t *testing.T) launch.Command {
+	t.Helper()
+	var b struct {
+		Args  []string `json:"args"`
+		Stdin string   `json:"stdin"`
+	}
+	if err := json.Unmarshal(c.Body, &b); err != nil || len(b.Args) != 2 || b.Args[1] != launch.Script {
+		t.Fatalf("%s: not a launched command: %s", c, c.Body)
+	}
+	lc, err := launch.Decode(b.Stdin)
+	if err != nil {
+		t.Fatalf("%s: %v", c, err)
+	}
+	return lc
+}
+
 func newScripted(t *testing.T) *scripted {
-	s := &scripted{t: t, state: "running", connected: make(chan struct{}, 16), net: newMemNet()}
+	s := &scripted{t: t, state: "running", connected: make(chan struct{}, 16), net: newMemNet(), running: map[string][]func(){}}
 	s.srv = &httptest.Server{Listener: s.net, Config: &http.Server{Handler: http.HandlerFunc(s.serve)}}
 	s.srv.Start()
 	t.Cleanup(s.srv.Close)
@@ -105,9 +126,12 @@ func (s *scripted) transport() *http.Transport {
 
 func (s *scripted) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	if cmds, ok := isBatch(r, body); ok {
-		s.serveBatch(w, r, cmds)
+	if b, ok := isBatch(r, body); ok {
+		s.serveBatch(w, r, b)
 		return
+	}
+	if dir, i, ok := isCancel(r, body); ok {
+		s.cancelBatchCommand(dir, i)
 	}
 	s.mu.Lock()
 	s.calls = append(s.calls, scriptedCall{Method: r.Method, Path: r.URL.RequestURI(), Body: body, Aborted: r.Context().Err() != nil})

@@ -3,11 +3,13 @@ package createos
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -78,11 +80,12 @@ func (s *syncScripted) serveSync(w http.ResponseWriter, r *http.Request, body []
 			Cmd    string   `json:"cmd"`
 			Args   []string `json:"args"`
 			Stream bool     `json:"stream"`
+			Stdin  string   `json:"stdin"`
 		}
-		if err := json.Unmarshal(body, &req); err != nil || req.Cmd != "/bin/bash" || len(req.Args) != 2 || req.Args[0] != "-lc" || !req.Stream {
+		if err := json.Unmarshal(body, &req); err != nil || req.Cmd != "/bin/bash" || !slices.Equal(req.Args, []string{"-lc", launch.Script}) || !req.Stream {
 			s.t.Errorf("stream body %s", body)
 		}
-		guard, command := guardedCommand(commandOf(s.t, req.Args[1]))
+		guard, command := guardedCommand(commandOf(s.t, req.Stdin))
 		s.mu.Lock()
 		if guard != "" {
 			s.commands = append(s.commands, guard)
@@ -106,17 +109,16 @@ func (s *syncScripted) serveSync(w http.ResponseWriter, r *http.Request, body []
 	return false
 }
 
-// commandOf recovers the verbatim command from a transfer script
-// "cd -- '<cwd>' || exit\nexec env  '/bin/bash' '-c' '<command>'".
-func commandOf(t *testing.T, script string) string {
+// commandOf recovers the verbatim command from a transfer command's
+// launcher data: /bin/bash -c <command> in the workspace.
+func commandOf(t *testing.T, data string) string {
 	t.Helper()
-	const marker = "exec env  '/bin/bash' '-c' '"
-	i := strings.Index(script, marker)
-	if i < 0 || !strings.HasSuffix(script, "'") {
-		t.Errorf("script %q is not a transfer command", script)
+	c, err := launch.Decode(data)
+	if err != nil || c.Cwd != workspaceDir || len(c.Argv) != 3 || c.Argv[0] != "/bin/bash" || c.Argv[1] != "-c" || c.Stdin != nil || len(c.Env) != 0 {
+		t.Errorf("%+v (%v) is not a transfer command", c, err)
 		return ""
 	}
-	return strings.ReplaceAll(script[i+len(marker):len(script)-1], `'"'"'`, `'`)
+	return c.Argv[2]
 }
 
 // guardedCommand splits a post-upload script (postUploadScript) into its

@@ -106,7 +106,7 @@ func TestSyncInFileRequestSequence(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("calls\n%q\nwant\n%q", got, want)
 			}
-			if b := calls[1].json(t); b["cwd"] != nil || !strings.HasPrefix(b["args"].([]any)[1].(string), "cd -- '/paperclip-workspace' || exit\n") {
+			if b := calls[1].json(t); b["cwd"] != nil || calls[1].launched(t).Cwd != "/paperclip-workspace" {
 				t.Errorf("stream body %v", b)
 			}
 			if cmds := s.gotCommands(); len(cmds) != 1 || cmds[0] != wantCmd {
@@ -394,18 +394,16 @@ func TestSyncRunsPostUploadCommandsVerbatimAndStopsAfterTheFirstFailure(t *testi
 	if cmds[1] != guard || cmds[2] != "echo 'ok' > done" || cmds[3] != rootGuard || cmds[4] != "printf 'first'; printf 'second'" {
 		t.Errorf("commands %q", cmds)
 	}
-	var cwds []any
+	var cwds []string
 	for _, c := range s.snapshot() {
 		if c.String() == "POST /v1/sandboxes/sb_test/exec?stream=true" {
-			script := c.json(t)["args"].([]any)[1].(string)
-			cwds = append(cwds, strings.SplitN(script, "\n", 2)[0])
+			cwds = append(cwds, c.launched(t).Cwd)
 		}
 	}
 	// One request per post-upload command, its guard and the command in
 	// one script run from the workspace: the command's cwd is what the
 	// guard resolved.
-	cd := func(dir string) any { return "cd -- '" + dir + "' || exit" }
-	if want := []any{cd("/paperclip-workspace"), cd("/paperclip-workspace"), cd("/paperclip-workspace")}; !reflect.DeepEqual(cwds, want) {
+	if want := []string{"/paperclip-workspace", "/paperclip-workspace", "/paperclip-workspace"}; !reflect.DeepEqual(cwds, want) {
 		t.Errorf("cwds %v", cwds)
 	}
 	for _, c := range cmds {

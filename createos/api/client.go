@@ -166,31 +166,56 @@ func (b Body) attach(req *http.Request) {
 // says the rate limit outlasted the call.
 func (c *Client) Send(ctx context.Context, method, path string, body Body, hdr http.Header) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
-		resp, err := c.sendOnce(ctx, method, path, body, hdr)
-		var ae *APIError
-		r, learns := c.pacer.(Rejecter)
-		if !errors.As(err, &ae) || !ae.rejected {
-			if learns && (resp != nil || ae != nil) { // the provider answered
-				r.Accepted(ctx, c.account)
-			}
+		resp, err := c.Attempt(ctx, method, path, body, hdr)
+		wait, rejected := Rejected(err)
+		if !rejected {
 			return resp, err
 		}
-		if learns {
-			r.Rejected(ctx, c.account)
-		}
-		if attempt == maxRejections || !fitsDeadline(ctx, ae.retryAfter) {
+		if attempt == MaxRejections || !fitsDeadline(ctx, wait) {
+			var ae *APIError
+			errors.As(err, &ae)
 			ae.outlasted = true
-			return nil, ae
+			return nil, err
 		}
-		if err := sleep(ctx, ae.retryAfter); err != nil {
+		if err := sleep(ctx, wait); err != nil {
 			return nil, &unsentError{err}
 		}
 	}
 }
 
-// maxRejections bounds the sends of one request the provider keeps
+// Attempt is one send of a request, paced, whose answer the pacer is told
+// of; a rejection is returned (Rejected reads it), never sent again. A
+// caller that decides what to send anew after a rejection (a batch of
+// commands whose calls may have ended meanwhile) loops on Attempt itself.
+func (c *Client) Attempt(ctx context.Context, method, path string, body Body, hdr http.Header) (*http.Response, error) {
+	resp, err := c.sendOnce(ctx, method, path, body, hdr)
+	r, learns := c.pacer.(Rejecter)
+	if !learns {
+		return resp, err
+	}
+	var ae *APIError
+	switch {
+	case errors.As(err, &ae) && ae.rejected:
+		r.Rejected(ctx, c.account)
+	case resp != nil || ae != nil: // the provider answered
+		r.Accepted(ctx, c.account)
+	}
+	return resp, err
+}
+
+// Rejected reports whether err is a rejection (a 429, or a 503 with
+// Retry-After: the request was not processed) and the wait it asks for.
+func Rejected(err error) (time.Duration, bool) {
+	var ae *APIError
+	if errors.As(err, &ae) && ae.rejected {
+		return ae.retryAfter, true
+	}
+	return 0, false
+}
+
+// MaxRejections bounds the sends of one request the provider keeps
 // refusing, whatever the deadline.
-const maxRejections = 20
+const MaxRejections = 20
 
 // fitsDeadline reports whether waiting d leaves ctx time to send again.
 func fitsDeadline(ctx context.Context, d time.Duration) bool {

@@ -16,6 +16,26 @@ func (c *Client) ExecStream(ctx context.Context, id string, body map[string]any,
 	if err != nil {
 		return nil, err
 	}
+	return readExecStream(ctx, resp, deliver)
+}
+
+// ExecStreamOnce is ExecStream sent once (Attempt): a rejection is
+// returned, for the caller to decide what to send next.
+func (c *Client) ExecStreamOnce(ctx context.Context, id string, body map[string]any, deliver func(stream string, p []byte)) (*int, error) {
+	b, err := jsonBytes(body)
+	if err != nil {
+		return nil, err
+	}
+	hdr := http.Header{"Content-Type": []string{"application/json"}}
+	resp, err := c.Attempt(ctx, http.MethodPost, "/sandboxes/"+id+"/exec?stream=true", BytesBody(b), hdr)
+	if err != nil {
+		return nil, err
+	}
+	return readExecStream(ctx, resp, deliver)
+}
+
+// readExecStream reads a streaming exec's answer, which it closes.
+func readExecStream(ctx context.Context, resp *http.Response, deliver func(stream string, p []byte)) (*int, error) {
 	defer resp.Body.Close()
 	fr := newFrameReader(resp.Body)
 	for {
@@ -36,6 +56,16 @@ func (c *Client) ExecStream(ctx context.Context, id string, body map[string]any,
 			return code, err
 		}
 	}
+}
+
+// MaxRequestBody is the largest request body the provider takes: a larger
+// one is refused (HTTP 400) without being run. createostest enforces it.
+const MaxRequestBody = 8 << 20
+
+// BodySize is the size of body as JSON, as a request would carry it.
+func BodySize(body map[string]any) (int, error) {
+	b, err := jsonBytes(body)
+	return len(b), err
 }
 
 // commandStreams are the text streams of a streaming exec.

@@ -1,172 +1,174 @@
 // Package batch runs several commands of one sandbox in one streaming
 // exec: a small Node.js program (helper.js) started by that exec runs
-// them side by side and frames each one's output and exit on its own
-// stdout. This package holds the program, encodes what it reads and
-// decodes what it writes; createos decides what to send.
+// each command side by side as /bin/bash -lc with a launcher, and frames
+// their output and exits on its own stdout. This package holds the
+// program, the stdin it reads, the Decoder of what it writes, and the
+// execs that cancel one of its commands or reap a dead helper's leftovers;
+// createos decides what to send.
 package batch
 
 import (
-	"bytes"
 	_ "embed"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 //go:embed helper.js
 var helper string
 
-// Script is the bash script a batch's streaming exec runs: the helper,
-// under the sandbox's login shell so node is found where the host's own
-// commands find it. A sandbox without node answers 127 and no hello.
-func Script() string {
-	s, err := script.New(script.Lines).Run(script.Sh("exec node -e"), script.Value(helper)).Build()
-	if err != nil {
-		panic(err) // the embedded program holds no NUL
-	}
-	return s
+//go:embed reap.sh
+var reap string
+
+// Argv is the streaming exec's cmd and args that run the helper:
+// "/usr/bin/env", ["node", "-e", <helper.js>]. No shell and no login
+// profile: node gets exactly the environment the provider gives a command,
+// which it passes on to each command's own login shell. A sandbox without
+// node answers 127 and no hello.
+func Argv() (cmd string, args []string) {
+	return "/usr/bin/env", []string{"node", "-e", helper}
 }
 
-// Command is one command of a batch: the bash script it runs (as
-// /bin/bash -lc), its stdin (nil: none), and how long it may run in
-// milliseconds (0: until the batch ends).
+// Command is one command of a batch.
 type Command struct {
-	Script    string  `json:"s"`
-	Stdin     *string `json:"in"`
-	TimeoutMs int64   `json:"t"`
+	Data      string // written to the command's stdin (the launcher's specification and stdin)
+	TimeoutMs int64  // > 0: the helper ends the command's whole tree this long after the command's own start
 }
 
-// Stdin is what the helper reads: the commands, in order.
-func Stdin(cmds []Command) (string, error) {
-	b, err := json.Marshal(struct {
-		C []Command `json:"c"`
-	}{cmds})
-	return string(b), err
+// Batch is what one helper runs.
+type Batch struct {
+	Nonce  string // random per batch ([0-9a-f]{32}); starts each line the helper writes
+	Dir    string // absolute path of the helper's control directory (created by the helper before hello, removed before bye)
+	Launch string // the program each command runs as: /bin/bash -lc Launch
+	Cmds   []Command
 }
 
-// Kind is what an Event says.
-type Kind int
-
-const (
-	// Hello: the helper runs; no command has started before it.
-	Hello Kind = iota
-	// Started: command Index runs as process group PID.
-	Started
-	// Output: Data arrived on command Index's Stream ("stdout", "stderr").
-	Output
-	// Exited: command Index ended with Code (128+n for signal n);
-	// TimedOut when the helper ended it because its time ran out.
-	Exited
-	// Failed: command Index could not start (Err says why).
-	Failed
-)
-
-// Event is one line of the helper's output.
-type Event struct {
-	Kind     Kind
-	Index    int
-	PID      int
-	Stream   string
-	Data     []byte
-	Code     int
-	TimedOut bool
-	Err      string
+// header is the helper's first line of stdin.
+type header struct {
+	Nonce  string      `json:"n"`
+	Dir    string      `json:"d"`
+	Launch string      `json:"l"`
+	Cmds   []cmdHeader `json:"c"`
 }
 
-// maxLine bounds one line of the helper's output: a pipe read of 64 KiB
-// is 87,384 bytes of base64, well under it.
-const maxLine = 1 << 20
-
-// ErrProtocol: the helper's output is not what it writes.
-var ErrProtocol = errors.New("createos batch: the helper's output is malformed")
-
-// Decoder splits the helper's stdout, however it was cut into frames,
-// into events about commands 0..n-1.
-type Decoder struct {
-	n       int
-	pending []byte
+type cmdHeader struct {
+	Bytes     int   `json:"b"` // length of its data in bytes, as the helper counts them
+	TimeoutMs int64 `json:"t"`
 }
 
-// NewDecoder decodes the output of a batch of n commands.
-func NewDecoder(n int) *Decoder { return &Decoder{n: n} }
-
-// Write decodes every whole line of p (after what earlier writes left)
-// and hands each event to emit in order. An error is final.
-func (d *Decoder) Write(p []byte, emit func(Event)) error {
-	d.pending = append(d.pending, p...)
-	for {
-		i := bytes.IndexByte(d.pending, '\n')
-		if i > maxLine || i < 0 && len(d.pending) > maxLine {
-			// Whether its newline came in the same write or not.
-			return fmt.Errorf("%w: a line over %d bytes", ErrProtocol, maxLine)
-		}
-		if i < 0 {
-			return nil
-		}
-		ev, err := d.decode(d.pending[:i])
-		if err != nil {
-			return err
-		}
-		d.pending = d.pending[i+1:]
-		emit(ev)
+// Stdin is what the helper reads: a JSON header line, then each command's
+// Data back to back. The exec carries stdin as a JSON string, so every
+// value must be UTF-8 (a byte that is not would reach the helper changed
+// and shift every later command's data; the helper then fails them all).
+func Stdin(b Batch) (string, error) {
+	if err := check(b); err != nil {
+		return "", fmt.Errorf("createos batch: %w", err)
 	}
+	h := header{Nonce: b.Nonce, Dir: b.Dir, Launch: b.Launch, Cmds: make([]cmdHeader, len(b.Cmds))}
+	size := 0
+	for i, c := range b.Cmds {
+		h.Cmds[i] = cmdHeader{Bytes: len(c.Data), TimeoutMs: c.TimeoutMs}
+		size += len(c.Data)
+	}
+	line, err := json.Marshal(h)
+	if err != nil {
+		return "", fmt.Errorf("createos batch: %w", err)
+	}
+	var s strings.Builder
+	s.Grow(len(line) + 1 + size)
+	s.Write(line)
+	s.WriteByte('\n')
+	for _, c := range b.Cmds {
+		s.WriteString(c.Data)
+	}
+	return s.String(), nil
 }
 
-// Close reports a line the helper started and did not end.
-func (d *Decoder) Close() error {
-	if len(d.pending) > 0 {
-		return fmt.Errorf("%w: an unterminated line", ErrProtocol)
+// Parse is Stdin's inverse, for providers that play the helper in tests:
+// the batch stdin describes.
+func Parse(stdin string) (Batch, error) {
+	line, rest, ok := strings.Cut(stdin, "\n")
+	if !ok {
+		return Batch{}, errors.New("createos batch: no header line")
+	}
+	var h header
+	if err := json.Unmarshal([]byte(line), &h); err != nil {
+		return Batch{}, fmt.Errorf("createos batch: header: %w", err)
+	}
+	b := Batch{Nonce: h.Nonce, Dir: h.Dir, Launch: h.Launch, Cmds: make([]Command, len(h.Cmds))}
+	for i, c := range h.Cmds {
+		if c.Bytes < 0 || c.Bytes > len(rest) {
+			return Batch{}, fmt.Errorf("createos batch: command %d: %d bytes of data, %d left", i, c.Bytes, len(rest))
+		}
+		b.Cmds[i] = Command{Data: rest[:c.Bytes], TimeoutMs: c.TimeoutMs}
+		rest = rest[c.Bytes:]
+	}
+	if rest != "" {
+		return Batch{}, fmt.Errorf("createos batch: %d bytes after the last command", len(rest))
+	}
+	if err := check(b); err != nil {
+		return Batch{}, fmt.Errorf("createos batch: %w", err)
+	}
+	return b, nil
+}
+
+// check refuses a batch the helper would misread.
+func check(b Batch) error {
+	if !validNonce(b.Nonce) {
+		return fmt.Errorf("nonce %q is not 32 lower-case hex digits", b.Nonce)
+	}
+	if !filepath.IsAbs(b.Dir) || filepath.Clean(b.Dir) != b.Dir || b.Dir == "/" || strings.ContainsAny(b.Dir, "\x00\n") || !utf8.ValidString(b.Dir) {
+		return fmt.Errorf("control directory %q is not a clean absolute path", b.Dir)
+	}
+	if b.Launch == "" || strings.ContainsRune(b.Launch, 0) || !utf8.ValidString(b.Launch) {
+		return fmt.Errorf("the launcher is empty, holds NUL or is not UTF-8")
+	}
+	for i, c := range b.Cmds {
+		if !utf8.ValidString(c.Data) {
+			return fmt.Errorf("command %d: its data is not UTF-8", i)
+		}
+		if c.TimeoutMs < 0 {
+			return fmt.Errorf("command %d: timeout %d ms", i, c.TimeoutMs)
+		}
 	}
 	return nil
 }
 
-// line is every field a line may carry.
-type line struct {
-	Hello *int    `json:"hello"`
-	I     *int    `json:"i"`
-	P     *int    `json:"p"`
-	O     *string `json:"o"`
-	E     *string `json:"e"`
-	X     *int    `json:"x"`
-	T     int     `json:"t"`
-	Err   *string `json:"err"`
+func validNonce(n string) bool {
+	if len(n) != 32 {
+		return false
+	}
+	for _, r := range n {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
-func (d *Decoder) decode(b []byte) (Event, error) {
-	var l line
-	if err := json.Unmarshal(b, &l); err != nil {
-		return Event{}, fmt.Errorf("%w: %v", ErrProtocol, err)
+// CancelArgv is the exec (cmd and args of a plain exec) that asks a
+// running helper to end command i: it creates the file <dir>/<i>, which
+// the helper looks for every 50 ms. It creates nothing once the helper has
+// removed its directory (and then exits 1).
+func CancelArgv(dir string, i int) (cmd string, args []string) {
+	return "/bin/sh", []string{"-c", `[ -d "$1" ] && : > "$1/$2"`, "sh", dir, strconv.Itoa(i)}
+}
+
+// ReapArgv is the exec that ends what is left of commands whose helper
+// died before answering them: every process whose session id or process
+// group id is one of pids, and their descendants, stopped and then killed
+// with SIGKILL until none is found (bash and /proc only), then the control
+// directory removed. It refuses, doing nothing (exit 2), a dir that is not
+// a clean path under /tmp/ and a pid under 2; it exits 1 when processes
+// outlive SIGKILL. Processes of its own session are never touched.
+func ReapArgv(dir string, pids []int) (cmd string, args []string) {
+	args = []string{"-c", reap, "reap", dir}
+	for _, p := range pids {
+		args = append(args, strconv.Itoa(p))
 	}
-	if l.Hello != nil {
-		return Event{Kind: Hello}, nil
-	}
-	if l.I == nil || *l.I < 0 || *l.I >= d.n {
-		return Event{}, fmt.Errorf("%w: no command index", ErrProtocol)
-	}
-	ev := Event{Index: *l.I}
-	switch {
-	case l.P != nil && *l.P > 0:
-		ev.Kind, ev.PID = Started, *l.P
-	case l.O != nil || l.E != nil:
-		ev.Kind, ev.Stream = Output, "stdout"
-		data := l.O
-		if data == nil {
-			ev.Stream, data = "stderr", l.E
-		}
-		raw, err := base64.StdEncoding.DecodeString(*data)
-		if err != nil {
-			return Event{}, fmt.Errorf("%w: %v", ErrProtocol, err)
-		}
-		ev.Data = raw
-	case l.X != nil:
-		ev.Kind, ev.Code, ev.TimedOut = Exited, *l.X, l.T == 1
-	case l.Err != nil:
-		ev.Kind, ev.Err = Failed, *l.Err
-	default:
-		return Event{}, fmt.Errorf("%w: a line that says nothing", ErrProtocol)
-	}
-	return ev, nil
+	return "/bin/bash", args
 }

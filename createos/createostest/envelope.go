@@ -69,9 +69,14 @@ func success(w http.ResponseWriter, status int, data any) error {
 // ok is the empty success.
 func ok(w http.ResponseWriter) error { return success(w, http.StatusOK, map[string]any{}) }
 
+// MaxRequestBody is the largest JSON body the server reads; a larger one
+// is answered 400, as the provider refuses it (api.MaxRequestBody is the
+// driver's copy of the figure).
+const MaxRequestBody = 8 << 20
+
 // decode reads a JSON body into v; a body that is not is errInvalidJSON.
 func decode(r *http.Request, v any) error {
-	if json.NewDecoder(http.MaxBytesReader(nil, r.Body, 8<<20)).Decode(v) != nil {
+	if json.NewDecoder(http.MaxBytesReader(nil, r.Body, MaxRequestBody)).Decode(v) != nil {
 		return errInvalidJSON
 	}
 	return nil
