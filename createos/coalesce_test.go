@@ -339,3 +339,41 @@ func stdIndex(stream string) int {
 	}
 	return 0
 }
+
+// A sandbox's lane never loses its turn: however the executes waiting in
+// it leave (their deadlines end, some as the lead reaches them), the one
+// that stays gets the lead. Thousands of rounds under -race; each round
+// ends by the survivor leading, or fails after 10 s.
+func TestLaneNeverLosesItsTurn(t *testing.T) {
+	g := newGather()
+	k := sandboxKey{"account", "sandbox"}
+	newJob := func() *job { return &job{lead: make(chan struct{}), res: make(chan jobResult, 1)} }
+	for round := range 3000 {
+		var wg sync.WaitGroup
+		for i := range 4 {
+			j := newJob()
+			g.join(k, j)
+			wg.Go(func() {
+				// A deadline that ends at once, or as the lead arrives.
+				if i%2 == 0 {
+					<-j.lead
+				}
+				g.leave(k, j)
+			})
+		}
+		survivor := newJob()
+		g.join(k, survivor)
+		select {
+		case <-survivor.lead:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the execute left waiting never got the lead", round)
+		}
+		wg.Wait()
+		if !g.leave(k, survivor) {
+			t.Fatalf("round %d: the survivor was not waiting", round)
+		}
+		if len(g.lanes) != 0 {
+			t.Fatalf("round %d: %d lanes left with none waiting", round, len(g.lanes))
+		}
+	}
+}
