@@ -191,7 +191,7 @@ func (b *batchRun) run() {
 		if !b.requeue() {
 			return
 		}
-		if err := sleep(b.ctx, wait); err != nil {
+		if err := api.Sleep(b.ctx, wait); err != nil {
 			b.over(nil, err)
 			return
 		}
@@ -199,18 +199,6 @@ func (b *batchRun) run() {
 			b.over(nil, err)
 			return
 		}
-	}
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
 	}
 }
 

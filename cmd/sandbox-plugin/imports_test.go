@@ -24,6 +24,7 @@ var layers = []struct {
 	{"createos/createostest", 2},
 	{"createos/archive", 2},
 	{"createos/script", 2},
+	{"createos/launch", 2},
 	{"fake/proctree", 2},
 	{"fake/synccopy", 2},
 	{"rpc", 2},

@@ -177,7 +177,7 @@ func (c *Client) Send(ctx context.Context, method, path string, body Body, hdr h
 			ae.outlasted = true
 			return nil, err
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := Sleep(ctx, wait); err != nil {
 			return nil, &unsentError{err}
 		}
 	}
@@ -446,7 +446,7 @@ func (c *Client) Reach(ctx context.Context, id, desired, known string) error {
 		case !canSubmit && !slices.Contains(waitingStates, status):
 			return errDidNotReach(desired, status)
 		}
-		if err := sleep(ctx, c.poll); err != nil {
+		if err := Sleep(ctx, c.poll); err != nil {
 			return err
 		}
 	}
@@ -475,8 +475,8 @@ func (c *Client) submit(ctx context.Context, id, desired string) (answered strin
 	return status, true, nil
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx ends (its cause).
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

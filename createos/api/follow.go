@@ -93,7 +93,7 @@ func (f *Follower) connectFailed(ctx context.Context, err error, s *followState)
 	if s.reconnects++; s.reconnects > MaxReconnects {
 		return errOutputConnection
 	}
-	return sleep(ctx, f.Delay)
+	return Sleep(ctx, f.Delay)
 }
 
 // ended decides on a stream that ended without an exit (v0.3): within the
@@ -104,7 +104,7 @@ func (f *Follower) connectFailed(ctx context.Context, err error, s *followState)
 // recovered exit is the result only if the tail arrived meanwhile.
 func (f *Follower) ended(ctx context.Context, s *followState) (*ExitStatus, error) {
 	if s.reconnects++; s.reconnects <= MaxReconnects {
-		return nil, sleep(ctx, f.Delay)
+		return nil, Sleep(ctx, f.Delay)
 	}
 	if s.recovered == nil {
 		rec, err := f.recover(ctx)
@@ -115,7 +115,7 @@ func (f *Follower) ended(ctx context.Context, s *followState) (*ExitStatus, erro
 			return &rec.exit, nil
 		}
 		s.recovered, s.reconnects = rec, 0
-		return nil, sleep(ctx, f.Replay)
+		return nil, Sleep(ctx, f.Replay)
 	}
 	if f.cursor == s.recovered.newestSeq {
 		return &s.recovered.exit, nil

@@ -197,7 +197,7 @@ func (c *Client) Fork(ctx context.Context, source string, egress []string) (Sand
 	for conflicts := 0; ; conflicts++ {
 		data, err := c.JSON(ctx, http.MethodPost, "/sandboxes/"+source+"/fork", body)
 		if IsStatus(err, http.StatusConflict) && conflicts < forkConflicts {
-			if err := sleep(ctx, c.forkRetry); err != nil {
+			if err := Sleep(ctx, c.forkRetry); err != nil {
 				return Sandbox{}, err
 			}
 			continue

@@ -52,7 +52,7 @@ func (p *provider) send(ctx context.Context, l *Limiter, a Account) error {
 			return nil
 		}
 		l.Rejected(ctx, a)
-		if err := sleep(ctx, retry); err != nil {
+		if err := Sleep(ctx, retry); err != nil {
 			return err
 		}
 	}
