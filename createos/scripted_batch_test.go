@@ -15,9 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/batch"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
 // The scripted provider plays the batch helper as the sandbox would run it: a batch's
@@ -261,3 +264,62 @@ func (p *pipeResponse) done() {
 }
 
 func (p *pipeResponse) status() int { <-p.ready; return p.code }
+
+// A batch the provider rejects (429) ran nothing: it is sent again with
+// only the commands whose calls still wait, each with the time it has
+// left, and a command whose call ended meanwhile is answered timed out
+// without ever being sent again.
+func TestBatchResentAfterARejectionCarriesOnlyTheWaitingCommands(t *testing.T) {
+	s := newScripted(t)
+	d := s.driver(WithCoalescing(CoalesceAuto))
+	l := acquire(t, d, nil)
+	g := newGate()
+	d.pacer = g
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); pollGather(g, stop) }()
+	defer func() { close(stop); <-done }()
+	s.batchHook = func(w http.ResponseWriter, _ batch.Batch, n int) bool {
+		if n > 1 {
+			return false
+		}
+		w.Header().Set("Retry-After", "3")
+		failWith(w, http.StatusTooManyRequests)
+		return true
+	}
+	short, long := execParams(l, nil), execParams(l, nil)
+	short.Command, short.TimeoutMs = "short", ptr(float64(1500))
+	long.Command, long.TimeoutMs = "long", ptr(float64(60000))
+	out := startExecs(t, d, g, ctxsOf(t.Context(), 2), []*handlers.ExecuteParams{short, long})
+	if r := out[0].res; out[0].err != nil || !r.TimedOut || r.ExitCode != nil {
+		t.Errorf("the command whose call ended while the batch waited: %+v %v", r, out[0].err)
+	}
+	if r := out[1].res; out[1].err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Errorf("the command still waiting: %+v %v", r, out[1].err)
+	}
+	s.mu.Lock()
+	sent := s.sentBatches
+	s.mu.Unlock()
+	if len(sent) != 2 || len(sent[0].Cmds) != 2 || len(sent[1].Cmds) != 1 {
+		t.Fatalf("batches sent: %d, want the rejected one with 2 commands, then one with 1", len(sent))
+	}
+	again, err := launch.Decode(sent[1].Cmds[0].Data)
+	if err != nil || again.Argv[0] != "long" {
+		t.Errorf("re-sent %+v %v, want only the long command", again, err)
+	}
+	var first int64
+	for _, c := range sent[0].Cmds {
+		if lc, _ := launch.Decode(c.Data); lc.Argv[0] == "long" {
+			first = c.TimeoutMs
+		}
+	}
+	if second := sent[1].Cmds[0].TimeoutMs; second > first-2500 {
+		t.Errorf("re-sent with %d ms of %d: not the time its call has left", second, first)
+	}
+	for _, c := range s.snapshot() {
+		if c.Method == http.MethodPost && strings.HasSuffix(c.Path, "exec?stream=true") {
+			if lc := c.launched(t); lc.Argv[0] == "short" {
+				t.Error("the command whose call ended ran")
+			}
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/batch"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
@@ -59,6 +60,10 @@ type scripted struct {
 	// running holds each running batch's command cancels, by its
 	// directory, for the cancel requests.
 	running map[string][]func()
+	// batchHook answers the n-th batch request (1-based) first when it
+	// returns true; every batch it sees is in sentBatches.
+	batchHook   func(w http.ResponseWriter, b batch.Batch, n int) bool
+	sentBatches []batch.Batch
 }
 
 type scriptedCall struct {
@@ -127,6 +132,13 @@ func (s *scripted) transport() *http.Transport {
 func (s *scripted) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	if b, ok := isBatch(r, body); ok {
+		s.mu.Lock()
+		s.sentBatches = append(s.sentBatches, b)
+		n, hook := len(s.sentBatches), s.batchHook
+		s.mu.Unlock()
+		if hook != nil && hook(w, b, n) {
+			return
+		}
 		s.serveBatch(w, r, b)
 		return
 	}
