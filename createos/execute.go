@@ -90,12 +90,25 @@ func (f *failedStart) result(sink handlers.OutputSink, limit int) *handlers.Exec
 	return streamResult(out, &code, false)
 }
 
-// commandScript is the bash script a managed process runs as: when
-// gatePath is set (v0.3), a wait until the start gate exists and its
-// removal; an optional cd, then exec env with the quoted variables (in
-// name order) and argv, stdin redirected from the staged file when there
-// is one.
-func commandScript(cmd commandSpec, stdinPath, gatePath string) (string, error) {
+// stagedScript is the bash script a managed process runs as when its
+// launch data is staged at stagePath: the start gate, then the launcher
+// reading the data from the file.
+func stagedScript(stagePath, gatePath string) (string, error) {
+	s, err := script.New(script.Lines).
+		Run(script.Sh("until [ -e"), script.Value(gatePath), script.Sh("]; do sleep 0.01; done")).
+		Run(script.Sh("rm -f --"), script.Value(gatePath)).
+		Run(script.Sh("exec <"), script.Value(stagePath), script.Sh("|| exit")).Build()
+	if err != nil {
+		return "", err
+	}
+	return s + "\n" + launch.Script, nil
+}
+
+// commandScript is the reference's bash script of a managed process
+// without stdin: when gatePath is set (v0.3), a wait until the start gate
+// exists and its removal; an optional cd, then exec env with the quoted
+// variables (in name order) and argv.
+func commandScript(cmd commandSpec, gatePath string) (string, error) {
 	if cmd.command == "" {
 		return "", errNoCommand
 	}
@@ -113,9 +126,6 @@ func commandScript(cmd commandSpec, stdinPath, gatePath string) (string, error) 
 	words := []script.Word{script.Sh("exec env"), script.Env(cmd.env)}
 	for _, a := range append([]string{cmd.command}, cmd.args...) {
 		words = append(words, script.Value(a))
-	}
-	if stdinPath != "" {
-		words = append(words, script.Sh("<"), script.Value(stdinPath))
 	}
 	return s.Run(words...).Build()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
@@ -29,8 +30,9 @@ func scriptOf(t *testing.T, body map[string]any) string {
 
 // 12. "quotes hostile args/env/cwd and stages stdin instead of racing the
 // input endpoint", v0.3: the script waits at a start gate, and the calls
-// are exactly: stdin staged, creation, connect, stdin/close, the gate
-// (after the connect answered), and the rm of both files.
+// are exactly: the launch data (stdin with it) staged, creation, connect,
+// stdin/close, the gate (after the connect answered), and the rm of both
+// files.
 func TestCommandQuotesHostileArgsEnvCwdAndStagesStdin(t *testing.T) {
 	s := newScripted(t)
 	d := s.driver()
@@ -59,8 +61,10 @@ func TestCommandQuotesHostileArgsEnvCwdAndStagesStdin(t *testing.T) {
 	if got := callStrings(calls); !slices.Equal(got, want) {
 		t.Fatalf("calls\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if string(calls[0].Body) != "secret input\n" || len(calls[4].Body) != 0 {
-		t.Errorf("stdin %q, gate %q", calls[0].Body, calls[4].Body)
+	want0, _ := launch.Data(launch.Command{Argv: []string{"printf", "a'; touch /bad; echo '"}, Cwd: "/work dir",
+		Env: map[string]string{"MESSAGE": "$(touch /bad)", "A_FIRST": "x"}, Stdin: ptr("secret input\n")})
+	if string(calls[0].Body) != want0 || len(calls[4].Body) != 0 {
+		t.Errorf("staged %q, gate %q", calls[0].Body, calls[4].Body)
 	}
 	body := calls[1].json(t)
 	if body["cmd"] != "/bin/bash" || body["cwd"] != "/work dir" {
@@ -74,7 +78,7 @@ func TestCommandQuotesHostileArgsEnvCwdAndStagesStdin(t *testing.T) {
 	}
 	sc := scriptOf(t, body)
 	wantScript := "until [ -e '" + gatePath + "' ]; do sleep 0.01; done\nrm -f -- '" + gatePath + "'\n" +
-		"cd -- '/work dir' || exit\nexec env A_FIRST='x' MESSAGE='$(touch /bad)' 'printf' 'a'\"'\"'; touch /bad; echo '\"'\"'' < '" + stdinPath + "'"
+		"exec < '" + stdinPath + "' || exit\n" + launch.Script
 	if sc != wantScript {
 		t.Errorf("script\n%s\nwant\n%s", sc, wantScript)
 	}
@@ -100,7 +104,7 @@ func callStrings(calls []scriptedCall) []string {
 }
 
 func TestCommandScriptWithoutEnvOrStdin(t *testing.T) {
-	sc, err := commandScript(commandSpec{command: "/bin/echo", args: []string{"hi"}}, "", "")
+	sc, err := commandScript(commandSpec{command: "/bin/echo", args: []string{"hi"}}, "")
 	if err != nil || sc != "exec env  '/bin/echo' 'hi'" {
 		t.Errorf("%q %v", sc, err)
 	}
@@ -110,11 +114,11 @@ func TestCommandScriptWithoutEnvOrStdin(t *testing.T) {
 	for _, p := range []commandSpec{
 		{command: "a\x00b"}, {command: "x", args: []string{"\x00"}}, {command: "x", cwd: "/\x00"}, {command: "x", env: map[string]string{"A": "\x00"}},
 	} {
-		if _, err := commandScript(p, "", ""); err != errNUL {
+		if _, err := commandScript(p, ""); err != errNUL {
 			t.Errorf("%+v: %v", p, err)
 		}
 	}
-	if _, err := commandScript(commandSpec{}, "", ""); err != errNoCommand {
+	if _, err := commandScript(commandSpec{}, ""); err != errNoCommand {
 		t.Errorf("empty command: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -169,5 +170,34 @@ func TestManagedFallbackRequestBudgets(t *testing.T) {
 		if got := allRoutesSince(srv, from); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: requests %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A managed process's command that would not fit in one argument runs
+// from its staged launch data: one 100 KiB argument and a 60 KiB env
+// value (each a string Linux passes, together too long to fold into one),
+// as alone over streaming exec and on the fake. One string Linux refuses
+// is answered as the fake answers it, without a request.
+func TestManagedCommandArgumentsTravelAsData(t *testing.T) {
+	srv, d, cfg := sandboxServer(t)
+	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
+	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.executeManaged(t.Context(), &handlers.ExecuteParams{BaseParams: bp, Lease: *l, Command: "/bin/bash",
+		Args: []string{"-c", `printf '%s %s' "${#1}" "${#BIG}"`, "_", strings.Repeat("x", 102400)},
+		Env:  map[string]string{"BIG": strings.Repeat("y", 61440)}}, nil)
+	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 || res.Stdout != "102400 61440" {
+		t.Fatalf("result %+v, err %v", res, err)
+	}
+	from := len(srv.Requests())
+	res, err = d.executeManaged(t.Context(), &handlers.ExecuteParams{BaseParams: bp, Lease: *l, Command: "/bin/echo",
+		Args: []string{strings.Repeat("z", launch.MaxArgLen+1)}}, nil)
+	if err != nil || res.ExitCode == nil || *res.ExitCode != 127 || !strings.Contains(res.Stderr, "argument list too long (argument 1 is 131072 bytes") {
+		t.Fatalf("result %+v, err %v", res, err)
+	}
+	if n := len(srv.Requests()) - from; n != 0 {
+		t.Errorf("%d requests for a command Linux would refuse", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
@@ -18,26 +19,46 @@ import (
 // output until it exits: process.start, process.follow and
 // process.cleanup say what happened, and outcome decides what that
 // reports. The command waits at a start gate (v0.3) that is opened once
-// its output stream is attached. A broken output connection never stops
-// the process: the same process is reconnected from the last accepted
-// sequence, and past the reconnects its exit is recovered through wait.
-// Creation is never retried.
+// its output stream is attached. It runs as the reference's one script
+// (commandScript), or, when it has stdin or would not fit in one argument,
+// as the launcher reading its launch data from a staged file
+// (stagedScript): no limit of ours on its size. A broken
+// output connection never stops the process: the same process is
+// reconnected from the last accepted sequence, and past the reconnects its
+// exit is recovered through wait. Creation is never retried.
 func (d *Driver) runCommand(ctx context.Context, k *call, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	id, err := api.CheckID(sandbox)
 	if err != nil {
 		return nil, err
 	}
-	var stdinPath string
+	var stagePath string
 	if cmd.stdin != nil {
-		stdinPath = "/tmp/paperclip-stdin-" + d.newUUID()
+		stagePath = "/tmp/paperclip-stdin-" + d.newUUID()
 	}
 	gatePath := "/tmp/paperclip-start-" + d.newUUID()
-	script, err := commandScript(cmd, stdinPath, gatePath)
+	script, err := commandScript(cmd, gatePath)
 	if err != nil {
 		return nil, err
 	}
+	var staged string
+	if stagePath != "" || len(script) > launch.MaxArgLen {
+		l, failed, err := cmd.launch()
+		switch {
+		case err != nil:
+			return nil, err
+		case failed != nil:
+			return failed.result(sink, d.maxCapture), nil
+		}
+		if stagePath == "" {
+			stagePath = "/tmp/paperclip-stdin-" + d.newUUID()
+		}
+		staged = l.data
+		if script, err = stagedScript(stagePath, gatePath); err != nil {
+			return nil, err
+		}
+	}
 	p := &process{
-		c: k.c, sandbox: id, stdinPath: stdinPath, gatePath: gatePath, out: output.New(sink, d.maxCapture),
+		c: k.c, sandbox: id, stagePath: stagePath, staged: staged, gatePath: gatePath, out: output.New(sink, d.maxCapture),
 		delay: d.reconnectDelay, replay: d.replayDelay, cleanupTimeout: k.timeout(),
 	}
 	v := outcome(p.run(ctx, cmd, script))
@@ -54,7 +75,8 @@ func (d *Driver) runCommand(ctx context.Context, k *call, sandbox string, cmd co
 type process struct {
 	c         *api.Client
 	sandbox   string
-	stdinPath string // the staged stdin file, "" for none
+	stagePath string // the staged launch data, "" for none
+	staged    string // what stagePath holds
 	gatePath  string // the start gate the script waits for
 	out       *output.Output
 	delay     time.Duration // between output reconnects
@@ -88,8 +110,8 @@ func (p *process) run(ctx context.Context, cmd commandSpec, script string) happe
 // (api.MayHaveCreated): a creation the pacer or the deadline kept from being
 // sent, or one refused below HTTP 500, proves no process was made.
 func (p *process) start(ctx context.Context, cmd commandSpec, script string) error {
-	if p.stdinPath != "" {
-		if err := p.c.Upload(ctx, p.sandbox, p.stdinPath, []byte(*cmd.stdin)); err != nil {
+	if p.stagePath != "" {
+		if err := p.c.Upload(ctx, p.sandbox, p.stagePath, []byte(p.staged)); err != nil {
 			return err
 		}
 	}
@@ -151,7 +173,7 @@ func (p *process) cleanup(ctx context.Context, exited bool) (confirmed bool) {
 			confirmed = false
 		}
 	}
-	if paths := leftovers(p.gatePath, p.gateSent, exited, p.stdinPath); len(paths) > 0 {
+	if paths := leftovers(p.gatePath, p.gateSent, exited, p.stagePath); len(paths) > 0 {
 		_, _ = p.c.Exec(cctx, p.sandbox, "/bin/rm", append([]string{"-f", "--"}, paths...)...)
 	}
 	return confirmed
