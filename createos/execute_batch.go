@@ -184,11 +184,11 @@ func (b *batchRun) run() {
 		}
 		code, err := b.c.ExecStreamOnce(ctx, b.id, body, b.deliver)
 		wait, rejected := api.Rejected(err)
-		if !rejected || attempt == api.MaxRejections {
+		if !rejected {
 			b.over(code, err)
 			return
 		}
-		if !b.requeue() {
+		if !b.requeue(err, attempt) {
 			return
 		}
 		if err := api.Sleep(b.ctx, wait); err != nil {
@@ -234,22 +234,29 @@ func (b *batchRun) prepare() (body map[string]any, ok bool) {
 	return body, true
 }
 
-// requeue is a rejected request's end: it ran nothing, so a member whose
-// call ended meanwhile is answered now, and the others wait for the next
-// request. It reports whether any does.
-func (b *batchRun) requeue() bool {
+// requeue is a rejected request's end (the attempt-th in a row): it ran
+// nothing, so a member whose call ended meanwhile is answered now, one
+// whose call the rejection outlasts gets the error it would get alone
+// (api.GiveUp), and the others wait for the next request. It reports
+// whether any does.
+func (b *batchRun) requeue(err error, attempt int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	waiting := false
 	for _, m := range b.carried {
-		switch {
-		case m.state != sent:
-		case m.ctx.Err() != nil:
-			b.answerByCtx(m)
-		default:
-			m.state = queued
-			waiting = true
+		if m.state != sent {
+			continue
 		}
+		if m.ctx.Err() != nil {
+			b.answerByCtx(m)
+			continue
+		}
+		if given := api.GiveUp(m.ctx, err, attempt); given != nil {
+			b.answer(m, jobResult{err: given})
+			continue
+		}
+		m.state = queued
+		waiting = true
 	}
 	b.carried = b.carried[:0]
 	return waiting

@@ -171,16 +171,30 @@ func (c *Client) Send(ctx context.Context, method, path string, body Body, hdr h
 		if !rejected {
 			return resp, err
 		}
-		if attempt == MaxRejections || !fitsDeadline(ctx, wait) {
-			var ae *APIError
-			errors.As(err, &ae)
-			ae.outlasted = true
+		if err := GiveUp(ctx, err, attempt); err != nil {
 			return nil, err
 		}
 		if err := Sleep(ctx, wait); err != nil {
 			return nil, &unsentError{err}
 		}
 	}
+}
+
+// GiveUp decides whether the attempt-th rejection in a row (err) of a
+// request for ctx ends it: the MaxRejections-th does, and so does one
+// whose wait does not fit in ctx's deadline. It returns the error that says
+// which (nil: send again after the wait).
+func GiveUp(ctx context.Context, err error, attempt int) error {
+	var ae *APIError
+	if !errors.As(err, &ae) || !ae.rejected {
+		return err
+	}
+	if attempt < MaxRejections && fitsDeadline(ctx, ae.retryAfter) {
+		return nil
+	}
+	given := *ae
+	given.outlasted, given.refused = true, attempt >= MaxRejections
+	return &given
 }
 
 // Attempt is one send of a request, paced, whose answer the pacer is told

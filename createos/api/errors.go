@@ -22,13 +22,17 @@ type APIError struct {
 	// request was not processed and may be sent again after retryAfter.
 	rejected   bool
 	retryAfter time.Duration
-	// outlasted is a rejection Send gave up on: the wait it asked for did
-	// not fit in the call's deadline.
-	outlasted bool
+	// outlasted is a rejection given up on: the wait it asked for did not
+	// fit in the call's deadline, or (refused) it was the MaxRejections-th
+	// in a row.
+	outlasted, refused bool
 }
 
 func (e *APIError) Error() string {
-	if e.outlasted {
+	switch {
+	case e.outlasted && e.refused:
+		return fmt.Sprintf("CreateOS rate limit (HTTP %d) during %s outlasted the call: the provider refused it %d times in a row. Retry later; if other clients share this API key or address, lower requestsPerMinute.", e.Status, e.Label, MaxRejections)
+	case e.outlasted:
 		return fmt.Sprintf("CreateOS rate limit (HTTP %d) during %s outlasted the call: the provider asked to wait longer than the call had left. Retry later; if other clients share this API key or address, lower requestsPerMinute.", e.Status, e.Label)
 	}
 	return fmt.Sprintf("CreateOS request failed (HTTP %d) during %s.", e.Status, e.Label) + statusAdvice(e.Status)
