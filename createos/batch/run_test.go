@@ -16,7 +16,6 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/batch"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
-	"golang.org/x/sys/unix"
 )
 
 // These tests run the real helper with the machine's node, as a sandbox's
@@ -337,20 +336,4 @@ func checkDirGone(t *testing.T, dir string) {
 	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("control directory %s: %v, want it removed", dir, err)
 	}
-}
-
-// buffered is how many bytes wait in the pipe f reads.
-func buffered(t *testing.T, f *os.File) int {
-	t.Helper()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	var ierr error
-	// TIOCINQ is FIONREAD, which x/sys names on some systems only.
-	if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }); err != nil || ierr != nil {
-		t.Fatal(err, ierr)
-	}
-	return n
 }
