@@ -120,12 +120,12 @@ func (g *gather) take(k sandboxKey, leader *job) []*job {
 	defer g.mu.Unlock()
 	ln := g.lanes[k]
 	taken := []*job{leader}
-	size := batchOverhead + leader.l.size
+	size := leader.l.size
 	var left []*job
 	for _, w := range ln.waiting {
 		switch {
 		case w == leader:
-		case size+batchPerCommand+w.l.size > api.MaxRequestBody:
+		case !fitsBatch(size + batchPerCommand + w.l.size):
 			left = append(left, w)
 		default:
 			taken = append(taken, w)
@@ -135,6 +135,12 @@ func (g *gather) take(k sandboxKey, leader *job) []*job {
 	ln.waiting = left
 	g.handOn(k, ln)
 	return taken
+}
+
+// fitsBatch reports whether commands whose launch data come to size
+// bytes as JSON (and one command's header) fit in one batch's request.
+func fitsBatch(size int) bool {
+	return batchOverhead+batchPerCommand+size <= api.MaxRequestBody
 }
 
 // handOn gives ln's lead to its first waiting job, or drops ln when none
@@ -167,7 +173,7 @@ func (d *Driver) coalesced(ctx context.Context, c *api.Client, sandbox string, l
 			return d.streamCommand(ctx, c, sandbox, l, sink)
 		}
 		jobs := d.gather.take(k, j)
-		if d.noHelper(sandbox) || len(jobs) == 1 && d.coalesce != CoalesceAlways {
+		if d.noHelper(sandbox) || len(jobs) == 1 && (d.coalesce != CoalesceAlways || !fitsBatch(l.size)) {
 			for _, o := range jobs[1:] {
 				o.res <- jobResult{err: errNoHelper}
 			}
