@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
@@ -366,4 +367,12 @@ func (d *Driver) executeManaged(ctx context.Context, p *handlers.ExecuteParams, 
 	return track(ctx, d, &p.BaseParams, &p.Lease, (*timeoutMs)(p.TimeoutMs), func(ctx context.Context, k *call) (*handlers.ExecuteResult, error) {
 		return d.runCommand(ctx, k, p.Lease.LeaseID(), executeCommand(p), out)
 	})
+}
+
+// The driver's copy of the provider's body limit is the figure the sim
+// enforces: a batch the driver builds to fit is one the sim takes.
+func TestRequestLimitIsTheSims(t *testing.T) {
+	if api.MaxRequestBody != createostest.MaxRequestBody {
+		t.Errorf("api.MaxRequestBody %d, createostest.MaxRequestBody %d", api.MaxRequestBody, createostest.MaxRequestBody)
+	}
 }
