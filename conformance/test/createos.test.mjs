@@ -219,10 +219,14 @@ describe("createos lease through the host against createos-sim", { skip }, () =>
     assert.equal(executed.stderr, "err:hello conformance");
     assert.equal(streamed(chunks, "stdout"), wantOut, "execute.log stdout reached the host sink in full");
     assert.equal(streamed(chunks, "stderr"), "err:hello conformance", "execute.log stderr reached the host sink in full");
-    // One request (v0.3 executeStream): the streaming exec, stdin in its body.
+    // One request (v0.3 executeStream): the streaming exec, the command in
+    // its body as the launcher's data (createos/launch: the specification
+    // in NUL-terminated fields, then the command's stdin).
     const execRequests = await sim.requestsSince(execMark);
     assert.deepEqual(execRequests.map((r) => r.route), ["exec.stream"], "an ordinary command is one streaming exec");
-    assert.equal(JSON.parse(execRequests[0].body).stdin, "from stdin ✓\n", "stdin travels in the streaming exec's body");
+    const execBody = JSON.parse(execRequests[0].body);
+    assert.ok(execBody.stdin.startsWith("sandbox-plugin launch 1\0/paperclip-workspace\0" + "1\0"), "the command's specification travels in the streaming exec's body");
+    assert.ok(execBody.stdin.endsWith(`\0${script}\0from stdin ✓\n`), "its argv, then its stdin, travel in the streaming exec's body");
 
     // Past its timeout: a timed-out result with the output so far, streamed
     // as it came. v0.3 has no process-tree DELETE: the driver aborts the
