@@ -45,10 +45,11 @@ type launched struct {
 	stdin, args, env int
 }
 
-// launch encodes cmd for the launcher. A command Linux would refuse to
-// start (one string over launch.MaxArgLen) gets its result instead, as the
-// fake's: exit 127 and why on stderr.
-func (cmd commandSpec) launch() (launched, *failedStart, error) {
+// launch encodes cmd for the launcher, once for whichever path runs it. A
+// command Linux would refuse to start (one string over launch.MaxArgLen)
+// gets its result instead (refused), as the fake's: exit 127 and why on
+// stderr, without a request.
+func (d *Driver) launch(cmd commandSpec, sink handlers.OutputSink) (l launched, refused *handlers.ExecuteResult, err error) {
 	if cmd.command == "" {
 		return launched{}, nil, errNoCommand
 	}
@@ -58,14 +59,18 @@ func (cmd commandSpec) launch() (launched, *failedStart, error) {
 		return launched{}, nil, err
 	}
 	if what, n, long := launch.TooLong(c); long {
-		return launched{}, &failedStart{stderr: fmt.Sprintf("sandbox-plugin: cannot run %s: argument list too long (%s is %d bytes; Linux passes a program at most %d bytes in one string)\n",
-			shquote.Quote(cmd.command), what, n, launch.MaxArgLen)}, nil
+		out := output.New(sink, d.maxCapture)
+		out.Write("stderr", []byte(fmt.Sprintf("sandbox-plugin: cannot run %s: argument list too long (%s is %d bytes; Linux passes a program at most %d bytes in one string)\n",
+			shquote.Quote(cmd.command), what, n, launch.MaxArgLen)))
+		out.Finish()
+		code := 127
+		return launched{}, streamResult(out, &code, false), nil
 	}
 	size, err := api.BodySize(map[string]any{"": data})
 	if err != nil {
 		return launched{}, nil, err
 	}
-	l := launched{name: cmd.command, data: data, size: size}
+	l = launched{name: cmd.command, data: data, size: size}
 	if cmd.stdin != nil {
 		l.stdin = len(*cmd.stdin)
 	}
@@ -76,18 +81,6 @@ func (cmd commandSpec) launch() (launched, *failedStart, error) {
 		l.env += len(k) + 1 + len(v)
 	}
 	return l, nil, nil
-}
-
-// failedStart is a command that cannot start: its answer is exit 127 with
-// stderr, as a shell's for a command it cannot run.
-type failedStart struct{ stderr string }
-
-func (f *failedStart) result(sink handlers.OutputSink, limit int) *handlers.ExecuteResult {
-	out := output.New(sink, limit)
-	out.Write("stderr", []byte(f.stderr))
-	out.Finish()
-	code := 127
-	return streamResult(out, &code, false)
 }
 
 // stagedScript is the bash script a managed process runs as when its

@@ -28,15 +28,12 @@ import (
 // streaming route 404 for a sandbox that exists (the SDK notes control
 // planes without it); the origin is remembered.
 func (d *Driver) command(ctx context.Context, k *call, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+	l, refused, err := d.launch(cmd, sink)
+	if refused != nil || err != nil {
+		return refused, err
+	}
 	c := k.c
 	if _, managed := d.noStream.Load(c.Origin()); !managed {
-		l, failed, err := cmd.launch()
-		switch {
-		case err != nil:
-			return nil, err
-		case failed != nil:
-			return failed.result(sink, d.maxCapture), nil
-		}
 		send := d.coalesced
 		if d.coalesce == CoalesceOff {
 			send = d.streamCommand
@@ -51,7 +48,7 @@ func (d *Driver) command(ctx context.Context, k *call, sandbox string, cmd comma
 		d.noStream.Store(c.Origin(), true)
 		zerolog.Ctx(ctx).Warn().Msg("CreateOS does not serve streaming exec here; commands run as managed processes")
 	}
-	return d.runCommand(ctx, k, sandbox, cmd, sink)
+	return d.runCommand(ctx, k, sandbox, cmd, l, sink)
 }
 
 // streamBody is the body of l's streaming exec alone.

@@ -365,7 +365,12 @@ func (d *Driver) executeManaged(ctx context.Context, p *handlers.ExecuteParams, 
 	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
 	defer cancel()
 	return track(ctx, d, &p.BaseParams, &p.Lease, (*timeoutMs)(p.TimeoutMs), func(ctx context.Context, k *call) (*handlers.ExecuteResult, error) {
-		return d.runCommand(ctx, k, p.Lease.LeaseID(), executeCommand(p), out)
+		cmd := executeCommand(p)
+		l, refused, err := d.launch(cmd, out)
+		if refused != nil || err != nil {
+			return refused, err
+		}
+		return d.runCommand(ctx, k, p.Lease.LeaseID(), cmd, l, out)
 	})
 }
 

@@ -26,7 +26,7 @@ import (
 // output connection never stops the process: the same process is
 // reconnected from the last accepted sequence, and past the reconnects its
 // exit is recovered through wait. Creation is never retried.
-func (d *Driver) runCommand(ctx context.Context, k *call, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+func (d *Driver) runCommand(ctx context.Context, k *call, sandbox string, cmd commandSpec, l launched, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	id, err := api.CheckID(sandbox)
 	if err != nil {
 		return nil, err
@@ -42,13 +42,6 @@ func (d *Driver) runCommand(ctx context.Context, k *call, sandbox string, cmd co
 	}
 	var staged string
 	if stagePath != "" || len(script) > launch.MaxArgLen {
-		l, failed, err := cmd.launch()
-		switch {
-		case err != nil:
-			return nil, err
-		case failed != nil:
-			return failed.result(sink, d.maxCapture), nil
-		}
 		if stagePath == "" {
 			stagePath = "/tmp/paperclip-stdin-" + d.newUUID()
 		}
