@@ -64,12 +64,26 @@ func controlDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	own, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := filepath.EvalSymlinks("/tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		if filepath.Dir(dir) != "/tmp" || !strings.HasPrefix(filepath.Base(dir), "batch-reap-test-") {
-			t.Errorf("not removing %s: not the test's own", dir)
+		// Only the directory MkdirTemp made, as its real path still is:
+		// nothing the reap under test may have put in its place.
+		real, err := filepath.EvalSymlinks(dir)
+		if errors.Is(err, os.ErrNotExist) {
 			return
 		}
-		if err := os.RemoveAll(dir); err != nil {
+		if err != nil || real != own || filepath.Dir(own) != tmp || !strings.HasPrefix(filepath.Base(own), "batch-reap-test-") {
+			t.Errorf("not removing %s: not the test's own (%s, %v)", dir, real, err)
+			return
+		}
+		if err := os.RemoveAll(own); err != nil {
 			t.Error(err)
 		}
 	})
