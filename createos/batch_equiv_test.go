@@ -103,16 +103,21 @@ type eqPacer struct {
 }
 
 func (p *eqPacer) Wait(ctx context.Context, a api.Account) error {
+	_, err := p.Turn(ctx, a, api.Group{})
+	return err
+}
+
+func (p *eqPacer) Turn(ctx context.Context, a api.Account, grp api.Group) (api.Turn, error) {
 	p.mu.Lock()
 	g := p.g
 	p.mu.Unlock()
 	if g != nil {
-		return g.Wait(ctx, a)
+		return g.Turn(ctx, a, grp)
 	}
 	if ctx.Err() != nil {
-		return context.Cause(ctx)
+		return api.Turn{}, context.Cause(ctx)
 	}
-	return nil
+	return api.Turn{Items: []any{grp.Item}}, nil
 }
 
 func (p *eqPacer) hold() *gate {
@@ -229,23 +234,11 @@ func (s *eqSide) start(t *testing.T, ctxs []context.Context, ps []*handlers.Exec
 	g := s.pace.hold()
 	defer s.pace.free()
 	f := s.launch(ctxs, ps)
-	eqWait(t, "the executes to wait for the budget together", func() bool {
-		w := laneWaiting(s.d)
-		return w+f.answered() == len(ps) && (w == 0 || g.waiters() > 0)
+	eqWait(t, "the executes to wait for their turn together", func() bool {
+		return g.Waiting()+f.answered() == len(ps)
 	})
-	close(g.open)
+	g.openUp()
 	return f
-}
-
-// laneWaiting is how many jobs wait in d's lanes.
-func laneWaiting(d *Driver) int {
-	d.gather.mu.Lock()
-	defer d.gather.mu.Unlock()
-	n := 0
-	for _, ln := range d.gather.lanes {
-		n += len(ln.waiting)
-	}
-	return n
 }
 
 func (f *eqFlight) answered() int {
@@ -882,8 +875,8 @@ func eqLaneRounds(t *testing.T, e *eqEnv) {
 			}
 			outs[i] = append(outs[i], out)
 		}
-		if n := laneWaiting(s.d); n != 0 || len(s.d.gather.lanes) != 0 {
-			t.Errorf("%s: %d jobs in %d lanes after every call was answered", s.name, n, len(s.d.gather.lanes))
+		if n := s.pace.g.Waiting(); n != 0 {
+			t.Errorf("%s: %d requests wait for their turn after every call was answered", s.name, n)
 		}
 		if got := s.streams(mark); len(got) != 0 {
 			t.Errorf("%s: executes that never got the budget sent %v", s.name, got)

@@ -15,22 +15,28 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// gate is a pacer that admits nothing until open, then everything: the
-// executes a test starts before opening it wait for the budget side by
-// side, as on a saturated account.
+// gate is a limiter held until opened: the executes a test starts before
+// opening it wait for their turn side by side, as on a saturated account,
+// and a turn then carries what its sandbox has waiting.
 type gate struct {
+	*api.Limiter
+	openUp  func() // releases the hold, once
 	mu      sync.Mutex
 	waiting int
 	changed chan struct{}
-	open    chan struct{}
 }
 
-func newGate() *gate { return &gate{changed: make(chan struct{}, 64), open: make(chan struct{})} }
+func newGate() *gate {
+	l := api.NewLimiter()
+	return &gate{Limiter: l, openUp: l.Hold(), changed: make(chan struct{}, 64)}
+}
 
-func (g *gate) Wait(ctx context.Context, _ api.Account) error {
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
+func (g *gate) Wait(ctx context.Context, a api.Account) error {
+	_, err := g.Turn(ctx, a, api.Group{})
+	return err
+}
+
+func (g *gate) Turn(ctx context.Context, a api.Account, grp api.Group) (api.Turn, error) {
 	g.mu.Lock()
 	g.waiting++
 	g.mu.Unlock()
@@ -38,12 +44,7 @@ func (g *gate) Wait(ctx context.Context, _ api.Account) error {
 	case g.changed <- struct{}{}:
 	default:
 	}
-	select {
-	case <-g.open:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+	return g.Limiter.Turn(ctx, a, grp)
 }
 
 // waiters is how many Waits have begun.
@@ -100,22 +101,12 @@ func startExecsWatched(t *testing.T, d *Driver, g *gate, ctxs []context.Context,
 			}
 		})
 	}
-	for g.waiters() < 1 || !allWaiting(d, len(ps)) {
+	for g.Waiting() < len(ps) {
 		<-g.changed
 	}
-	close(g.open)
+	g.openUp()
 	wg.Wait()
 	return out
-}
-
-// allWaiting reports whether n jobs wait in d's gather.
-func allWaiting(d *Driver, n int) bool {
-	d.gather.mu.Lock()
-	defer d.gather.mu.Unlock()
-	for _, ln := range d.gather.lanes {
-		return len(ln.waiting) == n
-	}
-	return false
 }
 
 // polledBatchSim is batchSim behind a gate that pollGather wakes until
@@ -253,9 +244,10 @@ func assertNoSleepLeft(t *testing.T, d *Driver, bp handlers.BaseParams, l handle
 	t.Errorf("a sleep 30 is left: %s", left)
 }
 
-// A lead whose deadline ends while it waits for the budget hands the lead
-// on: the execute behind it still runs, and the lead sends nothing.
-func TestBatchLeadThatLeavesHandsTheLeadOn(t *testing.T) {
+// An execute whose deadline ends while it waits for its turn leaves the
+// turn to the one behind it: that one still runs, and the first sends
+// nothing.
+func TestBatchTurnOfAnExecuteThatLeftGoesOn(t *testing.T) {
 	g := newGate()
 	srv, d, bp, l := batchSim(t, g)
 	before := srv.Count(createostest.RouteExecStream)
@@ -266,23 +258,20 @@ func TestBatchLeadThatLeavesHandsTheLeadOn(t *testing.T) {
 		r, err := d.Execute(short, &handlers.ExecuteParams{BaseParams: bp, Lease: l, Command: "true"}, nil)
 		first <- execOutcome{res: r, err: err}
 	}()
-	<-g.changed // the first leads
+	<-g.changed // the first waits
 	second := make(chan execOutcome, 1)
 	go func() {
 		r, err := d.Execute(t.Context(), &handlers.ExecuteParams{BaseParams: bp, Lease: l, Command: "echo", Args: []string{"second"}}, nil)
 		second <- execOutcome{res: r, err: err}
 	}()
-	for !allWaiting(d, 2) {
+	for g.Waiting() < 2 {
 		time.Sleep(time.Millisecond)
 	}
 	cancel(deadline.ErrTimedOut)
 	if o := <-first; o.err != nil || !o.res.TimedOut {
-		t.Errorf("the lead that timed out waiting: %+v %v", o.res, o.err)
+		t.Errorf("the first that timed out waiting: %+v %v", o.res, o.err)
 	}
-	for g.waiters() < 2 { // the second leads now
-		<-g.changed
-	}
-	close(g.open)
+	g.openUp()
 	if o := <-second; o.err != nil || o.res.Stdout != "second\n" {
 		t.Errorf("the execute behind it: %+v %v", o.res, o.err)
 	}
@@ -338,42 +327,4 @@ func stdIndex(stream string) int {
 		return 1
 	}
 	return 0
-}
-
-// A sandbox's lane never loses its turn: however the executes waiting in
-// it leave (their deadlines end, some as the lead reaches them), the one
-// that stays gets the lead. Thousands of rounds under -race; each round
-// ends by the survivor leading, or fails after 10 s.
-func TestLaneNeverLosesItsTurn(t *testing.T) {
-	g := newGather()
-	k := sandboxKey{"account", "sandbox"}
-	newJob := func() *job { return &job{lead: make(chan struct{}), res: make(chan jobResult, 1)} }
-	for round := range 3000 {
-		var wg sync.WaitGroup
-		for i := range 4 {
-			j := newJob()
-			g.join(k, j)
-			wg.Go(func() {
-				// A deadline that ends at once, or as the lead arrives.
-				if i%2 == 0 {
-					<-j.lead
-				}
-				g.leave(k, j)
-			})
-		}
-		survivor := newJob()
-		g.join(k, survivor)
-		select {
-		case <-survivor.lead:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: the execute left waiting never got the lead", round)
-		}
-		wg.Wait()
-		if !g.leave(k, survivor) {
-			t.Fatalf("round %d: the survivor was not waiting", round)
-		}
-		if len(g.lanes) != 0 {
-			t.Fatalf("round %d: %d lanes left with none waiting", round, len(g.lanes))
-		}
-	}
 }

@@ -45,9 +45,8 @@ type Driver struct {
 	cleanupDir     string        // where cleanup marks are kept (WithCleanupDir); "" for the default
 	scopes         *scopes
 	rootfs         *rootfsCache
-	noStream       sync.Map // origins that do not serve /exec?stream=true
-	coalesce       string   // CoalesceAuto, CoalesceOff or CoalesceAlways
-	gather         *gather
+	noStream       sync.Map           // origins that do not serve /exec?stream=true
+	coalesce       string             // CoalesceAuto, CoalesceOff or CoalesceAlways
 	helperless     sync.Map           // sandboxes where the batch helper cannot start
 	batches        sync.WaitGroup     // batch requests in flight and their kills
 	closing        context.Context    // done once Close began: batch requests end
@@ -94,7 +93,6 @@ func New(opts ...Option) *Driver {
 		scopes:         newScopes(),
 		rootfs:         newRootfsCache(),
 		coalesce:       os.Getenv(CoalesceEnv),
-		gather:         newGather(),
 	}
 	d.closing, d.closeBatches = context.WithCancel(context.Background())
 	for _, o := range opts {

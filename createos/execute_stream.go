@@ -22,9 +22,9 @@ import (
 // or timed-out command ends with its request (the provider kills the tree
 // of a dropped exec), and a failed start does not poison the lease.
 
-// command runs an ordinary command: over streaming exec, alone or in a
-// batch of its sandbox's waiting executes (coalesced, unless coalescing is
-// off), or as a managed process (runCommand) on an origin that answers the
+// command runs an ordinary command: over streaming exec at its turn,
+// alone or in a batch of its sandbox's waiting executes (execute), or as a
+// managed process (runCommand) on an origin that answers the
 // streaming route 404 for a sandbox that exists (the SDK notes control
 // planes without it); the origin is remembered.
 func (d *Driver) command(ctx context.Context, k *call, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
@@ -34,11 +34,7 @@ func (d *Driver) command(ctx context.Context, k *call, sandbox string, cmd comma
 	}
 	c := k.c
 	if _, managed := d.noStream.Load(c.Origin()); !managed {
-		send := d.coalesced
-		if d.coalesce == CoalesceOff {
-			send = d.streamCommand
-		}
-		r, err := send(ctx, c, sandbox, l, sink)
+		r, err := d.execute(ctx, c, sandbox, l, sink)
 		if !api.IsStatus(err, http.StatusNotFound) {
 			return r, err
 		}

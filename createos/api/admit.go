@@ -5,10 +5,10 @@ import (
 	"sync/atomic"
 )
 
-// An admission is one request the budget has already let through: a
+// An admission is one request the scheduler has already let through: a
 // caller that decides what to send only once its turn has come (a lease's
-// waiting commands, sent together) waits with Admit, then sends with the
-// context it returns.
+// waiting commands, sent together) waits with Admit or Turn, then sends
+// with the context it returns.
 
 type admissionKey struct{}
 
@@ -24,11 +24,33 @@ func (c *Client) Admit(ctx context.Context) (context.Context, error) {
 	return context.WithValue(ctx, admissionKey{}, new(atomic.Bool)), nil
 }
 
+// Turn waits, as Admit does, for a request of group g: one that may go with
+// the other requests of its group waiting on the same lease (Group). The
+// turn's lead gets every item it carries and ctx with the admission, to
+// send them as one request; a request that rode with another's turn gets
+// a Turn that Rode, and ctx unchanged: that turn's lead sends it. A pacer
+// that does not group (no Grouper) admits each request alone.
+func (c *Client) Turn(ctx context.Context, g Group) (Turn, context.Context, error) {
+	t := Turn{Items: []any{g.Item}}
+	if gr, ok := c.pacer.(Grouper); ok {
+		var err error
+		if t, err = gr.Turn(ctx, c.account, g); err != nil {
+			return t, ctx, err
+		}
+	} else if err := c.pacer.Wait(ctx, c.account); err != nil {
+		return Turn{}, ctx, err
+	}
+	if t.Rode() {
+		return t, ctx, nil
+	}
+	return t, context.WithValue(ctx, admissionKey{}, new(atomic.Bool)), nil
+}
+
 // takeAdmission uses ctx's admission, once.
 func takeAdmission(ctx context.Context) bool {
 	used, ok := ctx.Value(admissionKey{}).(*atomic.Bool)
 	return ok && used.CompareAndSwap(false, true)
 }
 
-// Account is the budget c's requests count against.
+// Account is the account c's requests count against.
 func (c *Client) Account() Account { return c.account }

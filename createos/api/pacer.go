@@ -3,21 +3,24 @@ package api
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 )
 
-// The provider documents a budget of 300 requests a minute per caller,
+// The provider documents a limit of 300 requests a minute per caller,
 // without saying whether it counts them in a sliding window or drains a
-// bucket without burst. The Limiter keeps an account under a sliding
+// bucket without burst. The Limiter keeps each account under a sliding
 // window exactly (at most PerMinute requests in any 60 s, counted when each
-// is admitted) and spreads what it admits evenly at the window's rate, so
-// a saturated account sustains its budget without bursts and stalls; a
-// rejection teaches it a bucket's steady spacing (budget.go). The
-// arithmetic is in docs/performance.md.
+// is admitted), starts a request at once while the account has room, and
+// spreads the rest evenly when demand exceeds it; a rejection teaches it a
+// bucket's steady spacing (schedule.go). The arithmetic is in
+// docs/performance.md.
 
 const (
-	// DefaultPerMinute is the budget a worker keeps to one account when the
-	// config sets none: a tenth below the documented 300, for the provider's
+	// DefaultPerMinute is the window a worker keeps to one account when
+	// the config sets none: a tenth below the documented 300, for the provider's
 	// clock and a network that delivers requests unevenly.
 	DefaultPerMinute = 270
 	// MinPerMinute and MaxPerMinute bound config.requestsPerMinute.
@@ -25,8 +28,8 @@ const (
 	MaxPerMinute = 300
 
 	// quietPeriod is how long a slowed account goes without a rejection
-	// before its spacing halves (and, at steady spacing, before its burst
-	// is back).
+	// before its window grows back, and at steady spacing before the
+	// spacing goes.
 	quietPeriod = 30 * time.Second
 	// escalateAfter is how long after a change a rejection doubles the
 	// spacing again: rejections of requests sent before the change say
@@ -37,7 +40,7 @@ const (
 )
 
 // Account is whom a request counts against: an API origin with one key,
-// and that account's budget.
+// and the requests a minute it allows.
 type Account struct {
 	// ID is the hex SHA-256 of the origin and the key's digest; never the
 	// key or the URL.
@@ -49,6 +52,12 @@ type Account struct {
 // the request may start, or ctx's cause when ctx ends first.
 type Pacer interface {
 	Wait(ctx context.Context, a Account) error
+}
+
+// Grouper is a Pacer whose requests of one group may go as one
+// (Limiter.Turn).
+type Grouper interface {
+	Turn(ctx context.Context, a Account, g Group) (Turn, error)
 }
 
 // Rejecter is a Pacer that learns from the provider's answers: Rejected
@@ -73,16 +82,16 @@ var NoPacing Pacer = PacerFunc(func(ctx context.Context, _ Account) error {
 	return nil
 })
 
-// class is how a request meets its account's budget. When the budget is
-// the bottleneck, endings go first, then the waiting leases take turns,
-// each sending its writes before the rest of its work.
+// class is how a request meets its account's scheduler: when the account
+// is saturated, endings go first, then live requests, then work.
 type class int
 
 const (
 	// work is every request not marked otherwise: executes, syncs, the
-	// control plane, output streams.
+	// control plane.
 	work class = iota
-	// write is a live session's input (Urgent).
+	// write is a live session's request (Urgent): its input, and the
+	// reconnects of its output.
 	write
 	// ending ends a live session (Ending).
 	ending
@@ -91,20 +100,19 @@ const (
 
 type classKey struct{}
 
-// Urgent marks ctx's requests as ones a live session waits on: its
-// writes. They may use a part of the budget the rest of the work may not
-// (a fortieth), and when the budget is the bottleneck they go before the
-// work of their lease: a bridge response written into a duplex channel
-// must reach the agent within the host's 30 s, and a PING's ack within
-// its 20 s.
+// Urgent marks ctx's requests as ones a live session waits on: a duplex
+// channel's or PTY's writes and output. They may use a part of the window
+// work may not (a fortieth), go before all work, and are never spaced for
+// evenness: a bridge response written into a duplex channel must reach
+// the agent within the host's 30 s, and a PING's ack within its 20 s.
 func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, classKey{}, write) }
 
 // Ending marks ctx's requests as the ones that end a live session. They
-// go before everything else and may use a part of the budget nothing else
+// go before everything else and may use a part of the window nothing else
 // may (a fortieth), and they skip the spacing learned from rejections: the
 // host retires the whole worker, and every run on it, when a session close
 // is not acknowledged within 10 s. They still count, and never take the
-// account past its budget.
+// account past its window.
 func Ending(ctx context.Context) context.Context { return context.WithValue(ctx, classKey{}, ending) }
 
 // IsUrgent reports whether ctx was marked by Urgent or Ending.
@@ -112,62 +120,107 @@ func IsUrgent(ctx context.Context) bool { return classOf(ctx) != work }
 
 func classOf(ctx context.Context) class { c, _ := ctx.Value(classKey{}).(class); return c }
 
-// Limiter is the worker-wide Pacer and Rejecter: one budget per account,
-// shared by every lease, command, stream reconnect and cleanup on it,
-// whatever each environment's config says of its size.
+// Limiter is the worker-wide Pacer, Grouper and Rejecter: one scheduler per
+// account, shared by every lease, command, stream reconnect and cleanup on
+// it, whatever each environment's config says of its size.
 type Limiter struct {
 	mu       sync.Mutex
-	accounts map[string]*budget
+	accounts map[string]*scheduler
+	held     atomic.Bool // Hold
 }
 
 // NewLimiter returns a limiter with no account yet.
-func NewLimiter() *Limiter { return &Limiter{accounts: map[string]*budget{}} }
+func NewLimiter() *Limiter { return &Limiter{accounts: map[string]*scheduler{}} }
 
-// Wait implements Pacer: the request starts once its account's budget
-// admits it (budget.go). A waiter whose ctx ends leaves at once and gives
-// its turn back, even one admitted as ctx ended.
+// Wait implements Pacer: the request starts at its turn (schedule.go). A
+// waiter whose ctx ends leaves at once and gives its turn back, even one
+// admitted as ctx ended.
 func (l *Limiter) Wait(ctx context.Context, a Account) error {
+	_, err := l.Turn(ctx, a, Group{})
+	return err
+}
+
+// Turn implements Grouper: Wait for a request of group g, which may go
+// with the other requests of its group its lease has waiting, or ride with
+// one of theirs.
+func (l *Limiter) Turn(ctx context.Context, a Account, g Group) (Turn, error) {
 	if ctx.Err() != nil {
-		return context.Cause(ctx)
+		return Turn{}, context.Cause(ctx)
 	}
-	b := l.budgetOf(ctx, a)
-	w := b.enqueue(ctx)
+	s := l.schedulerOf(ctx, a)
+	w := &waiter{class: classOf(ctx), who: tenant.Of(ctx), group: g, ready: make(chan struct{})}
+	s.enqueue(ctx, w)
 	select {
 	case <-w.ready:
-		return nil
 	case <-ctx.Done():
-		b.leave(w)
-		return context.Cause(ctx)
+		if s.leave(w) {
+			return Turn{}, context.Cause(ctx)
+		}
 	}
+	return Turn{Items: w.items}, nil
 }
 
-// Rejected implements Rejecter: the account's requests are spaced out
-// (budget.rejected).
+// Hold stops every admission until release is called: the requests that
+// ask meanwhile wait side by side, as on a saturated account, and a turn
+// then carries what its group has waiting. Tests use it.
+func (l *Limiter) Hold() (release func()) {
+	l.held.Store(true)
+	return sync.OnceFunc(func() {
+		l.held.Store(false)
+		l.mu.Lock()
+		all := make([]*scheduler, 0, len(l.accounts))
+		for _, s := range l.accounts {
+			all = append(all, s)
+		}
+		l.mu.Unlock()
+		for _, s := range all {
+			s.wake()
+		}
+	})
+}
+
+// Waiting is how many requests wait for their turn, on every account.
+func (l *Limiter) Waiting() int {
+	l.mu.Lock()
+	all := make([]*scheduler, 0, len(l.accounts))
+	for _, s := range l.accounts {
+		all = append(all, s)
+	}
+	l.mu.Unlock()
+	n := 0
+	for _, s := range all {
+		n += s.waiting()
+	}
+	return n
+}
+
+// Rejected implements Rejecter (scheduler.rejected).
 func (l *Limiter) Rejected(ctx context.Context, a Account) {
-	l.budgetOf(ctx, a).rejected(ctx, time.Now())
+	l.schedulerOf(ctx, a).rejected(ctx, time.Now())
 }
 
-// Accepted implements Rejecter: a rejection that follows tells the budget
-// of a limit, not of an outage (budget.rejected).
+// Accepted implements Rejecter: a rejection that follows tells the
+// scheduler of a limit, not of an outage (scheduler.rejected).
 func (l *Limiter) Accepted(ctx context.Context, a Account) {
-	l.budgetOf(ctx, a).accepted()
+	l.schedulerOf(ctx, a).accepted()
 }
 
-// budgetOf is a's budget, made on first use. Every config naming the
+// schedulerOf is a's scheduler, made on first use. Every config naming the
 // account shares it, at the smallest size any of them asked for: a config
 // that asks for more never resets what was used or learned.
-func (l *Limiter) budgetOf(ctx context.Context, a Account) *budget {
+func (l *Limiter) schedulerOf(ctx context.Context, a Account) *scheduler {
 	per := a.PerMinute
 	if per <= 0 {
 		per = DefaultPerMinute
 	}
 	l.mu.Lock()
-	b := l.accounts[a.ID]
-	if b == nil {
-		b = newBudget(per)
-		l.accounts[a.ID] = b
+	s := l.accounts[a.ID]
+	if s == nil {
+		s = newScheduler(per)
+		s.held = &l.held
+		l.accounts[a.ID] = s
 	}
 	l.mu.Unlock()
-	b.shrink(ctx, per)
-	return b
+	s.shrink(ctx, per)
+	return s
 }

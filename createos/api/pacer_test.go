@@ -90,7 +90,7 @@ func TestLimiterSustainsItsWindowEvenly(t *testing.T) {
 				a := Account{ID: "a", PerMinute: per}
 				t0 := time.Now()
 				all, _ := loops(l, a, 4, 5*time.Minute, func(i int) tenant.Tenant { return tenant.Tenant{Lease: fmt.Sprint(i)} })
-				b := newBudget(per)
+				b := newScheduler(per)
 				if got := busiest(all, window); got > per {
 					t.Errorf("%d starts in one minute, over the budget of %d", got, per)
 				}
@@ -106,12 +106,12 @@ func TestLimiterSustainsItsWindowEvenly(t *testing.T) {
 						t.Errorf("minute %d: %d starts, want the work share %d", m+1, n, b.capOf(work))
 					}
 				}
-				// The opening burst is paid back over its minute, a step
-				// of about C/(C-burst) intervals, never by a stall.
-				most := b.interval()*time.Duration(b.capOf(work))/time.Duration(b.capOf(work)-b.burst()) + time.Millisecond
+				// What started at once is paid back over its minute, the
+				// rest of work's share spread over it, never by a stall.
+				most := window/time.Duration(b.capOf(work)-b.free()) + time.Millisecond
 				for i := 1; i < len(all); i++ {
 					if all[i].Sub(all[i-1]) > most {
-						t.Errorf("a stall of %v at %v (interval %v, at most %v)", all[i].Sub(all[i-1]), all[i].Sub(t0), b.interval(), most)
+						t.Errorf("a stall of %v at %v (at most %v)", all[i].Sub(all[i-1]), all[i].Sub(t0), most)
 						break
 					}
 				}
@@ -120,30 +120,41 @@ func TestLimiterSustainsItsWindowEvenly(t *testing.T) {
 	}
 }
 
-// An idle account starts a tenth of its budget at once; the next request
-// waits one step, which pays the burst back over the minute.
-func TestLimiterBurstsWhenIdle(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter()
-		b := newBudget(270)
-		t0 := time.Now()
-		at := starts(t, l, acct, b.burst()+1)
-		if got := at[b.burst()-1].Sub(t0); got != 0 {
-			t.Errorf("request %d of an idle account waited %v", b.burst(), got)
-		}
-		if got := at[b.burst()].Sub(t0); got < b.interval() || got > 2*b.interval() {
-			t.Errorf("request %d waited %v, want about one interval %v", b.burst()+1, got, b.interval())
-		}
-	})
+// An idle account starts half of work's share at once; the next request
+// waits the gap that spreads the other half over the minute.
+func TestLimiterStartsRoomAtOnce(t *testing.T) {
+	for _, per := range []int{MinPerMinute, 20, DefaultPerMinute, MaxPerMinute} {
+		t.Run(fmt.Sprint(per), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := NewLimiter()
+				a := Account{ID: "a", PerMinute: per}
+				s := newScheduler(per)
+				t0 := time.Now()
+				at := starts(t, l, a, s.free()+1)
+				if got := at[s.free()-1].Sub(t0); got != 0 {
+					t.Errorf("request %d of an idle account waited %v", s.free(), got)
+				}
+				want := ceilDiv(window, s.capOf(work)-s.free()+1)
+				if got := at[s.free()].Sub(t0); got != want {
+					t.Errorf("request %d waited %v, want %v", s.free()+1, got, want)
+				}
+			})
+		})
+	}
+}
+
+// ceilDiv is d over n, rounded up.
+func ceilDiv(d time.Duration, n int) time.Duration {
+	return (d + time.Duration(n) - 1) / time.Duration(n)
 }
 
 // Accounts do not share a budget.
 func TestLimiterAccountsAreSeparate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
-		starts(t, l, acct, 27)
+		starts(t, l, acct, 200)
 		t0 := time.Now()
-		starts(t, l, Account{ID: "b", PerMinute: 270}, 27)
+		starts(t, l, Account{ID: "b", PerMinute: 270}, newScheduler(270).free())
 		if time.Since(t0) != 0 {
 			t.Errorf("another account waited %v", time.Since(t0))
 		}
@@ -158,7 +169,7 @@ func TestLimiterCancellationGivesTheTurnBack(t *testing.T) {
 	next := func(t *testing.T, leaves bool) (took time.Duration) {
 		synctest.Test(t, func(t *testing.T) {
 			l := NewLimiter()
-			starts(t, l, acct, 27)
+			starts(t, l, acct, newScheduler(acct.PerMinute).free())
 			if leaves {
 				cause := errors.New("released")
 				ctx, cancel := context.WithCancelCause(t.Context())
@@ -183,14 +194,13 @@ func TestLimiterCancellationGivesTheTurnBack(t *testing.T) {
 	}
 }
 
-// Behind a deep queue of work, an ending starts at once and so do a
-// fortieth of the budget of writes; the work then pays for them.
+// Behind a deep queue of work, an ending and a live request start at once.
 func TestLimiterEndingsAndWritesGoAheadOfWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		l := NewLimiter()
-		starts(t, l, acct, 27)
+		starts(t, l, acct, newScheduler(acct.PerMinute).free())
 		var wg sync.WaitGroup
 		for range 100 {
 			wg.Go(func() { _ = l.Wait(ctx, acct) })
@@ -214,7 +224,7 @@ func TestLimiterWritesUseTheReserve(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
 		a := Account{ID: "a", PerMinute: 40}
-		b := newBudget(40)
+		b := newScheduler(40)
 		starts(t, l, a, b.capOf(work))
 		t0 := time.Now()
 		startsCtx(t, Urgent(t.Context()), l, a, b.capOf(write)-b.capOf(work))
@@ -258,17 +268,18 @@ func TestLimiterTakesTurnsAcrossLeases(t *testing.T) {
 	})
 }
 
-// A rejection spaces the account evenly over its budget without a burst;
-// another, once the change is escalateAfter old, doubles the spacing;
-// each quiet period halves it, and after steady spacing is quiet too the
-// burst is back, earned by idle time. Each change is logged once at info.
+// A rejection spaces the account evenly over its window with nothing
+// free; another, once the change is escalateAfter old, doubles the
+// spacing; each quiet period halves it, and once steady spacing is quiet
+// too, room goes at once again. Each change is logged once at info.
 func TestLimiterSlowsDownOnRejectionAndRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs bytes.Buffer
 		ctx := zerolog.New(&logs).WithContext(t.Context())
 		a := Account{ID: "a", PerMinute: 300}
 		l := NewLimiter()
-		interval := newBudget(300).interval()
+		s := newScheduler(300)
+		interval := max(window/300, ceilDiv(window, s.capOf(work)))
 		gap := func() time.Duration {
 			t.Helper()
 			at := startsCtx(t, ctx, l, a, 2)
@@ -289,12 +300,8 @@ func TestLimiterSlowsDownOnRejectionAndRecovers(t *testing.T) {
 			t.Fatalf("after a quiet period: spacing %v, want %v", g, interval)
 		}
 		time.Sleep(quietPeriod)
-		if g := gap(); g != interval {
-			t.Fatalf("after two quiet periods: spacing %v, want %v until the burst is earned", g, interval)
-		}
-		time.Sleep(time.Duration(newBudget(300).burst()) * interval)
 		if g := gap(); g != 0 {
-			t.Fatalf("after two quiet periods and an idle while: spacing %v, want the burst back", g)
+			t.Fatalf("after two quiet periods: spacing %v, want none", g)
 		}
 		if n := strings.Count(logs.String(), `"level":"info"`); n != 4 {
 			t.Errorf("%d info lines, want one per change (4):\n%s", n, logs.String())
@@ -378,7 +385,8 @@ func TestLimiterEndsFortySessionsAtOnceOnASaturatedAccount(t *testing.T) {
 // Span is what the limiter takes to admit n requests asked for at once on
 // an idle account.
 func TestSpanIsTheLimitersPacing(t *testing.T) {
-	for _, n := range []int{1, 27, 28, 100, 400} {
+	free := newScheduler(acct.PerMinute).free()
+	for _, n := range []int{1, free, free + 1, 200, 400} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				t0 := time.Now()

@@ -3,43 +3,122 @@ package api
 import (
 	"slices"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 )
 
-// The budget's waiting requests and whose turn it is (budget.go): endings
-// in arrival order, then the companies by turn, the leases of the chosen
-// company by turn, and the chosen lease's writes before its work. A
-// company or lease that starts waiting joins behind those already
-// waiting; one that was just served goes behind them too.
+// The scheduler's waiting requests and whose turn it is (schedule.go):
+// endings in arrival order; then live requests, then work, each by turns:
+// the company served longest ago first, and within it the lease served
+// longest ago. Who was served when is remembered while they wait and after
+// (served): a company or lease that starts waiting goes by its last turn,
+// so one new or idle for a while goes before a company with a backlog,
+// never behind it, and the closed loops the host runs (one request at a
+// time, so a lease that comes and goes) take turns as if they waited
+// throughout. A lease's requests of one class go in arrival order, and a
+// turn that admits one of a group carries every request of that group the
+// lease has waiting.
 
-// add queues w. b.mu is held.
-func (b *budget) add(w *waiter) {
+// servedMemory bounds what served remembers: turns this many stamps old
+// are forgotten, which is where they sort anyway (before every waiter).
+const servedMemory = 4096
+
+// Group lets requests of one lease that wait side by side go as one: the
+// turn that admits the first carries the others with the same Key, in
+// arrival order, while Fits holds for their Sizes together. The first is
+// the turn's lead and sends them all (Turn.Items); the others ride.
+type Group struct {
+	Key  any // comparable; nil: the request goes alone
+	Item any // the caller's, handed to the lead in Turn.Items
+	Size int
+	Fits func(size int) bool // nil: any number fit
+}
+
+// Turn is a Wait's outcome for a request of a group.
+type Turn struct {
+	// Items are the items of the requests the turn carries, the lead's
+	// first; nil when the request rode with another's turn, whose lead
+	// sends it.
+	Items []any
+}
+
+// Rode reports whether the request went with another's turn.
+func (t Turn) Rode() bool { return t.Items == nil }
+
+// waiter is one request waiting for its turn. ready is closed on
+// admission, or when it rode with another's turn.
+type waiter struct {
+	class    class
+	who      tenant.Tenant
+	group    Group
+	ready    chan struct{}
+	admitted bool
+	rode     bool
+	at       time.Time // when admitted
+	items    []any     // the lead's Turn.Items
+}
+
+// company is a company's waiting requests, by lease.
+type company struct {
+	turn   uint64
+	leases map[string]*lane
+}
+
+// lane is one lease's waiting live requests and work, oldest first.
+type lane struct {
+	turn    uint64
+	waiting [ending][]*waiter
+}
+
+// add queues w. s.mu is held.
+func (s *scheduler) add(w *waiter) {
 	if w.class == ending {
-		b.endings = append(b.endings, w)
+		s.endings = append(s.endings, w)
 		return
 	}
-	co := b.companies[w.who.Company]
+	co := s.companies[w.who.Company]
 	if co == nil {
-		b.seq++
-		co = &company{turn: b.seq, leases: map[string]*lane{}}
-		b.companies[w.who.Company] = co
+		co = &company{turn: s.served[companyKey(w.who)], leases: map[string]*lane{}}
+		s.companies[w.who.Company] = co
 	}
 	ln := co.leases[w.who.Lease]
 	if ln == nil {
-		b.seq++
-		ln = &lane{turn: b.seq}
+		ln = &lane{turn: s.served[leaseKey(w.who)]}
 		co.leases[w.who.Lease] = ln
 	}
 	ln.waiting[w.class] = append(ln.waiting[w.class], w)
 }
 
+// companyKey and leaseKey name a tenant's company and lease in served.
+func companyKey(t tenant.Tenant) string { return "c\x00" + t.Company }
+func leaseKey(t tenant.Tenant) string   { return "l\x00" + t.Company + "\x00" + t.Lease }
+
+// stamp marks w's company and lease served now. s.mu is held.
+func (s *scheduler) stamp(w *waiter) {
+	s.seq++
+	co := s.companies[w.who.Company]
+	co.turn, co.leases[w.who.Lease].turn = s.seq, s.seq
+	if s.served == nil {
+		s.served = map[string]uint64{}
+	}
+	s.served[companyKey(w.who)], s.served[leaseKey(w.who)] = s.seq, s.seq
+	if len(s.served) > 2*servedMemory {
+		for k, at := range s.served {
+			if at+servedMemory < s.seq {
+				delete(s.served, k)
+			}
+		}
+	}
+}
+
 // remove takes w out of its queue, and its lease and company once they
-// have nothing waiting. b.mu is held.
-func (b *budget) remove(w *waiter) {
+// have nothing waiting. s.mu is held.
+func (s *scheduler) remove(w *waiter) {
 	if w.class == ending {
-		b.endings = slices.DeleteFunc(b.endings, func(x *waiter) bool { return x == w })
+		s.endings = slices.DeleteFunc(s.endings, func(x *waiter) bool { return x == w })
 		return
 	}
-	co := b.companies[w.who.Company]
+	co := s.companies[w.who.Company]
 	if co == nil {
 		return
 	}
@@ -52,67 +131,91 @@ func (b *budget) remove(w *waiter) {
 		delete(co.leases, w.who.Lease)
 	}
 	if len(co.leases) == 0 {
-		delete(b.companies, w.who.Company)
+		delete(s.companies, w.who.Company)
 	}
 }
 
-// pick is the waiter to admit at now, or nil when none may go. Work held
-// by the window (not by the spacing) marks the budget capped. b.mu is
-// held.
-func (b *budget) pick(now time.Time) *waiter {
-	if len(b.endings) > 0 && b.fits(ending, now) {
-		return b.endings[0]
-	}
-	var ok [ending]bool
-	ok[write], ok[work] = b.fits(write, now), b.fits(work, now)
-	if !ok[work] && len(b.log) >= b.capOf(work) && b.hasWaiting(work) {
-		b.capped = true
-	}
-	if !ok[write] && !ok[work] {
-		return nil
-	}
-	var best *lane
-	var bestCo *company
-	for _, co := range b.companies {
-		if ln := co.next(ok); ln != nil && (bestCo == nil || co.turn < bestCo.turn) {
-			best, bestCo = ln, co
+// take takes w out of its queue for its turn, stamps its company and lease
+// as served, and takes out the requests of w's group that ride with it.
+// s.mu is held.
+func (s *scheduler) take(w *waiter) (riders []*waiter) {
+	if w.class != ending {
+		s.stamp(w)
+		ln := s.companies[w.who.Company].leases[w.who.Lease]
+		if w.group.Key != nil {
+			size := w.group.Size
+			for _, r := range ln.waiting[w.class] {
+				if r == w || r.group.Key != w.group.Key {
+					continue
+				}
+				if f := w.group.Fits; f != nil && !f(size+r.group.Size) {
+					continue
+				}
+				size += r.group.Size
+				riders = append(riders, r)
+			}
 		}
 	}
-	if best == nil {
-		return nil
+	s.remove(w)
+	for _, r := range riders {
+		s.remove(r)
 	}
-	return best.first(ok)
+	return riders
 }
 
-// next is the company's lease whose turn it is among those with a waiter
-// of a class ok admits, or nil.
-func (co *company) next(ok [ending]bool) *lane {
+// pick is the waiter to admit at now, or nil when none may go. s.mu is
+// held.
+func (s *scheduler) pick(now time.Time) *waiter {
+	if len(s.endings) > 0 && !s.earliest(ending, now).After(now) {
+		return s.endings[0]
+	}
+	for _, c := range []class{write, work} {
+		if !s.hasWaiting(c) || s.earliest(c, now).After(now) {
+			continue
+		}
+		var best *lane
+		var bestCo *company
+		for _, co := range s.companies {
+			if ln := co.next(c); ln != nil && (bestCo == nil || co.turn < bestCo.turn) {
+				best, bestCo = ln, co
+			}
+		}
+		return best.waiting[c][0]
+	}
+	return nil
+}
+
+// next is the company's lease served longest ago among those with a
+// request of c waiting, or nil.
+func (co *company) next(c class) *lane {
 	var best *lane
 	for _, ln := range co.leases {
-		if ln.first(ok) != nil && (best == nil || ln.turn < best.turn) {
+		if len(ln.waiting[c]) > 0 && (best == nil || ln.turn < best.turn) {
 			best = ln
 		}
 	}
 	return best
 }
 
-// first is the lane's oldest write, or else its oldest work, that ok
-// admits, or nil.
-func (ln *lane) first(ok [ending]bool) *waiter {
-	for _, c := range []class{write, work} {
-		if ok[c] && len(ln.waiting[c]) > 0 {
-			return ln.waiting[c][0]
+// waiting is how many requests wait.
+func (s *scheduler) waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.endings)
+	for _, co := range s.companies {
+		for _, ln := range co.leases {
+			n += len(ln.waiting[write]) + len(ln.waiting[work])
 		}
 	}
-	return nil
+	return n
 }
 
-// hasWaiting reports whether a request of c waits. b.mu is held.
-func (b *budget) hasWaiting(c class) bool {
+// hasWaiting reports whether a request of c waits. s.mu is held.
+func (s *scheduler) hasWaiting(c class) bool {
 	if c == ending {
-		return len(b.endings) > 0
+		return len(s.endings) > 0
 	}
-	for _, co := range b.companies {
+	for _, co := range s.companies {
 		for _, ln := range co.leases {
 			if len(ln.waiting[c]) > 0 {
 				return true

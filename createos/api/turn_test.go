@@ -1,0 +1,143 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
+)
+
+// turnOf is one Turn asked for by a tenant with a group key and item.
+type turnOf struct {
+	who  tenant.Tenant
+	key  any
+	item string
+	size int
+}
+
+// turns asks for every turn of asks while l is held, in order, then
+// releases l and returns each Turn (and error).
+func turns(t *testing.T, l *Limiter, fits func(int) bool, asks []turnOf) ([]Turn, []error) {
+	t.Helper()
+	release := l.Hold()
+	out, errs := make([]Turn, len(asks)), make([]error, len(asks))
+	var wg sync.WaitGroup
+	for i, a := range asks {
+		wg.Go(func() {
+			out[i], errs[i] = l.Turn(tenant.With(t.Context(), a.who), acct, Group{Key: a.key, Item: a.item, Size: a.size, Fits: fits})
+		})
+		synctest.Wait() // in arrival order
+	}
+	release()
+	wg.Wait()
+	return out, errs
+}
+
+// A turn carries every request of its group that its lease has waiting,
+// in arrival order, and nothing of another group or lease; the others ride.
+func TestTurnCarriesItsLeasesGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l1, l2 := tenant.Tenant{Company: "c", Lease: "1"}, tenant.Tenant{Company: "c", Lease: "2"}
+		got, errs := turns(t, NewLimiter(), nil, []turnOf{
+			{who: l1, key: "sandbox", item: "a"},
+			{who: l1, key: "sandbox", item: "b"},
+			{who: l1, key: "other", item: "c"},
+			{who: l1, item: "no group"},
+			{who: l1, key: "sandbox", item: "d"},
+			{who: l2, key: "sandbox", item: "e"},
+		})
+		want := [][]any{{"a", "b", "d"}, nil, {"c"}, {"no group"}, nil, {"e"}}
+		for i := range got {
+			if errs[i] != nil || !slices.Equal(got[i].Items, want[i]) {
+				t.Errorf("turn %d: %v %v, want %v", i, got[i].Items, errs[i], want[i])
+			}
+		}
+	})
+}
+
+// A turn carries the requests of its group whose sizes, with what it
+// carries already, Fits allows, in arrival order; the rest wait for a
+// turn of their own.
+func TestTurnCarriesWhatFits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		who := tenant.Tenant{Lease: "1"}
+		fits := func(size int) bool { return size <= 10 }
+		got, _ := turns(t, NewLimiter(), fits, []turnOf{
+			{who: who, key: "k", item: "a", size: 4},
+			{who: who, key: "k", item: "b", size: 7},
+			{who: who, key: "k", item: "c", size: 6},
+			{who: who, key: "k", item: "d", size: 4},
+		})
+		want := [][]any{{"a", "c"}, {"b"}, nil, {"d"}}
+		for i := range got {
+			if !slices.Equal(got[i].Items, want[i]) {
+				t.Errorf("turn %d: %v, want %v", i, got[i].Items, want[i])
+			}
+		}
+	})
+}
+
+// A group's turn is never lost: however the requests waiting in it leave
+// (their contexts end at once, or as the turn reaches them), the one that
+// stays is sent: it leads, or rides with a lead that returned its turn.
+// Thousands of rounds under -race.
+func TestTurnIsNeverLost(t *testing.T) {
+	who := tenant.With(context.Background(), tenant.Tenant{Lease: "1"})
+	for round := range 3000 {
+		l := NewLimiter()
+		release := l.Hold()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var led []Turn
+		for i := range 4 {
+			ctx, cancel := context.WithCancel(who)
+			wg.Go(func() {
+				tn, err := l.Turn(ctx, acct, Group{Key: "sandbox", Item: fmt.Sprint(i)})
+				if err == nil && !tn.Rode() {
+					mu.Lock()
+					led = append(led, tn)
+					mu.Unlock()
+				}
+			})
+			if i%2 == 0 {
+				cancel()
+			} else {
+				wg.Go(func() { release(); cancel() })
+			}
+		}
+		survivor, err := l.Turn(who, acct, Group{Key: "sandbox", Item: "survivor"})
+		wg.Wait()
+		if err != nil {
+			t.Fatalf("round %d: the request that stayed: %v", round, err)
+		}
+		if !survivor.Rode() {
+			continue
+		}
+		if !slices.ContainsFunc(led, func(tn Turn) bool { return slices.Contains(tn.Items, any("survivor")) }) {
+			t.Fatalf("round %d: the request that stayed rode with a turn nobody sent: %v", round, led)
+		}
+	}
+}
+
+// An idle account never paces: a lone run's requests start at once, for
+// every window size, up to half of work's share.
+func TestIdleAccountNeverPaces(t *testing.T) {
+	for _, per := range []int{MinPerMinute, 20, DefaultPerMinute} {
+		t.Run(fmt.Sprint(per), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := NewLimiter()
+				a := Account{ID: "a", PerMinute: per}
+				t0 := time.Now()
+				starts(t, l, a, newScheduler(per).free())
+				if d := time.Since(t0); d != 0 {
+					t.Errorf("%d requests on an idle account of %d a minute waited %v", newScheduler(per).free(), per, d)
+				}
+			})
+		})
+	}
+}
