@@ -47,6 +47,9 @@ func (g *gate) Turn(ctx context.Context, a api.Account, grp api.Group) (api.Turn
 	return g.Limiter.Turn(ctx, a, grp)
 }
 
+// hold holds the gate again, until openUp.
+func (g *gate) hold() { g.openUp = g.Limiter.Hold() }
+
 // waiters is how many Waits have begun.
 func (g *gate) waiters() int { g.mu.Lock(); defer g.mu.Unlock(); return g.waiting }
 

@@ -67,15 +67,16 @@ type channel struct {
 	closed      chan struct{} // closed once closeErr is known
 	exited      atomic.Bool   // the exit frame was read
 
-	writeMu sync.Mutex // serialises writes; stop takes it to wait for one in flight
+	writeMu sync.Mutex // serialises input requests; stop takes it to wait for one in flight
 
 	mu       sync.Mutex
 	path     string // /sandboxes/{id}/processes/{pid}, once created
 	procID   string
-	live     bool // the follower was started
-	orphaned bool // creation may have succeeded without a usable process id
-	gaveUp   bool // Close stopped waiting before the process was created
-	stopping bool // stop or close began: writes are ignored
+	live     bool            // the follower was started
+	orphaned bool            // creation may have succeeded without a usable process id
+	gaveUp   bool            // Close stopped waiting before the process was created
+	stopping bool            // stop or close began: writes are ignored
+	pending  []*pendingWrite // writes waiting for an input request, oldest first
 	// endWrite cuts the write in flight, if any: a stop does not wait for
 	// input the process may never read.
 	endWrite   context.CancelCauseFunc
@@ -116,7 +117,9 @@ func (ch *channel) start() bool {
 	if ch.gaveUp {
 		return false
 	}
-	fctx, abort := context.WithCancelCause(ch.life)
+	// The output is what the other end of a live session waits on (a
+	// PING's ack): its reconnects are live requests, as the writes are.
+	fctx, abort := context.WithCancelCause(api.Urgent(ch.life))
 	ch.abortFollow, ch.live = abort, true
 	stream := "stdout"
 	if ch.pty {
@@ -193,18 +196,63 @@ func (ch *channel) pid() string {
 }
 
 // Write implements sessions.Channel: it sends p to the process's input in
-// POST …/input requests of at most maxInputChunk bytes, in order, one write
-// at a time. An empty p, or a write once stop or close began, is ignored
-// (as the reference does); after the exit frame it is refused without a
-// request. A stop or close that begins while a write is in flight cuts it
-// (the route table stops from a second goroutine, and a process that does
-// not read its input would otherwise hold the stop).
+// POST …/input requests of at most maxInputChunk bytes, in order, one
+// request at a time. Writes that wait behind the one in flight go
+// together: the next request carries all of them, in the order they came,
+// as long as they fit in one input (a single larger write is split as
+// before), and each gets that request's answer. An empty p, or a write
+// once stop or close began, is ignored (as the reference does); after the
+// exit frame it is refused without a request. A stop or close that begins
+// while a write is in flight cuts it (the route table stops from a second
+// goroutine, and a process that does not read its input would otherwise
+// hold the stop).
 func (ch *channel) Write(p []byte) error {
 	if len(p) == 0 || ch.isStopping() {
 		return nil
 	}
+	w := &pendingWrite{p: p, done: make(chan error, 1)}
+	ch.mu.Lock()
+	ch.pending = append(ch.pending, w)
+	ch.mu.Unlock()
 	ch.writeMu.Lock()
 	defer ch.writeMu.Unlock()
+	select {
+	case err := <-w.done: // a request before this one carried it
+		return err
+	default:
+	}
+	ws := ch.takePending()
+	err := ch.send(ws)
+	for _, o := range ws {
+		o.done <- err
+	}
+	return <-w.done
+}
+
+// pendingWrite is one Write waiting to be sent, and its answer.
+type pendingWrite struct {
+	p    []byte
+	done chan error
+}
+
+// takePending takes the writes waiting, oldest first, while they fit in
+// one input together (the first whatever its size); the rest wait for the
+// next request, whose writers wait behind this one.
+func (ch *channel) takePending() []*pendingWrite {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	n, size := 1, len(ch.pending[0].p)
+	for n < len(ch.pending) && size+len(ch.pending[n].p) <= maxInputChunk {
+		size += len(ch.pending[n].p)
+		n++
+	}
+	ws := ch.pending[:n:n]
+	ch.pending = ch.pending[n:]
+	return ws
+}
+
+// send sends the bytes of ws, in order; writeMu is held.
+func (ch *channel) send(ws []*pendingWrite) error {
 	if ch.exited.Load() && !ch.isStopping() {
 		return errSessionEnded
 	}
@@ -213,6 +261,14 @@ func (ch *channel) Write(p []byte) error {
 		return nil
 	}
 	defer done()
+	p := ws[0].p
+	if len(ws) > 1 {
+		var all []byte
+		for _, w := range ws {
+			all = append(all, w.p...)
+		}
+		p = all
+	}
 	for len(p) > 0 {
 		n := min(len(p), maxInputChunk)
 		body := map[string]string{"data_base64": base64.StdEncoding.EncodeToString(p[:n])}

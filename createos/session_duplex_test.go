@@ -3,6 +3,7 @@ package createos
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
@@ -284,32 +286,92 @@ func (p *urgentPacer) counts() (urgent, normal int) {
 	return p.urgent, p.normal
 }
 
-// The request of a close (the tree DELETE) and every write are Urgent,
-// so the pacer starts them ahead of the host's pollers; the open is not.
-// (make server-e2e's createos team: a close behind 16 pollers was
-// acknowledged after the host's 10 s, and the host retired the worker; a
-// bridge response written behind them reached the agent too late.)
-func TestDuplexCloseAndWriteRequestsAreUrgent(t *testing.T) {
+// The request of a close (the tree DELETE), every write and the output's
+// connects are Urgent, so the scheduler starts them ahead of the host's
+// pollers; the open is not. (make server-e2e's createos team: a close
+// behind 16 pollers was acknowledged after the host's 10 s, and the host
+// retired the worker; a bridge response written behind them reached the
+// agent too late.)
+func TestDuplexCloseWriteAndOutputRequestsAreUrgent(t *testing.T) {
 	_, d, bp := sessionServer(t, createostest.Options{})
 	p := &urgentPacer{}
 	d.pacer = p
 	l := leaseOn(t, d, bp)
-	ch := openDuplex(t, d, bp, l, newRecSink(t), "sh", "-c", "cat >/dev/null; exec sleep 30")
-	u0, n0 := p.counts()
-	if u0 != 0 || n0 == 0 {
-		t.Fatalf("after the open: %d urgent and %d other waits, want 0 and some", u0, n0)
-	}
-	if err := ch.Write([]byte("one")); err != nil {
+	_, n0 := p.counts()
+	sink := newRecSink(t)
+	ch := openDuplex(t, d, bp, l, sink, "sh", "-c", "cat; exec sleep 30")
+	if err := ch.Write([]byte("one\n")); err != nil {
 		t.Fatal(err)
 	}
-	if u, _ := p.counts(); u != 1 {
-		t.Fatalf("a write made %d urgent waits, want 1", u)
+	sink.waitBytes([]byte("one\n")) // the output's connect is in
+	if u, n := p.counts(); u != 2 || n != n0+1 {
+		t.Fatalf("the open, a write and the output: %d urgent and %d other waits, want 2 (the write, the connect) and 1 (the create)", u, n-n0)
 	}
 	if err := ch.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if u, _ := p.counts(); u != 2 {
-		t.Errorf("the close made %d urgent waits, want 1 (the tree DELETE)", u-1)
+	if u, _ := p.counts(); u != 3 {
+		t.Errorf("the close made %d urgent waits, want 1 (the tree DELETE)", u-2)
+	}
+}
+
+// Writes that wait behind the one in flight go as one input, in the order
+// they came, each answered; what the process reads is what it would read
+// of them one by one.
+func TestDuplexWritesWaitingGoTogether(t *testing.T) {
+	srv, d, bp := sessionServer(t, createostest.Options{})
+	g := newGate()
+	g.openUp()
+	d.pacer = g
+	l := leaseOn(t, d, bp)
+	sink := newRecSink(t)
+	ch := openDuplex(t, d, bp, l, sink, "cat")
+	g.hold()
+	from := len(srv.Requests())
+	first := make(chan error, 1)
+	go func() { first <- ch.Write([]byte("first\n")) }()
+	for g.Waiting() < 1 {
+		<-g.changed
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Go(func() { errs[i] = ch.Write([]byte(fmt.Sprintf("then-%d\n", i))) })
+		waitPending(t, ch, i+1)
+	}
+	g.openUp()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("write %d: %v", i, err)
+		}
+	}
+	want := []byte("first\nthen-0\nthen-1\nthen-2\n")
+	sink.waitBytes(want)
+	got := inputs(t, srv, from)
+	if len(got) != 2 || !bytes.Equal(bytes.Join(got, nil), want) {
+		t.Errorf("inputs %q, want the first alone, then the three waiting as one", got)
+	}
+	if err := ch.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPending waits until n writes wait behind the one in flight.
+func waitPending(t *testing.T, c sessions.Channel, n int) {
+	t.Helper()
+	ch := c.(*channel)
+	for {
+		ch.mu.Lock()
+		k := len(ch.pending)
+		ch.mu.Unlock()
+		if k >= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -416,8 +478,8 @@ func (p *tenantPacer) Wait(ctx context.Context, _ api.Account) error {
 	return nil
 }
 
-// A channel's writes and its end are made for the company and lease that
-// opened it, so the account's budget takes their turns with that lease.
+// A channel's output, writes and end are made for the company and lease
+// that opened it, so the scheduler takes their turns with that lease.
 func TestDuplexRequestsKeepTheOpensTenant(t *testing.T) {
 	_, d, bp := sessionServer(t, createostest.Options{})
 	p := &tenantPacer{}
@@ -425,19 +487,21 @@ func TestDuplexRequestsKeepTheOpensTenant(t *testing.T) {
 	l := leaseOn(t, d, bp)
 	want := tenant.Tenant{Company: bp.CompanyID, Lease: l.LeaseID()}
 	ctx := tenant.With(t.Context(), want)
-	ch, err := d.OpenDuplex(ctx, &sessions.DuplexOpenParams{SessionBase: sessionBase(bp, l), Command: []string{"cat"}}, newRecSink(t))
+	sink := newRecSink(t)
+	ch, err := d.OpenDuplex(ctx, &sessions.DuplexOpenParams{SessionBase: sessionBase(bp, l), Command: []string{"cat"}}, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ch.Write([]byte("one")); err != nil {
 		t.Fatal(err)
 	}
+	sink.waitBytes([]byte("one")) // the output's connect is in
 	if err := ch.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.got) != 2 || p.got[0] != want || p.got[1] != want {
-		t.Errorf("the write's and the close's tenants %+v, want 2 × %+v", p.got, want)
+	if len(p.got) != 3 || slices.ContainsFunc(p.got, func(t tenant.Tenant) bool { return t != want }) {
+		t.Errorf("the output's, the write's and the close's tenants %+v, want 3 × %+v", p.got, want)
 	}
 }
