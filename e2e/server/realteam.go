@@ -118,9 +118,10 @@ type teamBridge struct {
 	slowestWrite time.Duration // the slowest answer of one
 }
 
-// teamRelay is one relay of a team's run.
+// teamRelay is one relay of a team's run, with the name of the run's
+// agent.
 type teamRelay struct {
-	run *realRun
+	who string
 	bridge.Relay
 }
 
@@ -151,7 +152,7 @@ func (h env) checkTeam(ctx context.Context, driver string, runs []*realRun, errs
 			succeeded++
 		}
 		for _, x := range relays {
-			seen.relays = append(seen.relays, teamRelay{r, x})
+			seen.relays = append(seen.relays, teamRelay{r.agent.Name, x})
 		}
 		n, slowest := bridge.WriteAnswers(es)
 		seen.writes += n
@@ -218,10 +219,14 @@ func (b teamBridge) summary(bridgeKind string) string {
 	took := slowest.Took().Round(10 * time.Millisecond)
 	if bridgeKind == setup.BridgeDuplex {
 		return fmt.Sprintf("; %d relays over HTTP/2, the slowest in %s (%s, from its request to the answer of the write that ended its response); %d channel writes answered, the slowest in %s",
-			len(b.relays), took, slowest.run.agent.Name, b.writes, b.slowestWrite.Round(10*time.Millisecond))
+			len(b.relays), took, slowest.who, b.writes, b.slowestWrite.Round(10*time.Millisecond))
 	}
-	return fmt.Sprintf("; %d relays, the slowest in %s (%s, %s %s: %d executes from its size read to its removal answered; the host allows %s)",
-		len(b.relays), took, slowest.run.agent.Name, slowest.Method, slowest.Path, slowest.Executes, bridge.RelayTimeout)
+	call := slowest.Method + " " + slowest.Path
+	if slowest.Method == "" {
+		call = "request " + slowest.ID + ", never read"
+	}
+	return fmt.Sprintf("; %d relays, the slowest in %s (%s, %s: %d executes from its size read to its removal answered; the host allows %s)",
+		len(b.relays), took, slowest.who, call, slowest.Executes, bridge.RelayTimeout)
 }
 
 // teamRequests is the part of a createos team's line about the sim's

@@ -36,11 +36,17 @@ type Relay struct {
 	Wrote  bool
 	// Reset names who reset a duplex stream ("" for none).
 	Reset    string
-	Executes int  // the executes it took (file bridge)
-	Duplex   bool // an HTTP/2 stream, not a request file
-	Done     bool // its request file was removed, or its response ended
-	Start    time.Time
-	End      time.Time
+	Executes int // the executes it took (file bridge)
+	// Repeats is how many times the host went over the request file
+	// again after it had sent its removal (file bridge): a list answered
+	// before the removal and acted on after it. Such a pass finds no
+	// file, writes a 400 no caller waits for and removes nothing; it is
+	// not part of the relay, whose call was answered by then.
+	Repeats int
+	Duplex  bool // an HTTP/2 stream, not a request file
+	Done    bool // its request file was removed, or its response ended
+	Start   time.Time
+	End     time.Time
 }
 
 // Took is how long the relay took as the worker saw it.
@@ -98,10 +104,12 @@ func (r Relay) String() string {
 var queueFile = regexp.MustCompile(`/queue/(?:requests|responses)/([0-9A-Za-z_-]+)\.json'`)
 
 // FileRelays is the file-bridge relays of es (the traffic of one lease),
-// in the order they began.
+// in the order they began. The executes of a request file sent after its
+// removal are a repeat (Relay.Repeats), not steps of the relay.
 func FileRelays(es []trace.Entry) []Relay {
 	var order []string
 	byID := map[string]*Relay{}
+	removed := map[string]bool{} // the relay's removal was sent
 	for _, x := range exchanges(es) {
 		if x.method != "environmentExecute" {
 			continue
@@ -125,6 +133,13 @@ func FileRelays(es []trace.Entry) []Relay {
 			byID[m[1]] = r
 			order = append(order, m[1])
 		}
+		if removed[m[1]] {
+			if strings.Contains(line, "wc -c <") {
+				r.Repeats++
+			}
+			continue
+		}
+		removed[m[1]] = !strings.Contains(line, "response_path=") && strings.Contains(line, "rm -rf ")
 		r.step(x, line, p.Stdin)
 	}
 	out := make([]Relay, len(order))

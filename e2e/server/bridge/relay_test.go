@@ -91,6 +91,35 @@ func TestFileRelays(t *testing.T) {
 	}
 }
 
+// A list answered before a relay's removal and acted on after it makes
+// the host go over the removed request file again: that pass is a repeat
+// of the relay, not a step of it, and changes neither its time nor what
+// it answered.
+func TestFileRelaysRepeat(t *testing.T) {
+	file := "'" + queue + "/requests/req-1.json'"
+	write := "set -eu\nresponse_path='" + queue + "/responses/req-1.json'\nrm -rf \"$lock_dir\"\ncat > \"$temp_path\""
+	gone := obj{"id": 21, "result": obj{"exitCode": 1, "stdout": "", "stderr": "No such file or directory", "timedOut": false}}
+	triples := relayExecs(1, "sbx-a", "req-1", 0, 201)
+	triples = append(triples,
+		1000, "in", shExec(21, "sbx-a", "wc -c < "+file, nil),
+		1050, "out", gone,
+		1100, "in", shExec(22, "sbx-a", "head -c 0 "+file+" | base64", nil),
+		1150, "out", answer(22, ""),
+		1200, "in", shExec(23, "sbx-a", write, `{"id":"req-1","status":400,"headers":{}}`+"\n"),
+		1250, "out", answer(23, `{"wrote":false}`+"\n"),
+		1300, "in", shExec(24, "sbx-a", "rm -rf "+file, nil),
+		1350, "out", answer(24, ""))
+	got := FileRelays(timed(t, triples...))
+	want := []Relay{{ID: "req-1", Method: "POST", Path: "/api/issues/i-1/comments", Status: 201, Wrote: true, Executes: 4, Repeats: 1, Done: true,
+		Start: t0, End: t0.Add(350 * time.Millisecond)}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("relays (-want +got):\n%s", diff)
+	}
+	if got[0].Problem() != "" {
+		t.Errorf("problem %q", got[0].Problem())
+	}
+}
+
 func TestRelayProblem(t *testing.T) {
 	ok := Relay{Status: 201, Wrote: true, Done: true, Start: t0, End: t0.Add(time.Second)}
 	for _, tc := range []struct {

@@ -6,20 +6,33 @@ package setup
 // agent's workspace, which the host syncs back), calls GET /api/agents/me
 // through the run's API bridge (PAPERCLIP_API_URL and PAPERCLIP_API_KEY, as
 // a real agent's tools do) and writes what came back to StubBridgeOutput,
-// and prints a minimal stream-json transcript.
+// and prints a minimal stream-json transcript. With StubAPICalls in its
+// environment it makes that many calls, one after another, and writes
+// what the last came back with, or the first that was not 200 and which
+// it was ("… (call 2 of 5)").
 const StubAgent = stubProbes + `echo "written by the stub agent" > stub-agent-output.txt || exit 1
 node -e '
 const fs = require("fs");
 const mode = process.env.PAPERCLIP_API_BRIDGE_MODE || "none";
+const calls = Math.max(1, parseInt(process.env.` + StubAPICalls + ` || "1", 10) || 1);
 const put = (s) => fs.writeFileSync("stub-bridge.txt", mode + " " + s + "\n");
-fetch(String(process.env.PAPERCLIP_API_URL).replace(/\/+$/, "") + "/api/agents/me", {
+const call = () => fetch(String(process.env.PAPERCLIP_API_URL).replace(/\/+$/, "") + "/api/agents/me", {
   headers: { authorization: "Bearer " + process.env.PAPERCLIP_API_KEY, accept: "application/json" },
 }).then(async (res) => {
   const body = await res.text();
   let id = "-";
   try { id = JSON.parse(body).id || "-"; } catch {}
-  put(res.status + " " + id);
-}, (err) => put("error " + err.message));
+  return { ok: res.status === 200, text: res.status + " " + id };
+}, (err) => ({ ok: false, text: "error " + err.message }));
+(async () => {
+  for (let i = 1; i <= calls; i++) {
+    const got = await call();
+    if (!got.ok || i === calls) {
+      put(got.text + (!got.ok && calls > 1 ? " (call " + i + " of " + calls + ")" : ""));
+      return;
+    }
+  }
+})();
 ' || echo "node failed" > stub-bridge.txt
 sid=stub-session-1
 printf '%s\n' "{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"$sid\",\"model\":\"claude-sonnet\"}"
@@ -38,6 +51,10 @@ for a in "$@"; do
 done
 cat >/dev/null
 `
+
+// StubAPICalls is the environment variable that sets how many API calls
+// the stub agent makes (1 without it).
+const StubAPICalls = "STUB_API_CALLS"
 
 // StubBridgeOutput is the file the stub writes "<bridge mode> <HTTP
 // status> <agent id>" to after its API call through the bridge.

@@ -151,10 +151,13 @@ func (c Client) Requests(ctx context.Context) ([]Request, error) {
 	return got.Requests, err
 }
 
-// Entry is one request of the sim's brief request log.
+// Entry is one request of the sim's brief request log: its path, the
+// status it was answered with (0 while it is being served) and when it
+// arrived.
 type Entry struct {
-	Path string `json:"path"`
-	AtMs int64  `json:"at_ms"`
+	Path   string `json:"path"`
+	Status int    `json:"status"`
+	AtMs   int64  `json:"at_ms"`
 }
 
 var sandboxPath = regexp.MustCompile(`^/v1/sandboxes/([^/]+)`)
