@@ -9,12 +9,16 @@
 // worker's stdio, and reads the sim's request counters; it prints one table
 // and fails when a lifecycle fails or a budget is missed.
 //
-// Host load: for each bridge (file, duplex) and each K (BENCH_SCALE_K), K
-// Paperclip runs on one account, through one worker, against a fresh sim at
-// window:300/60s, each doing what ../shared/spec/host-load.md says the host
-// does for a run (the queue poll and relays, or a duplex channel with PINGs
-// and relayed responses; the run-log tail) for BENCH_SCALE_SECONDS; it
-// prints one table per bridge and fails when K=4 misses a budget.
+// Host load: for each row (a bridge and a K: the file bridge at 8, 9 and
+// 12, the duplex bridge at 16 and 32, the next host's file bridge, whose
+// idle listing waits in the sandbox, at 8; BENCH_SCALE_BRIDGES and
+// BENCH_SCALE_K choose others), K Paperclip runs on one account, through
+// one worker, against a fresh sim at window:300/60s, each doing what
+// ../shared/spec/host-load.md says the host does for a run (the queue
+// poll and relays, or a duplex channel with PINGs and relayed responses;
+// the run-log tail) for BENCH_SCALE_SECONDS; it prints one table per
+// bridge, holds every row to the account's rules and the row at each
+// bridge's checked K to every bound, and fails when one is missed.
 //
 // The measurement runs only when BENCH_SCALE_BIN names the directory
 // holding sandbox-plugin and createos-sim; the tables, the budgets and the

@@ -143,12 +143,6 @@ func (r *run) send(token string, size int, wg *sync.WaitGroup) <-chan time.Time 
 	return echoed
 }
 
-// Sizes of the writes: an HTTP/2 PING frame, and a small JSON answer's
-// headers, body and end of stream.
-const pingSize = 17
-
-var replySizes = []int{96, 320, 16}
-
 // echoWait is how long the bench waits for an echo before it counts it
 // lost: past every bound, so a late echo is timed, not guessed.
 const echoWait = 2 * answerBound

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +38,9 @@ type run struct {
 	executes    int      // environmentExecute calls of the steady load
 	execs       []sample // how long each of them took to answer
 	relays      []sample
-	pickups     []sample // file: from a relay's due time to its first read
+	pickups     []sample    // file, next: from a relay's due time to its first read
+	lists       []listIssue // next: the waiting listings
+	tailGaveUp  bool        // the run-log tail failed tailGiveUp times in a row and stopped
 	pings       []sample
 	writes      []sample
 	failures    []string // what kept the run from being measured or ended it early
@@ -93,21 +96,30 @@ func (r *run) call(method string, params any, timeout time.Duration, result any,
 
 // executed is environmentExecute's answer, as far as the bench reads it.
 type executed struct {
-	ExitCode *int `json:"exitCode"`
-	TimedOut bool `json:"timedOut"`
+	ExitCode *int   `json:"exitCode"`
+	TimedOut bool   `json:"timedOut"`
+	Stdout   string `json:"stdout"`
 }
 
 // execute runs script with sh -c as the host's bridge does, with stdin
 // when it is not empty; it fails unless it exited 0, when that is needed.
+// The host waits timeoutMs and 30 s more for the answer.
 func (r *run) execute(script, stdin string, timeoutMs int, needZero bool) error {
+	_, err := r.executeWithin(script, stdin, timeoutMs, time.Duration(timeoutMs)*time.Millisecond+30*time.Second, needZero)
+	return err
+}
+
+// executeWithin is execute with the host giving up on the answer after
+// timeout (the call is left to run in the worker, as the host leaves it);
+// it returns the command's stdout.
+func (r *run) executeWithin(script, stdin string, timeoutMs int, timeout time.Duration, needZero bool) (string, error) {
 	extra := map[string]any{"lease": r.lease, "command": "sh", "args": []string{"-c", script},
 		"env": map[string]string{"PAPERCLIP_SANDBOX_EXEC_CHANNEL": "bridge"}, "timeoutMs": timeoutMs}
 	if stdin != "" {
 		extra["stdin"] = stdin
 	}
 	var res executed
-	timeout := time.Duration(timeoutMs)*time.Millisecond + 30*time.Second
-	return r.call("environmentExecute", r.params(extra), timeout, &res, func() error {
+	err := r.call("environmentExecute", r.params(extra), timeout, &res, func() error {
 		switch {
 		case res.TimedOut:
 			return fmt.Errorf("timed out after %d ms", timeoutMs)
@@ -116,6 +128,7 @@ func (r *run) execute(script, stdin string, timeoutMs int, needZero bool) error 
 		}
 		return nil
 	})
+	return res.Stdout, err
 }
 
 // loopExecute is execute for the steady load: it counts toward the
@@ -184,10 +197,13 @@ func (r *run) finish() {
 func (r *run) load(stop <-chan struct{}, start time.Time, set loadSettings) {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.tailLoop(stop) })
-	if r.bridge == duplexBridge {
+	switch r.bridge {
+	case duplexBridge:
 		wg.Go(func() { r.pingLoop(stop, firstDue(start, r.n, r.k, pingEvery)) })
 		wg.Go(func() { r.duplexRelayLoop(stop, firstDue(start, r.n, r.k, set.relayEvery), set.relayEvery) })
-	} else {
+	case nextBridge:
+		wg.Go(func() { r.waitingPollLoop(stop, firstDue(start, r.n, r.k, set.relayEvery), set.relayEvery) })
+	default:
 		wg.Go(func() { r.pollLoop(stop, firstDue(start, r.n, r.k, set.relayEvery), set.relayEvery) })
 	}
 	wg.Wait()
@@ -196,10 +212,22 @@ func (r *run) load(stop <-chan struct{}, start time.Time, set loadSettings) {
 	}
 }
 
-// tailLoop is the run-log tail: a sleep, then one tick, until stop.
+// tailLoop is the run-log tail: a sleep, then one tick, until stop, or
+// until tailGiveUp ticks in a row failed: the host then tails the run no
+// more (sandbox-run-log-stream.js).
 func (r *run) tailLoop(stop <-chan struct{}) {
+	failures := 0
 	for pause(stop, tailInterval) {
-		_ = r.loopExecute(tailScript(r.dir), "", tailTimeoutMs, true)
+		if r.loopExecute(tailScript(r.dir), "", tailTimeoutMs, true) == nil {
+			failures = 0
+			continue
+		}
+		if failures++; failures >= tailGiveUp {
+			r.mu.Lock()
+			r.tailGaveUp = true
+			r.mu.Unlock()
+			return
+		}
 	}
 }
 
@@ -226,6 +254,48 @@ func (r *run) pollLoop(stop <-chan struct{}, due time.Time, every time.Duration)
 		r.relay(due, fmt.Sprintf("req-%d", seq))
 		due = nextDue(due, time.Now(), every)
 	}
+}
+
+// waitingPollLoop is the next host's queue poll: a listing that waits in
+// the sandbox for up to listWait (nothing is in flight when it lists: the
+// bench's relays run on the loop), the relay of what it found at once, a
+// 100 ms sleep after an empty listing, back-offs after failures, and a
+// listing given up on after listHostCap. The agent's call is written into
+// the queue when due, by the listing running then (nextListScript).
+func (r *run) waitingPollLoop(stop <-chan struct{}, due time.Time, every time.Duration) {
+	failures, seq, lists := 0, 1, 0
+	for !stopped(stop) {
+		lists++
+		id, marker := fmt.Sprintf("req-%d", seq), listMarker(r.n+1, lists)
+		out, err := r.waitingList(nextListScript(r.dir, marker, id, due, listWait), marker)
+		if err != nil {
+			failures++
+			pause(stop, pollBackoff(failures))
+			continue
+		}
+		failures = 0
+		name, found := firstListed(out)
+		if !found {
+			pause(stop, pollInterval)
+			continue
+		}
+		r.relay(due, strings.TrimSuffix(name, ".json"))
+		if name == id+".json" {
+			seq++
+			due = nextDue(due, time.Now(), every)
+		}
+	}
+}
+
+// waitingList runs one waiting listing and records when it was called,
+// under marker. It counts toward the lease's executes, but its time, most
+// of it the wait in the sandbox, is not an execute's T.
+func (r *run) waitingList(script, marker string) (string, error) {
+	r.mu.Lock()
+	r.lists = append(r.lists, listIssue{marker: marker, at: time.Now()})
+	r.executes++
+	r.mu.Unlock()
+	return r.executeWithin(script, "", listTimeoutMs, listHostCap, true)
 }
 
 // relay is one relayed agent API call over the file bridge: four executes

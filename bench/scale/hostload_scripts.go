@@ -2,7 +2,9 @@ package scale
 
 import (
 	"fmt"
+	"math"
 	"strings"
+	"time"
 )
 
 // The scripts a host-load run executes, in the shapes
@@ -13,6 +15,9 @@ import (
 // which the host's own commands take in their stride (the size read fails
 // and the host falls back to its cap, the response write answers
 // {"wrote":false}). They cost the provider what they cost with a request.
+// The next host's waiting listing is the exception: it would wait its full
+// 5 s for a request nobody writes, so there the bench writes one when the
+// agent's call is due (nextListScript) and the relay acts on it.
 
 // queueDir is run n's bridge directory in its sandbox: the queue and the
 // run logs.
@@ -45,6 +50,46 @@ func listScript(dir string) string {
 		"  done",
 		"fi",
 	}, "\n")
+}
+
+// listMarker names listing seq of run n in its script, as a comment: the
+// provider's request log finds the request that carried the listing by it.
+func listMarker(n, seq int) string { return fmt.Sprintf("bench-list-%d-%d", n, seq) }
+
+// nextListScript is the next host's waiting listing (listJsonFiles with
+// waitMs in sandbox-callback-bridge.ts, commit 01b6c57): it lists the
+// queue every poll interval until a request is there or the whole-second
+// deadline wait from its start has passed. The bench adds two lines: the
+// comment marker, and, in the loop, the agent's API call: request id is
+// written once the clock passes due (Unix ms), as the agent in the sandbox
+// would write it, so the wait returns for it as for a real one.
+func nextListScript(dir, marker, id string, due time.Time, wait time.Duration) string {
+	req := quote(dir + "/requests/" + id + ".json")
+	return strings.Join([]string{
+		"# " + marker,
+		fmt.Sprintf("paperclip_end=$(( $(date +%%s) + %d ))", int(math.Ceil(wait.Seconds()))),
+		"while :; do",
+		fmt.Sprintf(`  [ "$(date +%%s%%3N)" -lt %d ] || : > %s`, due.UnixMilli(), req),
+		"  paperclip_listed=$(" + listScript(dir),
+		"  )",
+		`  if [ -n "$paperclip_listed" ]; then`,
+		`    printf '%s\n' "$paperclip_listed"`,
+		"    break",
+		"  fi",
+		`  [ "$(date +%s)" -lt "$paperclip_end" ] || break`,
+		fmt.Sprintf("  sleep %.3f 2>/dev/null || sleep 1", pollInterval.Seconds()),
+		"done",
+	}, "\n")
+}
+
+// firstListed is the first request file a listing printed, or false.
+func firstListed(stdout string) (string, bool) {
+	for l := range strings.Lines(stdout) {
+		if name := strings.TrimSpace(l); strings.HasSuffix(name, ".json") {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // The run-log tick's markers and how much of each log one tick reads.

@@ -364,14 +364,32 @@ func (s *sim) readLog() (counters, error) {
 	return fromLog(requests), nil
 }
 
+// readRequestLog is GET {control}/requests with each request's body: a
+// row's few thousand requests, so it may take longer than a counter.
+func (s *sim) readRequestLog() ([]loggedBody, error) {
+	slow := *s.http // its transport, which the cleanup closes
+	slow.Timeout = 2 * time.Minute
+	code, body, err := s.controlWith(&slow, "/requests")
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET /_control/requests: %d %.200s", code, body)
+	}
+	return parseRequestLog(body)
+}
+
 // control is GET {origin}/_control{path} with the API key.
-func (s *sim) control(path string) (int, []byte, error) {
+func (s *sim) control(path string) (int, []byte, error) { return s.controlWith(s.http, path) }
+
+// controlWith is control through c.
+func (s *sim) controlWith(c *http.Client, path string) (int, []byte, error) {
 	req, err := http.NewRequest(http.MethodGet, s.origin+"/_control"+path, nil)
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("X-Api-Key", s.key)
-	resp, err := s.http.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
