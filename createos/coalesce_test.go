@@ -142,7 +142,7 @@ func pollGather(g *gate, stop <-chan struct{}) {
 	}
 }
 
-// Executes of one sandbox waiting for the budget together go out as one
+// Executes of one sandbox waiting for their turn together go out as one
 // request, and each gets exactly what it would alone: its output (live,
 // to its own sink only), its exit code, its stdin, cwd and env.
 func TestBatchGivesEachCommandItsOwnResult(t *testing.T) {
@@ -330,4 +330,35 @@ func stdIndex(stream string) int {
 		return 1
 	}
 	return 0
+}
+
+// An acquire on an idle account of 20 requests a minute, with 2.5 s to
+// live, goes at once: room goes at once (createos/api free). So does one
+// on another environment of the same key, and one on another origin
+// while the first is idle.
+func TestAcquireOnAnIdleSmallAccount(t *testing.T) {
+	createostest.RequireIsolation(t)
+	srv := createostest.NewServer(t, createostest.Options{APIKey: "test-secret"})
+	other := createostest.NewServer(t, createostest.Options{APIKey: "test-secret"})
+	d := New(WithHTTPClient(srv.Client()), WithPacer(api.NewLimiter()), WithGetenv(func(string) string { return "" }),
+		WithCleanupDir(filepath.Join(t.TempDir(), "marks")))
+	d.pollInterval = 5 * time.Millisecond
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	acquire := func(url, env string) {
+		t.Helper()
+		cfg := handlers.Object{"apiUrl": url + "/v1/", "apiKey": "test-secret", "shape": "s-1vcpu-1gb",
+			"timeoutMs": float64(2500), "requestsPerMinute": float64(20)}
+		bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: env, Config: cfg}
+		before := time.Now()
+		l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run-" + env})
+		if err != nil {
+			t.Fatalf("acquire on %s: %v (after %v)", env, err, time.Since(before))
+		}
+		if _, err := d.ReleaseLease(t.Context(), &handlers.ReleaseLeaseParams{BaseParams: bp, ProviderLeaseID: l.ProviderLeaseID, LeaseMetadata: l.Metadata}); err != nil {
+			t.Fatalf("release on %s: %v", env, err)
+		}
+	}
+	acquire(srv.URL, "env-a")
+	acquire(other.URL, "env-c") // another origin: an account of its own
+	acquire(srv.URL, "env-b")   // the same key, an environment of its own
 }

@@ -54,7 +54,7 @@ type Options struct {
 	Poll        time.Duration
 	MaxDownload int64
 	ForkRetry   time.Duration
-	// PerMinute is the account's request budget (config.requestsPerMinute;
+	// PerMinute is the requests a minute the account allows (config.requestsPerMinute;
 	// 0 for DefaultPerMinute).
 	PerMinute int
 }

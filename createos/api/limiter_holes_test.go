@@ -11,7 +11,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 )
 
-// Regression tests of the budget: each is a way an account's budget was
+// Regression tests of the scheduler: each is a way an account's window was
 // lost, overrun or unfair.
 
 // admitted runs n Waits of ctx on a at once and returns, for each, when it
@@ -49,26 +49,26 @@ func count(at []time.Time) int {
 }
 
 // Waits that end in the queue give their turn back: 40 waits of 2.5 s on a
-// budget of 20, then one of 15 s, which must be admitted as soon as the
-// budget has room for it, not after the turns the others held.
+// window of 20, then one of 15 s, which must be admitted as soon as the
+// window has room for it, not after the turns the others held.
 func TestLimiterWaitsThatEndGiveTheirTurnBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
 		a := Account{ID: "a", PerMinute: 20}
 		first := count(admitted(l, a, 40, within(2500*time.Millisecond)))
 		if first == 0 || first >= 20 {
-			t.Fatalf("%d of 40 admitted within 2.5 s on a budget of 20", first)
+			t.Fatalf("%d of 40 admitted within 2.5 s on an account of 20 a minute", first)
 		}
 		if got := count(admitted(l, a, 1, within(15*time.Second))); got != 1 {
-			t.Fatalf("a lone wait of 15 s after %d requests on a budget of 20 was not admitted: the ended waits kept their turns", first)
+			t.Fatalf("a lone wait of 15 s after %d requests on an account of 20 a minute was not admitted: the ended waits kept their turns", first)
 		}
 	})
 }
 
-// Two configs naming one account share one budget, the smaller: calls
+// Two configs naming one account share one scheduler, at the smaller size: calls
 // alternating between 20 and 21 a minute never put more than 20 in a
 // minute.
-func TestLimiterOneBudgetPerAccount(t *testing.T) {
+func TestLimiterOneSchedulerPerAccount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
 		var at []time.Time
@@ -85,9 +85,9 @@ func TestLimiterOneBudgetPerAccount(t *testing.T) {
 	})
 }
 
-// Session endings count in the budget: 66 closes of three requests at
-// once never put more than the budget in a minute.
-func TestLimiterEndingsStayWithinTheBudget(t *testing.T) {
+// Session endings count in the window: 66 closes of three requests at
+// once never put more than the window in a minute.
+func TestLimiterEndingsStayWithinTheWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
 		a := Account{ID: "a", PerMinute: 60}
@@ -97,12 +97,12 @@ func TestLimiterEndingsStayWithinTheBudget(t *testing.T) {
 		at = slices.DeleteFunc(at, time.Time.IsZero)
 		slices.SortFunc(at, time.Time.Compare)
 		if got := busiest(at, time.Minute); got > 60 {
-			t.Errorf("%d session endings admitted in one minute on a budget of 60", got)
+			t.Errorf("%d session endings admitted in one minute on an account of 60 a minute", got)
 		}
 	})
 }
 
-// When the budget is the bottleneck, a company's lone request is served
+// When the account is saturated, a company's lone request is served
 // within a turn or two, not after another company's deep queue: 30 queued
 // executes of one company, then one acquire of another with 8 s to live.
 func TestLimiterIsFairAcrossCompanies(t *testing.T) {

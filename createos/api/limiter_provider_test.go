@@ -58,9 +58,9 @@ func (p *provider) send(ctx context.Context, l *Limiter, a Account) error {
 	}
 }
 
-// Eight leases' closed loops for five minutes on the default budget,
+// Eight leases' closed loops for five minutes on the default window,
 // against the provider's limit counted either way it may be: a window of
-// 300 in any 60 s never refuses and carries at least 0.9 of the budget in
+// 300 in any 60 s never refuses and carries at least 0.9 of the window in
 // its busiest minute; a bucket without burst of 5 a second refuses part
 // of the opening burst, and nothing after: the learned spacing holds, and
 // its recovery does not burst again while the account stays busy.
@@ -103,7 +103,7 @@ func TestLimiterAgainstTheProvidersLimits(t *testing.T) {
 				}
 				most := busiest(p.admitted, window)
 				if tc.spec[0] == 'w' && (most < 9*acct.PerMinute/10 || most > acct.PerMinute) {
-					t.Errorf("busiest 60 s: %d admitted, want between 0.9 and 1 × the budget of %d", most, acct.PerMinute)
+					t.Errorf("busiest 60 s: %d admitted, want between 0.9 and 1 × the window of %d", most, acct.PerMinute)
 				}
 				t.Logf("%s: %d admitted, %d refused, busiest 60 s %d", tc.spec, len(p.admitted), len(p.refused), most)
 			})

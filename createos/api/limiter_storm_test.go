@@ -24,11 +24,11 @@ import (
 //     when it refused (scheduler.rejected): what the second client gets
 //     is what that leaves, and the slots the worker's own earlier
 //     requests free, which the two race for.
-//   - A provider limit of 200 a minute, below the budget: the same.
+//   - A provider limit of 200 a minute, below the window: the same.
 //   - 429 to everything for 30 s: the endings sent into it fail, the ones
 //     sent after it get through, and the account does not come out of it
 //     crippled (an outage is not a smaller limit): the minute after the
-//     storm carries at least two thirds of its budget.
+//     storm carries at least two thirds of its window.
 func TestEndingsGetThroughARateLimitStorm(t *testing.T) {
 	for _, tc := range []storm{
 		{name: "a second client at 200 a minute", spec: "window:300/60s", other: 200},
@@ -105,7 +105,7 @@ func (s storm) run(t *testing.T) {
 		}
 		last := admittedSince(p, time.Now().Add(-window))
 		if s.outage > 0 && last < acct.PerMinute*2/3 {
-			t.Errorf("the minute after the storm carried %d requests, want at least two thirds of the budget of %d", last, acct.PerMinute)
+			t.Errorf("the minute after the storm carried %d requests, want at least two thirds of the window of %d", last, acct.PerMinute)
 		}
 		t.Logf("the second client had %d admitted; the worker %d refused, %d admitted in the last minute", other, refused, last)
 	})

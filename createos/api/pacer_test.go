@@ -17,7 +17,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 )
 
-// The limiter tests run in a synctest bubble: time is virtual, so budgets
+// The limiter tests run in a synctest bubble: time is virtual, so windows
 // and spacing are asserted exactly and nothing depends on the machine's
 // speed.
 
@@ -78,7 +78,7 @@ func loops(l *Limiter, a Account, n int, d time.Duration, who func(i int) tenant
 	return all, each
 }
 
-// An account saturated for five minutes never has more than its budget
+// An account saturated for five minutes never has more than its window
 // in any 60 s, sustains its work share of it (all but two fortieths)
 // from the second minute on, and admits evenly throughout: its opening
 // burst is paid back over the first minute, without a stall.
@@ -92,7 +92,7 @@ func TestLimiterSustainsItsWindowEvenly(t *testing.T) {
 				all, _ := loops(l, a, 4, 5*time.Minute, func(i int) tenant.Tenant { return tenant.Tenant{Lease: fmt.Sprint(i)} })
 				b := newScheduler(per)
 				if got := busiest(all, window); got > per {
-					t.Errorf("%d starts in one minute, over the budget of %d", got, per)
+					t.Errorf("%d starts in one minute, over the window of %d", got, per)
 				}
 				for m := 1; m < 5; m++ {
 					from, to := t0.Add(time.Duration(m)*time.Minute), t0.Add(time.Duration(m+1)*time.Minute)
@@ -148,7 +148,7 @@ func ceilDiv(d time.Duration, n int) time.Duration {
 	return (d + time.Duration(n) - 1) / time.Duration(n)
 }
 
-// Accounts do not share a budget.
+// Accounts do not share a scheduler.
 func TestLimiterAccountsAreSeparate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
@@ -235,12 +235,12 @@ func TestLimiterWritesUseTheReserve(t *testing.T) {
 		ctx, cancel := context.WithTimeout(Ending(t.Context()), time.Second)
 		defer cancel()
 		if err := l.Wait(ctx, a); err == nil {
-			t.Error("an ending past the whole budget within a minute started")
+			t.Error("an ending past the whole window within a minute started")
 		}
 	})
 }
 
-// When the budget is the bottleneck the leases take turns: eight closed
+// When the account is saturated the leases take turns: eight closed
 // loops on four leases of two companies start within a few of each other
 // once the idle account's burst (whoever came first) is over.
 func TestLimiterTakesTurnsAcrossLeases(t *testing.T) {
@@ -321,7 +321,7 @@ func TestNoPacingHonoursCancellation(t *testing.T) {
 	}
 }
 
-// Many waiters at once share the budget without a race.
+// Many waiters at once share the account without a race.
 func TestLimiterConcurrentWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
@@ -354,7 +354,7 @@ func TestLimiterConcurrentWaiters(t *testing.T) {
 
 // The account's capacity for session closes: on an account the host's
 // work keeps saturated, 40 closes of one request each at once at the
-// default budget all start within the 8 s a close has (the host's 10 s
+// default window all start within the 8 s a close has (the host's 10 s
 // less its margin): the endings' reserve at once, then every slot the
 // window frees.
 func TestLimiterEndsFortySessionsAtOnceOnASaturatedAccount(t *testing.T) {

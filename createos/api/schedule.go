@@ -19,8 +19,9 @@ import (
 //     a reserve (a fortieth), work all but two reserves. What work leaves
 //     is room endings and live requests always find on a saturated account.
 //   - Room goes at once. Work starts at once while the window holds fewer
-//     than a fifth of work's share (free): an idle account never paces a
-//     lone run, which costs what its requests cost.
+//     than a fifth of work's share, and at least two leases' start and end
+//     (free): an idle account never paces a lone run, which costs what its
+//     requests cost.
 //   - Past that, even. The next work starts no sooner after the newest
 //     admission than the gap that spreads what is left of work's share
 //     until the admissions ahead of it leave the window (gap): a saturated
@@ -82,23 +83,24 @@ func (s *scheduler) capOf(c class) int {
 }
 
 // free is how many admissions in the window still let work start at once:
-// a fifth of work's share, and at least an acquire's requests (freeAcquire),
-// or none on an account the provider refused. What starts at once is paid
-// back over the minute it counts in (gap): after a burst of a fifth, work
-// runs at four fifths of its share until the burst leaves the window, so a
-// team's first minute, whose polls take whatever goes at once, keeps most
-// of its pace.
+// a fifth of work's share, and at least freeLeases (up to half the share
+// of a small account), or none on an account the provider refused. What
+// starts at once is paid back over the minute it counts in (gap): after a
+// burst of a fifth, work runs at four fifths of its share until the burst
+// leaves the window, so a team's first minute, whose polls take whatever
+// goes at once, keeps most of its pace.
 func (s *scheduler) free() int {
 	if s.spacing > 0 {
 		return 0
 	}
-	return max(s.capOf(work)/5, freeAcquire)
+	c := s.capOf(work)
+	return max(c/5, min(c/2, freeLeases))
 }
 
-// freeAcquire is what an acquire sends on an idle account (create, the
-// catalog's rootfs on a worker's first, the status that finds it running):
-// it starts at once on the smallest account too.
-const freeAcquire = 3
+// freeLeases is what two leases' acquires and releases send on an idle
+// account (the catalog's rootfs on a worker's first, create, the ready
+// check, the delete): they go at once on a small account too.
+const freeLeases = 8
 
 // earliest is when a request of c may start, given the window at now: now
 // itself when it may start at once.
