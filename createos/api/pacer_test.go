@@ -120,23 +120,23 @@ func TestLimiterSustainsItsWindowEvenly(t *testing.T) {
 	}
 }
 
-// An idle account starts half of work's share at once; the next request
-// waits the gap that spreads the other half over the minute.
+// An idle account starts a fifth of work's share at once, and at least two
+// leases' start and end (up to half of a small account's share); the next
+// request waits the gap that spreads the rest of the share over the minute.
 func TestLimiterStartsRoomAtOnce(t *testing.T) {
-	for _, per := range []int{MinPerMinute, 20, DefaultPerMinute, MaxPerMinute} {
-		t.Run(fmt.Sprint(per), func(t *testing.T) {
+	for _, tc := range []struct{ per, free int }{{MinPerMinute, 4}, {20, 8}, {DefaultPerMinute, 51}, {MaxPerMinute, 57}} {
+		t.Run(fmt.Sprint(tc.per), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				l := NewLimiter()
-				a := Account{ID: "a", PerMinute: per}
-				s := newScheduler(per)
+				a := Account{ID: "a", PerMinute: tc.per}
 				t0 := time.Now()
-				at := starts(t, l, a, s.free()+1)
-				if got := at[s.free()-1].Sub(t0); got != 0 {
-					t.Errorf("request %d of an idle account waited %v", s.free(), got)
+				at := starts(t, l, a, tc.free+1)
+				if got := at[tc.free-1].Sub(t0); got != 0 {
+					t.Errorf("request %d of an idle account waited %v", tc.free, got)
 				}
-				want := ceilDiv(window, s.capOf(work)-s.free()+1)
-				if got := at[s.free()].Sub(t0); got != want {
-					t.Errorf("request %d waited %v, want %v", s.free()+1, got, want)
+				c := newScheduler(tc.per).capOf(work)
+				if got, want := at[tc.free].Sub(t0), ceilDiv(window, c-tc.free+1); got != want {
+					t.Errorf("request %d waited %v, want %v", tc.free+1, got, want)
 				}
 			})
 		})

@@ -30,9 +30,9 @@ import (
 //   - Live requests and endings are never spaced for evenness: only the
 //     window holds them, and on an account the provider refused, the
 //     spacing it taught (endings not even that).
-//   - Turns (turns.go): endings first, in arrival order; then live
-//     requests, then work; within a class the company served longest ago
-//     goes first, and within a company the lease served longest ago. A turn that admits a request of a group (a sandbox's
+//   - Turns (turns.go): endings first, in arrival order; among live
+//     requests, and among work, the company served longest ago goes first,
+//     and within a company the lease served longest ago. A turn that admits a request of a group (a sandbox's
 //     executes) carries every request of that group the lease has waiting.
 //   - What a rejection teaches (rejected, recover): the provider's spacing,
 //     and the size of the window it really has; both recover as it stays
