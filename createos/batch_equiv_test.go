@@ -224,8 +224,8 @@ func (s *eqSide) launch(ctxs []context.Context, ps []*handlers.ExecuteParams) *e
 }
 
 // start is launch; on the batched side the executes are held until all
-// of them that will reach the provider wait for the budget together, so
-// they go out as one batch.
+// of them that will reach the provider wait for their turn together, so
+// the turn carries them as one batch.
 func (s *eqSide) start(t *testing.T, ctxs []context.Context, ps []*handlers.ExecuteParams) *eqFlight {
 	t.Helper()
 	if !s.batched {
@@ -856,8 +856,8 @@ func eqProfileEnvironment(t *testing.T, e *eqEnv) {
 }
 
 // Row 9: many rounds of executes of one sandbox that all time out while
-// waiting for the budget leave no lane behind: the next execute is
-// answered, not left waiting its whole timeout.
+// waiting for their turn leave nothing waiting behind them: the next
+// execute is answered, not left waiting its whole timeout.
 func eqLaneRounds(t *testing.T, e *eqEnv) {
 	const rounds = 20
 	cmds := []eqCmd{
@@ -879,7 +879,7 @@ func eqLaneRounds(t *testing.T, e *eqEnv) {
 			t.Errorf("%s: %d requests wait for their turn after every call was answered", s.name, n)
 		}
 		if got := s.streams(mark); len(got) != 0 {
-			t.Errorf("%s: executes that never got the budget sent %v", s.name, got)
+			t.Errorf("%s: executes that never got their turn sent %v", s.name, got)
 		}
 		s.pace.free()
 		last := s.launch(ctxsOf(t.Context(), 1), s.params([]eqCmd{{argv: []string{"echo", "after"}, timeoutMs: 120_000}})).wait(t, 0)

@@ -9,9 +9,10 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// Request budgets: every request to one origin is spaced 300 ms,
-// so the count is the latency. The fake server's request log is the
-// measure: each case asserts the exact routes one call made.
+// Requests per call: each request pays a round trip, and on a busy
+// account waits its turn, so the count is the latency. The fake server's
+// request log is the measure: each case asserts the exact routes one call
+// made.
 
 func heartbeatAcquire(bp handlers.BaseParams) *handlers.AcquireLeaseParams {
 	bp.IssueID = ptr("issue-a")
@@ -22,15 +23,15 @@ func TestRequestBudgets(t *testing.T) {
 	srv, d, cfg := sandboxServer(t)
 	ctx := t.Context()
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}
-	step := func(name string, budget int, want []R, call func() error) {
+	step := func(name string, most int, want []R, call func() error) {
 		t.Helper()
 		from := len(srv.Requests())
 		if err := call(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		got := routesSince(srv, from)
-		if !slices.Equal(got, want) || len(got) > budget {
-			t.Errorf("%s: requests %v, want %v (budget %d)", name, got, want, budget)
+		if !slices.Equal(got, want) || len(got) > most {
+			t.Errorf("%s: requests %v, want %v (at most %d)", name, got, want, most)
 		}
 	}
 	var l *handlers.Lease

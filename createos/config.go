@@ -43,8 +43,9 @@ type Config struct {
 	EgressAllowlist       []string
 	// v0.3: a paused sandbox that leases are forked from.
 	Snapshot *string
-	// RequestsPerMinute is the worker's request budget to this API origin
-	// and key (api.Limiter).
+	// RequestsPerMinute is the account's window this config asks for: at
+	// most this many requests to this API origin and key in any 60 s
+	// (api.Limiter, which keeps the smallest any config asks for).
 	RequestsPerMinute int
 }
 
@@ -127,7 +128,7 @@ func parseV02(raw handlers.Object, c *Config) error {
 	return err
 }
 
-// requestsPerMinute reads the budget: an integer in
+// requestsPerMinute reads the account's window: an integer in
 // [api.MinPerMinute, api.MaxPerMinute], api.DefaultPerMinute when unset.
 func requestsPerMinute(v any) (int, error) {
 	if v == nil {

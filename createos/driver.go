@@ -61,8 +61,9 @@ var (
 	_ handlers.FileSyncer   = (*Driver)(nil)
 )
 
-// sharedPacer is the worker-wide pacer every Driver uses by default: all
-// leases, commands and cleanups to one origin share its budget.
+// sharedPacer is the worker-wide Limiter every Driver uses by default: one
+// scheduler per account (API origin and key), where every lease, command
+// and cleanup on that account waits for its turn.
 var sharedPacer = api.NewLimiter()
 
 // Option configures a Driver.
@@ -179,7 +180,7 @@ func (d *Driver) Declaration() handlers.DriverDeclaration {
 				"snapshot": handlers.Object{"type": "string", "examples": []string{"sb-..."}, "title": "Snapshot", "x-paperclip-advanced": true,
 					"description": "A captured template (a paused sandbox's ID) that leases are forked from. Paperclip sets it when you capture a custom image."},
 				"requestsPerMinute": handlers.Object{"type": "integer", "title": "Requests per minute", "minimum": api.MinPerMinute, "maximum": api.MaxPerMinute, "default": api.DefaultPerMinute, "x-paperclip-advanced": true,
-					"description": "CreateOS API requests this worker sends a minute with this key, 10 to 300 (the provider allows 300 per caller). Environments on the same key and API URL share one budget: the smallest value any of them sets. Lower it when other workers or clients share the key."},
+					"description": "CreateOS API requests this worker sends a minute with this key, 10 to 300 (the provider allows 300 per caller). Environments on the same key and API URL share one window: the smallest value any of them sets. Lower it when other workers or clients share the key."},
 			},
 		},
 	}

@@ -143,7 +143,7 @@ type batchRun struct {
 	stderr  []byte
 }
 
-// startBatch sends jobs as one request (admitted: its budget turn) and
+// startBatch sends jobs as one request (admitted: their turn) and
 // answers each on its res; the driver owns the requests until they end.
 func (d *Driver) startBatch(admitted context.Context, c *api.Client, sandbox string, jobs []*job) {
 	id, err := api.CheckID(sandbox)

@@ -139,7 +139,7 @@ func gated(t *testing.T, srv *createostest.Server, sandbox string, pid any, gate
 
 // An origin without streaming exec: the first command finds out (404 for
 // a sandbox that exists) and runs as a gated managed process; the next go
-// there at once. Budgets: 4 requests without stdin, 6 with it.
+// there at once. At most 4 requests without stdin, 6 with it.
 func TestManagedFallbackRequestBudgets(t *testing.T) {
 	srv, d, cfg := sandboxServer(t)
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: "company-a", EnvironmentID: "env-a", Config: cfg}

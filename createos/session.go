@@ -290,7 +290,8 @@ func (ch *channel) beginWrite() (ctx context.Context, path string, done func()) 
 		return nil, "", nil
 	}
 	// A write is what the other end of a live session waits on (a bridge
-	// response the agent reads): it goes ahead of the budget's queue.
+	// response the agent reads): a live request (api.Urgent), it takes its
+	// turn before the account's work.
 	wctx, cut := context.WithCancelCause(api.Urgent(ch.life))
 	ctx, cancel := deadline.Timeout(wctx, min(ch.timeout, writeBudget))
 	ch.endWrite = cut

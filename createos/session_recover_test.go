@@ -11,7 +11,7 @@ import (
 )
 
 // Sessions whose output stream keeps ending without an exit frame, past
-// the reconnect budget (v0.3 followProcess, which process-session.ts
+// the reconnects allowed (v0.3 followProcess, which process-session.ts
 // uses): the exit is recovered through wait before the channel reports
 // its transport closed. Against createostest, with exact request
 // sequences (output connections included).

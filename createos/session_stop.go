@@ -48,8 +48,8 @@ func (ch *channel) runStop() {
 // request: DELETE ?grace_ms=1000 SIGTERMs the whole tree, SIGKILLs what
 // is left after the grace and answers once the tree is gone. A SIGTERM of
 // our own (POST …/signal) first would reach less (the leader's process
-// group, not a descendant that left it) and cost a request of the
-// account's budget, which endings share with the host's writes. The
+// group, not a descendant that left it) and cost one more request in the
+// account's window, which endings share with the host's writes. The
 // answer must be tree_exited: true (404: already gone); any other, and
 // running out of time, is unconfirmed.
 func (ch *channel) terminate(ctx context.Context) error {
@@ -97,10 +97,10 @@ func (ch *channel) Close(ctx context.Context) error {
 // progress), ends the follower, whose Exit is then delivered, and releases
 // the channel. It closes no stdin (POST …/stdin/close): the DELETE's
 // SIGTERM would follow at once, so an end of input gives the process no
-// end of its own, and the request would cost the account's budget. It
-// answers nil only when the tree's end is confirmed. ctx bounds it all:
-// when ctx ends first, every request of the channel is cut, and the end
-// is unconfirmed.
+// end of its own, and the request would take a place in the account's
+// window. It answers nil only when the tree's end is confirmed. ctx bounds
+// it all: when ctx ends first, every request of the channel is cut, and
+// the end is unconfirmed.
 func (ch *channel) close(ctx context.Context) error {
 	cut := context.AfterFunc(ctx, func() { ch.endLife(errSessionOver) })
 	defer cut()

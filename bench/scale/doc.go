@@ -7,7 +7,7 @@
 // once, it starts a fresh createos-sim and a fresh worker, runs that many
 // lease lifecycles (acquire, 20 executes, release) side by side through the
 // worker's stdio, and reads the sim's request counters; it prints one table
-// and fails when a lifecycle fails or a budget is missed.
+// and fails when a lifecycle fails or a bound is missed.
 //
 // Host load: for each row (a bridge and a K: the file bridge at 8, 9 and
 // 12, the duplex bridge at 16 and 32, the next host's file bridge, whose
@@ -21,6 +21,6 @@
 // bridge's checked K to every bound, and fails when one is missed.
 //
 // The measurement runs only when BENCH_SCALE_BIN names the directory
-// holding sandbox-plugin and createos-sim; the tables, the budgets and the
+// holding sandbox-plugin and createos-sim; the tables, the bounds and the
 // host's scripts are unit-tested always.
 package scale

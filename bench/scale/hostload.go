@@ -13,7 +13,7 @@ import (
 // with its own lease and company, keeping the worker as busy as
 // ../shared/spec/host-load.md says a Paperclip run does. This file holds its
 // settings, its samples and the figures a row is made of; the table and the
-// budgets are in hostload_table.go.
+// bounds are in hostload_table.go.
 
 // Environment variables of `make bench-scale`.
 const (
@@ -303,7 +303,7 @@ func (r loadRow) requestsPerCall() float64 {
 }
 
 // fairness is the fewest and most executes of one lease, and whether
-// fewest ≥ 0.8 × most (integer arithmetic: the budget's edge is exact).
+// fewest ≥ 0.8 × most (integer arithmetic: the bound's edge is exact).
 func fairness(executes []int) (fewest, most int, fair bool) {
 	if len(executes) == 0 {
 		return 0, 0, false
@@ -338,7 +338,7 @@ func demandAt(b bridge, t, relayEvery time.Duration) float64 {
 // specT, whichever is less (a queue in the worker lengthens T, and the
 // closed loops then ask less than they would of an account with room). A
 // row whose runs ask less than N cannot blame the worker for leaving the
-// account's budget unused.
+// account's window unused.
 func (r loadRow) saturated() bool {
 	t := specT
 	if len(r.execs) > 0 {

@@ -60,7 +60,7 @@ func benchHostLoad(b *testing.B, bins string) {
 		"busiest 60 s: the sim's, at most N = %d; steady /min: admitted a minute over the load's last two thirds, steady/N its share of N, "+
 		"at least %.2f when saturated (the runs' demand at T = 0.3 s or the median execute if faster, × the steady requests per host call, is over N); "+
 		"requests per host call: all, from the first acquire to the last release, and steady, over the load's last two thirds; "+
-		"budgets: every bound at the checked K (file %d, duplex %d, next %d), the account's rules (no 429, N, the steady share) at every K\n\n",
+		"bounds: every bound at the checked K (file %d, duplex %d, next %d), the account's rules (no 429, N, the steady share) at every K\n\n",
 		tailGiveUp, workerBudget, steadyFloor, checkedK(fileBridge), checkedK(duplexBridge), checkedK(nextBridge))
 	for _, p := range plans {
 		if hasBridge(set.rows, p.bridge) && !slices.Contains(set.rows, loadSpec{bridge: p.bridge, k: p.checkedK}) {
@@ -129,8 +129,8 @@ func all(runs []*run, f func(*run)) {
 // steady runs the loads of every prepared run for set.duration, then
 // stops them and waits until each has drained. It returns the requests s
 // admitted a minute over the load's last two thirds (what the worker
-// sustains once the burst its budget starts with is spent, which the
-// busiest 60 s, holding that burst, does not say) and the requests s saw
+// sustains once what went at once on the idle account is paid back,
+// which the busiest 60 s, holding it, does not say) and the requests s saw
 // per host call answered over the same time (what a call of the load
 // costs, without the leases' acquire and release).
 func steady(runs []*run, set loadSettings, s *sim) (perMinute, perCall float64, err error) {

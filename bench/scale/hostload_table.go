@@ -22,7 +22,7 @@ const (
 func loadTable(b bridge, rows []loadRow) string {
 	var s strings.Builder
 	w := tabwriter.NewWriter(&s, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "K\t"+headOf(b)+"execute p50/p95/max\texecutes per lease min/max\tmin/max\ttails given up\tbusiest 60 s\tsteady /min\tsteady/N\tsaturated\t429s\trequests per host call all/steady\tfailed calls\tbudgets\t")
+	fmt.Fprintln(w, "K\t"+headOf(b)+"execute p50/p95/max\texecutes per lease min/max\tmin/max\ttails given up\tbusiest 60 s\tsteady /min\tsteady/N\tsaturated\t429s\trequests per host call all/steady\tfailed calls\tbounds\t")
 	for _, r := range rows {
 		if r.bridge != b {
 			continue
@@ -171,10 +171,10 @@ func accountViolations(r loadRow) []string {
 		out = append(out, fmt.Sprintf("the sim rejected %d requests with 429", r.sim.rejected))
 	}
 	if b := r.sim.busiest60s; b > workerBudget {
-		out = append(out, fmt.Sprintf("the busiest 60 s admitted %d requests, over the worker's budget of %d", b, workerBudget))
+		out = append(out, fmt.Sprintf("the busiest 60 s admitted %d requests, over the worker's window of %d", b, workerBudget))
 	}
 	if floor := steadyFloor * workerBudget; r.saturated() && r.steadyPerMinute < floor {
-		out = append(out, fmt.Sprintf("the runs ask more than the account has, yet the steady load got %.1f requests a minute, under %.2f × %d = %.1f: the worker leaves its budget unused",
+		out = append(out, fmt.Sprintf("the runs ask more than the account has, yet the steady load got %.1f requests a minute, under %.2f × %d = %.1f: the worker leaves its window unused",
 			r.steadyPerMinute, steadyFloor, workerBudget, floor))
 	}
 	return out

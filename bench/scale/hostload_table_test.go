@@ -90,9 +90,9 @@ func TestLoadViolations(t *testing.T) {
 		{"the next host's relays are bound by 10 s", with(nextBridge, func(r *loadRow) { r.relays = took(ms(10500)) }),
 			[]string{"next bridge, K=8: 1 of 1 relays finished after 10.00 s"}},
 		{"a 429", with(fileBridge, func(r *loadRow) { r.sim.rejected = 1 }), []string{"the sim rejected 1 requests with 429"}},
-		{"over the worker's budget", with(fileBridge, func(r *loadRow) { r.sim.busiest60s = 271 }),
-			[]string{"the busiest 60 s admitted 271 requests, over the worker's budget of 270"}},
-		{"at the budget", with(fileBridge, func(r *loadRow) { r.sim.busiest60s = 270 }), nil},
+		{"over the worker's window", with(fileBridge, func(r *loadRow) { r.sim.busiest60s = 271 }),
+			[]string{"the busiest 60 s admitted 271 requests, over the worker's window of 270"}},
+		{"exactly the window", with(fileBridge, func(r *loadRow) { r.sim.busiest60s = 270 }), nil},
 		{"saturated, the steady load at 0.95 N", with(nextBridge, func(r *loadRow) { r.steadyPerMinute = 256.5 }), nil},
 		{"saturated, the steady load under 0.95 N", with(duplexBridge, func(r *loadRow) { r.steadyPerMinute = 256 }),
 			[]string{"duplex bridge, K=16: the runs ask more than the account has, yet the steady load got 256.0 requests a minute, under 0.95 × 270 = 256.5"}},
@@ -108,7 +108,7 @@ func TestLoadViolations(t *testing.T) {
 			[]string{"duplex bridge, K=16: not measured: createos-sim did not start"}},
 		{"several at once, in order", with(fileBridge, func(r *loadRow) {
 			r.relays, r.sim.rejected, r.sim.busiest60s, r.executes = took(ms(12000)), 40, 290, []int{100, 400}
-		}), []string{"rejected 40", "over the worker's budget", "relays finished after", "are under 0.8"}},
+		}), []string{"rejected 40", "over the worker's window", "relays finished after", "are under 0.8"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := loadViolations(tc.rows)

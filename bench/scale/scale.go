@@ -13,12 +13,12 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 )
 
-// OldRequestInterval is the spacing the createos driver kept between any
-// two requests to one origin before it kept an account budget: the cost
-// of a run's requests had they all been paced that way.
+// OldRequestInterval is a fixed 300 ms between any two requests to one
+// origin, as the createos driver paced them before it had a scheduler per
+// account: the cost of a run's requests had they all been paced that way.
 const OldRequestInterval = 300 * time.Millisecond
 
-// Budgets.
+// Bounds.
 const (
 	// concurrencyBudget bounds K=4's wall time over K=1's without a limit:
 	// four leases at once may not cost four times one.
@@ -26,7 +26,7 @@ const (
 	// pacingBudget bounds K=1's wall time without a limit as a share of
 	// its requests × OldRequestInterval.
 	pacingBudget = 0.5
-	// windowCap is the provider's budget: 300 requests in any 60 s.
+	// windowCap is the provider's window: 300 requests in any 60 s.
 	windowCap = 300
 )
 
@@ -196,7 +196,7 @@ func table(rows []row) string {
 // seconds is d in seconds with two decimals.
 func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
-// violations are the budgets rows miss, one sentence each: in every mode
+// violations are the bounds rows miss, one sentence each: in every mode
 // every run measured and every lifecycle succeeded; without a limit, K=4
 // within concurrencyBudget × K=1 and K=1 within pacingBudget × its
 // requests × OldRequestInterval; under a window, every run's busiest 60 s
@@ -214,7 +214,7 @@ func violations(rows []row) []string {
 				out = append(out, fmt.Sprintf("%s, K=%d: %s", m.name, k, f))
 			}
 			if m.busiestCap > 0 && r.sim.busiest60s > m.busiestCap {
-				out = append(out, fmt.Sprintf("%s, K=%d: %d requests admitted in the busiest 60 s, over the budget of %d",
+				out = append(out, fmt.Sprintf("%s, K=%d: %d requests admitted in the busiest 60 s, over the cap of %d",
 					m.name, k, r.sim.busiest60s, m.busiestCap))
 			}
 		}
@@ -225,12 +225,12 @@ func violations(rows []row) []string {
 	return out
 }
 
-// speedViolations are the no-limit budgets one, four and the floor apart
+// speedViolations are the no-limit bounds one, four and the floor apart
 // (each nil when not measured) miss. Four leases through one worker may
 // take concurrencyBudget × the longest of K=1, the floor and the time the
-// worker's account budget takes to admit their requests (api.Span: the
-// worker does not know the sim has no limit, and four leases share one
-// account where four workers apart have a budget each): where the machine
+// account's scheduler takes to admit their requests (api.Span: the worker
+// does not know the sim has no limit, and four leases share one account's
+// window where four workers apart have a window each): where the machine
 // has the cores, four lifecycles apart take what one does; on 2 cores the
 // sim's own work (a supervised process per execute) makes four apart take
 // about twice one.
@@ -251,11 +251,11 @@ func speedViolations(one, four, apart *row) []string {
 	}
 	if four != nil {
 		if span := api.Span(api.DefaultPerMinute, four.sim.requests()); span > base {
-			base, of = span, fmt.Sprintf("the account budget's pacing of its %d requests", four.sim.requests())
+			base, of = span, fmt.Sprintf("the scheduler's pacing of its %d requests", four.sim.requests())
 		}
 	}
 	if four != nil && float64(four.wall) > concurrencyBudget*float64(base) {
-		out = append(out, fmt.Sprintf("no limit: K=4 wall %s is %.2f × %s %s, over the budget of %.1f ×: concurrent leases wait for each other",
+		out = append(out, fmt.Sprintf("no limit: K=4 wall %s is %.2f × %s %s, over the bound of %.1f ×: concurrent leases wait for each other",
 			seconds(four.wall), float64(four.wall)/float64(base), of, seconds(base), concurrencyBudget))
 	}
 	return out

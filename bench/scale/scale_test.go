@@ -45,7 +45,7 @@ const (
 // BenchmarkScale is the measurement, once (run it with -benchtime=1x, as
 // make bench-scale does): the lease lifecycles and then the host load
 // (hostload_bench_test.go), or the one BENCH_SCALE_MODE names, each with
-// its tables and its budgets. It is a benchmark, so `go test` never runs
+// its tables and its bounds. It is a benchmark, so `go test` never runs
 // it; run without the binaries it fails.
 func BenchmarkScale(b *testing.B) {
 	t := b
@@ -70,7 +70,7 @@ func BenchmarkScale(b *testing.B) {
 	}
 }
 
-// benchLifecycle is every mode at every K, one table, and the budgets.
+// benchLifecycle is every mode at every K, one table, and the bounds.
 func benchLifecycle(t *testing.B, bins string) {
 	var rows []row
 	for _, m := range modes {
@@ -94,7 +94,7 @@ func benchLifecycle(t *testing.B, bins string) {
 	fmt.Printf("\nbench-scale: K lease lifecycles at once, each acquire + %d × execute /bin/echo + release; a fresh createos-sim and worker per row\n\n%s\n",
 		executes, table(rows))
 	if v := violations(rows); len(v) > 0 {
-		t.Errorf("%d budgets missed:\n  %s", len(v), strings.Join(v, "\n  "))
+		t.Errorf("%d bounds missed:\n  %s", len(v), strings.Join(v, "\n  "))
 	}
 }
 

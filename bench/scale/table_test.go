@@ -15,10 +15,10 @@ func measured(m mode, k int, wall time.Duration, admitted, rejected, busiest int
 		sim: counters{admitted: admitted, rejected: rejected, busiest60s: busiest, source: "rate"}}
 }
 
-// within is a full set of rows that keeps every budget: K=1 in 1 s with
-// 24 requests (7.2 s paced), K=4 in 1.2 s with 26 (within the account
-// budget's burst, so its pacing is no base), and the floor (K=4 with a
-// worker each) in 1 s.
+// within is a full set of rows that keeps every bound: K=1 in 1 s with
+// 24 requests (7.2 s paced), K=4 in 1.2 s with 26 (within what an idle
+// account starts at once, so its pacing is no base), and the floor (K=4
+// with a worker each) in 1 s.
 func within() []row {
 	var rows []row
 	for _, m := range modes {
@@ -61,7 +61,7 @@ func TestViolations(t *testing.T) {
 		rows []row
 		want []string // a substring of each violation, in order
 	}{
-		{"every budget kept", within(), nil},
+		{"every bound kept", within(), nil},
 		{"K=4 waits for K=1's requests: 28.8 × K=1",
 			edit("no limit", 4, func(r *row) { r.wall = 28800 * time.Millisecond }),
 			[]string{"no limit: K=4 wall 28.80 s is 28.80 × K=1's 1.00 s"}},
@@ -73,34 +73,34 @@ func TestViolations(t *testing.T) {
 			nil},
 		{"K=4 just over 1.5 × K=1",
 			edit("no limit", 4, func(r *row) { r.wall = 1501 * time.Millisecond }),
-			[]string{"K=4 wall 1.50 s is 1.50 × K=1's 1.00 s, over the budget of 1.5 ×"}},
+			[]string{"K=4 wall 1.50 s is 1.50 × K=1's 1.00 s, over the bound of 1.5 ×"}},
 		{"a floor over K=1 is the base: four at 1.5 × a 2 s floor",
 			withApart(2*time.Second, 3*time.Second), nil},
 		{"just over 1.5 × the floor",
 			withApart(2*time.Second, 3001*time.Millisecond),
-			[]string{"no limit: K=4 wall 3.00 s is 1.50 × the floor's (K=4 with a worker each) 2.00 s, over the budget of 1.5 ×"}},
-		{"the account budget's pacing of K=4's requests is the base when it is the longest",
+			[]string{"no limit: K=4 wall 3.00 s is 1.50 × the floor's (K=4 with a worker each) 2.00 s, over the bound of 1.5 ×"}},
+		{"the scheduler's pacing of K=4's requests is the base when it is the longest",
 			edit("no limit", 4, func(r *row) {
 				r.sim.admitted = 200
 				r.wall = api.Span(api.DefaultPerMinute, 200) * 3 / 2
 			}), nil},
-		{"just over 1.5 × the account budget's pacing",
+		{"just over 1.5 × the scheduler's pacing",
 			edit("no limit", 4, func(r *row) {
 				r.sim.admitted = 200
 				r.wall = api.Span(api.DefaultPerMinute, 200)*3/2 + 10*time.Millisecond
 			}),
-			[]string{"the account budget's pacing of its 200 requests"}},
+			[]string{"the scheduler's pacing of its 200 requests"}},
 		{"a floor under K=1 leaves K=1 the base",
 			withApart(500*time.Millisecond, 1501*time.Millisecond),
 			[]string{"K=4 wall 1.50 s is 1.50 × K=1's 1.00 s"}},
 		{"no floor measured",
 			func() []row { r := within(); return r[:len(r)-1] }(),
 			[]string{"no limit, K=4 with a worker each: not measured"}},
-		{"the window's budget is counted with rejected requests left out",
+		{"the window's cap is counted with rejected requests left out",
 			edit("window", 4, func(r *row) { r.sim.admitted, r.sim.rejected, r.sim.busiest60s = 300, 50, 300 }), nil},
 		{"the window overrun",
 			edit("window", 4, func(r *row) { r.sim.busiest60s = 301 }),
-			[]string{"window, K=4: 301 requests admitted in the busiest 60 s, over the budget of 300"}},
+			[]string{"window, K=4: 301 requests admitted in the busiest 60 s, over the cap of 300"}},
 		{"a bucket has no cap on 60 s",
 			edit("bucket", 4, func(r *row) { r.sim.busiest60s = 900 }), nil},
 		{"a failed lifecycle fails its mode",

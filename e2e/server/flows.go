@@ -15,14 +15,13 @@ import (
 )
 
 // createosHeartbeatRatio bounds the createos stub heartbeat's wall time:
-// at most this many times the fake one's, plus what the account budget's
+// at most this many times the fake one's, plus what the scheduler's
 // pacing of the heartbeat's requests takes on an idle account (api.Span).
 // Each is the fastest of timedHeartbeats. The figures are printed and are
 // what docs/performance.md reports; the bound is no timing claim but a
 // tripwire: a busy machine (a run measured 1.56x under a parallel build)
-// does not fail a run, while a pacing regression still does (the fixed
-// 300 ms request spacing took 7.3x the fake and about twice the budget's
-// pacing of the same requests).
+// does not fail a run, while a pacing regression still does (a fixed
+// 300 ms between requests took 7.3x the fake).
 const (
 	createosHeartbeatRatio = 3.0
 	timedHeartbeats        = 3
@@ -80,7 +79,7 @@ func (h env) heartbeatTimes(ctx context.Context, t *setup.StubTimings) error {
 		timedHeartbeats, fake.Round(10*time.Millisecond), cos.Took.Round(10*time.Millisecond), againstTarget(cos.Took, fake, createosHeartbeatTarget),
 		cos.Requests, pacing.Round(10*time.Millisecond), createosHeartbeatRatio, bound.Round(10*time.Millisecond), setup.SimRateLimit, rate)
 	if cos.Took > bound {
-		return fmt.Errorf("the createos stub heartbeat took %v, more than %.1fx the fake-plugin one (%v) plus the budget's pacing of its %d requests (%v)",
+		return fmt.Errorf("the createos stub heartbeat took %v, more than %.1fx the fake-plugin one (%v) plus the scheduler's pacing of its %d requests (%v)",
 			cos.Took.Round(10*time.Millisecond), createosHeartbeatRatio, fake.Round(10*time.Millisecond), cos.Requests, pacing.Round(10*time.Millisecond))
 	}
 	return nil

@@ -196,7 +196,7 @@ func (h env) setIsolatedWorkspaces(ctx context.Context, on bool) error {
 // lease. It checks the outcome the stub asked for (succeeded, or failed
 // with the stub's own failure in the run log) and that the lease is the
 // run's reusable one, released or failed, and reports the CreateOS
-// requests the heartbeat spent against the budget.
+// requests the heartbeat spent, against its bound (simctl.HeartbeatBudget).
 func (h env) runOnIssue(ctx context.Context, envID, issueID string, failing bool, flow string) (issueRun, error) {
 	if err := h.PointAgent(ctx, envID, agentStub(failing)); err != nil {
 		return issueRun{}, err

@@ -38,19 +38,19 @@ const (
 	// one account at the provider's 300 requests a
 	// minute. Every host call is an execute, and the host's self-paced
 	// loops of 8 file-bridge runs (each run's bridge queue and run-log
-	// tail) want more executes than the account's budget admits; the
-	// driver sends the executes of one lease that wait for the budget
-	// side by side as one request, a batch its helper runs in the sandbox
-	// (createos/coalesce.go, createos/execute_batch.go). So a lease's
-	// loops cost one request a turn, and a relay's 4 executes, one after
-	// another, are to finish within the host's 10 s at 8 runs.
+	// tail) want more executes than the account's window admits; a
+	// lease's turn carries every execute of it that waits, as one request,
+	// a batch its helper runs in the sandbox (createos/coalesce.go,
+	// createos/execute_batch.go). So a lease's loops cost one request a
+	// turn, and a relay's 4 executes, one after another, are to finish
+	// within the host's 10 s at 8 runs.
 	createosTeamSize = 8
 	// createosFileTeamSize is the createos team on the file bridge: 4, not
 	// 8. Here (2 cores, the real server, 8 claude CLIs and a long run) 8
 	// file-bridge runs on one account had 3 of 8 comments relayed within
 	// the host's 10 s (relays of 10.2 to 15.5 s): each of a relay's 4
-	// executes waits a turn of the 8 leases (8 / R, 1.9 s at the budget's
-	// 258 a minute) and then runs in the loaded sandbox (p90 3.3 s a step
+	// executes waits a turn of the 8 leases (8 / R, 1.9 s at work's share
+	// of 258 a minute) and then runs in the loaded sandbox (p90 3.3 s a step
 	// in all). docs/performance.md has the bench's figures, where 8 hold.
 	createosFileTeamSize = 4
 

@@ -1,7 +1,7 @@
 // Package tenant carries whom a request is made for — the host's company
 // and the provider lease — in a context, so that a shared resource (the
-// createos request budget) can be fair across them without every layer
-// passing them down.
+// scheduler of a CreateOS account's requests) can give them turns without
+// every layer passing them down.
 package tenant
 
 import "context"

@@ -77,9 +77,9 @@ var secondClient = storm{
 	closesAcked:         true,
 	maxRefusedPerSecond: 1,
 	lasts:               time.Minute,
-	// The runs' file bridges keep the account at its whole budget while
-	// they are held: 15 s of the second client fill the provider's window
-	// before the runs end into it.
+	// The runs' file bridges keep the account's window full (work's whole
+	// share) while they are held: 15 s of the second client fill the
+	// provider's window before the runs end into it.
 	letGoAfter: 15 * time.Second,
 }
 

@@ -305,8 +305,8 @@ const SimRateLimit = "window:300/60s"
 
 // startSim starts the run's createos-sim. Chaos restarts workers; a fresh
 // worker does not know what the one it replaces spent, and a full window
-// would refuse its burst for up to a minute: the chaos rows are about
-// crashes, and only its storm rows' accounts are limited.
+// would refuse what it starts at once for up to a minute: the chaos rows
+// are about crashes, and only its storm rows' accounts are limited.
 func (h *Env) startSim(ctx context.Context) error {
 	limit := SimRateLimit
 	if h.Opts.Faults {

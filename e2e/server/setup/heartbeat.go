@@ -239,9 +239,9 @@ func (t *StubTimings) Of(driver string) []TimedRun {
 }
 
 // reportSpend prints the CreateOS requests of a heartbeat and fails when
-// they break the budget.
+// they break the heartbeat's bound (simctl.HeartbeatBudget).
 func (h *Env) ReportSpend(runID string, spent simctl.Counts, hostCalls int) error {
-	fmt.Printf("   CreateOS requests of the whole heartbeat (budget %d: %d host calls + %d): %s\n", simctl.HeartbeatBudget(hostCalls), hostCalls, simctl.HeartbeatOverhead, spent)
+	fmt.Printf("   CreateOS requests of the whole heartbeat (bound %d: %d host calls + %d): %s\n", simctl.HeartbeatBudget(hostCalls), hostCalls, simctl.HeartbeatOverhead, spent)
 	if why := simctl.OverBudget(spent, hostCalls); why != "" {
 		return fmt.Errorf("run %s: %s", runID, why)
 	}

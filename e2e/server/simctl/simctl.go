@@ -4,7 +4,7 @@
 // /_control): the requests it received per route and in order, the
 // sandboxes it holds, an idle pause. Control requests need the API key and
 // are not counted. It also measures what one span of the run cost in
-// CreateOS requests, against the budget for a heartbeat.
+// CreateOS requests, against the bound for a heartbeat.
 package simctl
 
 import (
@@ -74,16 +74,17 @@ func (c Counts) String() string {
 	return fmt.Sprintf("%d (%s)", c.Total, strings.Join(parts, " "))
 }
 
-// HeartbeatBudget is what a heartbeat of hostCalls host calls may spend.
+// HeartbeatBudget is the bound of a heartbeat of hostCalls host calls:
+// the CreateOS requests it may spend.
 func HeartbeatBudget(hostCalls int) int { return hostCalls + HeartbeatOverhead }
 
-// OverBudget says why spent breaks the budget of a heartbeat of
+// OverBudget says why spent breaks the bound of a heartbeat of
 // hostCalls host calls, or "".
 func OverBudget(spent Counts, hostCalls int) string {
 	if spent.Total <= HeartbeatBudget(hostCalls) {
 		return ""
 	}
-	return fmt.Sprintf("the heartbeat spent %s CreateOS requests on %d host calls, more than the budget of %d (one a call and %d)",
+	return fmt.Sprintf("the heartbeat spent %s CreateOS requests on %d host calls, more than its bound of %d (one a call and %d)",
 		spent, hostCalls, HeartbeatBudget(hostCalls), HeartbeatOverhead)
 }
 

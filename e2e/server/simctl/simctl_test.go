@@ -20,7 +20,7 @@ func TestSimCountsSpentAndBudget(t *testing.T) {
 		{"a heartbeat, routes by count then name",
 			Counts{Total: 72, Routes: map[string]int{"catalog.rootfs": 1, "sandbox.create": 3, "exec.stream": 56, "files.put": 4, "exec": 5, "sandbox.delete": 1, "files.get": 1, "sandbox.list": 1}},
 			"62 (exec.stream×49 exec×5 files.put×4 files.get×1 sandbox.create×1 sandbox.delete×1 sandbox.list×1)", false},
-		{"exactly the budget of 50 host calls", Counts{Total: 80, Routes: map[string]int{"catalog.rootfs": 1, "sandbox.create": 2, "exec.stream": 77}}, "70 (exec.stream×70)", false},
+		{"exactly the bound of 50 host calls", Counts{Total: 80, Routes: map[string]int{"catalog.rootfs": 1, "sandbox.create": 2, "exec.stream": 77}}, "70 (exec.stream×70)", false},
 		{"one over", Counts{Total: 81, Routes: map[string]int{"catalog.rootfs": 1, "sandbox.create": 2, "exec.stream": 78}}, "71 (exec.stream×71)", true},
 	}
 	for _, tc := range cases {
@@ -29,7 +29,7 @@ func TestSimCountsSpentAndBudget(t *testing.T) {
 			t.Errorf("%s: spent %s, want %s", tc.name, got, tc.want)
 		}
 		if got := OverBudget(spent, 50) != ""; got != tc.over {
-			t.Errorf("%s: over budget %v (%q), want %v", tc.name, got, OverBudget(spent, 50), tc.over)
+			t.Errorf("%s: over the bound %v (%q), want %v", tc.name, got, OverBudget(spent, 50), tc.over)
 		}
 	}
 }
