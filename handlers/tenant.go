@@ -3,7 +3,7 @@ package handlers
 import "github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 
 // A call's tenant — its company and provider lease — rides in its context
-// (internal/tenant) so that a driver's shared budget can be fair across
+// (internal/tenant) so that a driver's shared request scheduler can be fair across
 // companies and leases. Each params type names its lease where it has one;
 // the rest are the company's alone.
 
