@@ -197,10 +197,10 @@ func (ch *channel) pid() string {
 
 // Write implements sessions.Channel: it sends p to the process's input in
 // POST …/input requests of at most maxInputChunk bytes, in order, one
-// request at a time. Writes that wait behind the one in flight go
-// together: the next request carries all of them, in the order they came,
-// as long as they fit in one input (a single larger write is split as
-// before), and each gets that request's answer. An empty p, or a write
+// request at a time. Writes go together: a request takes, once it has its
+// turn, every write waiting by then, in the order they came, as long as
+// they fit in one input (a single larger write is split as before), and
+// each gets that request's answer. An empty p, or a write
 // once stop or close began, is ignored (as the reference does); after the
 // exit frame it is refused without a request. A stop or close that begins
 // while a write is in flight cuts it (the route table stops from a second
@@ -216,17 +216,14 @@ func (ch *channel) Write(p []byte) error {
 	ch.mu.Unlock()
 	ch.writeMu.Lock()
 	defer ch.writeMu.Unlock()
-	select {
-	case err := <-w.done: // a request before this one carried it
-		return err
-	default:
+	for {
+		select {
+		case err := <-w.done: // this request, or one before it, carried it
+			return err
+		default:
+			ch.flush()
+		}
 	}
-	ws := ch.takePending()
-	err := ch.send(ws)
-	for _, o := range ws {
-		o.done <- err
-	}
-	return <-w.done
 }
 
 // pendingWrite is one Write waiting to be sent, and its answer.
@@ -235,9 +232,37 @@ type pendingWrite struct {
 	done chan error
 }
 
+// flush sends the writes waiting, as many as one input takes, once the
+// request has its turn: what came while it waited goes with it. writeMu
+// is held.
+func (ch *channel) flush() {
+	if ch.exited.Load() && !ch.isStopping() {
+		answer(ch.takePending(), errSessionEnded)
+		return
+	}
+	ctx, path, done := ch.beginWrite()
+	if ctx == nil {
+		answer(ch.takePending(), nil)
+		return
+	}
+	defer done()
+	if admitted, err := ch.c.Admit(ctx); err == nil {
+		ctx = admitted
+	}
+	ws := ch.takePending()
+	answer(ws, ch.input(ctx, path, ws))
+}
+
+// answer gives each of ws its answer.
+func answer(ws []*pendingWrite, err error) {
+	for _, w := range ws {
+		w.done <- err
+	}
+}
+
 // takePending takes the writes waiting, oldest first, while they fit in
 // one input together (the first whatever its size); the rest wait for the
-// next request, whose writers wait behind this one.
+// next request.
 func (ch *channel) takePending() []*pendingWrite {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -251,16 +276,9 @@ func (ch *channel) takePending() []*pendingWrite {
 	return ws
 }
 
-// send sends the bytes of ws, in order; writeMu is held.
-func (ch *channel) send(ws []*pendingWrite) error {
-	if ch.exited.Load() && !ch.isStopping() {
-		return errSessionEnded
-	}
-	ctx, path, done := ch.beginWrite()
-	if ctx == nil {
-		return nil
-	}
-	defer done()
+// input sends the bytes of ws, in order, in POST …/input requests of at
+// most maxInputChunk bytes.
+func (ch *channel) input(ctx context.Context, path string, ws []*pendingWrite) error {
 	p := ws[0].p
 	if len(ws) > 1 {
 		var all []byte

@@ -315,9 +315,9 @@ func TestDuplexCloseWriteAndOutputRequestsAreUrgent(t *testing.T) {
 	}
 }
 
-// Writes that wait behind the one in flight go as one input, in the order
-// they came, each answered; what the process reads is what it would read
-// of them one by one.
+// Writes that come while a request waits for its turn go with it, as one
+// input, in the order they came, each answered; what the process reads is
+// what it would read of them one by one.
 func TestDuplexWritesWaitingGoTogether(t *testing.T) {
 	srv, d, bp := sessionServer(t, createostest.Options{})
 	g := newGate()
@@ -337,7 +337,7 @@ func TestDuplexWritesWaitingGoTogether(t *testing.T) {
 	errs := make([]error, 3)
 	for i := range errs {
 		wg.Go(func() { errs[i] = ch.Write([]byte(fmt.Sprintf("then-%d\n", i))) })
-		waitPending(t, ch, i+1)
+		waitPending(t, ch, i+2) // the first is still waiting, untaken
 	}
 	g.openUp()
 	if err := <-first; err != nil {
@@ -352,15 +352,15 @@ func TestDuplexWritesWaitingGoTogether(t *testing.T) {
 	want := []byte("first\nthen-0\nthen-1\nthen-2\n")
 	sink.waitBytes(want)
 	got := inputs(t, srv, from)
-	if len(got) != 2 || !bytes.Equal(bytes.Join(got, nil), want) {
-		t.Errorf("inputs %q, want the first alone, then the three waiting as one", got)
+	if len(got) != 1 || !bytes.Equal(got[0], want) {
+		t.Errorf("inputs %q, want the four as one", got)
 	}
 	if err := ch.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// waitPending waits until n writes wait behind the one in flight.
+// waitPending waits until n writes wait to be taken.
 func waitPending(t *testing.T, c sessions.Channel, n int) {
 	t.Helper()
 	ch := c.(*channel)

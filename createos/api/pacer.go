@@ -149,6 +149,7 @@ func (l *Limiter) Turn(ctx context.Context, a Account, g Group) (Turn, error) {
 	}
 	s := l.schedulerOf(ctx, a)
 	w := &waiter{class: classOf(ctx), who: tenant.Of(ctx), group: g, ready: make(chan struct{})}
+	w.due, _ = ctx.Deadline()
 	s.enqueue(ctx, w)
 	select {
 	case <-w.ready:

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -194,48 +195,70 @@ func TestLimiterCancellationGivesTheTurnBack(t *testing.T) {
 	}
 }
 
-// Behind a deep queue of work, an ending and a live request start at once.
+// Behind a deep queue of work, an ending starts at once and a live
+// request takes the next start, before any of the work.
 func TestLimiterEndingsAndWritesGoAheadOfWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		l := NewLimiter()
-		starts(t, l, acct, newScheduler(acct.PerMinute).free())
+		s := newScheduler(acct.PerMinute)
+		starts(t, l, acct, s.free())
+		var worked atomic.Int32
 		var wg sync.WaitGroup
 		for range 100 {
-			wg.Go(func() { _ = l.Wait(ctx, acct) })
+			wg.Go(func() {
+				if l.Wait(ctx, acct) == nil {
+					worked.Add(1)
+				}
+			})
 		}
 		synctest.Wait()
 		t0 := time.Now()
-		starts(t, l, acct, 0)
-		for _, c := range []context.Context{Ending(t.Context()), Urgent(t.Context())} {
-			if err := l.Wait(c, acct); err != nil || time.Since(t0) != 0 {
-				t.Errorf("%v behind 100 waiting requests waited %v (%v)", classOf(c), time.Since(t0), err)
-			}
+		if err := l.Wait(Ending(t.Context()), acct); err != nil || time.Since(t0) != 0 {
+			t.Errorf("an ending behind 100 waiting requests waited %v (%v)", time.Since(t0), err)
+		}
+		if err := l.Wait(Urgent(t.Context()), acct); err != nil || time.Since(t0) > window/time.Duration(s.capOf(work)-s.free()) {
+			t.Errorf("a live request behind 100 waiting requests waited %v (%v)", time.Since(t0), err)
+		}
+		synctest.Wait()
+		if n := worked.Load(); n != 0 {
+			t.Errorf("%d requests of work went before the live request", n)
 		}
 		cancel()
 		wg.Wait()
 	})
 }
 
-// Writes may use the part of the window work may not: once work has
-// filled its share, a lease's writes still start, up to the writes' cap.
+// Live requests may use the part of the window work may not, and endings
+// the whole of it: on an account saturated evenly, whose window holds
+// work's whole share, work waits for the window while a live request
+// starts within an even gap and an ending at once; past the whole window,
+// an ending waits too.
 func TestLimiterWritesUseTheReserve(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter()
-		a := Account{ID: "a", PerMinute: 40}
-		b := newScheduler(40)
-		starts(t, l, a, b.capOf(work))
-		t0 := time.Now()
-		startsCtx(t, Urgent(t.Context()), l, a, b.capOf(write)-b.capOf(work))
-		startsCtx(t, Ending(t.Context()), l, a, b.capOf(ending)-b.capOf(write))
-		if time.Since(t0) >= window {
-			t.Errorf("the reserve took %v", time.Since(t0))
+		s := newScheduler(40)
+		now := time.Now()
+		c := s.capOf(work)
+		for i := range c {
+			s.log = append(s.log, admission{at: now.Add(-window + time.Second + time.Duration(i)*(window-2*time.Second)/time.Duration(c))})
 		}
-		ctx, cancel := context.WithTimeout(Ending(t.Context()), time.Second)
-		defer cancel()
-		if err := l.Wait(ctx, a); err == nil {
-			t.Error("an ending past the whole window within a minute started")
+		s.last = s.log[c-1].at
+		interval := window / time.Duration(c)
+		if at := s.earliest(work, now); !at.After(now) {
+			t.Errorf("work may start with its share of the window full")
+		}
+		if at := s.earliest(write, now); at.Sub(now) > interval {
+			t.Errorf("a live request waits %v, more than an even gap %v", at.Sub(now), interval)
+		}
+		if at := s.earliest(ending, now); at.After(now) {
+			t.Errorf("an ending waits %v", at.Sub(now))
+		}
+		for len(s.log) < s.per {
+			s.log = append(s.log, admission{at: now})
+		}
+		if at := s.earliest(ending, now); !at.After(now) {
+			t.Error("an ending past the whole window may start")
 		}
 	})
 }

@@ -18,22 +18,24 @@ import (
 //     is admitted: endings may fill the whole window, live requests all but
 //     a reserve (a fortieth), work all but two reserves. What work leaves
 //     is room endings and live requests always find on a saturated account.
-//   - Room goes at once. Work starts at once while the window holds fewer
-//     than a fifth of work's share, and at least two leases' start and end
-//     (free): an idle account never paces a lone run, which costs what its
-//     requests cost.
-//   - Past that, even. The next work starts no sooner after the newest
+//   - Room goes at once. A request starts at once while the window holds
+//     fewer than a fifth of work's share, and at least two leases' start
+//     and end (free): an idle account never paces a lone run, which costs
+//     what its requests cost.
+//   - Past that, even. The next request starts no sooner after the newest
 //     admission than the gap that spreads what is left of work's share
 //     until the admissions ahead of it leave the window (gap): a saturated
 //     account sustains its whole share without stalling, and a burst is
-//     paid back over the minute it counts in.
-//   - Live requests and endings are never spaced for evenness: only the
-//     window holds them, and on an account the provider refused, the
-//     spacing it taught (endings not even that).
-//   - Turns (turns.go): endings first, in arrival order; among live
-//     requests, and among work, the company served longest ago goes first,
-//     and within a company the lease served longest ago. A turn that admits a request of a group (a sandbox's
-//     executes) carries every request of that group the lease has waiting.
+//     paid back over the minute it counts in. Endings alone are never
+//     spaced; on an account the provider refused, nothing else starts
+//     sooner than the spacing it taught.
+//   - Turns (turns.go): each start goes to an ending first, in arrival
+//     order; then to work due soon (its call ends within dueSoon: the
+//     host's run-log tail gives up after three that time out), which the
+//     others wait for; then to a live request; then to work. Within each, the company served longest ago goes first, and
+//     within a company the lease served longest ago. A turn that admits a
+//     request of a group (a sandbox's executes) carries every request of
+//     that group the lease has waiting.
 //   - What a rejection teaches (rejected, recover): the provider's spacing,
 //     and the size of the window it really has; both recover as it stays
 //     quiet.
@@ -97,6 +99,9 @@ func (s *scheduler) free() int {
 	return max(c/5, min(c/2, freeLeases))
 }
 
+// dueSoon is how close to its call's end work goes before live requests.
+const dueSoon = 5 * time.Second
+
 // freeLeases is what two leases' acquires and releases send on an idle
 // account (the catalog's rootfs on a worker's first, create, the ready
 // check, the delete): they go at once on a small account too.
@@ -109,26 +114,28 @@ func (s *scheduler) earliest(c class, now time.Time) time.Time {
 	if limit := s.capOf(c); len(s.log) >= limit {
 		at = s.log[len(s.log)-limit].at.Add(window)
 	}
-	if c == ending || s.last.IsZero() {
+	if c == ending {
 		return at
 	}
-	gap := s.spacing
-	if c == work && len(s.log) >= s.free() && len(s.log) > 0 {
-		gap = max(gap, s.gap())
+	if !s.last.IsZero() {
+		at = later(at, s.last.Add(s.spacing))
 	}
-	return later(at, s.last.Add(gap))
+	if len(s.log) >= s.free() && len(s.log) > 0 {
+		at = later(at, s.last.Add(s.gap(c)))
+	}
+	return at
 }
 
-// gap is the even spacing of work after the newest admission: the
+// gap is the account's even spacing for c after the newest admission: the
 // (left)th request from then may start only once the window has let go of
-// the admission at i and of every one before it, so that work spaced at
-// gap never finds the window full. It is at least the window over work's
-// share, which the newest admission itself asks for.
-func (s *scheduler) gap() time.Duration {
-	c, n := s.capOf(work), len(s.log)
+// the admission at i and of every one before it, so that requests spaced at
+// gap never find c's share of the window full. It is at least the window
+// over c's share, which the newest admission itself asks for.
+func (s *scheduler) gap(c class) time.Duration {
+	cap, n := s.capOf(c), len(s.log)
 	var g time.Duration
 	for i, a := range s.log {
-		if left := time.Duration(c - n + i + 1); left > 0 {
+		if left := time.Duration(cap - n + i + 1); left > 0 {
 			g = max(g, (a.at.Add(window).Sub(s.last)+left-1)/left)
 		}
 	}
@@ -246,6 +253,9 @@ func (s *scheduler) arm(now time.Time) {
 		if at := s.earliest(c, now); next.IsZero() || at.Before(next) {
 			next = at
 		}
+	}
+	if at := s.nextDue(now); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+		next = at
 	}
 	if !next.IsZero() {
 		s.timer = time.AfterFunc(max(next.Sub(now), time.Millisecond), s.wake)

@@ -153,3 +153,49 @@ func TestIdleAccountNeverPaces(t *testing.T) {
 		})
 	}
 }
+
+// Live requests never starve work out of the window: on an account whose
+// live requests alone would fill it (20 channels' writes, back to back),
+// four leases' closed loops of work whose calls have 15 s each (the host's
+// run-log tails) each get every request in before its call ends.
+func TestLiveRequestsLeaveWorkDueSoonItsRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		l := NewLimiter()
+		a := Account{ID: "a", PerMinute: 60}
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Go(func() {
+				c := Urgent(tenant.With(ctx, tenant.Tenant{Lease: fmt.Sprint("live-", i)}))
+				for l.Wait(c, a) == nil {
+				}
+			})
+		}
+		var mu sync.Mutex
+		late, done := 0, 0
+		for i := range 4 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					call, stop := context.WithTimeout(tenant.With(ctx, tenant.Tenant{Lease: fmt.Sprint("work-", i)}), 15*time.Second)
+					err := l.Wait(call, a)
+					stop()
+					mu.Lock()
+					if err != nil && ctx.Err() == nil {
+						late++
+					} else if err == nil {
+						done++
+					}
+					mu.Unlock()
+					time.Sleep(250 * time.Millisecond)
+				}
+			})
+		}
+		time.Sleep(3 * time.Minute)
+		cancel()
+		wg.Wait()
+		if late > 0 || done < 4*3*60/15 {
+			t.Errorf("work: %d requests in, %d whose call ended first", done, late)
+		}
+	})
+}

@@ -55,6 +55,7 @@ type waiter struct {
 	admitted bool
 	rode     bool
 	at       time.Time // when admitted
+	due      time.Time // its context's deadline; zero without one
 	items    []any     // the lead's Turn.Items
 }
 
@@ -169,20 +170,72 @@ func (s *scheduler) pick(now time.Time) *waiter {
 	if len(s.endings) > 0 && !s.earliest(ending, now).After(now) {
 		return s.endings[0]
 	}
+	if w := s.dueWork(now); w != nil {
+		if s.earliest(work, now).After(now) {
+			return nil // the next start is its
+		}
+		return w
+	}
 	for _, c := range []class{write, work} {
-		if !s.hasWaiting(c) || s.earliest(c, now).After(now) {
-			continue
+		if s.hasWaiting(c) && !s.earliest(c, now).After(now) {
+			return s.first(c)
 		}
-		var best *lane
-		var bestCo *company
-		for _, co := range s.companies {
-			if ln := co.next(c); ln != nil && (bestCo == nil || co.turn < bestCo.turn) {
-				best, bestCo = ln, co
-			}
-		}
-		return best.waiting[c][0]
 	}
 	return nil
+}
+
+// first is the waiting request of c whose turn it is: the company served
+// longest ago, its lease served longest ago, that lease's oldest. s.mu is
+// held, and a request of c waits.
+func (s *scheduler) first(c class) *waiter {
+	return s.firstOf(c, func(*waiter) bool { return true })
+}
+
+// firstOf is first among the requests of c that ok accepts, or nil.
+func (s *scheduler) firstOf(c class, ok func(*waiter) bool) *waiter {
+	var best *waiter
+	var bestCo, bestLn uint64
+	for _, co := range s.companies {
+		for _, ln := range co.leases {
+			for _, w := range ln.waiting[c] {
+				if !ok(w) {
+					continue
+				}
+				if best == nil || co.turn < bestCo || co.turn == bestCo && ln.turn < bestLn {
+					best, bestCo, bestLn = w, co.turn, ln.turn
+				}
+				break
+			}
+		}
+	}
+	return best
+}
+
+// dueWork is the work due soon (its call ends within dueSoon) whose turn
+// it is, or nil. s.mu is held.
+func (s *scheduler) dueWork(now time.Time) *waiter {
+	return s.firstOf(work, func(w *waiter) bool { return s.isDue(w, now) })
+}
+
+// isDue reports whether w's call ends within dueSoon of now.
+func (s *scheduler) isDue(w *waiter, now time.Time) bool {
+	return !w.due.IsZero() && !w.due.Add(-dueSoon).After(now)
+}
+
+// nextDue is when the next waiting work becomes due soon, or zero when
+// none will. s.mu is held.
+func (s *scheduler) nextDue(now time.Time) time.Time {
+	var next time.Time
+	for _, co := range s.companies {
+		for _, ln := range co.leases {
+			for _, w := range ln.waiting[work] {
+				if at := w.due.Add(-dueSoon); !w.due.IsZero() && at.After(now) && (next.IsZero() || at.Before(next)) {
+					next = at
+				}
+			}
+		}
+	}
+	return next
 }
 
 // next is the company's lease served longest ago among those with a
