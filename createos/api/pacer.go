@@ -102,9 +102,9 @@ type classKey struct{}
 
 // Urgent marks ctx's requests as ones a live session waits on: a duplex
 // channel's or PTY's writes and output. They may use a part of the window
-// work may not (a fortieth), go before all work, and are never spaced for
-// evenness: a bridge response written into a duplex channel must reach
-// the agent within the host's 30 s, and a PING's ack within its 20 s.
+// work may not (a fortieth) and go before work not due soon: a bridge
+// response written into a duplex channel must reach the agent within the
+// host's 30 s, and a PING's ack within its 20 s.
 func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, classKey{}, write) }
 
 // Ending marks ctx's requests as the ones that end a live session. They
@@ -150,6 +150,7 @@ func (l *Limiter) Turn(ctx context.Context, a Account, g Group) (Turn, error) {
 	s := l.schedulerOf(ctx, a)
 	w := &waiter{class: classOf(ctx), who: tenant.Of(ctx), group: g, ready: make(chan struct{})}
 	w.due, _ = ctx.Deadline()
+	w.asked = time.Now()
 	s.enqueue(ctx, w)
 	select {
 	case <-w.ready:

@@ -32,7 +32,9 @@ import (
 //   - Turns (turns.go): each start goes to an ending first, in arrival
 //     order; then to work due soon (its call ends within dueSoon: the
 //     host's run-log tail gives up after three that time out), which the
-//     others wait for; then to a live request; then to work. Within each, the company served longest ago goes first, and
+//     others wait for, unless a live request waits longer past its target
+//     (liveTarget) than that work past becoming due and the work is not
+//     within dueLast of its end; then to a live request; then to work. Within each, the company served longest ago goes first, and
 //     within a company the lease served longest ago. A turn that admits a
 //     request of a group (a sandbox's executes) carries every request of
 //     that group the lease has waiting.
@@ -99,8 +101,15 @@ func (s *scheduler) free() int {
 	return max(c/5, min(c/2, freeLeases))
 }
 
-// dueSoon is how close to its call's end work goes before live requests.
-const dueSoon = 5 * time.Second
+// Work due soon: within dueSoon of its call's end it goes before live
+// requests unless one waits longer past liveTarget than it waits past
+// becoming due (each waits past its own by as little as the other); within
+// dueLast it goes first whatever waits.
+const (
+	dueSoon    = 6 * time.Second
+	dueLast    = 2 * time.Second
+	liveTarget = 6 * time.Second
+)
 
 // freeLeases is what two leases' acquires and releases send on an idle
 // account (the catalog's rootfs on a worker's first, create, the ready
@@ -122,6 +131,17 @@ func (s *scheduler) earliest(c class, now time.Time) time.Time {
 	}
 	if len(s.log) >= s.free() && len(s.log) > 0 {
 		at = later(at, s.last.Add(s.gap(c)))
+	}
+	return at
+}
+
+// earliestDue is when work due soon may start: within work's share of the
+// window, at the cadence a live request keeps, so that the start it is
+// given is not one a live request would have had sooner.
+func (s *scheduler) earliestDue(now time.Time) time.Time {
+	at := s.earliest(write, now)
+	if limit := s.capOf(work); len(s.log) >= limit {
+		at = later(at, s.log[len(s.log)-limit].at.Add(window))
 	}
 	return at
 }
@@ -256,6 +276,11 @@ func (s *scheduler) arm(now time.Time) {
 	}
 	if at := s.nextDue(now); !at.IsZero() && (next.IsZero() || at.Before(next)) {
 		next = at
+	}
+	if s.dueWork(now) != nil {
+		if at := s.earliestDue(now); next.IsZero() || at.Before(next) {
+			next = at
+		}
 	}
 	if !next.IsZero() {
 		s.timer = time.AfterFunc(max(next.Sub(now), time.Millisecond), s.wake)

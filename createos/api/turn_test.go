@@ -155,15 +155,17 @@ func TestIdleAccountNeverPaces(t *testing.T) {
 }
 
 // Live requests never starve work out of the window: on an account whose
-// live requests alone would fill it (20 channels' writes, back to back),
-// four leases' closed loops of work whose calls have 15 s each (the host's
-// run-log tails) each get every request in before its call ends.
+// live requests alone would fill it (20 channels' writes, back to back, so
+// every live request waits past its target), four leases' closed loops of
+// work whose calls have 15 s each (the host's run-log tails) each get every
+// request in before its call ends: within dueLast of its end, work goes
+// first whatever waits.
 func TestLiveRequestsLeaveWorkDueSoonItsRoom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		l := NewLimiter()
-		a := Account{ID: "a", PerMinute: 60}
+		a := Account{ID: "a", PerMinute: 240}
 		var wg sync.WaitGroup
 		for i := range 20 {
 			wg.Go(func() {

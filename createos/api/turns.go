@@ -56,6 +56,7 @@ type waiter struct {
 	rode     bool
 	at       time.Time // when admitted
 	due      time.Time // its context's deadline; zero without one
+	asked    time.Time // when it began to wait
 	items    []any     // the lead's Turn.Items
 }
 
@@ -170,8 +171,8 @@ func (s *scheduler) pick(now time.Time) *waiter {
 	if len(s.endings) > 0 && !s.earliest(ending, now).After(now) {
 		return s.endings[0]
 	}
-	if w := s.dueWork(now); w != nil {
-		if s.earliest(work, now).After(now) {
+	if w := s.dueWork(now); w != nil && (s.isDue(w, now, dueLast) || !s.liveLater(w, now)) {
+		if s.earliestDue(now).After(now) {
 			return nil // the next start is its
 		}
 		return w
@@ -212,25 +213,49 @@ func (s *scheduler) firstOf(c class, ok func(*waiter) bool) *waiter {
 }
 
 // dueWork is the work due soon (its call ends within dueSoon) whose turn
-// it is, or nil. s.mu is held.
+// it is, the work within dueLast of its end first, or nil. s.mu is held.
 func (s *scheduler) dueWork(now time.Time) *waiter {
-	return s.firstOf(work, func(w *waiter) bool { return s.isDue(w, now) })
+	if w := s.firstOf(work, func(w *waiter) bool { return s.isDue(w, now, dueLast) }); w != nil {
+		return w
+	}
+	return s.firstOf(work, func(w *waiter) bool { return s.isDue(w, now, dueSoon) })
 }
 
-// isDue reports whether w's call ends within dueSoon of now.
-func (s *scheduler) isDue(w *waiter, now time.Time) bool {
-	return !w.due.IsZero() && !w.due.Add(-dueSoon).After(now)
+// liveLater reports whether a live request waits past its own target
+// (liveTarget after it asked) by longer than w, due soon, waits past
+// becoming so: then the live request goes first. s.mu is held.
+func (s *scheduler) liveLater(w *waiter, now time.Time) bool {
+	live := s.firstOf(write, func(*waiter) bool { return true })
+	if live == nil {
+		return false
+	}
+	oldest := live.asked
+	for _, co := range s.companies {
+		for _, ln := range co.leases {
+			if q := ln.waiting[write]; len(q) > 0 && q[0].asked.Before(oldest) {
+				oldest = q[0].asked
+			}
+		}
+	}
+	return now.Sub(oldest.Add(liveTarget)) > now.Sub(w.due.Add(-dueSoon))
 }
 
-// nextDue is when the next waiting work becomes due soon, or zero when
-// none will. s.mu is held.
+// isDue reports whether w's call ends within d of now.
+func (s *scheduler) isDue(w *waiter, now time.Time, d time.Duration) bool {
+	return !w.due.IsZero() && !w.due.Add(-d).After(now)
+}
+
+// nextDue is when the next waiting work becomes due soon or due last, or
+// zero when none will. s.mu is held.
 func (s *scheduler) nextDue(now time.Time) time.Time {
 	var next time.Time
 	for _, co := range s.companies {
 		for _, ln := range co.leases {
 			for _, w := range ln.waiting[work] {
-				if at := w.due.Add(-dueSoon); !w.due.IsZero() && at.After(now) && (next.IsZero() || at.Before(next)) {
-					next = at
+				for _, d := range []time.Duration{dueSoon, dueLast} {
+					if at := w.due.Add(-d); !w.due.IsZero() && at.After(now) && (next.IsZero() || at.Before(next)) {
+						next = at
+					}
 				}
 			}
 		}
