@@ -24,12 +24,13 @@
 # within 10 s; PINGs and agent calls within 20 s, p95 under 5 s, no run-log
 # tail given up; no listing sent after 4 s). It fails when a lifecycle
 # fails or a rule is missed. The whole default run takes about 20 minutes
-# on 2 cores (estimated: 6 host-load rows of 90 s plus their set-up, about
-# 15 of them; the lifecycles a few).
+# on 2 cores (6 host-load rows of 125 s plus their set-up, about 17 of
+# them; the lifecycles a few). The steady rate is counted from 65 s into
+# the load, once what the account started at once has left its window.
 #   BENCH_SCALE_MODE=hostload      one half: lifecycle or hostload (default both)
 #   BENCH_SCALE_BRIDGES=next       the host-load bridges: file, duplex, next (default all three)
 #   BENCH_SCALE_K=2,4              the same Ks for every bridge (default file 8,9,12; duplex 16,32; next 8)
-#   BENCH_SCALE_SECONDS=30         steady host load per row (default 90)
+#   BENCH_SCALE_SECONDS=30         steady host load per row (default 125)
 #   BENCH_SCALE_RELAY_EVERY=5s     one relayed agent API call per run this often (default 10s)
 
 BENCH_FLOOR     := bin/bench-floor

@@ -20,7 +20,7 @@ const (
 	modeEnv       = "BENCH_SCALE_MODE"        // lifecycle, hostload or empty for both
 	bridgesEnv    = "BENCH_SCALE_BRIDGES"     // the host-load bridges: file,duplex,next
 	kEnv          = "BENCH_SCALE_K"           // the Ks of every bridge, instead of each one's own
-	secondsEnv    = "BENCH_SCALE_SECONDS"     // the steady load of one row: 90
+	secondsEnv    = "BENCH_SCALE_SECONDS"     // the steady load of one row: 125
 	relayEveryEnv = "BENCH_SCALE_RELAY_EVERY" // one relayed agent API call per run this often: 10s
 )
 
@@ -38,6 +38,18 @@ func parseModes(v string) (scaleModes, error) {
 		return scaleModes{hostLoad: true}, nil
 	}
 	return scaleModes{}, fmt.Errorf("%s=%q: want lifecycle, hostload or nothing for both", modeEnv, v)
+}
+
+// steadyFrom is how far into a load of d its steady rate is counted from:
+// 65 s, once what the account started at once when the load began (a
+// fifth of its window, createos/api) has left the window and the account
+// runs at its whole share; a third of d for a load under 95 s, too short
+// to keep 30 s after that.
+func steadyFrom(d time.Duration) time.Duration {
+	if d < 95*time.Second {
+		return d / 3
+	}
+	return 65 * time.Second
 }
 
 // bridge is how a run's agent reaches the host.
@@ -95,7 +107,7 @@ type loadSettings struct {
 
 // defaultLoad is the host-load mode without any variable set: every plan's
 // rows, 90 s each (about 15 minutes in all on 2 cores).
-var defaultLoad = loadSettings{rows: planRows(plans, nil), duration: 90 * time.Second, relayEvery: 10 * time.Second}
+var defaultLoad = loadSettings{rows: planRows(plans, nil), duration: 125 * time.Second, relayEvery: 10 * time.Second}
 
 // planRows are the rows of ps, each bridge at its own Ks or, when ks is
 // not nil, at ks.
@@ -283,8 +295,8 @@ type loadRow struct {
 	// in a row, after which the host tails that run no more.
 	tailsGaveUp int
 	sim         counters
-	// steadyPerMinute is the requests the sim admitted a minute over the
-	// steady load's last two thirds.
+	// steadyPerMinute is the requests the sim admitted a minute from
+	// steadyFrom into the load on.
 	steadyPerMinute float64
 	// steadyPerCall is the sim's requests per host call answered over the
 	// same time.

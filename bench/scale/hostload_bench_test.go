@@ -57,9 +57,9 @@ func benchHostLoad(b *testing.B, bins string) {
 			seconds(listWait), listTimeoutMs, seconds(listHostCap), loadTable(nextBridge, rows), relaysStop(nextBridge, rows))
 	}
 	fmt.Printf("\nexecute: each execute of the loops, call to answer; tails given up: runs whose run-log tail failed %d times in a row; "+
-		"busiest 60 s: the sim's, at most N = %d; steady /min: admitted a minute over the load's last two thirds, steady/N its share of N, "+
+		"busiest 60 s: the sim's, at most N = %d; steady /min: admitted a minute from 65 s into the load on (from a third in, for a load under 95 s), steady/N its share of N, "+
 		"at least %.2f when saturated (the runs' demand at T = 0.3 s or the median execute if faster, × the steady requests per host call, is over N); "+
-		"requests per host call: all, from the first acquire to the last release, and steady, over the load's last two thirds; "+
+		"requests per host call: all, from the first acquire to the last release, and steady, over the same time; "+
 		"bounds: every bound at the checked K (file %d, duplex %d, next %d), the account's rules (no 429, N, the steady share) at every K\n\n",
 		tailGiveUp, workerBudget, steadyFloor, checkedK(fileBridge), checkedK(duplexBridge), checkedK(nextBridge))
 	for _, p := range plans {
@@ -128,11 +128,11 @@ func all(runs []*run, f func(*run)) {
 
 // steady runs the loads of every prepared run for set.duration, then
 // stops them and waits until each has drained. It returns the requests s
-// admitted a minute over the load's last two thirds (what the worker
-// sustains once what went at once on the idle account is paid back,
-// which the busiest 60 s, holding it, does not say) and the requests s saw
-// per host call answered over the same time (what a call of the load
-// costs, without the leases' acquire and release).
+// admitted a minute from steadyFrom on (what the worker sustains once what
+// went at once on the idle account has left the window, which the busiest
+// 60 s, holding it, does not say) and the requests s saw per host call
+// answered over the same time (what a call of the load costs, without the
+// leases' acquire and release).
 func steady(runs []*run, set loadSettings, s *sim) (perMinute, perCall float64, err error) {
 	stop := make(chan struct{})
 	start := time.Now()
@@ -144,7 +144,7 @@ func steady(runs []*run, set loadSettings, s *sim) (perMinute, perCall float64, 
 			wg.Go(func() { r.load(stop, start, set) })
 		}
 	}
-	time.Sleep(set.duration / 3)
+	time.Sleep(steadyFrom(set.duration))
 	first, err := s.readRate()
 	firstCalls := callsSoFar(runs)
 	from := time.Now()

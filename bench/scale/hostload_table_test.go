@@ -262,14 +262,14 @@ func TestParseLoad(t *testing.T) {
 	}{
 		{"defaults: file 8, 9, 12, duplex 16, 32, next 8", nil, loadSettings{
 			rows:     rows(fileBridge, 8, fileBridge, 9, fileBridge, 12, duplexBridge, 16, duplexBridge, 32, nextBridge, 8),
-			duration: 90 * time.Second, relayEvery: 10 * time.Second}, ""},
+			duration: 125 * time.Second, relayEvery: 10 * time.Second}, ""},
 		{"every variable", map[string]string{kEnv: "2, 4", secondsEnv: "7.5", relayEveryEnv: "3s"}, loadSettings{
 			rows:     rows(fileBridge, 2, fileBridge, 4, duplexBridge, 2, duplexBridge, 4, nextBridge, 2, nextBridge, 4),
 			duration: 7500 * time.Millisecond, relayEvery: 3 * time.Second}, ""},
 		{"one bridge at its own Ks", map[string]string{bridgesEnv: "duplex"}, loadSettings{
-			rows: rows(duplexBridge, 16, duplexBridge, 32), duration: 90 * time.Second, relayEvery: 10 * time.Second}, ""},
+			rows: rows(duplexBridge, 16, duplexBridge, 32), duration: 125 * time.Second, relayEvery: 10 * time.Second}, ""},
 		{"bridges in table order whatever their order in the variable", map[string]string{bridgesEnv: " next,file", kEnv: "2"}, loadSettings{
-			rows: rows(fileBridge, 2, nextBridge, 2), duration: 90 * time.Second, relayEvery: 10 * time.Second}, ""},
+			rows: rows(fileBridge, 2, nextBridge, 2), duration: 125 * time.Second, relayEvery: 10 * time.Second}, ""},
 		{"an unknown bridge", map[string]string{bridgesEnv: "file,http2"}, loadSettings{}, "BENCH_SCALE_BRIDGES"},
 		{"no bridge", map[string]string{bridgesEnv: ","}, loadSettings{}, "BENCH_SCALE_BRIDGES"},
 		{"a K that is not a number", map[string]string{kEnv: "2,four"}, loadSettings{}, "BENCH_SCALE_K"},
