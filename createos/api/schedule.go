@@ -23,8 +23,8 @@ import (
 //     and end (free): an idle account never paces a lone run, which costs
 //     what its requests cost.
 //   - Past that, even. The next request starts no sooner after the newest
-//     admission than the gap that spreads what is left of work's share
-//     until the admissions ahead of it leave the window (gap): a saturated
+//     admission than the gap that spreads what is left of its class's
+//     share until the admissions ahead of it leave the window (gap): a saturated
 //     account sustains its whole share without stalling, and a burst is
 //     paid back over the minute it counts in. Endings alone are never
 //     spaced; on an account the provider refused, nothing else starts
@@ -34,10 +34,11 @@ import (
 //     host's run-log tail gives up after three that time out), which the
 //     others wait for, unless a live request waits longer past its target
 //     (liveTarget) than that work past becoming due and the work is not
-//     within dueLast of its end; then to a live request; then to work. Within each, the company served longest ago goes first, and
-//     within a company the lease served longest ago. A turn that admits a
-//     request of a group (a sandbox's executes) carries every request of
-//     that group the lease has waiting.
+//     within dueLast of its end; then to a live request; then to work.
+//     Within each, the company served longest ago goes first, and within a
+//     company the lease served longest ago. A turn that admits a request
+//     of a group (a sandbox's executes) carries every request of that group
+//     the lease has waiting.
 //   - What a rejection teaches (rejected, recover): the provider's spacing,
 //     and the size of the window it really has; both recover as it stays
 //     quiet.
