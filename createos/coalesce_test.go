@@ -21,8 +21,6 @@ import (
 type gate struct {
 	*api.Limiter
 	openUp  func() // releases the hold, once
-	mu      sync.Mutex
-	waiting int
 	changed chan struct{}
 }
 
@@ -37,9 +35,6 @@ func (g *gate) Wait(ctx context.Context, a api.Account) error {
 }
 
 func (g *gate) Turn(ctx context.Context, a api.Account, grp api.Group) (api.Turn, error) {
-	g.mu.Lock()
-	g.waiting++
-	g.mu.Unlock()
 	select {
 	case g.changed <- struct{}{}:
 	default:
@@ -49,9 +44,6 @@ func (g *gate) Turn(ctx context.Context, a api.Account, grp api.Group) (api.Turn
 
 // hold holds the gate again, until openUp.
 func (g *gate) hold() { g.openUp = g.Limiter.Hold() }
-
-// waiters is how many Waits have begun.
-func (g *gate) waiters() int { g.mu.Lock(); defer g.mu.Unlock(); return g.waiting }
 
 // batchSim is a sim-backed driver whose pacer is g, with a lease.
 func batchSim(t *testing.T, g api.Pacer, opts ...Option) (*createostest.Server, *Driver, handlers.BaseParams, handlers.Lease) {

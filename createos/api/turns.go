@@ -263,18 +263,6 @@ func (s *scheduler) nextDue(now time.Time) time.Time {
 	return next
 }
 
-// next is the company's lease served longest ago among those with a
-// request of c waiting, or nil.
-func (co *company) next(c class) *lane {
-	var best *lane
-	for _, ln := range co.leases {
-		if len(ln.waiting[c]) > 0 && (best == nil || ln.turn < best.turn) {
-			best = ln
-		}
-	}
-	return best
-}
-
 // waiting is how many requests wait.
 func (s *scheduler) waiting() int {
 	s.mu.Lock()
