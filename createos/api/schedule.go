@@ -18,10 +18,11 @@ import (
 //     is admitted: endings may fill the whole window, live requests all but
 //     a reserve (a fortieth), work all but two reserves. What work leaves
 //     is room endings and live requests always find on a saturated account.
-//   - Room goes at once. A request starts at once while the window holds
-//     fewer than a fifth of work's share, and at least two leases' start
-//     and end (free): an idle account never paces a lone run, which costs
-//     what its requests cost.
+//   - Room goes at once. A request starts at once while fewer than free
+//     (a fifth of work's share, and at least two leases' start and end)
+//     started in the last span that pays such a burst back (recent): an
+//     idle account, or one whose busy minute is over, never paces a lone
+//     run, which costs what its requests cost.
 //   - Past that, even. The next request starts no sooner after the newest
 //     admission than the gap that spreads what is left of its class's
 //     share until the admissions ahead of it leave the window (gap): a saturated
@@ -130,10 +131,30 @@ func (s *scheduler) earliest(c class, now time.Time) time.Time {
 	if !s.last.IsZero() {
 		at = later(at, s.last.Add(s.spacing))
 	}
-	if len(s.log) >= s.free() && len(s.log) > 0 {
+	if s.recent(now) >= s.free() && len(s.log) > 0 {
 		at = later(at, s.last.Add(s.gap(c)))
 	}
 	return at
+}
+
+// recent is how many admissions came within the span in which, at the
+// pace that pays a burst of free back (the rest of work's share over the
+// window), free of them come: while fewer did, the account runs slower
+// than that, and what starts at once cannot slow it further. On an idle
+// account it is the window's count; after a busy minute that ended, what
+// came in the last few seconds (15 s at 270 a minute).
+func (s *scheduler) recent(now time.Time) int {
+	c, f := s.capOf(work), s.free()
+	span := window
+	if c > 2*f {
+		span = window * time.Duration(f) / time.Duration(c-f)
+	}
+	cut := now.Add(-span)
+	i, _ := slices.BinarySearchFunc(s.log, cut, func(a admission, t time.Time) int { return a.at.Compare(t) })
+	for i < len(s.log) && !s.log[i].at.After(cut) {
+		i++
+	}
+	return len(s.log) - i
 }
 
 // earliestDue is when work due soon may start: within work's share of the

@@ -201,3 +201,19 @@ func TestLiveRequestsLeaveWorkDueSoonItsRoom(t *testing.T) {
 		}
 	})
 }
+
+// A busy minute that is over does not pace a lone run: after two minutes
+// of closed loops and 20 s of quiet (the window still holds most of that
+// minute), a heartbeat's 40 requests start at once.
+func TestQuietAccountAfterABusyMinuteDoesNotPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLimiter()
+		loops(l, acct, 8, 2*time.Minute, func(i int) tenant.Tenant { return tenant.Tenant{Lease: fmt.Sprint(i)} })
+		time.Sleep(20 * time.Second)
+		t0 := time.Now()
+		starts(t, l, acct, 40)
+		if d := time.Since(t0); d != 0 {
+			t.Errorf("40 requests after a busy minute that ended 20 s ago waited %v", d)
+		}
+	})
+}
