@@ -330,9 +330,7 @@ func TestDuplexWritesWaitingGoTogether(t *testing.T) {
 	from := len(srv.Requests())
 	first := make(chan error, 1)
 	go func() { first <- ch.Write([]byte("first\n")) }()
-	for g.Waiting() < 1 {
-		<-g.changed
-	}
+	waitPending(t, ch, 1)
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	for i := range errs {
