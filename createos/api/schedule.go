@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,11 +151,7 @@ func (s *scheduler) recent(now time.Time) int {
 		span = window * time.Duration(f) / time.Duration(c-f)
 	}
 	cut := now.Add(-span)
-	i, _ := slices.BinarySearchFunc(s.log, cut, func(a admission, t time.Time) int { return a.at.Compare(t) })
-	for i < len(s.log) && !s.log[i].at.After(cut) {
-		i++
-	}
-	return len(s.log) - i
+	return len(s.log) - sort.Search(len(s.log), func(i int) bool { return s.log[i].at.After(cut) })
 }
 
 // earliestDue is when work due soon may start: within work's share of the

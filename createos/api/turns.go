@@ -225,19 +225,15 @@ func (s *scheduler) dueWork(now time.Time) *waiter {
 // (liveTarget after it asked) by longer than w, due soon, waits past
 // becoming so: then the live request goes first. s.mu is held.
 func (s *scheduler) liveLater(w *waiter, now time.Time) bool {
-	live := s.firstOf(write, func(*waiter) bool { return true })
-	if live == nil {
-		return false
-	}
-	oldest := live.asked
+	var oldest time.Time
 	for _, co := range s.companies {
 		for _, ln := range co.leases {
-			if q := ln.waiting[write]; len(q) > 0 && q[0].asked.Before(oldest) {
+			if q := ln.waiting[write]; len(q) > 0 && (oldest.IsZero() || q[0].asked.Before(oldest)) {
 				oldest = q[0].asked
 			}
 		}
 	}
-	return now.Sub(oldest.Add(liveTarget)) > now.Sub(w.due.Add(-dueSoon))
+	return !oldest.IsZero() && now.Sub(oldest.Add(liveTarget)) > now.Sub(w.due.Add(-dueSoon))
 }
 
 // isDue reports whether w's call ends within d of now.
