@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
@@ -52,6 +53,10 @@ type Driver struct {
 	closing        context.Context    // done once Close began: batch requests end
 	closeBatches   context.CancelFunc // ends closing
 	sweep          sweeper            // Start's sweep of dead workers' temp dirs (sweep.go)
+	syncMode       string             // SyncAuto or SyncWhole (syncstore.go)
+	storeDir       string             // the worker's store; "" for castore.DefaultDir
+	storeMax       int64              // its bound in bytes
+	sync           syncState
 }
 
 var (
@@ -95,12 +100,19 @@ func New(opts ...Option) *Driver {
 		rootfs:         newRootfsCache(),
 		coalesce:       os.Getenv(CoalesceEnv),
 	}
+	d.syncMode, d.storeDir, d.storeMax = syncSettings(os.Getenv)
 	d.closing, d.closeBatches = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(d)
 	}
 	if d.coalesce != CoalesceOff && d.coalesce != CoalesceAlways {
 		d.coalesce = CoalesceAuto
+	}
+	if d.syncMode != SyncWhole {
+		d.syncMode = SyncAuto
+	}
+	if d.storeMax < 0 {
+		d.storeMax = castore.DefaultMaxBytes
 	}
 	return d
 }
@@ -305,6 +317,7 @@ func (d *Driver) Close(ctx context.Context) error {
 	d.awaitBatches(ctx)
 	d.closeBatches()
 	d.batches.Wait()
+	d.closeStore()
 	return err
 }
 

@@ -1,11 +1,24 @@
 package createos
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
 // TestMain fails the run when a goroutine outlives the tests (a pacer turn,
-// a follower, a tracked call, an HTTP connection left open).
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// a follower, a tracked call, an HTTP connection left open). Every driver
+// of the tests keeps its sync store in a temp dir of the run's, unless the
+// test gives one.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "createos-test-store-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(StoreDirEnv, dir)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
+}

@@ -43,7 +43,8 @@ func (d *Driver) syncFiles(ctx context.Context, k *call, p *handlers.SyncParams,
 	}
 	t := &filesync.Transfer{
 		Client: k.c, Sandbox: id, NewID: d.newUUID, TempDir: archiveDir, CleanupTimeout: k.timeout(),
-		Run: func(ctx context.Context, script string, ms *float64) (bool, error) {
+		Incremental: d.incremental(ctx, k.c, id, p.CompanyID),
+		Run: func(ctx context.Context, script string, ms *float64) (int, error) {
 			return d.transferCommand(ctx, k, id, script, (*timeoutMs)(ms))
 		},
 	}
@@ -53,8 +54,8 @@ func (d *Driver) syncFiles(ctx context.Context, k *call, p *handlers.SyncParams,
 // transferCommand runs a sync's script with /bin/bash -c in the workspace
 // through d.command, bounded by ms when it gives a deadline
 // (timeoutMs.deadline: any positive size) and always by the sync call's
-// own deadline, and reports whether it exited 0.
-func (d *Driver) transferCommand(ctx context.Context, k *call, id, script string, ms *timeoutMs) (bool, error) {
+// own deadline, and reports its exit status (-1 when it timed out).
+func (d *Driver) transferCommand(ctx context.Context, k *call, id, script string, ms *timeoutMs) (int, error) {
 	if ms != nil {
 		if limit, ok := ms.deadline(); ok {
 			var cancel context.CancelFunc
@@ -64,7 +65,10 @@ func (d *Driver) transferCommand(ctx context.Context, k *call, id, script string
 	}
 	r, err := d.command(ctx, k, id, commandSpec{command: "/bin/bash", args: []string{"-c", script}, cwd: workspaceDir}, nil)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	return exitedZero(r), nil
+	if r.TimedOut || r.ExitCode == nil {
+		return -1, nil
+	}
+	return *r.ExitCode, nil
 }

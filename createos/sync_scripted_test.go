@@ -42,6 +42,10 @@ type upload struct {
 func newSyncScripted(t *testing.T) *syncScripted {
 	s := &syncScripted{scripted: newScripted(t), downloads: map[string][]byte{}}
 	s.d = s.scripted.driver()
+	// The reference's request sequence is the whole transfer's; the
+	// incremental one runs its helper and is tested on the sim's real
+	// sandboxes (sync_incremental_test.go).
+	s.d.syncMode = SyncWhole
 	s.lease = acquire(t, s.d, nil)
 	s.scripted.hook = s.serveSync
 	s.scripted.reset()

@@ -26,8 +26,12 @@ type Transfer struct {
 	Sandbox string // a checked identifier (api.CheckID)
 	// Run runs script with /bin/bash -c in the workspace, bounded by ctx
 	// and by timeoutMs (a post-upload command's, nil for none) as the
-	// driver reads the host's timeouts, and reports whether it exited 0.
-	Run func(ctx context.Context, script string, timeoutMs *float64) (exitedZero bool, err error)
+	// driver reads the host's timeouts, and reports its exit status (-1
+	// when it timed out or has none).
+	Run func(ctx context.Context, script string, timeoutMs *float64) (exitCode int, err error)
+	// Incremental, when set, moves mappings as delta streams
+	// (incremental.go); nil moves each whole.
+	Incremental *Incremental
 	// NewID names each mapping's scratch file.
 	NewID func() string
 	// TempDir makes the host directory an inbound directory mapping is
@@ -153,11 +157,11 @@ func cwdOrRoot(cwd string) string {
 // timeout or a non-zero exit is ErrTransferCommand; other failures
 // (cancellation, unconfirmed cleanup) pass through.
 func (t *Transfer) run(ctx context.Context, command string, timeoutMs *float64) error {
-	ok, err := t.Run(ctx, command, timeoutMs)
+	code, err := t.Run(ctx, command, timeoutMs)
 	if err != nil {
 		return err
 	}
-	if !ok {
+	if code != 0 {
 		return ErrTransferCommand
 	}
 	return nil
@@ -166,17 +170,22 @@ func (t *Transfer) run(ctx context.Context, command string, timeoutMs *float64) 
 // scratch is a fresh sandbox path for one mapping's transfer file.
 func (t *Transfer) scratch() string { return ScratchPrefix + t.NewID() }
 
-// removeScratch deletes the sandbox scratch file, best effort, under a
-// fresh default deadline (cut to what is left of the call's budget).
+// removeScratch deletes the sandbox scratch file and what an incremental
+// transfer made beside it (scratchNames), best effort, under a fresh
+// default deadline (cut to what is left of the call's budget).
 func (t *Transfer) removeScratch(ctx context.Context, scratch string) {
-	t.cleanUp(ctx, "/bin/rm", "-f", "--", scratch)
+	t.cleanUp(ctx, "/bin/rm", append([]string{"-f", "--"}, t.scratchNames(scratch)...)...)
 }
 
-// removeStaged removes a file mapping's scratch file and the staged copy
-// beside target a killed landing may have left (placeFileScript), in the
-// one request removeScratch makes.
-func (t *Transfer) removeStaged(ctx context.Context, target, scratch string) {
-	script, err := removeStagedScript(target, scratch)
+// removeStaged removes an inbound mapping's scratch files and, for a file
+// mapping, the staged copy beside its target a killed landing may have
+// left (placeFileScript), in the one request removeScratch makes.
+func (t *Transfer) removeStaged(ctx context.Context, m handlers.SyncFileMapping, scratch string) {
+	if m.Kind != "file" {
+		t.removeScratch(ctx, scratch)
+		return
+	}
+	script, err := removeStagedScript(m.TargetPath, t.scratchNames(scratch))
 	if err != nil {
 		t.removeScratch(ctx, scratch)
 		return

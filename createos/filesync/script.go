@@ -2,7 +2,9 @@ package filesync
 
 import (
 	"path"
+	"strconv"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/delta"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 )
 
@@ -90,15 +92,21 @@ func stagedBeside(target, scratch string) (*script.Script, error) {
 // its target.
 func stagedName(scratch string) string { return "." + path.Base(scratch) }
 
-// removeStagedScript removes the scratch file and, when the target still
-// guards, the staged copy placeFileScript may have left beside it.
-func removeStagedScript(target, scratch string) (string, error) {
-	s, err := stagedBeside(target, scratch)
+// removeStagedScript removes the scratch files (the scratch file first,
+// then what was made beside it) and, when
+// the target still guards, the staged copy placeFileScript may have left
+// beside it.
+func removeStagedScript(target string, scratch []string) (string, error) {
+	s, err := stagedBeside(target, scratch[0])
 	if err != nil {
 		return "", err
 	}
 	s.Run(script.Sh("rm"), script.Sh("-f"), script.Sh("--"), staged)
-	return script.New(script.Seq).Run(script.Sh("rm"), script.Sh("-f"), script.Sh("--"), script.Value(scratch)).Run(s).Build()
+	rm := []script.Word{script.Sh("rm"), script.Sh("-f"), script.Sh("--")}
+	for _, n := range scratch {
+		rm = append(rm, script.Value(n))
+	}
+	return script.New(script.Seq).Run(rm...).Run(s).Build()
 }
 
 // extractDirectoryScript extracts an uploaded archive into the mapping's
@@ -116,13 +124,13 @@ func extractDirectoryScript(target, scratch string, m uint32) (string, error) {
 }
 
 // copyFileScript copies the mapping's source file to the scratch path.
-func copyFileScript(source, scratch string) (string, error) {
+func copyFileScript(source, scratch string) (*script.Script, error) {
 	s, err := guarded(source)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	return s.Run(script.Sh("test"), script.Sh("-f"), resolved).
-		Run(script.Sh("cp"), script.Sh("--"), resolved, script.Value(scratch)).Build()
+		Run(script.Sh("cp"), script.Sh("--"), resolved, script.Value(scratch)), nil
 }
 
 // archiveDirectoryScript archives the mapping's source directory to the
@@ -133,10 +141,10 @@ func copyFileScript(source, scratch string) (string, error) {
 // the same) and archives hard links as files (--hard-dereference): the
 // host filters the rest entry by entry, and a link must not lead to an
 // entry it left out.
-func archiveDirectoryScript(source, scratch string, follow bool, anchored, unanchored []string, filtered bool) (string, error) {
+func archiveDirectoryScript(source, scratch string, follow bool, anchored, unanchored []string, filtered bool) (*script.Script, error) {
 	s, err := guarded(source)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	args := []script.Word{script.Sh("tar")}
 	if follow {
@@ -161,5 +169,61 @@ func archiveDirectoryScript(source, scratch string, follow bool, anchored, unanc
 		}
 	}
 	args = append(args, script.Sh("-cf"), script.Value(scratch), script.Sh("-C"), resolved, script.Sh("."))
-	return s.Run(script.Sh("test"), script.Sh("-d"), resolved).Run(args...).Build()
+	return s.Run(script.Sh("test"), script.Sh("-d"), resolved).Run(args...), nil
+}
+
+// helperWords runs the sync helper (createos/delta) with node: its source
+// is the -e argument, then the command and its arguments.
+func helperWords(args ...string) []script.Word {
+	words := []script.Word{script.Sh("/usr/bin/env"), script.Sh("node"), script.Sh("-e"), script.Value(delta.Helper)}
+	for _, a := range args {
+		words = append(words, script.Value(a))
+	}
+	return words
+}
+
+// helperScript is the helper alone.
+func helperScript(args ...string) (string, error) {
+	return script.New(script.And).Run(helperWords(args...)...).Build()
+}
+
+// applyFileScript rebuilds an uploaded stream into the staged copy beside
+// the mapping's target (the helper checks it against the stream's end
+// hash), gives it its mode and renames it over the target, as
+// placeFileScript does with a whole file.
+func applyFileScript(target, scratch string, m uint32) (string, error) {
+	s, err := stagedBeside(target, scratch)
+	if err != nil {
+		return "", err
+	}
+	return s.Run(script.Sh("mkdir"), script.Sh("-p"), script.Sh("--"), resolvedParent).
+		Run(append(helperWords("apply", scratch), staged, script.Value(Workspace))...).
+		Run(script.Sh("chmod"), script.Mode(m), script.Sh("--"), staged).
+		Run(script.Sh("mv"), script.Sh("-f"), script.Sh("--"), staged, resolved).
+		Run(script.Sh("rm"), script.Sh("-f"), script.Sh("--"), script.Value(scratch), script.Value(scratch+".index")).Build()
+}
+
+// applyDirectoryScript rebuilds an uploaded stream into the archive it
+// describes beside the scratch file and extracts that as
+// extractDirectoryScript does.
+func applyDirectoryScript(target, scratch string, m uint32) (string, error) {
+	s, err := guarded(target)
+	if err != nil {
+		return "", err
+	}
+	archive := scratch + ".out"
+	return s.Run(script.Sh("mkdir"), script.Sh("-p"), script.Sh("--"), resolved).
+		Run(helperWords("apply", scratch, archive, Workspace)...).
+		Run(script.Sh("tar"), script.Sh("-xf"), script.Value(archive), script.Sh("-C"), resolved).
+		Run(script.Sh("chmod"), script.Mode(m), script.Sh("--"), resolved).
+		Run(script.Sh("rm"), script.Sh("-f"), script.Sh("--"), script.Value(scratch), script.Value(archive), script.Value(scratch+".index")).Build()
+}
+
+// withRecipe follows an outbound command with the helper's recipe of what
+// it put at scratch; a recipe that cannot be made exits exitNoRecipe, so
+// the archive is still there to fetch whole.
+func withRecipe(s *script.Script, kind, scratch string) *script.Script {
+	words := append([]script.Word{script.Sh("{")}, helperWords("recipe", kind, scratch, scratch+".recipe", Workspace)...)
+	words = append(words, script.Sh("||"), script.Sh("exit"), script.Sh(strconv.Itoa(exitNoRecipe)+";"), script.Sh("}"))
+	return s.Run(words...)
 }

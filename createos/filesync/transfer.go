@@ -2,11 +2,13 @@ package filesync
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/archive"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
@@ -20,6 +22,24 @@ const hostTempPattern = ".paperclip-createos-"
 // path, and a guarded command moves it into place (file) or extracts it
 // (directory), then applies the mode.
 func (t *Transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
+	if t.Incremental != nil {
+		scratch := t.scratch()
+		files, size, err := t.inIncremental(ctx, m, scratch)
+		var fb errFallback
+		if !errors.As(err, &fb) {
+			if err != nil {
+				t.removeStaged(ctx, m, scratch)
+			}
+			return files, size, err
+		}
+		t.removeStaged(ctx, m, scratch)
+		t.Incremental.Fallback(fb.reason)
+	}
+	return t.inWhole(ctx, m)
+}
+
+// inWhole uploads one mapping whole.
+func (t *Transfer) inWhole(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
 	scratch := t.scratch()
 	var (
 		src  *os.File
@@ -54,12 +74,8 @@ func (t *Transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 	}
 	landed := false // the landing command removed the scratch file itself
 	defer func() {
-		switch {
-		case landed:
-		case m.Kind == "file":
-			t.removeStaged(ctx, m.TargetPath, scratch)
-		default:
-			t.removeScratch(ctx, scratch)
+		if !landed {
+			t.removeStaged(ctx, m, scratch)
 		}
 	}()
 	if size, err = t.Client.UploadFile(ctx, t.Sandbox, scratch, src); err != nil {
@@ -73,20 +89,38 @@ func (t *Transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 }
 
 // out downloads one mapping sandbox → host: a guarded command copies the
-// file (or archives the directory) to a scratch path, which is downloaded
-// into a landing beside the host target and placed from there (see
-// landing). Tar on the far side already dropped what it provably drops
-// alike of the exclude list; the landing leaves out the rest.
+// file (or archives the directory) to a scratch path, which comes to a
+// landing beside the host target (by recipe when the sync is incremental,
+// else whole) and is placed from there (see landing). Tar on the far side
+// already dropped what it provably drops alike of the exclude list; the
+// landing leaves out the rest.
 func (t *Transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
 	scratch := t.scratch()
 	exclude := syncrule.NewExclude(m.Exclude)
-	command, err := outboundScript(m, scratch, exclude)
+	cmd, err := outboundCommand(m, scratch, exclude)
+	if err != nil {
+		return 0, 0, err
+	}
+	incremental := t.Incremental != nil && !t.Incremental.Held.helperMissing()
+	if incremental {
+		cmd = withRecipe(cmd, recipeKind(m), scratch)
+	}
+	command, err := cmd.Build()
 	if err != nil {
 		return 0, 0, err
 	}
 	defer t.removeScratch(ctx, scratch)
-	if err := t.run(ctx, command, nil); err != nil {
+	code, err := t.Run(ctx, command, nil)
+	if err != nil {
 		return 0, 0, err
+	}
+	whole := true
+	switch {
+	case code == exitNoRecipe && incremental:
+		t.Incremental.Held.markNoHelper()
+		t.Incremental.Fallback(ReasonNoHelper)
+	case code != 0:
+		return 0, 0, ErrTransferCommand
 	}
 	l, err := newLanding(m.TargetPath)
 	if err != nil {
@@ -97,7 +131,23 @@ func (t *Transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 	if m.Mode != nil {
 		mode = os.FileMode(*m.Mode)
 	}
-	if size, err = t.Client.DownloadFile(ctx, t.Sandbox, scratch, l.data, mode); err != nil {
+	if incremental && code == 0 {
+		reason, err := t.outIncremental(ctx, scratch, l.dir, l.data)
+		if err != nil {
+			return 0, 0, err
+		}
+		if whole = reason != ""; whole {
+			t.Incremental.Fallback(reason)
+			if err := os.Remove(l.data); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return 0, 0, err
+			}
+		}
+	}
+	if whole {
+		if size, err = t.Client.DownloadFile(ctx, t.Sandbox, scratch, l.data, mode); err != nil {
+			return 0, 0, err
+		}
+	} else if size, err = fileSize(l.data); err != nil {
 		return 0, 0, err
 	}
 	if m.Kind == "file" {
@@ -111,10 +161,26 @@ func (t *Transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 	return files, size, nil
 }
 
-// outboundScript is the command that puts an outbound mapping's source at
+func fileSize(path string) (int64, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return info.Size(), nil
+}
+
+// recipeKind is how the helper reads an outbound mapping's scratch file.
+func recipeKind(m handlers.SyncFileMapping) string {
+	if m.Kind == "directory" {
+		return "tar"
+	}
+	return "file"
+}
+
+// outboundCommand is the command that puts an outbound mapping's source at
 // scratch: the file copied, or the directory archived without the plain
 // paths tar provably drops alike.
-func outboundScript(m handlers.SyncFileMapping, scratch string, exclude syncrule.Exclude) (string, error) {
+func outboundCommand(m handlers.SyncFileMapping, scratch string, exclude syncrule.Exclude) (*script.Script, error) {
 	if m.Kind == "directory" {
 		anchored, unanchored := exclude.TarPrune()
 		return archiveDirectoryScript(m.SourcePath, scratch, m.FollowSymlinks, anchored, unanchored, !exclude.Empty())

@@ -1,0 +1,142 @@
+package createos
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
+)
+
+// Incremental sync (createos/delta, filesync.Incremental): how it is
+// chosen, the worker's store it keeps, and what each sandbox's store is
+// believed to hold.
+
+// Sync modes (SANDBOX_PLUGIN_CREATEOS_SYNC).
+const (
+	// SyncAuto moves mappings incrementally, each one whole where that
+	// cannot be done (the default).
+	SyncAuto = "auto"
+	// SyncWhole moves every mapping whole, uncompressed, as one file.
+	SyncWhole = "whole"
+)
+
+// Environment variables of the incremental sync.
+const (
+	SyncEnv     = "SANDBOX_PLUGIN_CREATEOS_SYNC"
+	StoreDirEnv = "SANDBOX_PLUGIN_CREATEOS_STORE_DIR" // the worker's store; default castore.DefaultDir
+	StoreMBEnv  = "SANDBOX_PLUGIN_CREATEOS_STORE_MB"  // its bound in MiB; default 2048, 0 for none
+)
+
+// WithSync sets the sync mode (SyncAuto, SyncWhole) and the worker's store
+// directory and bound (dir "" for the default, maxBytes < 0 for the
+// default); the defaults are the environment's.
+func WithSync(mode, dir string, maxBytes int64) Option {
+	return func(d *Driver) { d.syncMode, d.storeDir, d.storeMax = mode, dir, maxBytes }
+}
+
+// maxHeld bounds how many sandboxes' beliefs are kept.
+const maxHeld = 256
+
+// syncState is the driver's part of the incremental sync.
+type syncState struct {
+	once    sync.Once
+	store   *castore.Store // nil: whole transfers only
+	mu      sync.Mutex
+	held    map[string]*filesync.Held // by account and sandbox
+	fellFor map[string]bool           // fallback reasons logged, by sandbox and reason
+}
+
+// incremental is the incremental transfer of one sync call on sandbox id
+// of company, or nil when mappings go whole.
+func (d *Driver) incremental(ctx context.Context, c *api.Client, id, company string) *filesync.Incremental {
+	if d.syncMode == SyncWhole {
+		return nil
+	}
+	st := d.openStore(ctx)
+	if st == nil {
+		return nil
+	}
+	key := markAccount(c) + "/" + id
+	s := &d.sync
+	s.mu.Lock()
+	h, ok := s.held[key]
+	if !ok {
+		if len(s.held) >= maxHeld {
+			for k := range s.held {
+				delete(s.held, k)
+				break
+			}
+		}
+		h = filesync.NewHeld()
+		s.held[key] = h
+	}
+	s.mu.Unlock()
+	log := zerolog.Ctx(ctx)
+	return &filesync.Incremental{
+		Store: st.Company(company),
+		Held:  h,
+		Fallback: func(reason string) {
+			s.mu.Lock()
+			first := !s.fellFor[key+"\x00"+reason]
+			if first {
+				if len(s.fellFor) >= maxHeld*4 {
+					clear(s.fellFor)
+				}
+				s.fellFor[key+"\x00"+reason] = true
+			}
+			s.mu.Unlock()
+			if first {
+				log.Warn().Str("sandbox", id).Str("reason", reason).Msg("CreateOS sync moves whole files on this sandbox")
+			}
+		},
+	}
+}
+
+// openStore opens the worker's store once; a store that cannot be opened
+// is logged and leaves every sync whole.
+func (d *Driver) openStore(ctx context.Context) *castore.Store {
+	s := &d.sync
+	s.once.Do(func() {
+		s.held, s.fellFor = map[string]*filesync.Held{}, map[string]bool{}
+		dir, max := d.storeDir, d.storeMax
+		var err error
+		if dir == "" {
+			dir, err = castore.DefaultDir()
+		}
+		if err == nil {
+			s.store, err = castore.Open(dir, max)
+		}
+		if err != nil {
+			zerolog.Ctx(ctx).Warn().Str("error", storeError(err)).Msg("CreateOS sync store unavailable: every sync moves whole files")
+		}
+	})
+	return s.store
+}
+
+// storeError is what the log says of a store that did not open: castore's
+// errors name no host path.
+func storeError(err error) string { return err.Error() }
+
+// syncSettings reads the environment's sync mode, store dir and bound.
+func syncSettings(getenv func(string) string) (mode, dir string, maxBytes int64) {
+	mode, dir, maxBytes = getenv(SyncEnv), getenv(StoreDirEnv), castore.DefaultMaxBytes
+	if mb, err := strconv.ParseInt(getenv(StoreMBEnv), 10, 64); err == nil && mb >= 0 {
+		maxBytes = mb << 20
+	}
+	if mode != SyncWhole {
+		mode = SyncAuto
+	}
+	return mode, dir, maxBytes
+}
+
+// closeStore closes the worker's store, if it was opened.
+func (d *Driver) closeStore() {
+	if d.sync.store != nil {
+		_ = d.sync.store.Close()
+	}
+}
