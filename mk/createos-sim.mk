@@ -14,4 +14,4 @@ createos-sim-run: createos-sim ## run the fake CreateOS server on a free port (p
 	$(CREATEOS_SIM) --listen 127.0.0.1:0 --api-key $(CREATEOS_SIM_KEY) --control -v
 
 test-createos-sim: ## go test -race the fake CreateOS server and its command
-	$(GO) test -race -count=1 ./createos/createostest/ ./cmd/createos-sim/
+	$(GO) test -race -count=1 ./createos/createostest/... ./cmd/createos-sim/

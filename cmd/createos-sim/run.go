@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/bandwidth"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/ratelimit"
 )
 
@@ -22,7 +23,11 @@ The first line of stdout is the URL (origin) to use as the CreateOS apiUrl;
 the API is served under /v1. Logs go to stderr. SIGTERM or SIGINT stops it,
 as does EOF on stdin with --exit-on-stdin-eof. With --control, test suites
 can drive faults and read the request log under /_control (see
-createostest.Options.ControlPrefix).
+createostest.Options.ControlPrefix); each logged request counts its body
+bytes (bytes_in, bytes_out), and /_control/counts sums them per route.
+With --bandwidth up:50M,down:200M, file uploads and downloads go through
+one shared link per direction at that many bits per second (decimal
+k, M, G suffixes), as an account's uplink and downlink do.
 
 Flags:
 `
@@ -51,6 +56,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 	logger.Printf("listening on %s (API under /v1)", srv.URL)
+	if bw := (bandwidth.Limit{Up: cfg.opts.UpBitsPerSecond, Down: cfg.opts.DownBitsPerSecond}); bw != (bandwidth.Limit{}) {
+		logger.Printf("file transfers paced at %s (bit/s)", bw)
+	}
 
 	eof := make(chan struct{})
 	if cfg.stdinEOF {
@@ -104,6 +112,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Func("rate-limit", "SPEC: limit the /v1 requests as the provider may, window:N/<duration> (at most N in any <duration>, e.g. window:300/60s) or bucket:N/<duration> (one every <duration>/N, no burst, e.g. bucket:5/s); over it is 429 with Retry-After", func(s string) error {
 		l, err := ratelimit.Parse(s)
 		cfg.opts.RateLimit = &l
+		return err
+	})
+	fs.Func("bandwidth", "up:RATE,down:RATE: pace the request bodies of file uploads (PUT /v1/sandboxes/{id}/files) and the response bodies of file downloads (GET …/files) through one link per direction that all transfers share; RATE is bits per second with an optional k, M or G suffix, decimal (50M = 50,000,000 bit/s), e.g. up:50M,down:200M; a side left out is not limited", func(s string) error {
+		l, err := bandwidth.Parse(s)
+		cfg.opts.UpBitsPerSecond, cfg.opts.DownBitsPerSecond = l.Up, l.Down
 		return err
 	})
 	fs.IntVar(&cfg.replayOverlap, "replay-overlap", 0, "frames at or below a reconnect's after= that /connect resends before the new ones (the client de-duplicates)")

@@ -140,7 +140,9 @@ func TestSim(t *testing.T) {
 			for _, e := range env["data"].(map[string]any)["requests"].([]any) {
 				e := e.(map[string]any)
 				at, _ := e["at_ms"].(float64)
-				if len(e) != 5 || e["body"] != nil || at < last || at == 0 {
+				_, in := e["bytes_in"].(float64)
+				_, out := e["bytes_out"].(float64)
+				if len(e) != 7 || e["body"] != nil || !in || !out || at < last || at == 0 {
 					t.Fatalf("brief request log entry %v (after at_ms %v)", e, last)
 				}
 				last = at
@@ -183,6 +185,11 @@ func TestSimBadFlags(t *testing.T) {
 		!strings.Contains(errs.String(), `ratelimit: bad spec "window:0/60s": count "0"`) {
 		t.Fatalf("a bad --rate-limit: exit %d, stderr %q", code, errs.String())
 	}
+	errs.Reset()
+	if code := run(context.Background(), []string{"--bandwidth", "up:50Mbps"}, strings.NewReader(""), &out, &errs); code != 2 ||
+		!strings.Contains(errs.String(), "want up:RATE,down:RATE (either side may be omitted") {
+		t.Fatalf("a bad --bandwidth: exit %d, stderr %q", code, errs.String())
+	}
 	if out.Len() != 0 {
 		t.Fatalf("stdout %q", out.String())
 	}
@@ -200,15 +207,19 @@ func TestParseFlags(t *testing.T) {
 			o := cfg.opts
 			if o.Addr != "127.0.0.1:0" || o.APIKey != "test-key" || o.JournalLimit != 1<<20 || o.Heartbeat != 5*time.Second ||
 				o.ControlPrefix != "" || o.WritableHost || o.Dir != "" || len(o.Mounts) != 0 || cfg.stdinEOF || cfg.verbose ||
-				cfg.transitionReads != 0 || cfg.destroyedReads != 0 || cfg.replayOverlap != 0 || len(o.Path) != 0 || o.RateLimit != nil {
+				cfg.transitionReads != 0 || cfg.destroyedReads != 0 || cfg.replayOverlap != 0 || len(o.Path) != 0 || o.RateLimit != nil ||
+				o.UpBitsPerSecond != 0 || o.DownBitsPerSecond != 0 {
 				t.Fatalf("%+v", cfg)
 			}
 		}, ""},
 		{"every flag", []string{"--listen", "127.0.0.1:3109", "--api-key", "k", "--exit-on-stdin-eof", "--dir", "/d",
 			"--transition-reads", "2", "--destroyed-reads", "3", "--journal-limit", "4096", "--heartbeat", "500ms",
 			"--writable-host", "--control", "-v", "--mount", tools + ":/tools", "--path", "/tools/bin", "--path", "/tools/sbin",
-			"--replay-overlap", "2", "--rate-limit", "window:300/60s"}, func(t *testing.T, cfg config) {
+			"--replay-overlap", "2", "--rate-limit", "window:300/60s", "--bandwidth", "up:50M,down:200M"}, func(t *testing.T, cfg config) {
 			o := cfg.opts
+			if o.UpBitsPerSecond != 50_000_000 || o.DownBitsPerSecond != 200_000_000 {
+				t.Fatalf("bandwidth up %d down %d", o.UpBitsPerSecond, o.DownBitsPerSecond)
+			}
 			if o.RateLimit == nil || *o.RateLimit != (ratelimit.Limit{Mode: ratelimit.Window, N: 300, Per: time.Minute}) {
 				t.Fatalf("rate limit %+v", o.RateLimit)
 			}
@@ -224,6 +235,21 @@ func TestParseFlags(t *testing.T) {
 				t.Fatalf("rate limit %+v", l)
 			}
 		}, ""},
+		{"upload bandwidth only", []string{"--bandwidth", "up:10M"}, func(t *testing.T, cfg config) {
+			if o := cfg.opts; o.UpBitsPerSecond != 10_000_000 || o.DownBitsPerSecond != 0 {
+				t.Fatalf("bandwidth up %d down %d", o.UpBitsPerSecond, o.DownBitsPerSecond)
+			}
+		}, ""},
+		{"download bandwidth in k and G", []string{"--bandwidth", "down:1.5G"}, func(t *testing.T, cfg config) {
+			if o := cfg.opts; o.UpBitsPerSecond != 0 || o.DownBitsPerSecond != 1_500_000_000 {
+				t.Fatalf("bandwidth up %d down %d", o.UpBitsPerSecond, o.DownBitsPerSecond)
+			}
+		}, ""},
+		{"bandwidth without a side", []string{"--bandwidth", "50M"}, nil, `bandwidth: bad spec "50M": "50M" is not side:RATE; want up:RATE,down:RATE`},
+		{"bandwidth of no rate", []string{"--bandwidth", "up:fast"}, nil, `rate "fast" is not a decimal number with an optional suffix; want up:RATE,down:RATE`},
+		{"bandwidth in bytes", []string{"--bandwidth", "up:50MB"}, nil, `rate "50MB" is not a decimal number`},
+		{"bandwidth of 0", []string{"--bandwidth", "down:0"}, nil, "is not above 0 (omit the side for no limit)"},
+		{"bandwidth sideways", []string{"--bandwidth", "up:1M,left:2M"}, nil, `unknown side "left"`},
 		{"bad mount", []string{"--mount", "relative:/tools"}, nil, "absolute path"},
 		{"bad rate limit mode", []string{"--rate-limit", "sliding:300/60s"}, nil, `ratelimit: bad spec "sliding:300/60s": unknown mode "sliding"`},
 		{"bad rate limit duration", []string{"--rate-limit", "window:300/60"}, nil, `duration "60" is not a positive Go duration`},
@@ -363,5 +389,70 @@ func TestSimRateLimit(t *testing.T) {
 	if code != 200 || rate["mode"] != "window" || rate["limit"] != float64(2) || rate["per"] != "3600s" ||
 		rate["admitted"] != float64(2) || rate["rejected"] != float64(2) || rate["busiest60s"] != float64(2) {
 		t.Fatalf("/_control/rate: %d %v", code, env)
+	}
+}
+
+// --bandwidth: an upload and a download of 1 MB at 8 Mbit/s take at least
+// what the link allows (a lower bound only: the 64 KiB burst is all that
+// may go early), the request log counts their bytes exactly, and
+// /_control/counts sums them per route.
+func TestSimBandwidth(t *testing.T) {
+	const size = 1_000_000
+	url, stop := startSim(t, "--api-key", "sim-key", "--control", "--bandwidth", "up:8M,down:8M")
+	defer stop("signal")
+	defer http.DefaultClient.CloseIdleConnections()
+	_, env := call(t, "POST", url+"/v1/sandboxes", "sim-key", map[string]any{"shape": "s-1vcpu-1gb"})
+	id := env["data"].(map[string]any)["id"].(string)
+	file := url + "/v1/sandboxes/" + id + "/files?path=%2Ftmp%2Fone-mb"
+	payload := bytes.Repeat([]byte("paced"), size/5)
+	// (1 MB − 64 KiB) at 1 µs a byte is 0.934 s.
+	const least = 900 * time.Millisecond
+	transfer := func(method string, body io.Reader) []byte {
+		t.Helper()
+		req, _ := http.NewRequest(method, file, body)
+		req.Header.Set("X-Api-Key", "sim-key")
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		got, err := io.ReadAll(resp.Body)
+		if took := time.Since(start); err != nil || resp.StatusCode != 200 || took < least {
+			t.Fatalf("%s: %d, %v after %v; want 200 after at least %v", method, resp.StatusCode, err, took, least)
+		}
+		return got
+	}
+	transfer("PUT", bytes.NewReader(payload))
+	if got := transfer("GET", nil); !bytes.Equal(got, payload) {
+		t.Fatalf("downloaded %d bytes, not the %d uploaded", len(got), len(payload))
+	}
+
+	_, env = call(t, "GET", url+"/_control/requests?brief=1", "sim-key", nil)
+	seen := 0
+	for _, e := range env["data"].(map[string]any)["requests"].([]any) {
+		e := e.(map[string]any)
+		switch e["route"] {
+		case "files.put":
+			seen++
+			if e["bytes_in"] != float64(size) {
+				t.Errorf("the upload read %v bytes, want %d", e["bytes_in"], size)
+			}
+		case "files.get":
+			seen++
+			if e["bytes_in"] != float64(0) || e["bytes_out"] != float64(size) {
+				t.Errorf("the download read %v and wrote %v bytes, want 0 and %d", e["bytes_in"], e["bytes_out"], size)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("%d file transfers logged, want 2: %v", seen, env)
+	}
+	_, env = call(t, "GET", url+"/_control/counts", "sim-key", nil)
+	sums, _ := env["data"].(map[string]any)["bytes"].(map[string]any)
+	put, _ := sums["files.put"].(map[string]any)
+	get, _ := sums["files.get"].(map[string]any)
+	if put["in"] != float64(size) || get["out"] != float64(size) || get["in"] != float64(0) {
+		t.Fatalf("/_control/counts bytes %v", sums)
 	}
 }

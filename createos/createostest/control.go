@@ -30,8 +30,11 @@ import (
 //	                              overlap and the rate limit's window stay)
 //	GET  {prefix}/rate            Options.RateLimit and its counters (ratelimit.Report)
 //	GET  {prefix}/requests        the request log; with ?brief=1 only each request's
-//	                              seq, route, path, status and at_ms (arrival, Unix ms)
+//	                              seq, route, path, status, at_ms (arrival, Unix ms),
+//	                              bytes_in (request body bytes read, all of them) and
+//	                              bytes_out (response body bytes written)
 //	GET  {prefix}/counts          requests per route: {"total", "routes": {route: n},
+//	                              "bytes": {route: {"in", "out"}} (body bytes, Bytes),
 //	                              "active_connections_cut": ActiveCuts}
 //	GET  {prefix}/sandboxes       the sandboxes not yet destroyed (not a request)
 func (s *Server) controlRoutes(mux *http.ServeMux, prefix string) {
@@ -67,9 +70,12 @@ func (s *Server) controlReset(w http.ResponseWriter, r *http.Request) error {
 	return ok(w)
 }
 
-// controlCounts is GET {prefix}/counts: requests per route.
+// controlCounts is GET {prefix}/counts: requests and body bytes per
+// route.
 func (s *Server) controlCounts(w http.ResponseWriter, r *http.Request) error {
-	return success(w, http.StatusOK, map[string]any{"total": s.Count(RouteAny), "routes": s.Counts(), "active_connections_cut": s.ActiveCuts()})
+	return success(w, http.StatusOK, map[string]any{
+		"total": s.Count(RouteAny), "routes": s.Counts(), "bytes": s.Bytes(), "active_connections_cut": s.ActiveCuts(),
+	})
 }
 
 // controlForkWindow is POST {prefix}/fork-window: SetForkWindow.
@@ -217,7 +223,10 @@ func (s *Server) controlRequests(w http.ResponseWriter, r *http.Request) error {
 	brief := r.URL.Query().Get("brief") == "1"
 	list := []map[string]any{}
 	for _, q := range s.Requests() {
-		e := map[string]any{"seq": q.Seq, "route": q.Route, "path": q.Path, "status": q.Status, "at_ms": q.At.UnixMilli()}
+		e := map[string]any{
+			"seq": q.Seq, "route": q.Route, "path": q.Path, "status": q.Status, "at_ms": q.At.UnixMilli(),
+			"bytes_in": q.BytesIn, "bytes_out": q.BytesOut,
+		}
 		if !brief {
 			e["method"], e["query"], e["headers"], e["body"] = q.Method, q.Query, q.Header, string(q.Body)
 		}

@@ -1,6 +1,7 @@
 package createostest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +60,15 @@ func splitGuest(guest string) (mount, rel string, err error) {
 	return "", "", errors.New("path is outside /paperclip-workspace and /tmp")
 }
 
+// transferContext is r's context, also ended when the server closes: a
+// paced transfer then stops rather than wait for its link.
+func (s *Server) transferContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// handleFilePut writes the request body to the file, paced by the uplink.
 func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) error {
 	root, rel, done, err := s.openGuest(r)
 	if err != nil {
@@ -74,7 +84,9 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return failure(http.StatusBadRequest, map[string]any{"path": err.Error()})
 	}
-	n, err := io.Copy(f, r.Body)
+	ctx, stop := s.transferContext(r)
+	defer stop()
+	n, err := io.Copy(f, s.up.Reader(ctx, r.Body))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -84,9 +96,9 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) error {
 	return success(w, http.StatusOK, map[string]any{"path": r.URL.Query().Get("path"), "bytes": n})
 }
 
-// handleFileGet answers the file's bytes. A stream fault cuts the download
-// after half of them: the connection is aborted for StreamCutMidFrame, the
-// body ends short for the other kinds.
+// handleFileGet answers the file's bytes, paced by the downlink. A stream
+// fault cuts the download after half of them: the connection is aborted
+// for StreamCutMidFrame, the body ends short for the other kinds.
 func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) error {
 	root, rel, done, err := s.openGuest(r)
 	if err != nil {
@@ -108,12 +120,15 @@ func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(info.Size(), 10))
 	w.WriteHeader(http.StatusOK)
+	ctx, stop := s.transferContext(r)
+	defer stop()
+	body := s.down.Writer(ctx, w)
 	sf, faulty := s.faults.takeStream(RouteFilesGet)
 	if !faulty {
-		_, _ = io.Copy(w, f)
+		_, _ = io.Copy(body, f)
 		return nil
 	}
-	_, _ = io.CopyN(w, f, info.Size()/2)
+	_, _ = io.CopyN(body, f, info.Size()/2)
 	if fl, ok := w.(http.Flusher); ok {
 		fl.Flush()
 	}

@@ -18,6 +18,10 @@ type Request struct {
 	Body   []byte    // the first maxRecordedBody bytes the handler read
 	Status int       // response status; 0 while the request is in flight
 	At     time.Time // when it arrived
+	// BytesIn counts the request body bytes the handler read, all of them
+	// (Body keeps the first maxRecordedBody); BytesOut the response body
+	// bytes written. Both grow while the request is in flight.
+	BytesIn, BytesOut int64
 }
 
 // maxRecordedBody caps the body bytes kept per recorded request.
@@ -38,6 +42,7 @@ func (c *captureBody) Read(p []byte) (int, error) {
 	n, err := c.ReadCloser.Read(p)
 	if n > 0 {
 		c.rec.mu.Lock()
+		c.req.BytesIn += int64(n)
 		if room := maxRecordedBody - len(c.req.Body); room > 0 {
 			c.req.Body = append(c.req.Body, p[:min(n, room)]...)
 		}
@@ -61,6 +66,13 @@ func (r *recorder) start(route Route, hr *http.Request) *Request {
 	r.reqs = append(r.reqs, req)
 	hr.Body = &captureBody{ReadCloser: hr.Body, rec: r, req: req}
 	return req
+}
+
+// wrote counts n response body bytes of req.
+func (r *recorder) wrote(req *Request, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	req.BytesOut += int64(n)
 }
 
 func (r *recorder) finish(req *Request, status int) {
@@ -109,6 +121,28 @@ func (s *Server) Counts() map[Route]int {
 	out := map[Route]int{}
 	for _, r := range s.rec.reqs {
 		out[r.Route]++
+	}
+	return out
+}
+
+// Traffic is the body bytes of requests: read from them (In) and written
+// in their responses (Out).
+type Traffic struct {
+	In  int64 `json:"in"`
+	Out int64 `json:"out"`
+}
+
+// Bytes returns the body bytes of each route's requests so far, those in
+// flight included.
+func (s *Server) Bytes() map[Route]Traffic {
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
+	out := map[Route]Traffic{}
+	for _, r := range s.rec.reqs {
+		t := out[r.Route]
+		t.In += r.BytesIn
+		t.Out += r.BytesOut
+		out[r.Route] = t
 	}
 	return out
 }

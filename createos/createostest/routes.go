@@ -89,7 +89,7 @@ func (s *Server) api(route Route, fn handler) http.Handler {
 			route = RouteExecStream
 		}
 		rec := s.rec.start(route, r)
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, rec: &s.rec, req: rec}
 		start := time.Now()
 		defer func() {
 			s.rec.finish(rec, sw.status)
@@ -151,11 +151,13 @@ func (s *Server) delay(r *http.Request, d time.Duration) bool {
 	return false
 }
 
-// statusWriter remembers the status for the request log; it passes
-// Flush through so NDJSON streams stay live.
+// statusWriter remembers the status and counts the body bytes for the
+// request log; it passes Flush through so NDJSON streams stay live.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	rec    *recorder
+	req    *Request
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -169,7 +171,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.rec.wrote(w.req, n)
+	return n, err
 }
 
 func (w *statusWriter) Flush() {

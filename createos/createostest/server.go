@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/bandwidth"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/netgate"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/ratelimit"
 )
@@ -57,6 +58,16 @@ type Options struct {
 	// limiter's clock; default time.Now.
 	RateLimit *ratelimit.Limit
 	RateClock func() time.Time
+	// UpBitsPerSecond and DownBitsPerSecond, when above 0, are the
+	// account's uplink and downlink: the request bodies PUT
+	// /v1/sandboxes/{id}/files reads (up) and the response bodies GET
+	// /v1/sandboxes/{id}/files writes (down) go through one link per
+	// direction that all transfers share, at most that many bits per
+	// second after a burst of bandwidth.Burst bytes. Other routes are not
+	// paced. A paced transfer stops when its request ends or the server
+	// closes. BandwidthClock is the links' clock; default the real one.
+	UpBitsPerSecond, DownBitsPerSecond int64
+	BandwidthClock                     bandwidth.Clock
 }
 
 // Server is a CreateOS control plane backed by real directories and real
@@ -74,6 +85,8 @@ type Server struct {
 	faults *Faults
 	rec    recorder
 	rate   *ratelimit.Limiter // nil: no limit
+	up     *bandwidth.Link    // file uploads; nil: no limit
+	down   *bandwidth.Link    // file downloads; nil: no limit
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -129,6 +142,10 @@ func Start(opts Options) (*Server, error) {
 	if opts.RateLimit != nil && opts.RateLimit.Check() != nil {
 		return nil, fmt.Errorf("createostest: rate limit %v: %w", *opts.RateLimit, opts.RateLimit.Check())
 	}
+	bw := bandwidth.Limit{Up: opts.UpBitsPerSecond, Down: opts.DownBitsPerSecond}
+	if err := bw.Check(); err != nil {
+		return nil, fmt.Errorf("createostest: bandwidth: %w", err)
+	}
 	if err := Isolation(); err != nil {
 		return nil, err
 	}
@@ -144,6 +161,8 @@ func Start(opts Options) (*Server, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 		sandboxes: map[string]*sandbox{},
+		up:        bandwidth.NewLink(bw.Up, opts.BandwidthClock),
+		down:      bandwidth.NewLink(bw.Down, opts.BandwidthClock),
 	}
 	if opts.RateLimit != nil {
 		s.rate = ratelimit.NewLimiter(*opts.RateLimit, opts.RateClock)
