@@ -125,7 +125,7 @@ func pieceReader(src io.ReaderAt, p piece, data []byte) io.Reader {
 
 // keep puts a content in the worker's store unless it is there.
 func (e *Encoder) keep(h Hash, src io.ReaderAt, p piece, data []byte) {
-	if _, ok := e.Keep.Has(h); ok {
+	if n, ok := e.Keep.Has(h); ok && n == p.n {
 		return
 	}
 	_ = e.Keep.Put(h, pieceReader(src, p, data), p.n) // best effort

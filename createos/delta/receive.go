@@ -153,3 +153,21 @@ func Rebuild(w io.Writer, recipe io.Reader, st Store) error {
 		return nil
 	})
 }
+
+// Check reads every content a recipe names from st, whose CopyTo removes
+// an entry that is not what its name says; it returns the first error.
+func Check(recipe io.Reader, st Store) error {
+	var first error
+	err := Decode(recipe, func(rec Record, _ io.Reader) error {
+		if rec.Kind == KindRef {
+			if err := st.CopyTo(io.Discard, rec.Hash, rec.Size); err != nil && first == nil {
+				first = err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return first
+}

@@ -29,6 +29,9 @@ type Incremental struct {
 	// Fallback reports that a mapping went whole, and why (the driver logs
 	// each reason once per sandbox).
 	Fallback func(reason string)
+	// Node is the program that runs the helper in the sandbox, looked up
+	// on its PATH; "" for node.
+	Node string
 }
 
 // Fallback reasons.
@@ -149,6 +152,12 @@ func (t *Transfer) inIncremental(ctx context.Context, m handlers.SyncFileMapping
 		return 0, 0, err
 	}
 	defer src.close()
+	landed := false // the landing command removed its scratch files itself
+	defer func() {
+		if !landed {
+			t.removeStaged(ctx, m, scratch)
+		}
+	}()
 	mode := uint32(0o755)
 	if m.Kind == "file" {
 		mode = src.mode
@@ -168,6 +177,7 @@ func (t *Transfer) inIncremental(ctx context.Context, m handlers.SyncFileMapping
 		}
 		switch code {
 		case 0:
+			landed = true
 			inc.Held.add(sum.Contents)
 			return files, sum.Size, nil
 		case delta.ExitStoreMiss:
@@ -217,7 +227,7 @@ func (t *Transfer) inboundSource(m handlers.SyncFileMapping) (*source, int64, er
 // readIndex learns what the sandbox's store holds: the helper lists it to
 // a scratch file, which is downloaded. No helper marks the sandbox.
 func (t *Transfer) readIndex(ctx context.Context, scratch string) error {
-	command, err := helperScript("index", scratch+".index", Workspace)
+	command, err := helperScript(t.Incremental.Node, "index", scratch+".index", Workspace)
 	if err != nil {
 		return err
 	}
@@ -289,9 +299,9 @@ func (t *Transfer) sendStream(ctx context.Context, m handlers.SyncFileMapping, s
 	}
 	var command string
 	if m.Kind == "file" {
-		command, err = applyFileScript(m.TargetPath, scratch, mode)
+		command, err = applyFileScript(t.Incremental.Node, m.TargetPath, scratch, mode)
 	} else {
-		command, err = applyDirectoryScript(m.TargetPath, scratch, mode)
+		command, err = applyDirectoryScript(t.Incremental.Node, m.TargetPath, scratch, mode)
 	}
 	if err != nil {
 		return 0, sum, err
@@ -338,6 +348,12 @@ func (t *Transfer) outIncremental(ctx context.Context, scratch, dir, data string
 	})
 	switch {
 	case errors.Is(err, castore.ErrMissing) || errors.Is(err, castore.ErrCorrupt):
+		// Rebuild stopped at the first bad entry; every other one the
+		// recipe names is checked now (castore removes what is bad), so
+		// that the next sync finds the store mended.
+		_, _ = withFile(recipePath, func(recipe *os.File) (struct{}, error) {
+			return struct{}{}, delta.Check(recipe, inc.Store)
+		})
 		return ReasonWorkerBad, nil
 	case errors.Is(err, delta.ErrRebuilt) || errors.Is(err, delta.ErrFormat):
 		return "", errListing
@@ -361,7 +377,7 @@ func (t *Transfer) fetchPack(ctx context.Context, scratch, dir string, want map[
 	if err != nil {
 		return "", err
 	}
-	command, err := helperScript("pack", scratch, scratch+".recipe.idx", scratch+".want", scratch+".pack")
+	command, err := helperScript(t.Incremental.Node, "pack", scratch, scratch+".recipe.idx", scratch+".want", scratch+".pack")
 	if err != nil {
 		return "", err
 	}

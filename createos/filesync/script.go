@@ -172,10 +172,14 @@ func archiveDirectoryScript(source, scratch string, follow bool, anchored, unanc
 	return s.Run(script.Sh("test"), script.Sh("-d"), resolved).Run(args...), nil
 }
 
-// helperWords runs the sync helper (createos/delta) with node: its source
-// is the -e argument, then the command and its arguments.
-func helperWords(args ...string) []script.Word {
-	words := []script.Word{script.Sh("/usr/bin/env"), script.Sh("node"), script.Sh("-e"), script.Value(delta.Helper)}
+// helperWords runs the sync helper (createos/delta) with node (found on
+// the sandbox's PATH, or the program node names): its source is the -e
+// argument, then the command and its arguments.
+func helperWords(node string, args ...string) []script.Word {
+	if node == "" {
+		node = "node"
+	}
+	words := []script.Word{script.Sh("/usr/bin/env"), script.Value(node), script.Sh("-e"), script.Value(delta.Helper)}
 	for _, a := range args {
 		words = append(words, script.Value(a))
 	}
@@ -183,21 +187,21 @@ func helperWords(args ...string) []script.Word {
 }
 
 // helperScript is the helper alone.
-func helperScript(args ...string) (string, error) {
-	return script.New(script.And).Run(helperWords(args...)...).Build()
+func helperScript(node string, args ...string) (string, error) {
+	return script.New(script.And).Run(helperWords(node, args...)...).Build()
 }
 
 // applyFileScript rebuilds an uploaded stream into the staged copy beside
 // the mapping's target (the helper checks it against the stream's end
 // hash), gives it its mode and renames it over the target, as
 // placeFileScript does with a whole file.
-func applyFileScript(target, scratch string, m uint32) (string, error) {
+func applyFileScript(node, target, scratch string, m uint32) (string, error) {
 	s, err := stagedBeside(target, scratch)
 	if err != nil {
 		return "", err
 	}
 	return s.Run(script.Sh("mkdir"), script.Sh("-p"), script.Sh("--"), resolvedParent).
-		Run(append(helperWords("apply", scratch), staged, script.Value(Workspace))...).
+		Run(append(helperWords(node, "apply", scratch), staged, script.Value(Workspace))...).
 		Run(script.Sh("chmod"), script.Mode(m), script.Sh("--"), staged).
 		Run(script.Sh("mv"), script.Sh("-f"), script.Sh("--"), staged, resolved).
 		Run(script.Sh("rm"), script.Sh("-f"), script.Sh("--"), script.Value(scratch), script.Value(scratch+".index")).Build()
@@ -206,14 +210,14 @@ func applyFileScript(target, scratch string, m uint32) (string, error) {
 // applyDirectoryScript rebuilds an uploaded stream into the archive it
 // describes beside the scratch file and extracts that as
 // extractDirectoryScript does.
-func applyDirectoryScript(target, scratch string, m uint32) (string, error) {
+func applyDirectoryScript(node, target, scratch string, m uint32) (string, error) {
 	s, err := guarded(target)
 	if err != nil {
 		return "", err
 	}
 	archive := scratch + ".out"
 	return s.Run(script.Sh("mkdir"), script.Sh("-p"), script.Sh("--"), resolved).
-		Run(helperWords("apply", scratch, archive, Workspace)...).
+		Run(helperWords(node, "apply", scratch, archive, Workspace)...).
 		Run(script.Sh("tar"), script.Sh("-xf"), script.Value(archive), script.Sh("-C"), resolved).
 		Run(script.Sh("chmod"), script.Mode(m), script.Sh("--"), resolved).
 		Run(script.Sh("rm"), script.Sh("-f"), script.Sh("--"), script.Value(scratch), script.Value(archive), script.Value(scratch+".index")).Build()
@@ -222,8 +226,8 @@ func applyDirectoryScript(target, scratch string, m uint32) (string, error) {
 // withRecipe follows an outbound command with the helper's recipe of what
 // it put at scratch; a recipe that cannot be made exits exitNoRecipe, so
 // the archive is still there to fetch whole.
-func withRecipe(s *script.Script, kind, scratch string) *script.Script {
-	words := append([]script.Word{script.Sh("{")}, helperWords("recipe", kind, scratch, scratch+".recipe", Workspace)...)
+func withRecipe(s *script.Script, node, kind, scratch string) *script.Script {
+	words := append([]script.Word{script.Sh("{")}, helperWords(node, "recipe", kind, scratch, scratch+".recipe", Workspace)...)
 	words = append(words, script.Sh("||"), script.Sh("exit"), script.Sh(strconv.Itoa(exitNoRecipe)+";"), script.Sh("}"))
 	return s.Run(words...)
 }

@@ -23,16 +23,11 @@ const hostTempPattern = ".paperclip-createos-"
 // (directory), then applies the mode.
 func (t *Transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
 	if t.Incremental != nil {
-		scratch := t.scratch()
-		files, size, err := t.inIncremental(ctx, m, scratch)
+		files, size, err := t.inIncremental(ctx, m, t.scratch())
 		var fb errFallback
 		if !errors.As(err, &fb) {
-			if err != nil {
-				t.removeStaged(ctx, m, scratch)
-			}
 			return files, size, err
 		}
-		t.removeStaged(ctx, m, scratch)
 		t.Incremental.Fallback(fb.reason)
 	}
 	return t.inWhole(ctx, m)
@@ -103,7 +98,7 @@ func (t *Transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 	}
 	incremental := t.Incremental != nil && !t.Incremental.Held.helperMissing()
 	if incremental {
-		cmd = withRecipe(cmd, recipeKind(m), scratch)
+		cmd = withRecipe(cmd, t.Incremental.Node, recipeKind(m), scratch)
 	}
 	command, err := cmd.Build()
 	if err != nil {
