@@ -56,6 +56,7 @@ type Driver struct {
 	syncMode       string             // SyncAuto or SyncWhole (syncstore.go)
 	storeDir       string             // the worker's store; "" for castore.DefaultDir
 	storeMax       int64              // its bound in bytes
+	syncNode       string             // the sandbox program that runs the sync helper; "" for node (tests change it)
 	sync           syncState
 }
 

@@ -80,6 +80,7 @@ func (d *Driver) incremental(ctx context.Context, c *api.Client, id, company str
 	return &filesync.Incremental{
 		Store: st.Company(company),
 		Held:  h,
+		Node:  d.syncNode,
 		Fallback: func(reason string) {
 			s.mu.Lock()
 			first := !s.fellFor[key+"\x00"+reason]

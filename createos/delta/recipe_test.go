@@ -112,10 +112,16 @@ func TestHostileListingsAndPacksAreRefused(t *testing.T) {
 			return w.end(zero, 1)
 		})},
 		{name: "a hash the pack lacks", want: ErrPack,
-			recipe: stream(t, func(w *recordWriter) error { _ = w.ref(h, int64(len(content))); return w.end(zero, int64(len(content))) }),
-			pack:   stream(t, func(w *recordWriter) error { return w.end(zero, 0) })},
+			recipe: stream(t, func(w *recordWriter) error {
+				_ = w.ref(h, int64(len(content)))
+				return w.end(zero, int64(len(content)))
+			}),
+			pack: stream(t, func(w *recordWriter) error { return w.end(zero, 0) })},
 		{name: "content not asked for", want: ErrPack,
-			recipe: stream(t, func(w *recordWriter) error { _ = w.ref(h, int64(len(content))); return w.end(zero, int64(len(content))) }),
+			recipe: stream(t, func(w *recordWriter) error {
+				_ = w.ref(h, int64(len(content)))
+				return w.end(zero, int64(len(content)))
+			}),
 			pack: stream(t, func(w *recordWriter) error {
 				_ = w.content(h, int64(len(content)), bytes.NewReader(content))
 				_ = w.content(other, 7, bytes.NewReader([]byte("another")))
@@ -128,13 +134,19 @@ func TestHostileListingsAndPacksAreRefused(t *testing.T) {
 				return w.end(zero, 0)
 			})},
 		{name: "content that does not hash to its name", want: ErrPack,
-			recipe: stream(t, func(w *recordWriter) error { _ = w.ref(other, int64(len(content))); return w.end(zero, int64(len(content))) }),
+			recipe: stream(t, func(w *recordWriter) error {
+				_ = w.ref(other, int64(len(content)))
+				return w.end(zero, int64(len(content)))
+			}),
 			pack: stream(t, func(w *recordWriter) error {
 				_ = w.content(other, int64(len(content)), bytes.NewReader(content))
 				return w.end(zero, 0)
 			})},
 		{name: "an end hash that is not the output", want: ErrRebuilt,
-			recipe: stream(t, func(w *recordWriter) error { _ = w.ref(h, int64(len(content))); return w.end(other, int64(len(content))) })},
+			recipe: stream(t, func(w *recordWriter) error {
+				_ = w.ref(h, int64(len(content)))
+				return w.end(other, int64(len(content)))
+			})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lim := tc.lim

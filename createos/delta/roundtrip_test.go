@@ -255,7 +255,9 @@ func TestApplyMissingOrCorruptEntryExits91AndLeavesNoOutput(t *testing.T) {
 		spoil func(t *testing.T, path string)
 	}{
 		{"missing", func(t *testing.T, p string) { mustDo(t, os.Remove(p)) }},
-		{"corrupt", func(t *testing.T, p string) { mustDo(t, os.WriteFile(p, bytes.Repeat([]byte{'x'}, int(fileSize(t, p))), 0o600)) }},
+		{"corrupt", func(t *testing.T, p string) {
+			mustDo(t, os.WriteFile(p, bytes.Repeat([]byte{'x'}, int(fileSize(t, p))), 0o600))
+		}},
 		{"truncated", func(t *testing.T, p string) { mustDo(t, os.Truncate(p, fileSize(t, p)/2)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
