@@ -44,7 +44,8 @@ FUZZ_TARGETS := handlers:FuzzParams sessions:FuzzSessionParams rpc:FuzzLineStrea
 	internal/syncrule:FuzzExclude internal/safeopen:FuzzTreeResolve internal/procfs:FuzzParseStat internal/utf16:FuzzLen \
 	internal/shquote:FuzzQuote internal/uri:FuzzComponent internal/envrule:FuzzValidName fake:FuzzSyncPathConfined fake:FuzzParseConfig \
 	createos:FuzzSandboxName createos:FuzzParseConfig createos/filesync:FuzzCheckSandboxPath createos/archive:FuzzValidateArchive \
-	createos/api:FuzzFrameReader createos/batch:FuzzDecoder createos/launch:FuzzData
+	createos/api:FuzzFrameReader createos/batch:FuzzDecoder createos/launch:FuzzData \
+	createos/delta:FuzzDecode createos/delta:FuzzSplit
 
 fuzz: ## run every fuzz target for FUZZTIME (default 20s) each
 	@set -e; for t in $(FUZZ_TARGETS); do \

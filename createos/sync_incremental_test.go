@@ -51,7 +51,7 @@ func newSyncLeaseOf(t *testing.T, mode, company, dir string) *syncLease {
 	srv, d, cfg := sandboxServer(t)
 	d.syncMode, d.storeDir = mode, dir
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: company, EnvironmentID: "env-a", Config: cfg}
-	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run"})
+	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run", ExecutionWorkspaceID: ptr("ws-a"), AgentID: "agent-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,5 +575,32 @@ func checkWorkerStore(t *testing.T, dir string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The sandbox's store survives a pause and a resume with its sandbox: a
+// lease released for reuse and acquired again moves only what changed.
+func TestSyncIncrementalStoreSurvivesPauseAndResume(t *testing.T) {
+	s := newSyncLease(t, SyncAuto)
+	s.run(t, repoTar(t, 120, nil))
+	if _, err := s.d.ReleaseLease(t.Context(), &handlers.ReleaseLeaseParams{BaseParams: s.bp, ProviderLeaseID: s.l.ProviderLeaseID, LeaseMetadata: s.l.Metadata}); err != nil {
+		t.Fatal(err)
+	}
+	// The provider's idle pause (what auto_pause_after_seconds does).
+	if !s.srv.AutoPause(*s.l.ProviderLeaseID) {
+		t.Fatal("the sim did not pause the sandbox")
+	}
+	l, err := s.d.ResumeLease(t.Context(), &handlers.ResumeLeaseParams{BaseParams: s.bp, ProviderLeaseID: *s.l.ProviderLeaseID, LeaseMetadata: s.l.Metadata})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *l.ProviderLeaseID != *s.l.ProviderLeaseID || s.srv.Count(createostest.RouteResume) == 0 {
+		t.Fatalf("the lease was not resumed: %s then %s", *s.l.ProviderLeaseID, *l.ProviderLeaseID)
+	}
+	s.l = l
+	archive := repoTar(t, 120, map[int]string{4: "x"})
+	r := checkAgainstWhole(t, s, archive)
+	if r.inT.up*50 > int64(len(archive)) || r.outT.down*50 > int64(len(archive)) {
+		t.Errorf("after a resume: %d up, %d down for an archive of %d", r.inT.up, r.outT.down, len(archive))
 	}
 }

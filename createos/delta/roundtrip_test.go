@@ -125,7 +125,7 @@ func (s *sandbox) storeEntries() map[Hash]bool {
 
 // testTar is an archive of files of mixed sizes, a directory, a symlink
 // and an empty file; seed varies the contents.
-func testTar(t *testing.T, seed uint64, files int) []byte {
+func testTar(t testing.TB, seed uint64, files int) []byte {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	var buf bytes.Buffer
