@@ -76,6 +76,9 @@ func (d *Driver) acquire(ctx context.Context, k *call, p *handlers.AcquireLeaseP
 		d.reap(ctx, c, lp.scope, v.ID)
 	}
 	d.finishCleanup(ctx, c, v.ID)
+	if cfg.Snapshot == nil {
+		d.createdSandbox(c, v.ID)
+	}
 	return &handlers.Lease{ProviderLeaseID: &v.ID, Metadata: leaseMetadata(&p.BaseParams, cfg, lp, p.AdapterType, marker)}, nil
 }
 

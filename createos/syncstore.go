@@ -61,21 +61,9 @@ func (d *Driver) incremental(ctx context.Context, c *api.Client, id, company str
 	if st == nil {
 		return nil
 	}
-	key := markAccount(c) + "/" + id
+	key := heldKey(c, id)
 	s := &d.sync
-	s.mu.Lock()
-	h, ok := s.held[key]
-	if !ok {
-		if len(s.held) >= maxHeld {
-			for k := range s.held {
-				delete(s.held, k)
-				break
-			}
-		}
-		h = filesync.NewHeld()
-		s.held[key] = h
-	}
-	s.mu.Unlock()
+	h := s.heldOf(key, filesync.NewHeld)
 	log := zerolog.Ctx(ctx)
 	return &filesync.Incremental{
 		Store: st.Company(company),
@@ -98,12 +86,42 @@ func (d *Driver) incremental(ctx context.Context, c *api.Client, id, company str
 	}
 }
 
+func heldKey(c *api.Client, id string) string { return markAccount(c) + "/" + id }
+
+// heldOf is the belief kept for key, made by mk when there is none.
+func (s *syncState) heldOf(key string, mk func() *filesync.Held) *filesync.Held {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held, s.fellFor = map[string]*filesync.Held{}, map[string]bool{}
+	}
+	h, ok := s.held[key]
+	if !ok {
+		if len(s.held) >= maxHeld {
+			for k := range s.held {
+				delete(s.held, k)
+				break
+			}
+		}
+		h = mk()
+		s.held[key] = h
+	}
+	return h
+}
+
+// createdSandbox records that sandbox id was just created, not forked: its
+// store is empty, and its first sync need not read its index.
+func (d *Driver) createdSandbox(c *api.Client, id string) {
+	if d.syncMode != SyncWhole {
+		d.sync.heldOf(heldKey(c, id), filesync.NewHeldEmpty)
+	}
+}
+
 // openStore opens the worker's store once; a store that cannot be opened
 // is logged and leaves every sync whole.
 func (d *Driver) openStore(ctx context.Context) *castore.Store {
 	s := &d.sync
 	s.once.Do(func() {
-		s.held, s.fellFor = map[string]*filesync.Held{}, map[string]bool{}
 		dir, max := d.storeDir, d.storeMax
 		var err error
 		if dir == "" {

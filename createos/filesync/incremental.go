@@ -51,8 +51,12 @@ type Held struct {
 	set      map[delta.Hash]struct{}
 }
 
-// NewHeld is the belief of a sandbox nothing is known of yet.
+// NewHeld is the belief of a sandbox nothing is known of yet: its first
+// incremental transfer reads its index.
 func NewHeld() *Held { return &Held{} }
+
+// NewHeldEmpty is the belief of a sandbox just created: nothing held.
+func NewHeldEmpty() *Held { return &Held{known: true} }
 
 func (h *Held) has(x delta.Hash) bool {
 	h.mu.Lock()
