@@ -56,6 +56,8 @@ func scenarios() []scenario {
 		{Name: "setup-session", Desc: "custom-image setup session on fake-plugin", Run: on(env.setupSession)},
 		{Name: "orphans", Desc: "no orphaned sandboxes: a failed reusable createos run, the next run's acquire, an environment delete", Run: on(env.orphans)},
 		{Name: "orphans/known-gap", Desc: "known limitation: a failed reusable createos run, then a plain environment delete", Run: on(env.orphanGap)},
+		{Name: "sync/createos/reused-git", Run: on(env.reusedGit),
+			Desc: "two stub heartbeats on one reused createos sandbox (reuseLease) with a 25 MB git repository as the workspace: each run's edits back in the host repository, the sync bytes of both printed, the second's at most 10 % of the first's"},
 		{Name: "two-plugins", Desc: "two plugins, one driver key: a second plugin declaring createos beside ours", Run: on(env.sameKey)},
 		{Name: "disable-enable", Desc: "disable and re-enable the plugin", Run: on(env.disableEnable)},
 	}
