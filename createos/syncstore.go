@@ -39,6 +39,19 @@ func WithSync(mode, dir string, maxBytes int64) Option {
 	return func(d *Driver) { d.syncMode, d.storeDir, d.storeMax = mode, dir, maxBytes }
 }
 
+// WithStore sets the worker's store directory and bound only (dir "" and
+// maxBytes < 0 leave the environment's or the default).
+func WithStore(dir string, maxBytes int64) Option {
+	return func(d *Driver) {
+		if dir != "" {
+			d.storeDir = dir
+		}
+		if maxBytes >= 0 {
+			d.storeMax = maxBytes
+		}
+	}
+}
+
 // maxHeld bounds how many sandboxes' beliefs are kept.
 const maxHeld = 256
 

@@ -11,9 +11,24 @@ import (
 )
 
 // driverFactories are the drivers this binary can serve, by driverKey.
-var driverFactories = map[string]func() handlers.Driver{
-	fake.Key:     func() handlers.Driver { return fake.New() },
-	createos.Key: func() handlers.Driver { return createos.New() },
+var driverFactories = map[string]func(driverFlags) handlers.Driver{
+	fake.Key: func(driverFlags) handlers.Driver { return fake.New() },
+	createos.Key: func(f driverFlags) handlers.Driver {
+		return createos.New(createos.WithStore(f.createosStore, f.createosStoreBytes()))
+	},
+}
+
+// driverFlags are the command line's driver settings.
+type driverFlags struct {
+	createosStore   string // the createos sync store's directory; "" for the default
+	createosStoreMB int64  // its bound in MiB; < 0 for the default
+}
+
+func (f driverFlags) createosStoreBytes() int64 {
+	if f.createosStoreMB < 0 {
+		return -1
+	}
+	return f.createosStoreMB << 20
 }
 
 // driverOrder is the order drivers appear in the manifest.
@@ -22,7 +37,7 @@ var driverOrder = []string{fake.Key, createos.Key}
 func driverNames() []string { return append([]string(nil), driverOrder...) }
 
 // buildDrivers instantiates the comma-separated driver keys in list.
-func buildDrivers(list string) ([]handlers.Driver, error) {
+func buildDrivers(list string, flags driverFlags) ([]handlers.Driver, error) {
 	var out []handlers.Driver
 	seen := map[string]bool{}
 	for _, key := range strings.Split(list, ",") {
@@ -37,7 +52,7 @@ func buildDrivers(list string) ([]handlers.Driver, error) {
 			return nil, fmt.Errorf("unknown driver %q in --drivers; known drivers: %s", key, strings.Join(known, ", "))
 		}
 		seen[key] = true
-		out = append(out, f())
+		out = append(out, f(flags))
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("--drivers enables no driver; known drivers: %s", strings.Join(driverNames(), ", "))

@@ -36,6 +36,8 @@ type options struct {
 	level   zerolog.Level
 	drivers []handlers.Driver
 	fork    bool
+	// storeFlags are the driver settings the drivers were built with.
+	storeFlags driverFlags
 }
 
 // run is the whole program; main only wires the process to it.
@@ -69,6 +71,9 @@ func parseArgs(args []string, stderr io.Writer) (o options, code int) {
 	drivers := fs.String("drivers", strings.Join(driverNames(), ","), "comma-separated driver keys to enable")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&o.fork, "fork-extensions", false, "serve and advertise fork-lineage extensions (environmentCancelExecution)")
+	var df driverFlags
+	fs.StringVar(&df.createosStore, "createos-store", "", "directory of the createos sync store (default $SANDBOX_PLUGIN_CREATEOS_STORE_DIR, else the user's cache dir)")
+	fs.Int64Var(&df.createosStoreMB, "createos-store-mb", -1, "bound of the createos sync store in MiB, 0 to keep nothing (default $SANDBOX_PLUGIN_CREATEOS_STORE_MB, else 2048)")
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return o, 2
@@ -79,7 +84,12 @@ func parseArgs(args []string, stderr io.Writer) (o options, code int) {
 		return o, 2
 	}
 	o.level = level
-	if o.drivers, err = buildDrivers(*drivers); err != nil {
+	if df.createosStoreMB < -1 {
+		fmt.Fprintf(stderr, "sandbox-plugin: --createos-store-mb %d: want 0 or more MiB\n", df.createosStoreMB)
+		return o, 2
+	}
+	o.storeFlags = df
+	if o.drivers, err = buildDrivers(*drivers, df); err != nil {
 		fmt.Fprintf(stderr, "sandbox-plugin: %v\n", err)
 		return o, 2
 	}

@@ -55,3 +55,20 @@ func TestParseMount(t *testing.T) {
 		t.Fatalf("a guest path mounted twice: %v", err)
 	}
 }
+
+// A sandbox command writes to the host's devices but cannot replace them:
+// git config --global with GIT_CONFIG_GLOBAL=/dev/null once made the
+// host's /dev/null a regular file.
+func TestDevicesReadAndWriteButCannotBeReplaced(t *testing.T) {
+	a := newAPI(t, createostest.Options{})
+	id := a.create()
+	if r := a.sh(id, "echo x > /dev/null && head -c 4 /dev/zero | wc -c").Result; r.ExitCode != 0 || r.Stdout != "4\n" {
+		t.Fatalf("devices: %+v", r)
+	}
+	if r := a.sh(id, "echo x > /tmp/n; mv /tmp/n /dev/null 2>/dev/null; echo $?; rm /dev/null 2>/dev/null; echo $?; test -c /dev/null && echo device").Result; r.Stdout != "1\n1\ndevice\n" {
+		t.Fatalf("a sandbox command could replace /dev/null: %+v", r)
+	}
+	if info, err := os.Stat("/dev/null"); err != nil || info.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("the host's /dev/null: %v %v", info, err)
+	}
+}

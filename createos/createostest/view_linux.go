@@ -231,7 +231,7 @@ func mountView(root, workspace, tmp, home string, writable bool, mounts []Mount)
 
 // showHostEntry shows the host's top-level entry name in the view: a
 // symlink is copied, a directory or file is bound (a directory read-only
-// unless writable, except the kernel's dev, sys, run and proc).
+// unless writable, except the kernel's sys, run and proc).
 func showHostEntry(root, name string, writable bool) error {
 	src, dst := "/"+name, filepath.Join(root, name)
 	info, err := os.Lstat(src)
@@ -264,8 +264,12 @@ func showHostEntry(root, name string, writable bool) error {
 	}
 	switch {
 	case writable || !info.IsDir():
-	case name == "dev" || name == "sys" || name == "run" || name == "proc":
+	case name == "sys" || name == "run" || name == "proc":
 	default:
+		// dev too: its nodes still read and write (a read-only mount
+		// keeps device I/O), but a command cannot replace the host's
+		// /dev/null (git config --global with GIT_CONFIG_GLOBAL=/dev/null
+		// did); its submounts (pts, shm) stay as they are.
 		// Best effort: protects the host from commands that stray outside
 		// the workspace.
 		_ = syscall.Mount("", dst, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, "")
