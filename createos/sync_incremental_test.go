@@ -79,6 +79,13 @@ func (s *syncLease) sh(t *testing.T, script string) string {
 	return ex.Stdout
 }
 
+// pad puts a file in the sandbox's workspace that brings a sync out of it
+// past filesync.MinIncremental.
+func (s *syncLease) pad(t *testing.T) {
+	t.Helper()
+	s.sh(t, fmt.Sprintf("head -c %d /dev/urandom > pad", filesync.MinIncremental))
+}
+
 // put writes data at path in the sandbox.
 func (s *syncLease) put(t *testing.T, path string, data []byte) {
 	t.Helper()
@@ -464,6 +471,7 @@ func TestSyncIncrementalCompaniesNeverShareContent(t *testing.T) {
 	secret := bytes.Repeat([]byte("company A's secret\n"), 100)
 	a := newSyncLease(t, SyncAuto)
 	a.put(t, "/paperclip-workspace/secret", secret)
+	a.pad(t)
 	hostA := t.TempDir()
 	if _, err := a.d.SyncOut(a.ctx(t), &handlers.SyncParams{BaseParams: a.bp, Lease: *a.l, Operations: []handlers.SyncOperation{{OperationID: "out",
 		Files: []handlers.SyncFileMapping{{SourcePath: "/paperclip-workspace", TargetPath: filepath.Join(hostA, "out"), Kind: "directory"}}}}}); err != nil {
@@ -479,6 +487,7 @@ func TestSyncIncrementalCompaniesNeverShareContent(t *testing.T) {
 	}
 
 	b := newSyncLeaseOf(t, SyncAuto, "company-b", a.store) // one worker store, two companies
+	b.pad(t)
 	b.hostile(t, tarOf(t, map[string][]byte{"stolen": secret}), false)
 	hostB := filepath.Join(t.TempDir(), "out")
 	_, err = b.d.SyncOut(b.ctx(t), &handlers.SyncParams{BaseParams: b.bp, Lease: *b.l, Operations: []handlers.SyncOperation{{OperationID: "out",
@@ -497,6 +506,7 @@ func TestSyncIncrementalHostileListingIsRefusedLikeAnArchive(t *testing.T) {
 	for _, name := range []string{"../escape", "/etc/abs", "a/../../escape"} {
 		t.Run(name, func(t *testing.T) {
 			s := newSyncLease(t, SyncAuto)
+			s.pad(t)
 			s.hostile(t, tarOf(t, map[string][]byte{"ok": bytes.Repeat([]byte("fine "), 100), name: bytes.Repeat([]byte("evil "), 100)}), true)
 			// The content is the sandbox's own: the pack has it.
 			parent := t.TempDir()
@@ -602,5 +612,20 @@ func TestSyncIncrementalStoreSurvivesPauseAndResume(t *testing.T) {
 	r := checkAgainstWhole(t, s, archive)
 	if r.inT.up*50 > int64(len(archive)) || r.outT.down*50 > int64(len(archive)) {
 		t.Errorf("after a resume: %d up, %d down for an archive of %d", r.inT.up, r.outT.down, len(archive))
+	}
+}
+
+// A mapping under filesync.MinIncremental moves whole without starting
+// the helper: no fallback is reported, even where there is no node.
+func TestSyncIncrementalSmallMappingsGoWholeWithoutTheHelper(t *testing.T) {
+	s := newSyncLease(t, SyncAuto)
+	s.d.syncNode = "no-such-node"
+	archive := repoTar(t, 5, nil)
+	if len(archive) >= filesync.MinIncremental {
+		t.Fatalf("the archive is %d bytes: not small", len(archive))
+	}
+	checkAgainstWhole(t, s, archive)
+	if strings.Contains(s.log.String(), "whole files") {
+		t.Fatalf("a small mapping was reported as a fallback: %s", s.log.String())
 	}
 }

@@ -32,6 +32,21 @@
 #   BENCH_SCALE_K=2,4              the same Ks for every bridge (default file 8,9,12; duplex 16,32; next 8)
 #   BENCH_SCALE_SECONDS=30         steady host load per row (default 125)
 #   BENCH_SCALE_RELAY_EVERY=5s     one relayed agent API call per run this often (default 10s)
+# bench-sync (bench/syncbench) measures the createos driver's native sync as
+# a heartbeat run uses it: a generated git repository staged as the host's
+# two tars (environmentSyncIn with its extract commands) and the workspace
+# synced back out (environmentSyncOut), cold, after one edit, after 100
+# more and a 20 MiB binary, on one reused lease; today's whole transfer
+# (SANDBOX_PLUGIN_CREATEOS_SYNC=whole) beside the incremental one (auto),
+# each through its own worker and createos-sim, on loopback and through a
+# throttled sim. It prints bytes, requests, wall times and the worker's
+# peak RSS per run and direction, checks every synced-out tree byte for
+# byte, and fails when a target is missed (bench/syncbench/targets.go).
+# The variables are read from the environment (or the command line); they
+# are not set here, so bench-host's BENCH_SYNC_MB default does not reach it.
+#   BENCH_SYNC_MB=30 BENCH_SYNC_FILES=2000   a quick look (default 300 MiB, 20000 files)
+#   BENCH_SYNC_SEED=2                        another repository (default 1)
+#   BENCH_SYNC_BANDWIDTH=up:10M,down:50M     the throttled link (default up:50M,down:200M; empty: loopback only)
 
 BENCH_FLOOR     := bin/bench-floor
 BENCH_TRANSPORT := bin/bench-transport
@@ -49,8 +64,9 @@ BENCH_SCALE_K           ?=
 BENCH_SCALE_SECONDS     ?=
 BENCH_SCALE_RELAY_EVERY ?=
 BENCH_SCALE_TIMEOUT     ?= 90m
+BENCH_SYNC_TIMEOUT      ?= 90m
 
-.PHONY: bench-host bench-workers bench-profile bench-scale
+.PHONY: bench-host bench-workers bench-profile bench-scale bench-sync
 
 bench-workers: ## build the benchmark workers into bin/bench-floor and bin/bench-transport
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BENCH_FLOOR) ./bench/floor
@@ -75,3 +91,7 @@ bench-scale: build createos-sim ## K=1 and K=4 createos lease lifecycles against
 	BENCH_SCALE_BIN=$(abspath $(dir $(BIN))) BENCH_SCALE_MODE=$(BENCH_SCALE_MODE) BENCH_SCALE_BRIDGES=$(BENCH_SCALE_BRIDGES) BENCH_SCALE_K=$(BENCH_SCALE_K) \
 		BENCH_SCALE_SECONDS=$(BENCH_SCALE_SECONDS) BENCH_SCALE_RELAY_EVERY=$(BENCH_SCALE_RELAY_EVERY) \
 		$(GO) test -count=1 -v -timeout $(BENCH_SCALE_TIMEOUT) -run '^$$' -bench '^BenchmarkScale$$' -benchtime=1x ./bench/scale
+
+bench-sync: build createos-sim ## the createos driver's native sync as a heartbeat run uses it, today's whole transfer beside the incremental one, on loopback and through a 50M/200M link: a table per run and the targets, about 10 min at 300 MiB on 2 cores (BENCH_SYNC_MB=30 BENCH_SYNC_FILES=2000 for a quick look)
+	BENCH_SYNC_BIN=$(abspath $(dir $(BIN))) \
+		$(GO) test -count=1 -v -timeout $(BENCH_SYNC_TIMEOUT) -run '^$$' -bench '^BenchmarkSync$$' -benchtime=1x ./bench/syncbench

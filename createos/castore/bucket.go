@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -89,22 +90,17 @@ func (b *Bucket) CopyTo(w io.Writer, h Hash, size int64) error {
 		return ErrMissing
 	}
 	name := entryName(b.dir, h)
-	lfi, err := b.s.root.Lstat(name)
-	if errors.Is(err, fs.ErrNotExist) {
+	// O_NOFOLLOW: a symlink in the entry's place is not followed (the
+	// open fails with ELOOP), and is dropped below as not an entry.
+	f, err := b.s.root.OpenFile(name, openEntryFlags, 0)
+	if errors.Is(err, fs.ErrNotExist) { // never there, or evicted meanwhile
 		return ErrMissing
 	}
 	if err != nil {
-		return ioError("stat entry", err)
-	}
-	if !lfi.Mode().IsRegular() {
-		b.s.drop(name, lfi)
-		return ErrCorrupt
-	}
-	f, err := b.s.root.Open(name)
-	if errors.Is(err, fs.ErrNotExist) { // evicted meanwhile
-		return ErrMissing
-	}
-	if err != nil {
+		if lfi, lerr := b.s.root.Lstat(name); lerr == nil && !lfi.Mode().IsRegular() {
+			b.s.drop(name, lfi)
+			return ErrCorrupt
+		}
 		return ioError("open entry", err)
 	}
 	defer f.Close()
@@ -112,15 +108,24 @@ func (b *Bucket) CopyTo(w io.Writer, h Hash, size int64) error {
 	if err != nil {
 		return ioError("stat entry", err)
 	}
+	if !fi.Mode().IsRegular() {
+		b.s.drop(name, fi)
+		return ErrCorrupt
+	}
 	if ok, err := copyHashed(w, f, h, size, fi.Size()); err != nil {
 		return err
 	} else if !ok {
 		b.s.drop(name, fi)
 		return ErrCorrupt
 	}
-	b.s.touch(name)
+	if !touchFile(f) {
+		b.s.touch(name)
+	}
 	return nil
 }
+
+// copyBuf is copyHashed's buffer, reused across entries.
+var copyBuf = sync.Pool{New: func() any { return new([64 << 10]byte) }}
 
 // copyHashed copies size bytes of f, which is have bytes long, to w and
 // reports whether they were all there and hash to h. The error is w's
@@ -130,7 +135,9 @@ func copyHashed(w io.Writer, f *os.File, h Hash, size, have int64) (ok bool, err
 		return false, nil
 	}
 	sum := sha256.New()
-	buf := make([]byte, min(size, 64<<10))
+	pb := copyBuf.Get().(*[64 << 10]byte)
+	defer copyBuf.Put(pb)
+	buf := pb[:]
 	var n int64
 	for n < size {
 		m, rerr := f.Read(buf[:min(int64(len(buf)), size-n)])

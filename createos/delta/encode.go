@@ -3,6 +3,7 @@ package delta
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"hash"
 	"io"
 	"os"
@@ -38,19 +39,21 @@ type Summary struct {
 // is read again for sending.
 const bufferMax = 1 << 20
 
-// Encode writes src (size bytes) to w as a stream.
+// Encode writes src (size bytes) to w as a stream. The file's own hash is
+// taken beside the encoding, on another core (wholeHash).
 func (e *Encoder) Encode(w io.Writer, src io.ReaderAt, size int64) (Summary, error) {
 	rw := newRecordWriter(w)
-	total := sha256.New()
+	whole := startWholeHash(src, size)
+	defer whole.stop()
 	sum := Summary{Size: size}
 	sent := map[Hash]bool{}
 	buf := make([]byte, 0, bufferMax)
 	member := sha256.New()
 	err := split(src, size, func(p piece) error {
 		if !p.content {
-			return e.literal(rw, total, src, p, buf[:0])
+			return e.literal(rw, src, p, buf[:0])
 		}
-		h, data, err := hashPiece(member, total, src, p, buf[:0])
+		h, data, err := hashPiece(member, src, p, buf[:0])
 		if err != nil {
 			return err
 		}
@@ -68,17 +71,70 @@ func (e *Encoder) Encode(w io.Writer, src io.ReaderAt, size int64) (Summary, err
 	if err != nil {
 		return sum, err
 	}
-	copy(sum.Sum[:], total.Sum(nil))
+	if sum.Sum, err = whole.wait(); err != nil {
+		return sum, err
+	}
 	return sum, rw.end(sum.Sum, size)
 }
 
+// wholeHash hashes a file front to back in a goroutine of its own.
+type wholeHash struct {
+	done chan struct{}
+	quit chan struct{}
+	sum  Hash
+	err  error
+}
+
+func startWholeHash(src io.ReaderAt, size int64) *wholeHash {
+	w := &wholeHash{done: make(chan struct{}), quit: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		h := sha256.New()
+		buf := make([]byte, 1<<20)
+		for off := int64(0); off < size; {
+			select {
+			case <-w.quit:
+				w.err = errStopped
+				return
+			default:
+			}
+			n, err := src.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+			h.Write(buf[:n])
+			off += int64(n)
+			if err != nil && !(err == io.EOF && off == size) {
+				w.err = err
+				return
+			}
+		}
+		copy(w.sum[:], h.Sum(nil))
+	}()
+	return w
+}
+
+var errStopped = errors.New("delta: stopped")
+
+// wait returns the hash once it is taken.
+func (w *wholeHash) wait() (Hash, error) {
+	<-w.done
+	return w.sum, w.err
+}
+
+// stop ends the goroutine and waits for it.
+func (w *wholeHash) stop() {
+	select {
+	case <-w.quit:
+	default:
+		close(w.quit)
+	}
+	<-w.done
+}
+
 // literal sends p's bytes as literal.
-func (e *Encoder) literal(rw *recordWriter, total hash.Hash, src io.ReaderAt, p piece, buf []byte) error {
+func (e *Encoder) literal(rw *recordWriter, src io.ReaderAt, p piece, buf []byte) error {
 	r := io.NewSectionReader(src, p.off, p.n)
 	for {
 		k, err := io.ReadFull(r, buf[:cap(buf)])
 		if k > 0 {
-			total.Write(buf[:k])
 			if werr := rw.literal(buf[:k]); werr != nil {
 				return werr
 			}
@@ -92,9 +148,9 @@ func (e *Encoder) literal(rw *recordWriter, total hash.Hash, src io.ReaderAt, p 
 	}
 }
 
-// hashPiece hashes a content piece (feeding the file's hash too) and
-// returns its bytes when they fit in buf.
-func hashPiece(member, total hash.Hash, src io.ReaderAt, p piece, buf []byte) (Hash, []byte, error) {
+// hashPiece hashes a content piece and returns its bytes when they fit in
+// buf.
+func hashPiece(member hash.Hash, src io.ReaderAt, p piece, buf []byte) (Hash, []byte, error) {
 	var h Hash
 	member.Reset()
 	r := io.NewSectionReader(src, p.off, p.n)
@@ -104,11 +160,10 @@ func hashPiece(member, total hash.Hash, src io.ReaderAt, p piece, buf []byte) (H
 			return h, nil, err
 		}
 		member.Write(data)
-		total.Write(data)
 		copy(h[:], member.Sum(nil))
 		return h, data, nil
 	}
-	if _, err := io.Copy(io.MultiWriter(member, total), r); err != nil {
+	if _, err := io.Copy(member, r); err != nil {
 		return h, nil, err
 	}
 	copy(h[:], member.Sum(nil))

@@ -47,7 +47,10 @@ func BenchmarkEncodeWarm(b *testing.B) {
 
 type countingWriter int64
 
-func (c *countingWriter) Write(p []byte) (int, error) { *c += countingWriter(len(p)); return len(p), nil }
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
+}
 
 var _ io.Writer = (*countingWriter)(nil)
 

@@ -58,9 +58,9 @@ const entryPath = (dir, hex) => path.join(dir, hex.slice(0, 2), hex);
 
 // An entry being written: bytes go to tmp/, checked on commit.
 class Entry {
-  constructor(dir, hex) {
+  constructor(dir, hex, have) {
     this.dir = dir; this.hex = hex; this.fd = -1;
-    if (!dir || fs.existsSync(entryPath(dir, hex))) return;
+    if (!dir || (have ? have.has(hex) : fs.existsSync(entryPath(dir, hex)))) return;
     this.tmp = path.join(dir, "tmp", process.pid + "-" + crypto.randomBytes(8).toString("hex"));
     try { this.fd = fs.openSync(this.tmp, "wx", 0o600); } catch (e) { this.fd = -1; }
   }
@@ -184,23 +184,37 @@ function readHead(f) {
   return { hash: Buffer.from(b.subarray(0, 32)), n: Number(n) };
 }
 
-// copyEntry appends store entry hex (n bytes) to fd, checking it.
-function copyEntry(dir, hex, n, fd, sink) {
+// copyEntry appends store entry hex (n bytes) to sink; with check, it
+// hashes it on the way and removes it when it is not what its name says.
+// Without, only its size is checked: apply checks the whole output's hash
+// and then, on a mismatch, each entry it used (verifyEntries).
+function copyEntry(dir, hex, n, sink, check) {
   if (!dir) throw new Exit(91, "no store");
   const p = entryPath(dir, hex);
   let src;
   try { src = fs.openSync(p, "r"); } catch (e) { throw new Exit(91, "missing entry"); }
   try {
     if (fs.fstatSync(src).size !== n) { fs.unlinkSync(p); throw new Exit(91, "corrupt entry"); }
-    const h = crypto.createHash("sha256");
+    const h = check ? crypto.createHash("sha256") : null;
     for (let off = 0; off < n; ) {
       const b = readAt(src, Math.min(MAX_FRAME, n - off), off);
-      h.update(b); sink(b); off += b.length;
+      if (h) h.update(b);
+      sink(b); off += b.length;
     }
-    if (h.digest("hex") !== hex) { try { fs.unlinkSync(p); } catch (e) {} throw new Exit(91, "corrupt entry"); }
+    if (h && h.digest("hex") !== hex) { try { fs.unlinkSync(p); } catch (e) {} throw new Exit(91, "corrupt entry"); }
     const now = new Date();
-    try { fs.utimesSync(p, now, now); } catch (e) {}
+    try { fs.futimesSync(src, now, now); } catch (e) {}
   } finally { fs.closeSync(src); }
+}
+
+// verifyEntries checks every entry in used, removing the bad ones; it
+// reports whether one was bad.
+function verifyEntries(dir, used) {
+  let bad = false;
+  for (const [hex, n] of used) {
+    try { copyEntry(dir, hex, n, () => {}, true); } catch (e) { bad = true; }
+  }
+  return bad;
 }
 
 function apply(stream, outPath, workspace) {
@@ -208,7 +222,7 @@ function apply(stream, outPath, workspace) {
   const inFd = fs.openSync(stream, "r");
   const outFd = fs.openSync(outPath, "w", 0o600);
   const total = crypto.createHash("sha256");
-  const seen = new Map();
+  const seen = new Map(), used = new Map();
   let pos = 0, wrote = false;
   const emit = (b) => { writeAll(outFd, b, pos); total.update(b); pos += b.length; };
   try {
@@ -232,10 +246,13 @@ function apply(stream, outPath, workspace) {
         const hex = hash.toString("hex"), got = seen.get(hex);
         if (got && got[1] === n) {
           for (let off = 0; off < n; ) { const b = readAt(outFd, Math.min(MAX_FRAME, n - off), got[0] + off); emit(b); off += b.length; }
-        } else copyEntry(dir, hex, n, outFd, emit);
+        } else { copyEntry(dir, hex, n, emit, false); used.set(hex, n); }
       } else if (kind === 0x45) {
         const { hash, n } = readHead(f);
-        if (n !== pos || !total.digest().equals(hash)) throw bad("output does not match the stream's end");
+        if (n !== pos || !total.digest().equals(hash)) {
+          if (verifyEntries(dir, used)) throw new Exit(91, "corrupt entry");
+          throw bad("output does not match the stream's end");
+        }
         if (!f.atEnd()) throw bad("data after the end");
         break;
       } else throw bad("unknown record");
@@ -310,58 +327,110 @@ function member(h) {
   return [size, h[156] === 0 || t === "0" || t === "7"];
 }
 
+// Seq reads a file front to back through a large buffer.
+class Seq {
+  constructor(fd) { this.fd = fd; this.pos = 0; this.buf = Buffer.allocUnsafe(8 << 20); this.start = 0; this.end = 0; }
+  // read returns the next n bytes (n at most the buffer's size).
+  read(n) {
+    if (this.end - this.start < n) {
+      this.buf.copy(this.buf, 0, this.start, this.end);
+      this.end -= this.start; this.start = 0;
+      while (this.end < n) {
+        const k = fs.readSync(this.fd, this.buf, this.end, this.buf.length - this.end, this.pos);
+        if (k === 0) throw bad("short read");
+        this.end += k; this.pos += k;
+      }
+    }
+    const b = this.buf.subarray(this.start, this.start + n);
+    this.start += n;
+    return b;
+  }
+}
+
+function storeSet(dir) {
+  const have = new Set();
+  for (const e of entries(dir)) have.add(e.hex);
+  return have;
+}
+
 function recipe(kind, src, outPath, workspace) {
   const dir = storeDir(workspace);
+  const have = storeSet(dir);
   const fd = fs.openSync(src, "r");
   const size = fs.fstatSync(fd).size;
   const out = new Out(outPath);
-  const idx = fs.openSync(outPath + ".idx", "w", 0o600);
-  const total = crypto.createHash("sha256");
+  const idx = [];
+  const seq = new Seq(fd);
+  const CHUNK = 4 << 20;
   let wrote = false;
   let lit = [], litLen = 0;
   const flush = () => { if (litLen) { out.literal(Buffer.concat(lit, litLen)); lit = []; litLen = 0; } };
-  const literal = (b) => { total.update(b); lit.push(b); litLen += b.length; if (litLen >= 64 << 10) flush(); };
+  const literal = (b) => { lit.push(Buffer.from(b)); litLen += b.length; if (litLen >= 64 << 10) flush(); };
+  // content reads n bytes at off from seq: hashed, kept in the store when
+  // it is not there, named by reference (or inline when asked).
   const content = (off, n, inline) => {
     const h = crypto.createHash("sha256");
-    for (let o = 0; o < n; ) { const b = readAt(fd, Math.min(MAX_FRAME, n - o), off + o); h.update(b); total.update(b); o += b.length; }
+    const parts = [];
+    let spill = null; // content larger than one chunk goes to a store temp file as it is read
+    for (let o = 0; o < n; ) {
+      const b = seq.read(Math.min(CHUNK, n - o));
+      h.update(b);
+      if (n <= CHUNK) parts.push(Buffer.from(b));
+      else if (dir) {
+        if (!spill) spill = new Entry(dir, "spill-" + off, new Set());
+        spill.write(b);
+      }
+      o += b.length;
+    }
     const hash = h.digest(), hex = hash.toString("hex");
     flush();
-    if (inline) { out.head(0x43, hash, n); out.write(readAt(fd, n, off)); return; }
+    if (inline) { out.head(0x43, hash, n); out.write(Buffer.concat(parts, n)); return; }
     out.head(0x52, hash, n);
     const rec = Buffer.alloc(48); hash.copy(rec); rec.writeBigUInt64BE(BigInt(off), 32); rec.writeBigUInt64BE(BigInt(n), 40);
-    writeAll(idx, rec);
-    const e = new Entry(dir, hex);
-    if (e.fd >= 0) {
-      const again = crypto.createHash("sha256");
-      for (let o = 0; o < n; ) { const b = readAt(fd, Math.min(MAX_FRAME, n - o), off + o); again.update(b); e.write(b); o += b.length; }
-      wrote = e.commit(again.digest("hex") === hex) || wrote;
+    idx.push(rec);
+    if (!dir || have.has(hex)) { if (spill) spill.commit(false); return; }
+    if (spill) {
+      spill.hex = hex;
+      if (spill.commit(true)) { have.add(hex); wrote = true; }
+      return;
     }
+    const e = new Entry(dir, hex, have);
+    e.write(Buffer.concat(parts, n));
+    if (e.commit(true)) { have.add(hex); wrote = true; }
   };
   if (kind === "file") {
     if (size > 0) content(0, size, size <= INLINE_FILE);
   } else {
     let off = 0;
     while (off < size) {
-      if (size - off < 512) { literal(readAt(fd, size - off, off)); off = size; break; }
-      const h = readAt(fd, 512, off);
-      if (h.every((c) => c === 0)) { literal(readAt(fd, size - off, off)); off = size; break; }
+      if (size - off < 512) { literal(seq.read(size - off)); off = size; break; }
+      const h = seq.read(512);
+      if (h.every((c) => c === 0)) {
+        literal(h);
+        for (let o = off + 512; o < size; ) { const k = Math.min(CHUNK, size - o); literal(seq.read(k)); o += k; }
+        off = size; break;
+      }
       const m = member(h);
       if (!m) throw bad("not a tar archive");
       const [data, regular] = m, padded = Math.ceil(data / 512) * 512;
       if (padded > size - off - 512) throw bad("not a tar archive");
-      if (!regular || data < MIN_CONTENT) literal(readAt(fd, 512 + padded, off));
-      else {
-        literal(h);
+      literal(h);
+      if (!regular || data < MIN_CONTENT) {
+        for (let o = 0; o < padded; ) { const k = Math.min(CHUNK, padded - o); literal(seq.read(k)); o += k; }
+      } else {
         content(off + 512, data, false);
-        if (padded > data) literal(readAt(fd, padded - data, off + 512 + data));
+        if (padded > data) literal(seq.read(padded - data));
       }
       off += 512 + padded;
     }
   }
   flush();
-  out.head(0x45, total.digest(), size);
+  // The end names no hash: the worker checks each content it uses by its
+  // own, and the size.
+  out.head(0x45, Buffer.alloc(32), size);
   out.close();
-  fs.closeSync(idx); fs.closeSync(fd);
+  fs.writeFileSync(outPath + ".idx", Buffer.concat(idx), { mode: 0o600 });
+  fs.closeSync(fd);
   if (wrote) bound(dir);
 }
 

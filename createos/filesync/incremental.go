@@ -117,7 +117,15 @@ const (
 	exitNoHelper = 127 // env: node not found
 	// exitNoRecipe: the outbound archive is made but no recipe of it.
 	exitNoRecipe = 92
+	// exitSmall: the outbound file is under MinIncremental; it comes
+	// whole.
+	exitSmall = 94
 )
+
+// MinIncremental is the smallest mapping that moves incrementally: under
+// it, the helper's start in the sandbox (a node process, tens of
+// milliseconds) costs more than the bytes it could save.
+const MinIncremental = 256 << 10
 
 // indexMagic starts the helper's index of its store.
 const indexMagic = "PCINDEX\n"
@@ -129,7 +137,8 @@ const maxIndex = 64 << 20
 // header of the archive limit is more than any archive holds.
 var outLimits = delta.Limits{Records: 1 << 24, Bytes: MaxDownloadBytes}
 
-// errFallback is a mapping the incremental path hands to the whole one.
+// errFallback is a mapping the incremental path hands to the whole one,
+// and why ("" for a mapping too small to move otherwise).
 type errFallback struct{ reason string }
 
 func (e errFallback) Error() string { return e.reason }
@@ -156,6 +165,14 @@ func (t *Transfer) inIncremental(ctx context.Context, m handlers.SyncFileMapping
 		return 0, 0, err
 	}
 	defer src.close()
+	if info, err := src.f.Stat(); err != nil {
+		return 0, 0, err
+	} else if info.Size() < MinIncremental {
+		// Whole, as it should: nothing to report. Its contents are kept all
+		// the same, so a sync out finds what this one carried.
+		_, _ = (&delta.Encoder{Keep: inc.Store}).Encode(io.Discard, src.f, info.Size())
+		return 0, 0, errFallback{}
+	}
 	landed := false // the landing command removed its scratch files itself
 	defer func() {
 		if !landed {

@@ -224,10 +224,13 @@ func applyDirectoryScript(node, target, scratch string, m uint32) (string, error
 }
 
 // withRecipe follows an outbound command with the helper's recipe of what
-// it put at scratch; a recipe that cannot be made exits exitNoRecipe, so
-// the archive is still there to fetch whole.
+// it put at scratch, unless that is under MinIncremental (exitSmall); a
+// recipe that cannot be made exits exitNoRecipe. Either way the file is
+// still there to fetch whole.
 func withRecipe(s *script.Script, node, kind, scratch string) *script.Script {
-	words := append([]script.Word{script.Sh("{")}, helperWords(node, "recipe", kind, scratch, scratch+".recipe", Workspace)...)
+	words := []script.Word{script.Sh("{"), script.Sh("test"), script.Cat{script.Sh(`"$(stat -c %s -- `), script.Value(scratch), script.Sh(`)"`)},
+		script.Sh("-ge"), script.Sh(strconv.Itoa(MinIncremental)), script.Sh("||"), script.Sh("exit"), script.Sh(strconv.Itoa(exitSmall) + ";")}
+	words = append(words, helperWords(node, "recipe", kind, scratch, scratch+".recipe", Workspace)...)
 	words = append(words, script.Sh("||"), script.Sh("exit"), script.Sh(strconv.Itoa(exitNoRecipe)+";"), script.Sh("}"))
 	return s.Run(words...)
 }

@@ -28,7 +28,9 @@ func (t *Transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 		if !errors.As(err, &fb) {
 			return files, size, err
 		}
-		t.Incremental.Fallback(fb.reason)
+		if fb.reason != "" {
+			t.Incremental.Fallback(fb.reason)
+		}
 	}
 	return t.inWhole(ctx, m)
 }
@@ -114,6 +116,7 @@ func (t *Transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 	case code == exitNoRecipe && incremental:
 		t.Incremental.Held.markNoHelper()
 		t.Incremental.Fallback(ReasonNoHelper)
+	case code == exitSmall && incremental:
 	case code != 0:
 		return 0, 0, ErrTransferCommand
 	}
