@@ -46,8 +46,8 @@ const gitEditStub = "claude-git-edit"
 // config in the sandbox's own home, which the reused sandbox keeps and
 // the host's later commands read. It names that file: the host runs the
 // agent with GIT_CONFIG_GLOBAL=/dev/null, so `git config --global` would
-// replace /dev/null with a file, and the sim's sandboxes share the
-// machine's /dev.
+// try to replace /dev/null with a file (the sim shows its sandboxes the
+// machine's /dev read-only, so that fails).
 const gitEdits = `gitconfig="$HOME/.gitconfig"
 git config --file "$gitconfig" --get-all safe.directory | grep -qxF "$PWD" || git config --file "$gitconfig" --add safe.directory "$PWD" || exit 1
 printf 'edited in run %s\n' "$PAPERCLIP_RUN_ID" >> ` + repoEditedFile + ` || exit 1
