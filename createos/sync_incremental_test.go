@@ -185,7 +185,7 @@ func (s *syncLease) run(t *testing.T, archive []byte) run {
 		t.Fatal(err)
 	}
 	r.inT = s.since(n)
-	r.sandbox = s.sh(t, `find . -path ./.paperclip-runtime -prune -o -type f -printf '%m %p ' -exec sha256sum {} \; | LC_ALL=C sort; ls -A /tmp`)
+	r.sandbox = s.sh(t, `find . -path ./.paperclip-runtime -prune -o -type f -printf '%m %p ' -exec sha256sum {} \; | LC_ALL=C sort; ls -A /tmp | grep paperclip-createos-transfer || true`)
 	back := filepath.Join(host, "back")
 	n = s.mark()
 	out := handlers.SyncOperation{OperationID: "out", Files: []handlers.SyncFileMapping{
