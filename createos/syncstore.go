@@ -144,15 +144,11 @@ func (d *Driver) openStore(ctx context.Context) *castore.Store {
 			s.store, err = castore.Open(dir, max)
 		}
 		if err != nil {
-			zerolog.Ctx(ctx).Warn().Str("error", storeError(err)).Msg("CreateOS sync store unavailable: every sync moves whole files")
+			zerolog.Ctx(ctx).Warn().Str("error", err.Error()) // castore's errors name no host path.Msg("CreateOS sync store unavailable: every sync moves whole files")
 		}
 	})
 	return s.store
 }
-
-// storeError is what the log says of a store that did not open: castore's
-// errors name no host path.
-func storeError(err error) string { return err.Error() }
 
 // syncSettings reads the environment's sync mode, store dir and bound.
 func syncSettings(getenv func(string) string) (mode, dir string, maxBytes int64) {

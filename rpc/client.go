@@ -629,3 +629,6 @@ func (t *tailBuffer) String() string {
 	defer t.mu.Unlock()
 	return string(t.b)
 }
+
+// Pid is the worker process's id.
+func (c *Client) Pid() int { return c.cmd.Process.Pid }

@@ -1,10 +1,7 @@
 package scale
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +9,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,7 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
+	"github.com/paperclip-sandbox/sandbox-plugin/bench/benchproc"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc/rpctest"
 )
@@ -215,30 +211,10 @@ func deref(p *int) any {
 	return *p
 }
 
-// startWorker starts the worker binary with the scrubbed environment the
-// host gives plugin workers, its notifications to notify, and initializes
-// it; the test's cleanup kills it.
+// startWorker starts the worker binary (benchproc.StartWorker), its
+// notifications to notify.
 func startWorker(t testing.TB, path string, notify func(method string, params json.RawMessage, invocationID string)) (*rpc.Client, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	c, err := rpc.StartClient(ctx, rpc.ClientOptions{
-		Path:           path,
-		Env:            []string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + t.TempDir(), "TZ=UTC"},
-		OnNotification: notify,
-		CallTimeout:    callTimeout,
-	})
-	if err != nil {
-		return nil, err
-	}
-	t.Cleanup(c.Kill)
-	_, err = c.Initialize(ctx, map[string]any{
-		"manifest": map[string]any{"id": "paperclip.go-sandbox-provider"}, "config": map[string]any{},
-		"instanceInfo": map[string]any{"instanceId": "default", "hostVersion": "2026.916.1"}, "apiVersion": 1,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("initialize the worker: %v (stderr: %s)", err, c.Stderr())
-	}
-	return c, nil
+	return benchproc.StartWorker(t, path, nil, notify, callTimeout)
 }
 
 // sim is a running createos-sim with its control API.
@@ -247,74 +223,20 @@ type sim struct {
 	http        *http.Client
 }
 
-// startSim starts createos-sim in mode m on a free port with a data
-// directory of its own; the test's cleanup stops it (stdin EOF, which
-// deletes every sandbox, then SIGKILL after 10 s).
+// startSim starts createos-sim in mode m (benchproc.StartSim); the
+// test's cleanup stops it.
 func startSim(t testing.TB, path string, m mode) (*sim, error) {
-	nonce := make([]byte, 8)
-	_, _ = rand.Read(nonce)
-	s := &sim{key: "bench-scale-" + hex.EncodeToString(nonce), http: &http.Client{Timeout: 10 * time.Second}}
-	dir := t.TempDir()
-	args := []string{"--listen", "127.0.0.1:0", "--api-key", s.key, "--control", "--exit-on-stdin-eof", "--dir", dir}
+	var extra []string
 	if m.rateLimit != "" {
-		args = append(args, "--rate-limit", m.rateLimit)
+		extra = append(extra, "--rate-limit", m.rateLimit)
 	}
-	cmd := exec.Command(path, args...)
-	cmd.Env = []string{"TMPDIR=" + dir}
-	var stderr testkit.Buffer
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = 5 * time.Second
-	stdin, err := cmd.StdinPipe()
+	p, err := benchproc.StartSim(t, path, "bench-scale", 10*time.Second, extra...)
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	first, exited := make(chan string, 1), make(chan struct{})
-	go func() {
-		defer close(exited)
-		r := bufio.NewReader(stdout)
-		line, _ := r.ReadString('\n')
-		first <- line
-		_, _ = io.Copy(io.Discard, r)
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		stdin.Close()
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("createos-sim did not exit on stdin EOF; stderr:\n%s", stderr.String())
-		}
-		s.http.CloseIdleConnections()
-	})
-	select {
-	case line := <-first:
-		s.origin = strings.TrimSpace(line)
-	case <-time.After(20 * time.Second):
-		return nil, fmt.Errorf("createos-sim %s printed no URL in 20 s; stderr:\n%s", strings.Join(args, " "), stderr.String())
-	}
-	if !strings.HasPrefix(s.origin, "http://127.0.0.1:") {
-		select { // its stderr is complete once it exited
-		case <-exited:
-		case <-time.After(5 * time.Second):
-		}
-		return nil, fmt.Errorf("createos-sim %s did not start (first line %q); stderr begins:\n%s", strings.Join(args, " "), s.origin, strings.TrimSpace(head(stderr.String(), 2)))
-	}
+	s := &sim{origin: p.Origin, key: p.Key, http: &http.Client{Timeout: 10 * time.Second}}
+	t.Cleanup(s.http.CloseIdleConnections)
 	return s, nil
-}
-
-// head is the first n lines of s.
-func head(s string, n int) string {
-	lines := strings.SplitAfter(s, "\n")
-	return strings.Join(lines[:min(n, len(lines))], "")
 }
 
 // readRate is the sim's counters from GET {control}/rate; a sim without

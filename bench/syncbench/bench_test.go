@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -148,7 +150,7 @@ func report(b *testing.B, results []runResult, set settings) {
 		"today's path (%s=whole) beside the new one (auto), each through its own worker and sim.\n"+
 		"Bytes are request and response bodies at the sim (headers not counted); \"bytes on the wire\" is their sum\n"+
 		"and is what the targets read. Bytes and requests are the loopback half's.\n\n",
-		set.repo.mib, set.repo.files, link, syncModeEnv)
+		set.repo.mib, set.repo.files, link, createos.SyncEnv)
 	for _, r := range results {
 		fmt.Println(runTable(r))
 	}

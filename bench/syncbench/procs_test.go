@@ -1,18 +1,12 @@
 package syncbench
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,19 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
+	"github.com/paperclip-sandbox/sandbox-plugin/bench/benchproc"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
 
 // The processes a lane runs: a createos-sim of its own and a worker of its
 // own, started the way bench/scale starts them.
-
-// Worker sync modes and the variables that choose them.
-const (
-	syncModeEnv = "SANDBOX_PLUGIN_CREATEOS_SYNC"      // whole: today's path; auto: the incremental one
-	storeDirEnv = "SANDBOX_PLUGIN_CREATEOS_STORE_DIR" // the worker's content store
-)
 
 // sim is a running createos-sim with its control API.
 type sim struct {
@@ -40,68 +28,20 @@ type sim struct {
 	http        *http.Client
 }
 
-// startSim starts createos-sim on a free port with a data directory of its
-// own, its file transfers throttled to bandwidth when that is not empty;
-// the test's cleanup stops it (stdin EOF, which deletes every sandbox,
-// then SIGKILL after 30 s).
+// startSim starts createos-sim (benchproc.StartSim), its file transfers
+// throttled to bandwidth when that is not empty; the test's cleanup stops
+// it.
 func startSim(t testing.TB, path, bandwidth string) (*sim, error) {
-	nonce := make([]byte, 8)
-	_, _ = rand.Read(nonce)
-	s := &sim{key: "bench-sync-" + hex.EncodeToString(nonce), http: &http.Client{Timeout: time.Minute}}
-	dir := t.TempDir()
-	args := []string{"--listen", "127.0.0.1:0", "--api-key", s.key, "--control", "--exit-on-stdin-eof", "--dir", dir}
+	var extra []string
 	if bandwidth != "" {
-		args = append(args, "--bandwidth", bandwidth)
+		extra = append(extra, "--bandwidth", bandwidth)
 	}
-	cmd := exec.Command(path, args...)
-	cmd.Env = []string{"TMPDIR=" + dir}
-	var stderr testkit.Buffer
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = 5 * time.Second
-	stdin, err := cmd.StdinPipe()
+	p, err := benchproc.StartSim(t, path, "bench-sync", 30*time.Second, extra...)
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	first, exited := make(chan string, 1), make(chan struct{})
-	go func() {
-		defer close(exited)
-		r := bufio.NewReader(stdout)
-		line, _ := r.ReadString('\n')
-		first <- line
-		_, _ = io.Copy(io.Discard, r)
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		stdin.Close()
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("createos-sim did not exit on stdin EOF; stderr:\n%s", stderr.String())
-		}
-		s.http.CloseIdleConnections()
-	})
-	select {
-	case line := <-first:
-		s.origin = strings.TrimSpace(line)
-	case <-time.After(20 * time.Second):
-		return nil, fmt.Errorf("createos-sim %s printed no URL in 20 s; stderr:\n%s", strings.Join(args, " "), stderr.String())
-	}
-	if !strings.HasPrefix(s.origin, "http://127.0.0.1:") {
-		select { // its stderr is complete once it exited
-		case <-exited:
-		case <-time.After(5 * time.Second):
-		}
-		return nil, fmt.Errorf("createos-sim %s did not start (first line %q); stderr:\n%s", strings.Join(args, " "), s.origin, strings.TrimSpace(stderr.String()))
-	}
+	s := &sim{origin: p.Origin, key: p.Key, http: &http.Client{Timeout: time.Minute}}
+	t.Cleanup(s.http.CloseIdleConnections)
 	return s, nil
 }
 
@@ -185,57 +125,15 @@ func (l *logTail) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
-// startWorker starts the worker binary in sync mode mode with the scrubbed
-// environment the host gives plugin workers and a content store of its
-// own, and initializes it; the test's cleanup kills it.
+// startWorker starts the worker binary (benchproc.StartWorker) in sync
+// mode mode with a content store of its own.
 func startWorker(t testing.TB, path, mode string) (*worker, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	store := t.TempDir()
 	logs := &logTail{}
-	c, err := rpc.StartClient(ctx, rpc.ClientOptions{
-		Path: path,
-		Env: []string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + t.TempDir(), "TZ=UTC",
-			syncModeEnv + "=" + mode, storeDirEnv + "=" + store},
-		OnNotification: logs.notify,
-		CallTimeout:    syncCallTimeout,
-	})
+	c, err := benchproc.StartWorker(t, path, []string{createos.SyncEnv + "=" + mode, createos.StoreDirEnv + "=" + t.TempDir()}, logs.notify, syncCallTimeout)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the %s worker: %w", mode, err)
 	}
-	t.Cleanup(c.Kill)
-	_, err = c.Initialize(ctx, map[string]any{
-		"manifest": map[string]any{"id": "paperclip.go-sandbox-provider"}, "config": map[string]any{},
-		"instanceInfo": map[string]any{"instanceId": "default", "hostVersion": "2026.916.1"}, "apiVersion": 1,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("initialize the %s worker: %v (stderr: %s)", mode, err, c.Stderr())
-	}
-	w := &worker{c: c, logs: logs}
-	if w.pid, err = childWith(storeDirEnv + "=" + store); err != nil {
-		return nil, err
-	}
-	return w, nil
-}
-
-// childWith is the pid of this process's child whose environment holds
-// entry: the rpc client starts the worker and keeps its pid to itself,
-// and each worker has a store directory of its own.
-func childWith(entry string) (int, error) {
-	procs, err := procfs.List()
-	if err != nil {
-		return 0, err
-	}
-	for _, p := range procs {
-		if p.PPID != os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "environ"))
-		if err == nil && bytes.Contains(append(append([]byte{0}, env...), 0), []byte("\x00"+entry+"\x00")) {
-			return p.PID, nil
-		}
-	}
-	return 0, fmt.Errorf("no child process has %s in its environment", entry)
+	return &worker{c: c, pid: c.Pid(), logs: logs}, nil
 }
 
 // peakRSS is the worker's VmHWM: the most memory it has held resident
