@@ -9,11 +9,9 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/archive"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/delta"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
 )
 
 // Incremental moves mappings as delta streams (createos/delta): inbound,
@@ -155,23 +153,18 @@ func (t *Transfer) scratchNames(scratch string) []string {
 
 // inIncremental uploads one mapping as a delta stream. It returns
 // errFallback when the whole transfer should carry the mapping instead.
-func (t *Transfer) inIncremental(ctx context.Context, m handlers.SyncFileMapping, scratch string) (files, size int64, err error) {
+func (t *Transfer) inIncremental(ctx context.Context, m handlers.SyncFileMapping, src *source, scratch string) (size int64, err error) {
 	inc := t.Incremental
 	if inc.Held.helperMissing() {
-		return 0, 0, errFallback{ReasonNoHelper}
+		return 0, errFallback{ReasonNoHelper}
 	}
-	src, files, err := t.inboundSource(m)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer src.close()
 	if info, err := src.f.Stat(); err != nil {
-		return 0, 0, err
+		return 0, err
 	} else if info.Size() < MinIncremental {
 		// Whole, as it should: nothing to report. Its contents are kept all
 		// the same, so a sync out finds what this one carried.
 		_, _ = (&delta.Encoder{Keep: inc.Store}).Encode(io.Discard, src.f, info.Size())
-		return 0, 0, errFallback{}
+		return 0, errFallback{}
 	}
 	landed := false // the landing command removed its scratch files itself
 	defer func() {
@@ -179,70 +172,38 @@ func (t *Transfer) inIncremental(ctx context.Context, m handlers.SyncFileMapping
 			t.removeStaged(ctx, m, scratch)
 		}
 	}()
-	mode := uint32(0o755)
-	if m.Kind == "file" {
-		mode = src.mode
-	}
+	mode := src.mode
 	if m.Mode != nil {
 		mode = *m.Mode
 	}
 	if !inc.Held.isKnown() {
 		if err := t.readIndex(ctx, scratch); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 	}
 	for attempt := 0; ; attempt++ {
 		code, sum, err := t.sendStream(ctx, m, src.f, scratch, mode, attempt == 0)
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		switch code {
 		case 0:
 			landed = true
 			inc.Held.add(sum.Contents)
-			return files, sum.Size, nil
+			return sum.Size, nil
 		case delta.ExitStoreMiss:
 			inc.Held.forget()
 			if attempt == 0 {
 				continue
 			}
-			return 0, 0, errFallback{ReasonSandboxBad}
+			return 0, errFallback{ReasonSandboxBad}
 		case exitNoHelper, delta.ExitBadInput:
 			inc.Held.markNoHelper()
-			return 0, 0, errFallback{ReasonNoHelper}
+			return 0, errFallback{ReasonNoHelper}
 		default:
-			return 0, 0, ErrTransferCommand
+			return 0, ErrTransferCommand
 		}
 	}
-}
-
-// source is an inbound mapping's bytes as one host file.
-type source struct {
-	f     *os.File
-	mode  uint32
-	close func()
-}
-
-// inboundSource opens a file mapping's source, or packs a directory's
-// into a temp archive (createos/archive, as the whole transfer does).
-func (t *Transfer) inboundSource(m handlers.SyncFileMapping) (*source, int64, error) {
-	if m.Kind == "file" {
-		f, info, err := archive.OpenSourceFile(m.SourcePath)
-		if err != nil {
-			return nil, 0, err
-		}
-		return &source{f: f, mode: uint32(info.Mode().Perm()), close: func() { f.Close() }}, 1, nil
-	}
-	tmp, err := t.TempDir()
-	if err != nil {
-		return nil, 0, err
-	}
-	f, files, err := archive.Pack(m.SourcePath, filepath.Join(tmp, "data"), syncrule.NewExclude(m.Exclude), m.FollowSymlinks)
-	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, 0, err
-	}
-	return &source{f: f, close: func() { f.Close(); os.RemoveAll(tmp) }}, files, nil
 }
 
 // readIndex learns what the sandbox's store holds: the helper lists it to

@@ -3,6 +3,7 @@ package filesync
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,12 +19,16 @@ import (
 const hostTempPattern = ".paperclip-createos-"
 
 // in uploads one mapping host → sandbox: the file itself or a tar archive
-// of the directory (without what the exclude list drops) goes to a scratch
-// path, and a guarded command moves it into place (file) or extracts it
-// (directory), then applies the mode.
+// of the directory (without what the exclude list drops), opened once
+// (inboundSource), goes incrementally when it can, else whole.
 func (t *Transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
+	src, files, err := t.inboundSource(m)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer src.close()
 	if t.Incremental != nil {
-		files, size, err := t.inIncremental(ctx, m, t.scratch())
+		size, err := t.inIncremental(ctx, m, src, t.scratch())
 		var fb errFallback
 		if !errors.As(err, &fb) {
 			return files, size, err
@@ -31,43 +36,57 @@ func (t *Transfer) in(ctx context.Context, m handlers.SyncFileMapping) (files, s
 		if fb.reason != "" {
 			t.Incremental.Fallback(fb.reason)
 		}
+		if _, err := src.f.Seek(0, io.SeekStart); err != nil {
+			return 0, 0, err
+		}
 	}
-	return t.inWhole(ctx, m)
+	size, err = t.inWhole(ctx, m, src)
+	return files, size, err
 }
 
-// inWhole uploads one mapping whole.
-func (t *Transfer) inWhole(ctx context.Context, m handlers.SyncFileMapping) (files, size int64, err error) {
-	scratch := t.scratch()
-	var (
-		src  *os.File
-		mode uint32
-		land func(target, scratch string, mode uint32) (string, error)
-	)
+// source is an inbound mapping's bytes as one host file.
+type source struct {
+	f     *os.File
+	mode  uint32 // a file's permission bits
+	close func()
+}
+
+// inboundSource opens a file mapping's source, or packs a directory's
+// into a temp archive (createos/archive), and counts its files.
+func (t *Transfer) inboundSource(m handlers.SyncFileMapping) (*source, int64, error) {
 	if m.Kind == "file" {
-		var info fs.FileInfo
-		if src, info, err = archive.OpenSourceFile(m.SourcePath); err != nil {
-			return 0, 0, err
-		}
-		defer src.Close()
-		files, mode, land = 1, uint32(info.Mode().Perm()), placeFileScript
-	} else {
-		tmp, err := t.TempDir()
+		f, info, err := archive.OpenSourceFile(m.SourcePath)
 		if err != nil {
-			return 0, 0, err
+			return nil, 0, err
 		}
-		defer os.RemoveAll(tmp)
-		if src, files, err = archive.Pack(m.SourcePath, filepath.Join(tmp, "data"), syncrule.NewExclude(m.Exclude), m.FollowSymlinks); err != nil {
-			return 0, 0, err
-		}
-		defer src.Close()
-		mode, land = 0o755, extractDirectoryScript
+		return &source{f: f, mode: uint32(info.Mode().Perm()), close: func() { f.Close() }}, 1, nil
+	}
+	tmp, err := t.TempDir()
+	if err != nil {
+		return nil, 0, err
+	}
+	f, files, err := archive.Pack(m.SourcePath, filepath.Join(tmp, "data"), syncrule.NewExclude(m.Exclude), m.FollowSymlinks)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, 0, err
+	}
+	return &source{f: f, mode: 0o755, close: func() { f.Close(); os.RemoveAll(tmp) }}, files, nil
+}
+
+// inWhole uploads src whole to a scratch path, and a guarded command moves
+// it into place (file) or extracts it (directory), then applies the mode.
+func (t *Transfer) inWhole(ctx context.Context, m handlers.SyncFileMapping, src *source) (size int64, err error) {
+	scratch := t.scratch()
+	mode, land := src.mode, placeFileScript
+	if m.Kind != "file" {
+		land = extractDirectoryScript
 	}
 	if m.Mode != nil {
 		mode = *m.Mode
 	}
 	command, err := land(m.TargetPath, scratch, mode)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	landed := false // the landing command removed the scratch file itself
 	defer func() {
@@ -75,14 +94,14 @@ func (t *Transfer) inWhole(ctx context.Context, m handlers.SyncFileMapping) (fil
 			t.removeStaged(ctx, m, scratch)
 		}
 	}()
-	if size, err = t.Client.UploadFile(ctx, t.Sandbox, scratch, src); err != nil {
-		return 0, 0, err
+	if size, err = t.Client.UploadFile(ctx, t.Sandbox, scratch, src.f); err != nil {
+		return 0, err
 	}
 	if err := t.run(ctx, command, nil); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	landed = true
-	return files, size, nil
+	return size, nil
 }
 
 // out downloads one mapping sandbox → host: a guarded command copies the
