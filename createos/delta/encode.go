@@ -50,6 +50,16 @@ func (e *Encoder) Encode(w io.Writer, src io.ReaderAt, size int64) (Summary, err
 	buf := make([]byte, 0, bufferMax)
 	member := sha256.New()
 	err := split(src, size, func(p piece) error {
+		if p.keep {
+			if e.Keep != nil {
+				h, data, err := hashPiece(member, src, p, buf[:0])
+				if err != nil {
+					return err
+				}
+				e.keep(h, src, p, data)
+			}
+			return nil
+		}
 		if !p.content {
 			return e.literal(rw, src, p, buf[:0])
 		}

@@ -38,9 +38,16 @@ func FuzzDecode(f *testing.F) {
 func FuzzSplit(f *testing.F) {
 	f.Add(testTar(f, 9, 12))
 	f.Add([]byte("not a tar"))
+	f.Add(packSeed(f))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var off int64
 		err := split(bytes.NewReader(b), int64(len(b)), func(p piece) error {
+			if p.keep {
+				if p.off != off || p.off+p.n > int64(len(b)) {
+					t.Fatalf("kept piece at %d of %d bytes in %d, want at %d", p.off, p.n, len(b), off)
+				}
+				return nil
+			}
 			if p.off != off || p.n <= 0 {
 				t.Fatalf("piece at %d of %d bytes, want at %d", p.off, p.n, off)
 			}

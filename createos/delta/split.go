@@ -21,8 +21,12 @@ const maxTail = 64 << 10
 const pol = chunker.Pol(0x3DA3358B4DC173)
 
 // piece is a byte range of a file: content (hashed, skippable) or literal.
+// A piece marked keep covers bytes that the pieces after it cover again:
+// it is a content only for the worker's store, never sent (a git pack's
+// whole data, which the sandbox's recipe of it names as one content).
 type piece struct {
 	content bool
+	keep    bool
 	off, n  int64
 }
 
@@ -34,6 +38,9 @@ const block = 512
 // literal; from the first block that is not a valid header on (or the
 // whole file, when it is no archive), content-defined chunks.
 func split(r io.ReaderAt, size int64, emit func(piece) error) error {
+	if isPack(r, 0, size) {
+		return memberData(r, 0, size, emit)
+	}
 	var hdr [block]byte
 	off := int64(0)
 	for off < size {
@@ -62,7 +69,7 @@ func split(r io.ReaderAt, size int64, emit func(piece) error) error {
 			if err := emit(piece{off: off, n: block}); err != nil {
 				return err
 			}
-			if err := emit(piece{content: true, off: off + block, n: data}); err != nil {
+			if err := memberData(r, off+block, data, emit); err != nil {
 				return err
 			}
 			if padded > data {
@@ -74,6 +81,18 @@ func split(r io.ReaderAt, size int64, emit func(piece) error) error {
 		off += block + padded
 	}
 	return nil
+}
+
+// memberData emits a regular member's data: a git pack split at its
+// objects (packPieces), anything else one content.
+func memberData(r io.ReaderAt, off, n int64, emit func(piece) error) error {
+	if isPack(r, off, n) {
+		if err := emit(piece{keep: true, off: off, n: n}); err != nil {
+			return err
+		}
+		return packPieces(r, off, n, emit)
+	}
+	return emit(piece{content: true, off: off, n: n})
 }
 
 func zero(b []byte) bool {
