@@ -25,14 +25,17 @@ func (s *Store) Company(companyID string) *Bucket {
 }
 
 // Has reports whether the bucket holds h, and the entry's size (which the
-// caller compares with the size it expects). It is one stat and does not
-// count as a use.
+// caller compares with the size it expects). It stats the entry, then
+// its directories, and does not count as a use.
 func (b *Bucket) Has(h Hash) (size int64, ok bool) {
 	if b.s.root == nil {
 		return 0, false
 	}
-	fi, err := b.s.root.Lstat(entryName(b.dir, h))
-	if err != nil || !fi.Mode().IsRegular() {
+	name := entryName(b.dir, h)
+	fi, err := b.s.root.Lstat(name)
+	// A link among the directories, which the Lstat followed, leads to
+	// no entry of this bucket's.
+	if err != nil || !fi.Mode().IsRegular() || !b.s.realDir(filepath.Dir(name)) {
 		return 0, false
 	}
 	return fi.Size(), true
@@ -41,7 +44,8 @@ func (b *Bucket) Has(h Hash) (size int64, ok bool) {
 // Put stores the size bytes read from r as h, unless they are not
 // exactly that: a reader that ends early or goes on, or bytes that do not
 // hash to h, are an error wrapping ErrMismatch and leave nothing behind,
-// and so does an error of r, returned as it is.
+// and so does an error of r, returned as it is. r is read one byte past
+// size at most. An error of the worker's own disk wraps ErrDisk.
 //
 // Put reads nothing and returns nil when the store would not keep the
 // content: it keeps nothing (maxBytes <= 0), the content is over 7/8 of
@@ -59,7 +63,8 @@ func (b *Bucket) Put(h Hash, r io.Reader, size int64) error {
 		return err
 	}
 	defer w.Close()
-	if _, err := io.Copy(w, r); err != nil {
+	// One byte past the size is enough to tell that r goes on.
+	if _, err := io.Copy(w, io.LimitReader(r, size+1)); err != nil {
 		return err
 	}
 	return w.Commit()
@@ -84,14 +89,21 @@ func (b *Bucket) keeps(h Hash, size int64) bool {
 // hold h, and ErrCorrupt when the entry is not size bytes hashing to h:
 // the entry is removed, and w may already have received some or all of
 // its bytes, so a caller that falls back must discard them. An error of
-// w is returned as it is.
+// w is returned as it is; one of the worker's own disk wraps ErrDisk.
 func (b *Bucket) CopyTo(w io.Writer, h Hash, size int64) error {
 	if b.s.root == nil {
 		return ErrMissing
 	}
 	name := entryName(b.dir, h)
-	// O_NOFOLLOW: a symlink in the entry's place is not followed (the
-	// open fails with ELOOP), and is dropped below as not an entry.
+	if !b.s.realDir(filepath.Dir(name)) {
+		// Missing, or a link to what is not this bucket's: the next Put
+		// mends it.
+		return ErrMissing
+	}
+	// O_NOFOLLOW|O_NONBLOCK: a fifo is not waited on. A link out of the
+	// root is not followed (the open fails), but os.Root follows one
+	// that stays in it, so what was opened is checked below against
+	// the name itself.
 	f, err := b.s.root.OpenFile(name, openEntryFlags, 0)
 	if errors.Is(err, fs.ErrNotExist) { // never there, or evicted meanwhile
 		return ErrMissing
@@ -108,9 +120,19 @@ func (b *Bucket) CopyTo(w io.Writer, h Hash, size int64) error {
 	if err != nil {
 		return ioError("stat entry", err)
 	}
-	if !fi.Mode().IsRegular() {
-		b.s.drop(name, fi)
+	lfi, err := b.s.root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist): // evicted meanwhile
+		return ErrMissing
+	case err != nil:
+		return ioError("stat entry", err)
+	case !lfi.Mode().IsRegular():
+		b.s.drop(name, lfi)
 		return ErrCorrupt
+	case !os.SameFile(fi, lfi):
+		// Replaced meanwhile (another writer renamed a new entry into
+		// place); what was opened is not it.
+		return ErrMissing
 	}
 	if ok, err := copyHashed(w, f, h, size, fi.Size()); err != nil {
 		return err
@@ -160,14 +182,45 @@ func copyHashed(w io.Writer, f *os.File, h Hash, size, have int64) (ok bool, err
 
 // install renames the verified temporary file tmp into place as h of
 // size in b, or drops it when b holds h at that size already (another
-// writer was first). An entry of another size, which cannot be h, is
-// replaced. Over the bound, it evicts.
+// writer was first). Over the bound, it evicts.
 func (s *Store) install(bucket string, h Hash, tmp string, size int64) error {
 	name := entryName(bucket, h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	err := s.placeLocked(tmp, name, size)
+	if err != nil {
+		// Damaged since it was mended (by another process on the
+		// root): mended again, tried once more.
+		if changed, merr := s.mendDirLocked(filepath.Dir(name)); merr == nil && changed {
+			err = s.placeLocked(tmp, name, size)
+		}
+	}
+	if err != nil {
+		_ = s.root.Remove(tmp)
+		return ioError("store entry", err)
+	}
+	if s.total > s.max {
+		// The entry is in place whatever the recount meets; a failed
+		// one is tried again at the next Put.
+		_ = s.recountLocked()
+	}
+	return nil
+}
+
+// placeLocked mends the directories of the entry name, clears its place
+// of what is not an entry, and renames tmp there; or, when a regular file
+// of size is there already, drops tmp and touches it. An entry of another
+// size, which cannot be the content named, is replaced. s.mu is held.
+func (s *Store) placeLocked(tmp, name string, size int64) error {
+	if _, err := s.mendDirLocked(filepath.Dir(name)); err != nil {
+		return err
+	}
+	fi, err := s.clearEntryLocked(name)
+	if err != nil {
+		return err
+	}
 	var old int64
-	if fi, err := s.root.Lstat(name); err == nil && fi.Mode().IsRegular() {
+	if fi != nil {
 		if fi.Size() == size {
 			_ = s.root.Remove(tmp)
 			s.touch(name)
@@ -175,20 +228,10 @@ func (s *Store) install(bucket string, h Hash, tmp string, size int64) error {
 		}
 		old = fi.Size()
 	}
-	err := s.root.MkdirAll(filepath.Dir(name), 0o700)
-	if err == nil {
-		err = s.root.Rename(tmp, name)
-	}
-	if err != nil {
-		_ = s.root.Remove(tmp)
-		return ioError("store entry", err)
+	if err := s.root.Rename(tmp, name); err != nil {
+		return err
 	}
 	s.total += size - old
-	if s.total > s.max {
-		// The entry is in place whatever the recount meets; a failed
-		// one is tried again at the next Put.
-		_ = s.recountLocked()
-	}
 	return nil
 }
 
@@ -201,7 +244,11 @@ func (s *Store) drop(name string, fi fs.FileInfo) {
 	if err != nil || !os.SameFile(cur, fi) {
 		return
 	}
-	if s.root.Remove(name) == nil && cur.Mode().IsRegular() {
+	remove := s.root.Remove
+	if cur.IsDir() {
+		remove = s.root.RemoveAll
+	}
+	if remove(name) == nil && cur.Mode().IsRegular() {
 		s.total = max(s.total-cur.Size(), 0)
 	}
 }

@@ -3,10 +3,12 @@ package castore
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -101,6 +103,40 @@ func TestMismatchedPutLeavesNothing(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// counting counts the bytes read through it.
+type counting struct {
+	r io.Reader
+	n int64
+}
+
+func (c *counting) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Put cuts what it reads at the content's size: a reader that goes on
+// is read one byte past it, no further, and nothing of it is kept.
+func TestPutReadsNoFurtherThanItsSize(t *testing.T) {
+	for _, size := range []int64{0, 1, 100, 200 << 10} {
+		t.Run(strconv.FormatInt(size, 10), func(t *testing.T) {
+			s, dir := newStore(t, DefaultMaxBytes)
+			b := s.Company("acme")
+			h := Hash(sha256.Sum256(make([]byte, size)))
+			r := &counting{r: zeros{}}
+			if err := b.Put(h, r, size); !errors.Is(err, ErrMismatch) {
+				t.Errorf("put: %v, want ErrMismatch", err)
+			}
+			if r.n > size+1 {
+				t.Errorf("read %d bytes of content %d long", r.n, size)
+			}
+			if _, ok := b.Has(h); ok || len(temps(t, dir)) != 0 {
+				t.Errorf("kept: %v, temporaries %v", ok, temps(t, dir))
+			}
+		})
+	}
+}
 
 func TestWriter(t *testing.T) {
 	h, data := content("frame one, frame two, frame three")
@@ -355,32 +391,5 @@ func TestCompaniesNeverShare(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(filepath.Dir(dir), "escape")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("an id left the store: %v", err)
-	}
-}
-
-// An I/O failure in the store is reported without the store's path.
-func TestIOErrorsNameNoPath(t *testing.T) {
-	s, dir := newStore(t, DefaultMaxBytes)
-	b := s.Company("acme")
-	h, data := content("content")
-	// A file where the entry's directory goes.
-	bucket := filepath.Join(dir, b.dir)
-	if err := os.MkdirAll(bucket, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(bucket, h.String()[:2]), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	err := b.Put(h, bytes.NewReader(data), int64(len(data)))
-	if err == nil {
-		t.Fatal("put under a file succeeded")
-	}
-	checkNoPath(t, err, dir)
-	checkNoPath(t, err, h.String())
-	if !strings.HasPrefix(err.Error(), "castore: ") {
-		t.Errorf("error %q", err)
-	}
-	if names := temps(t, dir); len(names) != 0 {
-		t.Errorf("temporaries left: %v", names)
 	}
 }

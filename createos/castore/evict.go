@@ -61,7 +61,8 @@ func evictionPlan(entries []entry, total, bound, target int64) []entry {
 // scan lists the entries under root and their total size. Only names of
 // the layout count (a 32-hex bucket, a 2-hex directory, a 64-hex regular
 // file starting with it); anything else is left alone. A directory that
-// cannot be read is skipped, except the root.
+// cannot be read is skipped, except the root, and so is one that is a
+// link: what it leads to, if it is in the store, is counted where it is.
 func scan(root *os.Root) ([]entry, int64, error) {
 	buckets, err := readDirNames(root, ".")
 	if err != nil {
@@ -70,7 +71,7 @@ func scan(root *os.Root) ([]entry, int64, error) {
 	var entries []entry
 	var total int64
 	for _, b := range buckets {
-		if !isHex(b, 32) {
+		if !isHex(b, 32) || !isDir(root, b) {
 			continue
 		}
 		prefixes, err := readDirNames(root, b)
@@ -78,7 +79,7 @@ func scan(root *os.Root) ([]entry, int64, error) {
 			continue
 		}
 		for _, hh := range prefixes {
-			if !isHex(hh, 2) {
+			if !isHex(hh, 2) || !isDir(root, filepath.Join(b, hh)) {
 				continue
 			}
 			found := scanPrefix(root, filepath.Join(b, hh), hh)
@@ -115,4 +116,11 @@ func scanPrefix(root *os.Root, dir, hh string) []entry {
 		entries = append(entries, entry{name: filepath.Join(dir, n), size: fi.Size(), mtime: fi.ModTime()})
 	}
 	return entries
+}
+
+// isDir reports whether name in root is a directory and not a link to
+// one.
+func isDir(root *os.Root, name string) bool {
+	fi, err := root.Lstat(name)
+	return err == nil && fi.IsDir()
 }

@@ -56,7 +56,10 @@ func Open(dir string, maxBytes int64) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{root: root, max: maxBytes}
-	if err := root.Mkdir(tmpDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	s.mu.Lock()
+	_, err = s.mendDirLocked(tmpDir)
+	s.mu.Unlock()
+	if err != nil {
 		root.Close()
 		return nil, ioError("create temporary directory", err)
 	}
@@ -69,6 +72,20 @@ func Open(dir string, maxBytes int64) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Keeps reports whether the store keeps content at all: false for a
+// store opened with maxBytes <= 0.
+func (s *Store) Keeps() bool { return s.root != nil }
+
+// MaxContent is the size of the largest content a Put keeps (7/8 of the
+// bound), 0 when the store keeps nothing. Larger content is checked and
+// dropped.
+func (s *Store) MaxContent() int64 {
+	if s.root == nil {
+		return 0
+	}
+	return s.lowWater()
 }
 
 // Close releases the store's directory. Buckets and writers of a closed
@@ -146,14 +163,31 @@ func checkRoot(fi fs.FileInfo) error {
 // createTemp creates a new temporary file, 0600, and returns its
 // root-relative name.
 func (s *Store) createTemp() (*os.File, string, error) {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	name := filepath.Join(tmpDir, hex.EncodeToString(b[:]))
-	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, name, err := s.tryCreateTemp()
+	if err != nil {
+		// Damaged since it was checked (by another process on the
+		// root): mended again, tried once more.
+		if changed, merr := s.mendDir(tmpDir); merr == nil && changed {
+			f, name, err = s.tryCreateTemp()
+		}
+	}
 	if err != nil {
 		return nil, "", ioError("create temporary file", err)
 	}
 	return f, name, nil
+}
+
+// tryCreateTemp mends the temporary directory and creates a new file in
+// it.
+func (s *Store) tryCreateTemp() (*os.File, string, error) {
+	if _, err := s.mendDir(tmpDir); err != nil {
+		return nil, "", err
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := filepath.Join(tmpDir, hex.EncodeToString(b[:]))
+	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	return f, name, err
 }
 
 // removeStaleTemps removes the temporary files not written since

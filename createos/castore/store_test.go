@@ -2,6 +2,7 @@ package castore
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"io/fs"
 	"os"
@@ -100,8 +101,8 @@ func TestOpenRefuses(t *testing.T) {
 				s.Close()
 				t.Fatal("opened")
 			}
-			if !errors.Is(err, errRoot) {
-				t.Errorf("open: %v, want errRoot", err)
+			if !errors.Is(err, errRoot) || !errors.Is(err, ErrDisk) {
+				t.Errorf("open: %v, want errRoot and ErrDisk", err)
 			}
 			checkNoPath(t, err, dir)
 			if after := listTree(t, tmp); !slices.Equal(before, after) {
@@ -266,6 +267,38 @@ func TestStoreThatKeepsNothing(t *testing.T) {
 		}
 		if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("bound %d created the directory: %v", bound, err)
+		}
+	}
+}
+
+// Keeps and MaxContent tell a caller what a Put would keep.
+func TestKeepsAndMaxContent(t *testing.T) {
+	for _, tc := range []struct {
+		bound int64
+		keeps bool
+		max   int64
+	}{
+		{-1, false, 0},
+		{0, false, 0},
+		{800, true, 700},
+		{DefaultMaxBytes, true, DefaultMaxBytes - DefaultMaxBytes/8},
+	} {
+		s, _ := newStore(t, tc.bound)
+		if s.Keeps() != tc.keeps || s.MaxContent() != tc.max {
+			t.Errorf("bound %d: keeps %v, max %d; want %v, %d", tc.bound, s.Keeps(), s.MaxContent(), tc.keeps, tc.max)
+		}
+		if !tc.keeps || tc.max > 1<<20 {
+			continue
+		}
+		b := s.Company("acme")
+		kept, over := bytes.Repeat([]byte("k"), int(tc.max)), bytes.Repeat([]byte("o"), int(tc.max)+1)
+		mustPut(t, b, kept)
+		mustPut(t, b, over)
+		if _, ok := b.Has(Hash(sha256.Sum256(kept))); !ok {
+			t.Errorf("bound %d: content of MaxContent bytes not kept", tc.bound)
+		}
+		if _, ok := b.Has(Hash(sha256.Sum256(over))); ok {
+			t.Errorf("bound %d: content past MaxContent kept", tc.bound)
 		}
 	}
 }
