@@ -220,7 +220,8 @@ function verifyEntries(dir, used) {
 function apply(stream, outPath, workspace) {
   const dir = storeDir(workspace);
   const inFd = fs.openSync(stream, "r");
-  const outFd = fs.openSync(outPath, "w", 0o600);
+  // Read and written: a content met again in this stream is read back.
+  const outFd = fs.openSync(outPath, "w+", 0o600);
   const total = crypto.createHash("sha256");
   const seen = new Map(), used = new Map();
   let pos = 0, wrote = false;
