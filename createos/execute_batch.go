@@ -195,11 +195,46 @@ func (b *batchRun) run() {
 			b.over(nil, err)
 			return
 		}
-		if ctx, err = b.c.Admit(b.ctx); err != nil {
+		if ctx, err = b.admit(); err != nil {
 			b.over(nil, err)
 			return
 		}
 	}
+}
+
+// admit waits for a re-sent request's own turn as the call that ends
+// first among those it carries would wait for its command's request alone
+// (api.Client.AdmitFor): due when that call ends, so the scheduler's work
+// due soon, and out of the queue if that call ends first; the others then
+// wait on, as the call of theirs that ends first.
+func (b *batchRun) admit() (context.Context, error) {
+	for {
+		call := b.firstDue()
+		ctx, err := b.c.AdmitFor(b.ctx, call)
+		if err == nil || call.Err() == nil || b.ctx.Err() != nil {
+			return ctx, err
+		}
+	}
+}
+
+// firstDue is the context of the call that ends first (a deadline before
+// none) among the queued members whose calls have not ended; b.ctx when
+// there is none: prepare then finds nothing to send.
+func (b *batchRun) firstDue() context.Context {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	first := b.ctx
+	var firstEnd time.Time
+	for _, m := range b.members {
+		if m.state != queued || m.ctx.Err() != nil {
+			continue
+		}
+		end, ok := m.ctx.Deadline()
+		if first == b.ctx || ok && (firstEnd.IsZero() || end.Before(firstEnd)) {
+			first, firstEnd = m.ctx, end
+		}
+	}
+	return first
 }
 
 // prepare is the next request: every queued member, with the time its
@@ -211,8 +246,8 @@ func (b *batchRun) prepare() (body map[string]any, ok bool) {
 	b.carried = b.carried[:0]
 	var cmds []batch.Command
 	for _, m := range b.members {
-		if m.state != queued {
-			continue
+		if m.state != queued || m.ctx.Err() != nil {
+			continue // one whose call ended is answered as it stands (ended)
 		}
 		m.state, m.index = sent, len(b.carried)
 		b.carried = append(b.carried, m)

@@ -17,8 +17,15 @@ type admissionKey struct{}
 // sent with the returned context, or one derived from it, starts without
 // waiting again; every later send, a re-send after a rejection included,
 // waits for its own turn. On error (ctx ended first) nothing was admitted.
-func (c *Client) Admit(ctx context.Context) (context.Context, error) {
-	if err := c.pacer.Wait(ctx, c.account); err != nil {
+func (c *Client) Admit(ctx context.Context) (context.Context, error) { return c.AdmitFor(ctx, ctx) }
+
+// AdmitFor is Admit for a request sent with a ctx of its own that carries
+// calls it may outlive (a batch's): it waits as a request of the call whose
+// context is call would (call's deadline is its due time, its tenant and
+// class are call's, and the wait ends with call), and the admission is
+// ctx's.
+func (c *Client) AdmitFor(ctx, call context.Context) (context.Context, error) {
+	if err := c.pacer.Wait(call, c.account); err != nil {
 		return ctx, err
 	}
 	return context.WithValue(ctx, admissionKey{}, new(atomic.Bool)), nil

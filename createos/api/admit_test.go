@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // admitClient is a client paced by a countingPacer, for a provider that
@@ -138,5 +139,35 @@ func TestAdmitRefusedAdmitsNothing(t *testing.T) {
 	send(t, c, ctx)
 	if got := waits.Load(); got != 2 {
 		t.Errorf("%d waits, want 2: the refused admission and the send's own", got)
+	}
+}
+
+// AdmitFor waits as a request of its call would: the pacer sees the
+// call's deadline (its due time) and its end, and the admission is on the
+// request's own context, which keeps no deadline of the call's.
+func TestAdmitForWaitsAsItsCall(t *testing.T) {
+	var due time.Time
+	pacer := PacerFunc(func(ctx context.Context, _ Account) error {
+		due, _ = ctx.Deadline()
+		return context.Cause(ctx)
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { success(w, map[string]any{}) }))
+	defer srv.Close()
+	c := New(Options{Origin: srv.URL, Key: "k", Pacer: pacer, HTTP: srv.Client()})
+	end := time.Now().Add(time.Hour)
+	call, cancel := context.WithDeadline(t.Context(), end)
+	ctx, err := c.AdmitFor(t.Context(), call)
+	if err != nil || !due.Equal(end) {
+		t.Fatalf("AdmitFor: %v, the pacer saw due %v; want admitted, due %v", err, due, end)
+	}
+	if _, ok := ctx.Deadline(); ok {
+		t.Error("the admitted context took the call's deadline")
+	}
+	if !takeAdmission(ctx) {
+		t.Error("the admitted context carries no admission")
+	}
+	cancel()
+	if _, err := c.AdmitFor(t.Context(), call); !errors.Is(err, context.Canceled) {
+		t.Errorf("AdmitFor for an ended call: %v, want its end", err)
 	}
 }
