@@ -15,4 +15,11 @@ const (
 	ExitStoreMiss = 91
 	// ExitBadInput: a stream or archive the helper could not read.
 	ExitBadInput = 93
+	// ExitStoreBad: the sandbox's store was not what it must be (a link,
+	// an entry that is not a regular file of its own, a directory that is
+	// not one) or its real path is inside the workspace. The helper
+	// removed the bad thing without following it and made the store
+	// afresh where it may (never inside the workspace), wrote why on one
+	// line of stderr and left no output: the mapping moves whole.
+	ExitStoreBad = 95
 )

@@ -5,9 +5,26 @@
 //   recipe <tar|file> <src> <out> <workspace>
 //                                       describe src by reference (+ <out>.idx)
 //   pack   <src> <idx> <want> <out>     the contents of src named in want
-// Exit 0 done; 91 a store entry is missing or corrupt; 93 bad input.
-// The store is ~/.cache/paperclip-createos-sync (0700), never inside the
-// workspace; entries are written to tmp/, checked, then renamed.
+// Exit 0 done; 91 a store entry is missing or corrupt (it is removed);
+// 93 bad input; 95 the store was bad or is refused (see below). Whatever
+// fails leaves no output.
+//
+// The store is ~/.cache/paperclip-createos-sync (0700): 2-hex directories
+// of entries named by their SHA-256, and tmp/, where entries are written,
+// checked, then renamed into place. It is known by what it is, not by its
+// path: its real path (links resolved) must lie outside the workspace, or
+// nothing is made and every command exits 95. It is opened and walked
+// without following links (lstat, entries opened O_NOFOLLOW|O_NONBLOCK
+// once lstat found a regular file), so no FIFO, device or socket is ever
+// opened, and nothing is changed through a link. A link or anything else
+// where the store, tmp/ or a 2-hex directory should be, or an entry that
+// is not a regular file of its own, is removed without following it (the
+// store made afresh where it was the store), and the command that met it
+// exits 95 after one line on stderr: the worker moves that mapping whole.
+//
+// Bounds, as the worker's store: past STORE_BYTES or STORE_ENTRIES the
+// least recently used entries go until both are under LOW_WATER of their
+// bound. STORE_ENTRIES keeps an index (32 bytes an entry) within 32 MiB.
 "use strict";
 const fs = require("fs");
 const os = require("os");
@@ -19,49 +36,222 @@ const MAGIC = Buffer.from("PCSYNC1\n");
 const MAX_FRAME = 1 << 20;
 const MIN_CONTENT = 128;
 const INLINE_FILE = 1 << 20;
+const STORE_NAME = "paperclip-createos-sync";
 const STORE_BYTES = 2 * 1024 * 1024 * 1024;
+const STORE_ENTRIES = 1 << 20;
+const LOW_WATER = 7 / 8;
 const LEVEL = 5;
+const EXIT_MISS = 91, EXIT_BAD_INPUT = 93, EXIT_STORE_BAD = 95;
+const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
 class Exit extends Error {
   constructor(code, msg) { super(msg); this.code = code; }
 }
-const bad = (msg) => new Exit(93, msg);
+const bad = (msg) => new Exit(EXIT_BAD_INPUT, msg);
+const refused = (why) => new Exit(EXIT_STORE_BAD, "sandbox store not used: " + why);
 
-function storeDir(workspace) {
-  const home = os.homedir();
-  if (!home || !path.isAbsolute(home)) return null;
-  const dir = path.join(home, ".cache", "paperclip-createos-sync");
-  const ws = path.resolve(workspace);
-  if (dir === ws || dir.startsWith(ws + "/")) return null;
-  try {
-    fs.mkdirSync(path.join(dir, "tmp"), { recursive: true, mode: 0o700 });
-    fs.chmodSync(dir, 0o700);
-    if (fs.lstatSync(dir).isSymbolicLink()) return null;
-  } catch (e) { return null; }
-  sweepTmp(dir);
-  return dir;
+function unlinkQuiet(p) { try { fs.unlinkSync(p); } catch (e) {} }
+
+// removingOnError runs fn; when it throws, the outputs it was making go.
+function removingOnError(outputs, fn) {
+  try { return fn(); } catch (e) { outputs.forEach(unlinkQuiet); throw e; }
 }
 
-// sweepTmp removes temp files of helpers that are gone.
-function sweepTmp(dir) {
-  let names = [];
-  try { names = fs.readdirSync(path.join(dir, "tmp")); } catch (e) { return; }
-  for (const n of names) {
-    const pid = parseInt(n, 10);
-    let alive = false;
-    try { process.kill(pid, 0); alive = true; } catch (e) { alive = e.code === "EPERM"; }
-    if (!alive || pid === process.pid) { try { fs.unlinkSync(path.join(dir, "tmp", n)); } catch (e) {} }
+const lstat = (p) => fs.lstatSync(p, { throwIfNoEntry: false }) || null;
+
+// realOf is p's real path: its deepest existing ancestor with links
+// resolved, then the names below it that do not exist yet; null when a
+// link on the way leads nowhere.
+function realOf(p) {
+  try { return fs.realpathSync.native(p); } catch (e) { if (e.code !== "ENOENT") return null; }
+  if (lstat(p)) return null;
+  const up = path.dirname(p);
+  if (up === p) return null;
+  const r = realOf(up);
+  return r === null ? null : path.join(r, path.basename(p));
+}
+
+const within = (p, dir) => p === dir || p.startsWith(dir.endsWith("/") ? dir : dir + "/");
+
+function describe(st) {
+  if (st.isSymbolicLink()) return "a symbolic link";
+  if (st.isDirectory()) return "a directory";
+  if (st.isFile()) return st.nlink > 1 ? "a file linked from elsewhere" : "a file";
+  if (st.isFIFO()) return "a FIFO";
+  if (st.isSocket()) return "a socket";
+  return "a device";
+}
+
+const ownFile = (st) => st.isFile() && st.nlink === 1;
+
+// Store is the sandbox's store, opened for one command.
+class Store {
+  constructor(dir) { this.dir = dir; this.subs = new Set(); this.why = ""; }
+
+  // open finds the store and makes what it lacks. It throws EXIT_STORE_BAD
+  // when its real path is inside the workspace or it cannot be made, and
+  // when it was bad (after making it afresh).
+  static open(workspace) {
+    const home = os.homedir();
+    if (!home || !path.isAbsolute(home)) throw refused("no home directory");
+    const cache = path.join(home, ".cache");
+    const ws = realOf(path.resolve(workspace)), real = realOf(cache);
+    if (ws === null || real === null) throw refused("a link on its path leads nowhere");
+    const at = path.join(real, STORE_NAME);
+    if (within(at, ws) || within(ws, at)) throw refused("its real path " + at + " is inside the workspace");
+    const s = new Store(path.join(cache, STORE_NAME));
+    try {
+      fs.mkdirSync(cache, { recursive: true, mode: 0o700 });
+      s.realDir(s.dir, "the store");
+      s.realDir(path.join(s.dir, "tmp"), "its tmp");
+      s.own();
+    } catch (e) {
+      throw e instanceof Exit ? e : refused("cannot make it: " + (e.code || e.message));
+    }
+    s.fail();
+    s.sweepTmp();
+    return s;
+  }
+
+  path(hex) { return path.join(this.dir, hex.slice(0, 2), hex); }
+
+  // realDir makes p a directory of its own: whatever else is there is
+  // removed, never followed.
+  realDir(p, what) {
+    const st = lstat(p);
+    if (st && st.isDirectory()) return;
+    if (st) this.spoilt(p, st, what);
+    fs.mkdirSync(p, { mode: 0o700 });
+  }
+
+  // own gives the store its mode through a descriptor that is no link's.
+  own() {
+    const fd = fs.openSync(this.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    try {
+      if ((fs.fstatSync(fd).mode & 0o777) !== 0o700) fs.fchmodSync(fd, 0o700);
+    } finally { fs.closeSync(fd); }
+  }
+
+  // spoilt removes a bad thing without following it and remembers why.
+  spoilt(p, st, what) {
+    try {
+      if (st.isDirectory()) fs.rmSync(p, { recursive: true, force: true });
+      else fs.unlinkSync(p);
+    } catch (e) {}
+    this.why = this.why || what + " was " + describe(st);
+  }
+
+  fail() {
+    if (this.why) throw new Exit(EXIT_STORE_BAD, "bad sandbox store: " + this.why + "; removed without following it");
+  }
+
+  // sweepTmp removes temp files of helpers that are gone.
+  sweepTmp() {
+    const tmp = path.join(this.dir, "tmp");
+    let names = [];
+    try { names = fs.readdirSync(tmp); } catch (e) { return; }
+    for (const n of names) {
+      const pid = parseInt(n, 10);
+      let alive = false;
+      try { process.kill(pid, 0); alive = true; } catch (e) { alive = e.code === "EPERM"; }
+      if (!alive || pid === process.pid) unlinkQuiet(path.join(tmp, n));
+    }
+  }
+
+  // sub checks, once a command, the directory of hex's entries: it
+  // reports whether it is there, making it when make is set.
+  sub(hex, make) {
+    const name = hex.slice(0, 2);
+    if (this.subs.has(name)) return true;
+    const p = path.join(this.dir, name), st = lstat(p);
+    if (st && !st.isDirectory()) { this.spoilt(p, st, "directory " + name); this.fail(); }
+    if (!st && !make) return false;
+    if (!st) fs.mkdirSync(p, { mode: 0o700 });
+    this.subs.add(name);
+    return true;
+  }
+
+  // stat is entry hex's lstat when it is a regular file of its own, null
+  // when it is missing; anything else there is removed.
+  stat(hex) {
+    if (!this.sub(hex, false)) return null;
+    const p = this.path(hex), st = lstat(p);
+    if (st && !ownFile(st)) { this.spoilt(p, st, "entry " + hex); this.fail(); }
+    return st;
+  }
+
+  // read appends entry hex (n bytes) to sink; with check, it hashes it on
+  // the way and removes it when it is not what its name says. Without,
+  // only its size is checked: apply checks the whole output's hash and
+  // then, on a mismatch, each entry it used (verifyEntries).
+  read(hex, n, sink, check) {
+    const p = this.path(hex);
+    if (!this.stat(hex)) throw new Exit(EXIT_MISS, "missing entry");
+    let fd;
+    try { fd = fs.openSync(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK); } catch (e) {
+      if (e.code === "ELOOP") unlinkQuiet(p);
+      throw new Exit(EXIT_MISS, "missing entry");
+    }
+    try {
+      const st = fs.fstatSync(fd);
+      if (!ownFile(st)) { this.spoilt(p, st, "entry " + hex); this.fail(); }
+      if (st.size !== n) { unlinkQuiet(p); throw new Exit(EXIT_MISS, "corrupt entry"); }
+      const h = check ? crypto.createHash("sha256") : null;
+      for (let off = 0; off < n; ) {
+        const b = readAt(fd, Math.min(MAX_FRAME, n - off), off);
+        if (h) h.update(b);
+        sink(b); off += b.length;
+      }
+      if (h && h.digest("hex") !== hex) { unlinkQuiet(p); throw new Exit(EXIT_MISS, "corrupt entry"); }
+      const now = new Date();
+      try { fs.futimesSync(fd, now, now); } catch (e) {}
+    } finally { fs.closeSync(fd); }
+  }
+
+  // walk lists the entries by lstat, opening none; a 2-hex name that is
+  // not a directory and an entry that is not a regular file of its own
+  // are removed, and the walk then fails.
+  walk() {
+    const out = [];
+    for (const d of fs.readdirSync(this.dir, { withFileTypes: true })) {
+      if (!/^[0-9a-f]{2}$/.test(d.name)) continue;
+      const sub = path.join(this.dir, d.name);
+      if (!d.isDirectory()) { const st = lstat(sub); if (st) this.spoilt(sub, st, "directory " + d.name); continue; }
+      for (const hex of fs.readdirSync(sub)) {
+        if (!/^[0-9a-f]{64}$/.test(hex) || !hex.startsWith(d.name)) continue;
+        const p = path.join(sub, hex), st = lstat(p);
+        if (st && ownFile(st)) out.push({ hex, size: st.size, mtime: st.mtimeMs });
+        else if (st) this.spoilt(p, st, "entry " + hex);
+      }
+    }
+    this.fail();
+    return out;
+  }
+
+  // bound removes the least recently used of all (the walk's entries)
+  // once the store is past STORE_BYTES or STORE_ENTRIES, until it is
+  // under LOW_WATER of both; it returns the entries kept.
+  bound(all) {
+    let bytes = all.reduce((s, e) => s + e.size, 0), count = all.length;
+    if (bytes <= STORE_BYTES && count <= STORE_ENTRIES) return all;
+    all.sort((a, b) => a.mtime - b.mtime);
+    let i = 0;
+    for (; i < all.length && (bytes > STORE_BYTES * LOW_WATER || count > STORE_ENTRIES * LOW_WATER); i++) {
+      unlinkQuiet(this.path(all[i].hex));
+      bytes -= all[i].size; count--;
+    }
+    return all.slice(i);
   }
 }
 
-const entryPath = (dir, hex) => path.join(dir, hex.slice(0, 2), hex);
-
-// An entry being written: bytes go to tmp/, checked on commit.
+// Entry is an entry being written: its bytes go to tmp/ and are renamed
+// into place on commit, when they hashed to its name. None is written for
+// what the store holds (in have, or found there).
 class Entry {
-  constructor(dir, hex, have) {
-    this.dir = dir; this.hex = hex; this.fd = -1;
-    if (!dir || (have ? have.has(hex) : fs.existsSync(entryPath(dir, hex)))) return;
-    this.tmp = path.join(dir, "tmp", process.pid + "-" + crypto.randomBytes(8).toString("hex"));
+  constructor(store, hex, have) {
+    this.store = store; this.hex = hex; this.fd = -1;
+    if (have ? have.has(hex) : store.stat(hex)) return;
+    this.tmp = path.join(store.dir, "tmp", process.pid + "-" + crypto.randomBytes(8).toString("hex"));
     try { this.fd = fs.openSync(this.tmp, "wx", 0o600); } catch (e) { this.fd = -1; }
   }
   write(buf) {
@@ -71,14 +261,18 @@ class Entry {
   commit(ok) {
     if (this.fd < 0) return false;
     fs.closeSync(this.fd); this.fd = -1;
-    if (!ok) { try { fs.unlinkSync(this.tmp); } catch (e) {} return false; }
+    if (!ok) { unlinkQuiet(this.tmp); return false; }
     try {
-      fs.mkdirSync(path.join(this.dir, this.hex.slice(0, 2)), { recursive: true, mode: 0o700 });
-      fs.renameSync(this.tmp, entryPath(this.dir, this.hex));
+      this.store.sub(this.hex, true);
+      fs.renameSync(this.tmp, this.store.path(this.hex));
       return true;
-    } catch (e) { try { fs.unlinkSync(this.tmp); } catch (e2) {} return false; }
+    } catch (e) {
+      unlinkQuiet(this.tmp);
+      if (e instanceof Exit) throw e;
+      return false;
+    }
   }
-  abort() { if (this.fd >= 0) { try { fs.closeSync(this.fd); fs.unlinkSync(this.tmp); } catch (e) {} this.fd = -1; } }
+  abort() { if (this.fd >= 0) { try { fs.closeSync(this.fd); } catch (e) {} unlinkQuiet(this.tmp); this.fd = -1; } }
 }
 
 function writeAll(fd, buf, pos) {
@@ -184,120 +378,96 @@ function readHead(f) {
   return { hash: Buffer.from(b.subarray(0, 32)), n: Number(n) };
 }
 
-// copyEntry appends store entry hex (n bytes) to sink; with check, it
-// hashes it on the way and removes it when it is not what its name says.
-// Without, only its size is checked: apply checks the whole output's hash
-// and then, on a mismatch, each entry it used (verifyEntries).
-function copyEntry(dir, hex, n, sink, check) {
-  if (!dir) throw new Exit(91, "no store");
-  const p = entryPath(dir, hex);
-  let src;
-  try { src = fs.openSync(p, "r"); } catch (e) { throw new Exit(91, "missing entry"); }
-  try {
-    if (fs.fstatSync(src).size !== n) { fs.unlinkSync(p); throw new Exit(91, "corrupt entry"); }
-    const h = check ? crypto.createHash("sha256") : null;
-    for (let off = 0; off < n; ) {
-      const b = readAt(src, Math.min(MAX_FRAME, n - off), off);
-      if (h) h.update(b);
-      sink(b); off += b.length;
-    }
-    if (h && h.digest("hex") !== hex) { try { fs.unlinkSync(p); } catch (e) {} throw new Exit(91, "corrupt entry"); }
-    const now = new Date();
-    try { fs.futimesSync(src, now, now); } catch (e) {}
-  } finally { fs.closeSync(src); }
-}
-
 // verifyEntries checks every entry in used, removing the bad ones; it
 // reports whether one was bad.
-function verifyEntries(dir, used) {
-  let bad = false;
+function verifyEntries(store, used) {
+  let spoilt = false;
   for (const [hex, n] of used) {
-    try { copyEntry(dir, hex, n, () => {}, true); } catch (e) { bad = true; }
+    try { store.read(hex, n, () => {}, true); } catch (e) {
+      if (e.code === EXIT_STORE_BAD) throw e;
+      spoilt = true;
+    }
   }
-  return bad;
+  return spoilt;
 }
 
 function apply(stream, outPath, workspace) {
-  const dir = storeDir(workspace);
+  const store = Store.open(workspace);
   const inFd = fs.openSync(stream, "r");
-  // Read and written: a content met again in this stream is read back.
-  const outFd = fs.openSync(outPath, "w+", 0o600);
+  try {
+    removingOnError([outPath], () => {
+      // Read and written: a content met again in this stream is read back.
+      const outFd = fs.openSync(outPath, "w+", 0o600);
+      let wrote;
+      try { wrote = rebuild(store, new Frames(inFd), outFd); } finally { fs.closeSync(outFd); }
+      if (wrote) store.bound(store.walk());
+    });
+  } finally { fs.closeSync(inFd); }
+}
+
+// rebuild writes the output of the records f reads to outFd; it reports
+// whether it stored a content.
+function rebuild(store, f, outFd) {
   const total = crypto.createHash("sha256");
   const seen = new Map(), used = new Map();
   let pos = 0, wrote = false;
   const emit = (b) => { writeAll(outFd, b, pos); total.update(b); pos += b.length; };
-  try {
-    const f = new Frames(inFd);
-    for (;;) {
-      const kind = f.exact(1)[0];
-      if (kind === 0x48) {
-        let n = f.exact(4).readUInt32BE(0);
-        while (n > 0) { const b = f.take(n); emit(b); n -= b.length; }
-      } else if (kind === 0x43) {
-        const { hash, n } = readHead(f);
-        const hex = hash.toString("hex"), start = pos;
-        const e = new Entry(dir, hex), h = crypto.createHash("sha256");
-        for (let left = n; left > 0; ) { const b = f.take(Math.min(left, MAX_FRAME)); emit(b); h.update(b); e.write(b); left -= b.length; }
-        const ok = h.digest("hex") === hex;
-        wrote = e.commit(ok) || wrote;
-        if (!ok) throw bad("content does not match its hash");
-        seen.set(hex, [start, n]);
-      } else if (kind === 0x52) {
-        const { hash, n } = readHead(f);
-        const hex = hash.toString("hex"), got = seen.get(hex);
-        if (got && got[1] === n) {
-          for (let off = 0; off < n; ) { const b = readAt(outFd, Math.min(MAX_FRAME, n - off), got[0] + off); emit(b); off += b.length; }
-        } else { copyEntry(dir, hex, n, emit, false); used.set(hex, n); }
-      } else if (kind === 0x45) {
-        const { hash, n } = readHead(f);
-        if (n !== pos || !total.digest().equals(hash)) {
-          if (verifyEntries(dir, used)) throw new Exit(91, "corrupt entry");
-          throw bad("output does not match the stream's end");
-        }
-        if (!f.atEnd()) throw bad("data after the end");
-        break;
-      } else throw bad("unknown record");
-    }
-  } catch (e) {
-    fs.closeSync(outFd); fs.closeSync(inFd);
-    try { fs.unlinkSync(outPath); } catch (e2) {}
-    throw e;
+  for (;;) {
+    const kind = f.exact(1)[0];
+    if (kind === 0x48) {
+      for (let n = f.exact(4).readUInt32BE(0); n > 0; ) { const b = f.take(n); emit(b); n -= b.length; }
+    } else if (kind === 0x43) {
+      const { hash, n } = readHead(f), hex = hash.toString("hex"), start = pos;
+      wrote = keepContent(store, f, hex, n, emit) || wrote;
+      seen.set(hex, [start, n]);
+    } else if (kind === 0x52) {
+      const { hash, n } = readHead(f), hex = hash.toString("hex"), got = seen.get(hex);
+      if (got && got[1] === n) readBack(outFd, got[0], n, emit);
+      else { store.read(hex, n, emit, false); used.set(hex, n); }
+    } else if (kind === 0x45) {
+      const { hash, n } = readHead(f);
+      if (n !== pos || !total.digest().equals(hash)) {
+        if (verifyEntries(store, used)) throw new Exit(EXIT_MISS, "corrupt entry");
+        throw bad("output does not match the stream's end");
+      }
+      if (!f.atEnd()) throw bad("data after the end");
+      return wrote;
+    } else throw bad("unknown record");
   }
-  fs.closeSync(outFd); fs.closeSync(inFd);
-  if (wrote) bound(dir);
+}
+
+// keepContent emits a 'C' record's n bytes and keeps them in the store
+// when they hash to hex; it reports whether it stored them.
+function keepContent(store, f, hex, n, emit) {
+  const e = new Entry(store, hex), h = crypto.createHash("sha256");
+  for (let left = n; left > 0; ) {
+    const b = f.take(Math.min(left, MAX_FRAME));
+    emit(b); h.update(b); e.write(b); left -= b.length;
+  }
+  const ok = h.digest("hex") === hex;
+  const wrote = e.commit(ok);
+  if (!ok) throw bad("content does not match its hash");
+  return wrote;
+}
+
+// readBack emits n bytes the output already holds at start.
+function readBack(outFd, start, n, emit) {
+  for (let off = 0; off < n; ) {
+    const b = readAt(outFd, Math.min(MAX_FRAME, n - off), start + off);
+    emit(b); off += b.length;
+  }
 }
 
 function index(outPath, workspace) {
-  const dir = storeDir(workspace);
-  const fd = fs.openSync(outPath, "w", 0o600);
-  writeAll(fd, Buffer.from("PCINDEX\n"));
-  for (const e of entries(dir)) writeAll(fd, Buffer.from(e.hex, "hex"));
-  fs.closeSync(fd);
-}
-
-function entries(dir) {
-  const out = [];
-  if (!dir) return out;
-  for (const sub of fs.readdirSync(dir)) {
-    if (!/^[0-9a-f]{2}$/.test(sub)) continue;
-    for (const hex of fs.readdirSync(path.join(dir, sub))) {
-      if (!/^[0-9a-f]{64}$/.test(hex) || hex.slice(0, 2) !== sub) continue;
-      try { const st = fs.statSync(path.join(dir, sub, hex)); out.push({ hex, size: st.size, mtime: st.mtimeMs }); } catch (e) {}
-    }
-  }
-  return out;
-}
-
-// bound removes the least recently used entries past STORE_BYTES.
-function bound(dir) {
-  const all = entries(dir);
-  let sum = all.reduce((s, e) => s + e.size, 0);
-  if (sum <= STORE_BYTES) return;
-  all.sort((a, b) => a.mtime - b.mtime);
-  for (const e of all) {
-    if (sum <= STORE_BYTES * 0.9) break;
-    try { fs.unlinkSync(entryPath(dir, e.hex)); sum -= e.size; } catch (err) {}
-  }
+  const store = Store.open(workspace);
+  removingOnError([outPath], () => {
+    const kept = store.bound(store.walk());
+    const buf = Buffer.allocUnsafe(8 + 32 * kept.length);
+    buf.write("PCINDEX\n", 0, "latin1");
+    kept.forEach((e, i) => buf.write(e.hex, 8 + 32 * i, "hex"));
+    const fd = fs.openSync(outPath, "w", 0o600);
+    try { writeAll(fd, buf); } finally { fs.closeSync(fd); }
+  });
 }
 
 function octal(b) {
@@ -348,15 +518,14 @@ class Seq {
   }
 }
 
-function storeSet(dir) {
-  const have = new Set();
-  for (const e of entries(dir)) have.add(e.hex);
-  return have;
+function recipe(kind, src, outPath, workspace) {
+  const store = Store.open(workspace);
+  removingOnError([outPath, outPath + ".idx"], () => describeSrc(store, kind, src, outPath));
 }
 
-function recipe(kind, src, outPath, workspace) {
-  const dir = storeDir(workspace);
-  const have = storeSet(dir);
+// describeSrc writes the recipe of src and its index.
+function describeSrc(store, kind, src, outPath) {
+  const have = new Set(store.walk().map((e) => e.hex));
   const fd = fs.openSync(src, "r");
   const size = fs.fstatSync(fd).size;
   const out = new Out(outPath);
@@ -377,8 +546,8 @@ function recipe(kind, src, outPath, workspace) {
       const b = seq.read(Math.min(CHUNK, n - o));
       h.update(b);
       if (n <= CHUNK) parts.push(Buffer.from(b));
-      else if (dir) {
-        if (!spill) spill = new Entry(dir, "spill-" + off, new Set());
+      else {
+        if (!spill) spill = new Entry(store, "spill-" + off, new Set());
         spill.write(b);
       }
       o += b.length;
@@ -389,13 +558,13 @@ function recipe(kind, src, outPath, workspace) {
     out.head(0x52, hash, n);
     const rec = Buffer.alloc(48); hash.copy(rec); rec.writeBigUInt64BE(BigInt(off), 32); rec.writeBigUInt64BE(BigInt(n), 40);
     idx.push(rec);
-    if (!dir || have.has(hex)) { if (spill) spill.commit(false); return; }
+    if (have.has(hex)) { if (spill) spill.commit(false); return; }
     if (spill) {
       spill.hex = hex;
       if (spill.commit(true)) { have.add(hex); wrote = true; }
       return;
     }
-    const e = new Entry(dir, hex, have);
+    const e = new Entry(store, hex, have);
     e.write(Buffer.concat(parts, n));
     if (e.commit(true)) { have.add(hex); wrote = true; }
   };
@@ -432,7 +601,7 @@ function recipe(kind, src, outPath, workspace) {
   out.close();
   fs.writeFileSync(outPath + ".idx", Buffer.concat(idx), { mode: 0o600 });
   fs.closeSync(fd);
-  if (wrote) bound(dir);
+  if (wrote) store.bound(store.walk());
 }
 
 function pack(src, idxPath, wantPath, outPath) {
@@ -469,5 +638,5 @@ try {
   main(process.argv.slice(1));
 } catch (e) {
   process.stderr.write("paperclip sync helper: " + e.message + "\n");
-  process.exit(e instanceof Exit ? e.code : 93);
+  process.exit(e instanceof Exit ? e.code : EXIT_BAD_INPUT);
 }
