@@ -1,6 +1,7 @@
 // Package batch runs several commands of one sandbox in one streaming
 // exec: a small Node.js program (helper.js) started by that exec runs
-// each command side by side as /bin/bash -lc with a launcher, and frames
+// each command side by side as /bin/bash -lc with a launcher (under a child
+// subreaper of its own, reaper.pl, where perl can make one), and frames
 // their output and exits on its own stdout. This package holds the
 // program, the stdin it reads, the Decoder of what it writes, and the
 // execs that cancel one of its commands or reap a dead helper's leftovers;
@@ -23,6 +24,9 @@ var helper string
 
 //go:embed reap.sh
 var reap string
+
+//go:embed reaper.pl
+var reaper string
 
 // Argv is the streaming exec's cmd and args that run the helper:
 // "/usr/bin/env", ["node", "-e", <helper.js>]. No shell and no login
@@ -52,6 +56,7 @@ type header struct {
 	Nonce  string      `json:"n"`
 	Dir    string      `json:"d"`
 	Launch string      `json:"l"`
+	Reaper string      `json:"r"`
 	Cmds   []cmdHeader `json:"c"`
 }
 
@@ -60,15 +65,17 @@ type cmdHeader struct {
 	TimeoutMs int64 `json:"t"`
 }
 
-// Stdin is what the helper reads: a JSON header line, then each command's
-// Data back to back. The exec carries stdin as a JSON string, so every
-// value must be UTF-8 (a byte that is not would reach the helper changed
-// and shift every later command's data; the helper then fails them all).
+// Stdin is what the helper reads: a JSON header line (with reaper.pl, which
+// each command runs under where perl can make it a child subreaper), then
+// each command's Data back to back. The exec carries stdin as a JSON
+// string, so every value must be UTF-8 (a byte that is not would reach the
+// helper changed and shift every later command's data; the helper then
+// fails them all).
 func Stdin(b Batch) (string, error) {
 	if err := check(b); err != nil {
 		return "", fmt.Errorf("createos batch: %w", err)
 	}
-	h := header{Nonce: b.Nonce, Dir: b.Dir, Launch: b.Launch, Cmds: make([]cmdHeader, len(b.Cmds))}
+	h := header{Nonce: b.Nonce, Dir: b.Dir, Launch: b.Launch, Reaper: reaper, Cmds: make([]cmdHeader, len(b.Cmds))}
 	size := 0
 	for i, c := range b.Cmds {
 		h.Cmds[i] = cmdHeader{Bytes: len(c.Data), TimeoutMs: c.TimeoutMs}

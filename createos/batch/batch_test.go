@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -8,18 +9,20 @@ import (
 const nonce = "0123456789abcdef0123456789abcdef"
 
 // Stdin is a header line the helper parses with JSON.parse: the nonce
-// "n", the control directory "d", the launcher "l", and per command its
-// data's length in bytes "b" and its timeout "t"; then the commands' data
-// back to back, as they are.
+// "n", the control directory "d", the launcher "l", the subreaper program
+// "r" (reaper.pl), and per command its data's length in bytes "b" and its
+// timeout "t"; then the commands' data back to back, as they are.
 func TestStdin(t *testing.T) {
+	r, _ := json.Marshal(reaper)
+	head := `{"n":"` + nonce + `","d":"/tmp/b","l":"exec \"$x\"","r":` + string(r)
 	for _, tc := range []struct {
 		name string
 		cmds []Command
 		want string
 	}{
-		{"no commands", nil, `{"n":"` + nonce + `","d":"/tmp/b","l":"exec \"$x\"","c":[]}` + "\n"},
+		{"no commands", nil, head + `,"c":[]}` + "\n"},
 		{"bytes, not characters", []Command{{Data: "é€😀\x00\n", TimeoutMs: 300}, {Data: ""}, {Data: "ab", TimeoutMs: 1 << 40}},
-			`{"n":"` + nonce + `","d":"/tmp/b","l":"exec \"$x\"","c":[{"b":11,"t":300},{"b":0,"t":0},{"b":2,"t":1099511627776}]}` +
+			head + `,"c":[{"b":11,"t":300},{"b":0,"t":0},{"b":2,"t":1099511627776}]}` +
 				"\n" + "é€😀\x00\n" + "ab"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,9 +2,11 @@
 // The batch helper of the sandbox-plugin's createos driver. One streaming
 // exec runs it (node -e, no shell) to run several commands of a sandbox side
 // by side. Stdin: a JSON header line {"n":nonce,"d":dir,"l":launch,
-// "c":[{"b":bytes,"t":ms}]}, then each command's data, c[i].b bytes each.
-// Command i runs as /bin/bash -lc launch in a session of its own, its data on
-// stdin. Stdout: one frame a line, "<nonce> <json>": {"h":1}; {"i":i,"p":pid};
+// "r":reaper,"c":[{"b":bytes,"t":ms}]}, then each command's data, c[i].b
+// bytes each. Command i runs as /bin/bash -lc launch in a session of its own,
+// its data on stdin, under its own subreaper (perl -e reaper) where perl can
+// be one. Stdout: one frame a line, "<nonce> <json>": {"h":1}; {"i":i,"p":pid}
+// (the command's process, or its subreaper's);
 // {"i":i,"o"|"e":base64}; {"i":i,"x":code} (+"t":1 timed out, "c":1
 // cancelled, "k":n survivors) or {"i":i,"err":text}; {"z":1} last. The file
 // <dir>/<i> asks to end command i. Runs on Node.js 12 or later (ES2017).
@@ -28,6 +30,7 @@ var closing = false; // bye is written: no other frame follows it
 var dying = false; // a signal or a broken stdout: the helper is going
 var backlog = false;
 var outputs = []; // every command's stdout and stderr
+var reaper = null; // perl's arguments before a command's own, where it runs under a subreaper
 
 function frame(o) {
   if (closing || dying) return;
@@ -70,10 +73,12 @@ function scan() {
 }
 
 // members grows command c's tracked set from procs and returns its live
-// members: its leader, its session and group, and every child of a member.
-// Tracking keeps a process whose parent died and that left the session
-// (setsid) once a scan saw it linked. A fixpoint, not one pass in start
-// order: a child may start in the same clock tick as its parent.
+// members: its leader (its subreaper, when it has one), the leader's session
+// and group, and every child of a member. Under a subreaper, whatever the
+// command orphans is the subreaper's child; without one, tracking keeps a
+// process whose parent died and that left the session (setsid) once a scan
+// saw it linked. A fixpoint, not one pass in start order: a child may start
+// in the same clock tick as its parent.
 function members(c, procs) {
   var t = c.tracked;
   t.forEach(function (start, pid) {
@@ -154,10 +159,22 @@ function answer(c, o) {
   if (cmds.every(function (d) { return d.answered; })) finish();
 }
 
+// subreaper is the arguments that run a command under the reaper program
+// (perl -e reaper -- argv), or null where perl cannot make it a subreaper.
+// Under it, what a command orphans comes to its subreaper, a member of its
+// tree, instead of the sandbox's init: end() ends it with the rest.
+function subreaper(prog) {
+  if (!prog) return null;
+  var r = cp.spawnSync('perl', ['-e', prog], { stdio: 'ignore', env: process.env, timeout: 5000 });
+  return r.status === 0 ? ['-e', prog, '--'] : null;
+}
+
 function run(c, launch, data) {
   var child;
+  var argv = ['/bin/bash', '-lc', launch];
+  if (reaper) argv = ['perl'].concat(reaper, argv);
   try {
-    child = cp.spawn('/bin/bash', ['-lc', launch], { detached: true, stdio: ['pipe', 'pipe', 'pipe'], env: process.env });
+    child = cp.spawn(argv[0], argv.slice(1), { detached: true, stdio: ['pipe', 'pipe', 'pipe'], env: process.env });
   } catch (e) {
     answer(c, { i: c.i, err: String(e && e.message || e) });
     return;
@@ -266,6 +283,7 @@ process.stdout.on('error', function () { die(1); });
 
 function valid(h) {
   return h && typeof h.n === 'string' && h.n !== '' && typeof h.d === 'string' && typeof h.l === 'string' &&
+    (h.r === undefined || typeof h.r === 'string') &&
     Array.isArray(h.c) && h.c.every(function (c) {
       return c && Number.isSafeInteger(c.b) && c.b >= 0 && typeof c.t === 'number' && c.t >= 0;
     });
@@ -294,6 +312,7 @@ function start(buf) {
     cmds.forEach(function (c) { answer(c, { i: c.i, err: why }); });
     return;
   }
+  reaper = subreaper(h.r);
   ticker = setInterval(tick, TICK);
   cmds.forEach(function (c, i) {
     run(c, h.l, buf.slice(off, off + h.c[i].b));

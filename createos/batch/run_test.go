@@ -91,6 +91,7 @@ func stdinOf(t *testing.T, b batch.Batch) string {
 type options struct {
 	wrapper []string // argv the helper's argv is appended to
 	held    bool     // its stdout is not read until release is closed
+	path    string   // PATH the helper gets; the test's own when empty
 }
 
 // startWith runs the helper on b with stdin as it is.
@@ -103,10 +104,14 @@ func startWith(t *testing.T, b batch.Batch, stdin string, o options) *helperRun 
 	argv := append(append(o.wrapper, name), args...)
 	r := &helperRun{t: t, b: b, done: make(chan struct{}), release: make(chan struct{})}
 	if !o.held {
-		close(r.release)
+		r.releaseOnce.Do(func() { close(r.release) })
 	}
 	r.cmd = exec.Command(argv[0], argv[1:]...)
-	r.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	path := o.path
+	if path == "" {
+		path = os.Getenv("PATH")
+	}
+	r.cmd.Env = []string{"PATH=" + path, "HOME=" + t.TempDir()}
 	r.cmd.Stdin, r.cmd.Stderr = strings.NewReader(stdin), &r.stderr
 	out, err := r.cmd.StdoutPipe()
 	if err != nil {
