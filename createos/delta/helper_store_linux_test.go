@@ -110,7 +110,8 @@ var storeCases = []struct {
 }
 
 // storeCommands run the helper against a planted store, each as the
-// driver would: apply of a warm stream (naming the victim), index, recipe.
+// driver would: apply of a warm stream (naming the victim) and of a cold
+// one (carrying it), index, recipe.
 var storeCommands = []struct {
 	name    string
 	run     func(p planted, data []byte, held map[Hash]bool) int
@@ -120,6 +121,10 @@ var storeCommands = []struct {
 		encode(p.s.t, &Encoder{Has: func(h Hash) bool { return held[h] }}, data, p.s.path("warm"))
 		return p.s.runBounded("apply", p.s.path("warm"), p.s.path("out"), p.s.ws)
 	}, []string{"out"}},
+	{"apply cold", func(p planted, data []byte, _ map[Hash]bool) int {
+		encode(p.s.t, &Encoder{}, data, p.s.path("cold1"))
+		return p.s.runBounded("apply", p.s.path("cold1"), p.s.path("out1"), p.s.ws)
+	}, []string{"out1"}},
 	{"index", func(p planted, _ []byte, _ map[Hash]bool) int {
 		return p.s.runBounded("index", p.s.path("listing"), p.s.ws)
 	}, []string{"listing"}},
