@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/archive"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/delta"
@@ -466,7 +467,8 @@ esac
 
 // A sandbox cannot obtain another company's bytes by naming their hash:
 // company A's worker store holds a content, company B's sandbox lists it
-// without having it, and B's sync out is refused with nothing landed.
+// without having it; B's listing is refused (logged), the mapping moves
+// whole, and what lands is B's own workspace, without A's bytes.
 func TestSyncIncrementalCompaniesNeverShareContent(t *testing.T) {
 	secret := bytes.Repeat([]byte("company A's secret\n"), 100)
 	a := newSyncLease(t, SyncAuto)
@@ -492,11 +494,19 @@ func TestSyncIncrementalCompaniesNeverShareContent(t *testing.T) {
 	hostB := filepath.Join(t.TempDir(), "out")
 	_, err = b.d.SyncOut(b.ctx(t), &handlers.SyncParams{BaseParams: b.bp, Lease: *b.l, Operations: []handlers.SyncOperation{{OperationID: "out",
 		Files: []handlers.SyncFileMapping{{SourcePath: "/paperclip-workspace", TargetPath: hostB, Kind: "directory"}}}}})
-	if err == nil || !strings.Contains(err.Error(), "CreateOS sync refused what the sandbox listed") {
-		t.Fatalf("err = %v, want the listing refused", err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(hostB); !os.IsNotExist(err) {
-		t.Fatalf("something landed at the target: %v", err)
+	if got := fallbacks(b, filesync.ReasonListing); got != 1 {
+		t.Fatalf("%d fallbacks for the refused listing, want 1:\n%s", got, b.log)
+	}
+	for name, sum := range hostTree(t, hostB) {
+		if name == "stolen" || strings.HasSuffix(sum, fmt.Sprintf("%x", sha256.Sum256(secret))) {
+			t.Fatalf("company A's content landed for company B as %s", name)
+		}
+	}
+	if _, ok := hostTree(t, hostB)["pad"]; !ok {
+		t.Fatalf("B's own workspace did not land: %v", hostTree(t, hostB))
 	}
 }
 
@@ -513,8 +523,8 @@ func TestSyncIncrementalHostileListingIsRefusedLikeAnArchive(t *testing.T) {
 			target := filepath.Join(parent, "in", "out")
 			_, err := s.d.SyncOut(s.ctx(t), &handlers.SyncParams{BaseParams: s.bp, Lease: *s.l, Operations: []handlers.SyncOperation{{OperationID: "out",
 				Files: []handlers.SyncFileMapping{{SourcePath: "/paperclip-workspace", TargetPath: target, Kind: "directory"}}}}})
-			if err == nil {
-				t.Fatal("a listing with an escaping name was taken")
+			if err == nil || err.Error() != archive.ErrUnsafe.Error() {
+				t.Fatalf("err = %v, want the reference's %q", err, archive.ErrUnsafe)
 			}
 			var left []string
 			_ = filepath.WalkDir(parent, func(p string, de fs.DirEntry, err error) error {
@@ -554,7 +564,7 @@ func TestSyncIncrementalKilledHalfwayLeavesNothingWrong(t *testing.T) {
 			Files: []handlers.SyncFileMapping{{SourcePath: src, TargetPath: "/paperclip-workspace/t.tar", Kind: "file"}}}}})
 		cancel()
 		got := s.sh(t, `test ! -e t.tar || sha256sum < t.tar; ls -A | grep -c "^\.paperclip-createos-transfer-" || true
-cd ~/.cache/paperclip-createos-sync 2>/dev/null && for f in ??/*; do [ -f "$f" ] || continue; [ "$(sha256sum < "$f" | cut -c1-64)" = "${f#??/}" ] || echo "bad $f"; done; true`)
+cd ~/.cache/paperclip-createos-sync 2>/dev/null && find ?? -type f -print0 | xargs -0r sha256sum | awk '{ n = $2; sub(/^..\//, "", n); if ($1 != n) print "bad " $2 }'; true`)
 		lines := strings.Split(strings.TrimSpace(got), "\n")
 		if want := fmt.Sprintf("%x  -", sha256.Sum256(big)); len(lines) == 0 || (lines[0] != want && lines[0] != "0") {
 			t.Fatalf("after a cancel at request %d: %q", after, got)

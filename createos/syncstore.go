@@ -52,8 +52,14 @@ func WithStore(dir string, maxBytes int64) Option {
 	}
 }
 
-// maxHeld bounds how many sandboxes' beliefs are kept.
-const maxHeld = 256
+// maxHeld bounds how many sandboxes' beliefs are kept, and
+// maxHeldHashes the hashes they hold together (8 bytes each: 16 MiB); past
+// it, the beliefs used longest ago are forgotten (their sandboxes' indexes
+// are read again when they sync next).
+const (
+	maxHeld       = 256
+	maxHeldHashes = 2 * filesync.MaxHeld
+)
 
 // syncState is the driver's part of the incremental sync.
 type syncState struct {
@@ -61,7 +67,9 @@ type syncState struct {
 	store   *castore.Store // nil: whole transfers only
 	mu      sync.Mutex
 	held    map[string]*filesync.Held // by account and sandbox
-	fellFor map[string]bool           // fallback reasons logged, by sandbox and reason
+	used    map[string]uint64         // when each belief was last handed out
+	clock   uint64
+	fellFor map[string]bool // fallback reasons logged, by sandbox and reason
 }
 
 // incremental is the incremental transfer of one sync call on sandbox id
@@ -71,7 +79,9 @@ func (d *Driver) incremental(ctx context.Context, c *api.Client, id, company str
 		return nil
 	}
 	st := d.openStore(ctx)
-	if st == nil {
+	if st == nil || !st.Keeps() {
+		// A store that keeps nothing could only add a recipe's bytes to
+		// the whole transfer's.
 		return nil
 	}
 	key := heldKey(c, id)
@@ -79,9 +89,10 @@ func (d *Driver) incremental(ctx context.Context, c *api.Client, id, company str
 	h := s.heldOf(key, filesync.NewHeld)
 	log := zerolog.Ctx(ctx)
 	return &filesync.Incremental{
-		Store: st.Company(company),
-		Held:  h,
-		Node:  d.syncNode,
+		Store:   st.Company(company),
+		KeepMax: st.MaxContent(),
+		Held:    h,
+		Node:    d.syncNode,
 		Fallback: func(reason string) {
 			s.mu.Lock()
 			first := !s.fellFor[key+"\x00"+reason]
@@ -102,24 +113,66 @@ func (d *Driver) incremental(ctx context.Context, c *api.Client, id, company str
 func heldKey(c *api.Client, id string) string { return markAccount(c) + "/" + id }
 
 // heldOf is the belief kept for key, made by mk when there is none.
+// Handing one out first trims the others to maxHeldHashes in all, least
+// recently used first.
 func (s *syncState) heldOf(key string, mk func() *filesync.Held) *filesync.Held {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held == nil {
-		s.held, s.fellFor = map[string]*filesync.Held{}, map[string]bool{}
+		s.held, s.used, s.fellFor = map[string]*filesync.Held{}, map[string]uint64{}, map[string]bool{}
 	}
 	h, ok := s.held[key]
 	if !ok {
 		if len(s.held) >= maxHeld {
-			for k := range s.held {
-				delete(s.held, k)
-				break
-			}
+			s.dropOldestLocked(key)
 		}
 		h = mk()
 		s.held[key] = h
 	}
+	s.clock++
+	s.used[key] = s.clock
+	s.trimLocked(key)
 	return h
+}
+
+// trimLocked forgets the beliefs used longest ago, but keep's, while all
+// of them hold more than maxHeldHashes.
+func (s *syncState) trimLocked(keep string) {
+	total := 0
+	for _, h := range s.held {
+		total += h.Len()
+	}
+	for total > maxHeldHashes {
+		oldest := s.oldestLocked(keep, true)
+		if oldest == "" {
+			return
+		}
+		total -= s.held[oldest].Len()
+		s.held[oldest].Forget()
+	}
+}
+
+// oldestLocked is the key used longest ago other than keep (among those
+// holding something, if holding), or "".
+func (s *syncState) oldestLocked(keep string, holding bool) string {
+	oldest := ""
+	for k, h := range s.held {
+		if k == keep || (holding && h.Len() == 0) {
+			continue
+		}
+		if oldest == "" || s.used[k] < s.used[oldest] {
+			oldest = k
+		}
+	}
+	return oldest
+}
+
+// dropOldestLocked removes the belief used longest ago other than keep.
+func (s *syncState) dropOldestLocked(keep string) {
+	if k := s.oldestLocked(keep, false); k != "" {
+		delete(s.held, k)
+		delete(s.used, k)
+	}
 }
 
 // createdSandbox records that sandbox id was just created, not forked: its
@@ -144,7 +197,8 @@ func (d *Driver) openStore(ctx context.Context) *castore.Store {
 			s.store, err = castore.Open(dir, max)
 		}
 		if err != nil {
-			zerolog.Ctx(ctx).Warn().Str("error", err.Error()) // castore's errors name no host path.Msg("CreateOS sync store unavailable: every sync moves whole files")
+			// castore's errors name no host path.
+			zerolog.Ctx(ctx).Warn().Str("error", err.Error()).Msg("CreateOS sync store unavailable: every sync moves whole files")
 		}
 	})
 	return s.store

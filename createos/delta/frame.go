@@ -123,8 +123,9 @@ type frameReader struct {
 	r   *bufio.Reader
 	buf []byte // decoded bytes not yet read
 	dec []byte
+	enc []byte // an encoded frame, reused
 	fr  io.ReadCloser
-	enc bytes.Reader
+	src bytes.Reader
 }
 
 func newFrameReader(r io.Reader) (*frameReader, error) {
@@ -173,12 +174,15 @@ func (f *frameReader) next() error {
 			return fmt.Errorf("%w: truncated frame", errFormat)
 		}
 	case codecDeflate:
-		data := make([]byte, enc)
+		if cap(f.enc) < enc {
+			f.enc = make([]byte, enc)
+		}
+		data := f.enc[:enc]
 		if _, err := io.ReadFull(f.r, data); err != nil {
 			return fmt.Errorf("%w: truncated frame", errFormat)
 		}
-		f.enc.Reset(data)
-		if err := f.fr.(flate.Resetter).Reset(&f.enc, nil); err != nil {
+		f.src.Reset(data)
+		if err := f.fr.(flate.Resetter).Reset(&f.src, nil); err != nil {
 			return err
 		}
 		n, err := io.ReadFull(f.fr, f.dec[:raw])

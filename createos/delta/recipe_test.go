@@ -9,12 +9,18 @@ import (
 	"testing"
 )
 
-var testLimits = Limits{Records: 1 << 20, Bytes: 1 << 30}
+var testLimits = Limits{Records: 1 << 20, Bytes: 1 << 30, Contents: 1 << 16}
 
 // fetch is the worker's side of a sync out against the helper: recipe,
 // wants, pack, rebuild; it returns the rebuilt bytes and how many contents
 // were asked for.
 func fetch(t *testing.T, s *sandbox, kind string, src []byte, st Store) ([]byte, int) {
+	return fetchKeeping(t, s, kind, src, st, 1<<40)
+}
+
+// fetchKeeping is fetch with the store keeping wanted contents together
+// up to keepMax bytes (the rest spilled).
+func fetchKeeping(t *testing.T, s *sandbox, kind string, src []byte, st Store, keepMax int64) ([]byte, int) {
 	t.Helper()
 	mustDo(t, os.WriteFile(s.path("src"), src, 0o600))
 	if got := s.run("recipe", kind, s.path("src"), s.path("recipe"), s.ws); got != 0 {
@@ -24,19 +30,23 @@ func fetch(t *testing.T, s *sandbox, kind string, src []byte, st Store) ([]byte,
 	mustDo(t, err)
 	want, err := Wants(bytes.NewReader(recipe), st, testLimits)
 	mustDo(t, err)
-	if len(want) > 0 {
-		mustDo(t, os.WriteFile(s.path("want"), WantList(want), 0o600))
+	var spill *os.File
+	if want.Len() > 0 {
+		mustDo(t, os.WriteFile(s.path("want"), want.List(), 0o600))
 		if got := s.run("pack", s.path("src"), s.path("recipe")+".idx", s.path("want"), s.path("pack")); got != 0 {
 			t.Fatalf("pack: exit %d: %s", got, s.lastError)
 		}
 		pack, err := os.Open(s.path("pack"))
 		mustDo(t, err)
 		defer pack.Close()
-		mustDo(t, TakePack(pack, want, st))
+		spill, err = os.Create(s.path("spill"))
+		mustDo(t, err)
+		defer spill.Close()
+		mustDo(t, TakePack(pack, want, st, keepMax, spill))
 	}
 	var out bytes.Buffer
-	mustDo(t, Rebuild(&out, bytes.NewReader(recipe), st))
-	return out.Bytes(), len(want)
+	mustDo(t, Rebuild(&out, bytes.NewReader(recipe), st, want, spill))
+	return out.Bytes(), want.Len()
 }
 
 func TestRecipeAndPackRebuildByteIdentical(t *testing.T) {
@@ -99,6 +109,11 @@ func TestHostileListingsAndPacksAreRefused(t *testing.T) {
 		{name: "past the byte limit", want: ErrListing, lim: Limits{Records: 10, Bytes: 100}, recipe: stream(t, func(w *recordWriter) error {
 			_ = w.ref(h, 1<<30)
 			return w.end(zero, 1<<30)
+		})},
+		{name: "past the contents limit", want: ErrListing, lim: Limits{Records: 10, Bytes: 1 << 20, Contents: 1}, recipe: stream(t, func(w *recordWriter) error {
+			_ = w.ref(h, int64(len(content)))
+			_ = w.ref(other, 7)
+			return w.end(zero, int64(len(content))+7)
 		})},
 		{name: "past the record limit", want: ErrListing, lim: Limits{Records: 3, Bytes: 1 << 20}, recipe: stream(t, func(w *recordWriter) error {
 			for range 5 {
@@ -163,10 +178,10 @@ func TestHostileListingsAndPacksAreRefused(t *testing.T) {
 						return w.end(zero, 0)
 					})
 				}
-				err = TakePack(bytes.NewReader(pack), want, st)
+				err = TakePack(bytes.NewReader(pack), want, st, 1<<40, io.Discard)
 			}
 			if err == nil {
-				err = Rebuild(io.Discard, bytes.NewReader(tc.recipe), st)
+				err = Rebuild(io.Discard, bytes.NewReader(tc.recipe), st, want, nil)
 			}
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
 )
 
 // memStore is a Store in memory that checks what it is given, as castore
@@ -38,7 +40,7 @@ func (s *memStore) Put(h Hash, r io.Reader, size int64) error {
 		return err
 	}
 	if int64(len(b)) != size || sha256.Sum256(b) != h {
-		return errors.New("mismatch")
+		return castore.ErrMismatch
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

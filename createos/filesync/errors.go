@@ -16,7 +16,3 @@ var (
 	// out or exited non-zero.
 	ErrTransferCommand = operator.New("CreateOS transfer command failed.")
 )
-
-// errListing is a sandbox's recipe or pack that breaks the format's rules
-// (createos/delta: sizes, hashes, limits): nothing of the mapping lands.
-var errListing = operator.New("CreateOS sync refused what the sandbox listed for transfer: a size, hash or entry did not match what it sent.")

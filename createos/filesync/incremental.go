@@ -1,13 +1,11 @@
 package filesync
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/delta"
@@ -30,84 +28,30 @@ type Incremental struct {
 	// Node is the program that runs the helper in the sandbox, looked up
 	// on its PATH; "" for node.
 	Node string
+	// KeepMax is the most the worker's store keeps of one transfer's
+	// contents (castore.Store.MaxContent); what a transfer lacks beyond it
+	// is held beside the rebuild for that transfer alone.
+	KeepMax int64
 }
 
-// Fallback reasons.
+// Fallback reasons: why a mapping moved whole. Each is logged once per
+// sandbox; only ReasonNoHelper lasts (the sandbox has no node, or its
+// helper failed maxFailures times in a row), the others cost the one
+// mapping.
 const (
-	ReasonNoHelper   = "the sandbox cannot run the sync helper (node)"
-	ReasonSandboxBad = "the sandbox's store lost an entry twice in one mapping"
-	ReasonWorkerBad  = "an entry of the worker's store was missing or corrupt"
+	ReasonNoHelper     = "the sandbox cannot run the sync helper (node)"
+	ReasonHelperFailed = "the sandbox's sync helper failed on a mapping"
+	ReasonSandboxBad   = "the sandbox's store lost an entry twice in one mapping"
+	ReasonSandboxStore = "the sandbox's store was not a plain directory of its own outside the workspace (a link, a special file, or inside a synced path); it was made afresh where it may be"
+	ReasonIndex        = "the sandbox's store listed more entries than the worker keeps, or not whole ones"
+	ReasonListing      = "the sandbox's listing for the transfer was past the worker's limits or not what it sent"
+	ReasonWorkerBad    = "an entry of the worker's store was missing or corrupt"
 )
 
-// Held is what a sandbox's store is believed to hold, learnt from its
-// index and from what was sent since. A wrong belief costs a retry, never
-// a wrong file (the helper checks what it uses).
-type Held struct {
-	mu       sync.Mutex
-	known    bool
-	noHelper bool
-	set      map[delta.Hash]struct{}
-}
-
-// NewHeld is the belief of a sandbox nothing is known of yet: its first
-// incremental transfer reads its index.
-func NewHeld() *Held { return &Held{} }
-
-// NewHeldEmpty is the belief of a sandbox just created: nothing held.
-func NewHeldEmpty() *Held { return &Held{known: true} }
-
-func (h *Held) has(x delta.Hash) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, ok := h.set[x]
-	return ok
-}
-
-func (h *Held) add(xs []delta.Hash) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.set == nil {
-		h.set = map[delta.Hash]struct{}{}
-	}
-	for _, x := range xs {
-		h.set[x] = struct{}{}
-	}
-}
-
-// learn replaces the belief with the sandbox's index.
-func (h *Held) learn(index []byte) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.known, h.set = true, make(map[delta.Hash]struct{}, len(index)/32)
-	for i := 0; i+32 <= len(index); i += 32 {
-		h.set[delta.Hash(index[i:i+32])] = struct{}{}
-	}
-}
-
-// forget drops the belief: the sandbox lost entries it was believed to
-// hold, so nothing is named by reference until its index is read again.
-func (h *Held) forget() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.known, h.set = false, nil
-}
-
-func (h *Held) isKnown() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.known
-}
-
-func (h *Held) helperMissing() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.noHelper
-}
-
-func (h *Held) markNoHelper() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.noHelper = true
+// reasonWorkerDisk is why a mapping moved whole when the worker's own
+// store failed: cause is castore's error, which names no path.
+func reasonWorkerDisk(cause error) string {
+	return "the worker's sync store on this machine failed (" + cause.Error() + "); free space there or set its directory with SANDBOX_PLUGIN_CREATEOS_STORE_DIR"
 }
 
 // Exit statuses a transfer script reports beside the helper's own.
@@ -118,6 +62,12 @@ const (
 	// exitSmall: the outbound file is under MinIncremental; it comes
 	// whole.
 	exitSmall = 94
+	// exitHelperFailed: the helper ran and failed on an outbound
+	// mapping's recipe (its own status is not the script's).
+	exitHelperFailed = 96
+	// exitIndexTooLarge: the sandbox store's index is past maxIndex; it
+	// is not downloaded.
+	exitIndexTooLarge = 97
 )
 
 // MinIncremental is the smallest mapping that moves incrementally: under
@@ -128,12 +78,12 @@ const MinIncremental = 256 << 10
 // indexMagic starts the helper's index of its store.
 const indexMagic = "PCINDEX\n"
 
-// maxIndex bounds a sandbox store's index (2M entries).
-const maxIndex = 64 << 20
+// maxIndex bounds a sandbox store's index: MaxHeld hashes.
+const maxIndex = len(indexMagic) + 32*MaxHeld
 
-// outLimits bound an outbound recipe: a million records per 512-byte
-// header of the archive limit is more than any archive holds.
-var outLimits = delta.Limits{Records: 1 << 24, Bytes: MaxDownloadBytes}
+// outLimits bound an outbound recipe (delta.DefaultLimits, with the
+// download bound).
+var outLimits = delta.Limits{Records: delta.DefaultLimits.Records, Bytes: MaxDownloadBytes, Contents: delta.DefaultLimits.Contents}
 
 // errFallback is a mapping the incremental path hands to the whole one,
 // and why ("" for a mapping too small to move otherwise).
@@ -149,6 +99,27 @@ func (t *Transfer) scratchNames(scratch string) []string {
 		return []string{scratch}
 	}
 	return []string{scratch, scratch + ".out", scratch + ".index", scratch + ".recipe", scratch + ".recipe.idx", scratch + ".want", scratch + ".pack"}
+}
+
+// helperCode is what a helper's exit status (not 0) means for a mapping:
+// which fallback, and whether it lasts.
+func (inc *Incremental) helperCode(code int) errFallback {
+	switch code {
+	case exitNoHelper:
+		inc.Held.markNoHelper()
+		return errFallback{ReasonNoHelper}
+	case delta.ExitStoreBad:
+		// The helper made the store afresh: it holds nothing.
+		inc.Held.reset(nil)
+		return errFallback{ReasonSandboxStore}
+	case exitIndexTooLarge:
+		inc.Held.reset(nil)
+		return errFallback{ReasonIndex}
+	}
+	if inc.Held.helperFailed() {
+		return errFallback{ReasonNoHelper}
+	}
+	return errFallback{ReasonHelperFailed}
 }
 
 // inIncremental uploads one mapping as a delta stream. It returns
@@ -189,6 +160,7 @@ func (t *Transfer) inIncremental(ctx context.Context, m handlers.SyncFileMapping
 		switch code {
 		case 0:
 			landed = true
+			inc.Held.helperWorked()
 			inc.Held.add(sum.Contents)
 			return sum.Size, nil
 		case delta.ExitStoreMiss:
@@ -197,19 +169,19 @@ func (t *Transfer) inIncremental(ctx context.Context, m handlers.SyncFileMapping
 				continue
 			}
 			return 0, errFallback{ReasonSandboxBad}
-		case exitNoHelper, delta.ExitBadInput:
-			inc.Held.markNoHelper()
-			return 0, errFallback{ReasonNoHelper}
 		default:
-			return 0, ErrTransferCommand
+			// The landing's own commands (mkdir, chmod, mv, tar) fail the
+			// same way whole, where the whole path reports them.
+			return 0, inc.helperCode(code)
 		}
 	}
 }
 
 // readIndex learns what the sandbox's store holds: the helper lists it to
-// a scratch file, which is downloaded. No helper marks the sandbox.
+// a scratch file, which is downloaded unless it is past maxIndex, and read
+// as a stream.
 func (t *Transfer) readIndex(ctx context.Context, scratch string) error {
-	command, err := helperScript(t.Incremental.Node, "index", scratch+".index", Workspace)
+	command, err := indexScript(t.Incremental.Node, scratch+".index")
 	if err != nil {
 		return err
 	}
@@ -218,8 +190,7 @@ func (t *Transfer) readIndex(ctx context.Context, scratch string) error {
 		return err
 	}
 	if code != 0 {
-		t.Incremental.Held.markNoHelper()
-		return errFallback{ReasonNoHelper}
+		return t.Incremental.helperCode(code)
 	}
 	tmp, err := t.TempDir()
 	if err != nil {
@@ -230,29 +201,10 @@ func (t *Transfer) readIndex(ctx context.Context, scratch string) error {
 	if _, err := t.Client.DownloadFile(ctx, t.Sandbox, scratch+".index", local, 0o600); err != nil {
 		return err
 	}
-	index, err := readBounded(local, maxIndex)
-	if err != nil {
-		return err
-	}
-	hashes, ok := bytes.CutPrefix(index, []byte(indexMagic))
-	if !ok {
-		return errListing
-	}
-	t.Incremental.Held.learn(hashes)
-	return nil
-}
-
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err == nil && int64(len(b)) > limit {
-		err = delta.ErrListing
-	}
-	return b, err
+	_, err = withFile(local, func(f *os.File) (struct{}, error) {
+		return struct{}{}, t.Incremental.Held.learn(io.LimitReader(f, int64(maxIndex)+1))
+	})
+	return err
 }
 
 // sendStream encodes src against what the sandbox holds (nothing when
@@ -298,23 +250,39 @@ func (t *Transfer) sendStream(ctx context.Context, m handlers.SyncFileMapping, s
 // outIncremental fetches an outbound mapping's source, which the command
 // has put at scratch, by recipe: the helper describes it by reference, the
 // worker asks for what its store lacks, then rebuilds it at data from its
-// store. fellBack is set when the recipe could not be made or used and
-// data must come whole from scratch.
-func (t *Transfer) outIncremental(ctx context.Context, scratch, dir, data string) (fellBack string, err error) {
+// store and from what the pack brought. It is errFallback when the recipe
+// could not be used and data must come whole from scratch: a listing past
+// the limits or not what the sandbox sent costs that mapping a whole
+// transfer, whose own checks then answer.
+func (t *Transfer) outIncremental(ctx context.Context, scratch, dir, data string) error {
 	inc := t.Incremental
 	recipePath := filepath.Join(dir, "recipe")
 	if _, err := t.Client.DownloadFile(ctx, t.Sandbox, scratch+".recipe", recipePath, 0o600); err != nil {
-		return "", err
+		return err
 	}
-	want, err := withFile(recipePath, func(f *os.File) (map[delta.Hash]int64, error) {
+	want, err := withFile(recipePath, func(f *os.File) (*delta.Wanted, error) {
 		return delta.Wants(f, inc.Store, outLimits)
 	})
 	if err != nil {
-		return "", errListing
+		return outError(err)
 	}
-	if len(want) > 0 {
-		if reason, err := t.fetchPack(ctx, scratch, dir, want); reason != "" || err != nil {
-			return reason, err
+	recipeSize, err := fileSize(recipePath)
+	if err != nil {
+		return err
+	}
+	// A pack that, with the recipe, may come to more than the whole file
+	// is not asked for: the file comes whole.
+	if recipeSize+want.Bytes+packOverhead(want) >= want.Out {
+		return errFallback{}
+	}
+	var spill *os.File
+	if want.Len() > 0 {
+		if spill, err = os.OpenFile(filepath.Join(dir, "spill"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+			return err
+		}
+		defer spill.Close()
+		if err := t.fetchPack(ctx, scratch, dir, want, spill); err != nil {
+			return err
 		}
 	}
 	_, err = withFile(recipePath, func(recipe *os.File) (struct{}, error) {
@@ -322,65 +290,82 @@ func (t *Transfer) outIncremental(ctx context.Context, scratch, dir, data string
 		if err != nil {
 			return struct{}{}, err
 		}
-		err = delta.Rebuild(out, recipe, inc.Store)
+		err = delta.Rebuild(out, recipe, inc.Store, want, spill)
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}
 		return struct{}{}, err
 	})
-	switch {
-	case errors.Is(err, castore.ErrMissing) || errors.Is(err, castore.ErrCorrupt):
+	if errors.Is(err, castore.ErrMissing) || errors.Is(err, castore.ErrCorrupt) {
 		// Rebuild stopped at the first bad entry; every other one the
 		// recipe names is checked now (castore removes what is bad), so
 		// that the next sync finds the store mended.
 		_, _ = withFile(recipePath, func(recipe *os.File) (struct{}, error) {
 			return struct{}{}, delta.Check(recipe, inc.Store)
 		})
-		return ReasonWorkerBad, nil
-	case errors.Is(err, delta.ErrRebuilt) || errors.Is(err, delta.ErrFormat):
-		return "", errListing
+		return errFallback{ReasonWorkerBad}
 	}
-	return "", err
+	return outError(err)
+}
+
+// outError is err as an outbound mapping meets it: the sandbox's listing
+// or pack refused, or the worker's store failing, move the mapping whole
+// (errFallback); any other error ends the sync.
+func outError(err error) error {
+	switch {
+	case errors.Is(err, delta.ErrListing), errors.Is(err, delta.ErrPack), errors.Is(err, delta.ErrRebuilt), errors.Is(err, delta.ErrFormat):
+		return errFallback{ReasonListing}
+	case errors.Is(err, castore.ErrDisk):
+		return errFallback{reasonWorkerDisk(err)}
+	}
+	return err
+}
+
+// packOverhead is what a pack of want costs beyond its contents' bytes
+// at most: a record's head each, and a frame's head per MaxFrame.
+func packOverhead(want *delta.Wanted) int64 {
+	return int64(want.Len())*41 + (want.Bytes/delta.MaxFrame+int64(want.Len())+1)*9 + int64(len(delta.Magic))
 }
 
 // fetchPack asks the sandbox for the contents in want and keeps them in
-// the worker's store, each checked against its name and size.
-func (t *Transfer) fetchPack(ctx context.Context, scratch, dir string, want map[delta.Hash]int64) (fellBack string, err error) {
+// the worker's store, or in spill when the store would not keep them all,
+// each checked against its name and size.
+func (t *Transfer) fetchPack(ctx context.Context, scratch, dir string, want *delta.Wanted, spill *os.File) error {
 	wantPath := filepath.Join(dir, "want")
-	if err := os.WriteFile(wantPath, delta.WantList(want), 0o600); err != nil {
-		return "", err
+	if err := os.WriteFile(wantPath, want.List(), 0o600); err != nil {
+		return err
 	}
 	f, err := os.Open(wantPath)
 	if err != nil {
-		return "", err
+		return err
 	}
 	_, err = t.Client.UploadFile(ctx, t.Sandbox, scratch+".want", f)
 	f.Close()
 	if err != nil {
-		return "", err
+		return err
 	}
 	command, err := helperScript(t.Incremental.Node, "pack", scratch, scratch+".recipe.idx", scratch+".want", scratch+".pack")
 	if err != nil {
-		return "", err
+		return err
 	}
 	code, err := t.Run(ctx, command, nil)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if code != 0 {
-		return ReasonNoHelper, nil
+		return t.Incremental.helperCode(code)
 	}
 	packPath := filepath.Join(dir, "pack")
 	if _, err := t.Client.DownloadFile(ctx, t.Sandbox, scratch+".pack", packPath, 0o600); err != nil {
-		return "", err
+		return err
 	}
 	_, err = withFile(packPath, func(f *os.File) (struct{}, error) {
-		return struct{}{}, delta.TakePack(f, want, t.Incremental.Store)
+		return struct{}{}, delta.TakePack(f, want, t.Incremental.Store, t.Incremental.KeepMax, spill)
 	})
-	if errors.Is(err, delta.ErrPack) || errors.Is(err, delta.ErrFormat) {
-		return "", errListing
+	if err != nil {
+		return outError(err)
 	}
-	return "", err
+	return os.Remove(packPath)
 }
 
 func withFile[T any](path string, fn func(*os.File) (T, error)) (T, error) {

@@ -1,6 +1,7 @@
 package filesync
 
 import (
+	"fmt"
 	"path"
 	"strconv"
 
@@ -223,14 +224,26 @@ func applyDirectoryScript(node, target, scratch string, m uint32) (string, error
 		Run(script.Sh("rm"), script.Sh("-f"), script.Sh("--"), script.Value(scratch), script.Value(archive), script.Value(scratch+".index")).Build()
 }
 
+// indexScript lists the sandbox store's hashes at index, and exits
+// exitIndexTooLarge when the list is past maxIndex (it is then not
+// downloaded).
+func indexScript(node, index string) (string, error) {
+	words := append(helperWords(node, "index", index, Workspace), script.Sh("&&"), script.Sh("{"), script.Sh("test"),
+		script.Cat{script.Sh(`"$(stat -c %s -- `), script.Value(index), script.Sh(`)"`)}, script.Sh("-le"), script.Sh(strconv.Itoa(maxIndex)),
+		script.Sh("||"), script.Sh("exit"), script.Sh(strconv.Itoa(exitIndexTooLarge)+";"), script.Sh("}"))
+	return script.New(script.And).Run(words...).Build()
+}
+
 // withRecipe follows an outbound command with the helper's recipe of what
-// it put at scratch, unless that is under MinIncremental (exitSmall); a
-// recipe that cannot be made exits exitNoRecipe. Either way the file is
-// still there to fetch whole.
+// it put at scratch, unless that is under MinIncremental (exitSmall). A
+// recipe that cannot be made exits exitNoRecipe (no node),
+// delta.ExitStoreBad (the sandbox's store made afresh) or
+// exitHelperFailed. Either way the file is still there to fetch whole.
 func withRecipe(s *script.Script, node, kind, scratch string) *script.Script {
 	words := []script.Word{script.Sh("{"), script.Sh("test"), script.Cat{script.Sh(`"$(stat -c %s -- `), script.Value(scratch), script.Sh(`)"`)},
 		script.Sh("-ge"), script.Sh(strconv.Itoa(MinIncremental)), script.Sh("||"), script.Sh("exit"), script.Sh(strconv.Itoa(exitSmall) + ";")}
 	words = append(words, helperWords(node, "recipe", kind, scratch, scratch+".recipe", Workspace)...)
-	words = append(words, script.Sh("||"), script.Sh("exit"), script.Sh(strconv.Itoa(exitNoRecipe)+";"), script.Sh("}"))
+	words = append(words, script.Sh(fmt.Sprintf(`|| { c=$?; case $c in %d) exit %d ;; %d) exit %d ;; *) exit %d ;; esac; }; }`,
+		exitNoHelper, exitNoRecipe, delta.ExitStoreBad, delta.ExitStoreBad, exitHelperFailed)))
 	return s.Run(words...)
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/archive"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/delta"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/syncrule"
@@ -130,13 +131,15 @@ func (t *Transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 	if err != nil {
 		return 0, 0, err
 	}
-	whole := true
+	inc := t.Incremental
 	switch {
-	case code == exitNoRecipe && incremental:
-		t.Incremental.Held.markNoHelper()
-		t.Incremental.Fallback(ReasonNoHelper)
-	case code == exitSmall && incremental:
-	case code != 0:
+	case code == 0, code == exitSmall && incremental:
+	case incremental && (code == exitNoRecipe || code == delta.ExitStoreBad || code == exitHelperFailed):
+		if code == exitNoRecipe {
+			code = exitNoHelper
+		}
+		inc.Fallback(inc.helperCode(code).reason)
+	default:
 		return 0, 0, ErrTransferCommand
 	}
 	l, err := newLanding(m.TargetPath)
@@ -148,16 +151,22 @@ func (t *Transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 	if m.Mode != nil {
 		mode = os.FileMode(*m.Mode)
 	}
+	whole := true
 	if incremental && code == 0 {
-		reason, err := t.outIncremental(ctx, scratch, l.dir, l.data)
-		if err != nil {
-			return 0, 0, err
-		}
-		if whole = reason != ""; whole {
-			t.Incremental.Fallback(reason)
+		err := t.outIncremental(ctx, scratch, l.dir, l.data)
+		var fb errFallback
+		switch {
+		case err == nil:
+			whole = false
+		case errors.As(err, &fb):
+			if fb.reason != "" {
+				inc.Fallback(fb.reason)
+			}
 			if err := os.Remove(l.data); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return 0, 0, err
 			}
+		default:
+			return 0, 0, err
 		}
 	}
 	if whole {

@@ -1,0 +1,168 @@
+package filesync
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/delta"
+)
+
+// MaxHeld is the most entries of one sandbox's store the worker keeps a
+// belief of: the sandbox helper's own bound on its entries. Each is 8
+// bytes (a hash's first 64 bits: a false match costs a retry, never a
+// wrong file), so a belief is 8 MiB at most; the driver bounds all of
+// them together (Held.Len).
+const MaxHeld = 1 << 20
+
+// maxAdded is how many hashes sent since the index are kept aside before
+// they are merged into the sorted ones.
+const maxAdded = 1 << 12
+
+// Held is what a sandbox's store is believed to hold, learnt from its
+// index and from what was sent since. A wrong belief costs a retry, never
+// a wrong file (the helper checks what it uses).
+type Held struct {
+	mu       sync.Mutex
+	known    bool
+	noHelper bool
+	failures int      // helper failures in a row
+	sorted   []uint64 // hash prefixes, sorted
+	added    []uint64 // sent since the last merge, unsorted
+}
+
+// NewHeld is the belief of a sandbox nothing is known of yet: its first
+// incremental transfer reads its index.
+func NewHeld() *Held { return &Held{} }
+
+// NewHeldEmpty is the belief of a sandbox just created: nothing held.
+func NewHeldEmpty() *Held { return &Held{known: true} }
+
+func prefix(h delta.Hash) uint64 { return binary.BigEndian.Uint64(h[:8]) }
+
+func (h *Held) has(x delta.Hash) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := prefix(x)
+	if _, ok := slices.BinarySearch(h.sorted, p); ok {
+		return true
+	}
+	return slices.Contains(h.added, p)
+}
+
+// add records what a transfer sent, up to MaxHeld in all.
+func (h *Held) add(xs []delta.Hash) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, x := range xs {
+		if len(h.sorted)+len(h.added) >= MaxHeld {
+			return
+		}
+		h.added = append(h.added, prefix(x))
+		if len(h.added) == maxAdded {
+			h.sorted = append(h.sorted, h.added...)
+			slices.Sort(h.sorted)
+			h.sorted = slices.Compact(h.sorted)
+			h.added = h.added[:0]
+		}
+	}
+}
+
+// learn replaces the belief with the sandbox's index: its magic, then 32
+// bytes a hash. An index of more than MaxHeld hashes, or one that is not
+// whole hashes, is refused (errFallback): the belief is then that the
+// sandbox holds nothing, so contents are sent rather than named.
+func (h *Held) learn(r io.Reader) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	magic := make([]byte, len(indexMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != indexMagic {
+		h.reset(nil)
+		return errFallback{ReasonIndex}
+	}
+	var got []uint64
+	var rec [32]byte
+	for {
+		_, err := io.ReadFull(br, rec[:])
+		if err == io.EOF {
+			break
+		}
+		if err != nil || len(got) == MaxHeld {
+			h.reset(nil)
+			return errFallback{ReasonIndex}
+		}
+		got = append(got, binary.BigEndian.Uint64(rec[:8]))
+	}
+	slices.Sort(got)
+	h.reset(slices.Compact(got))
+	return nil
+}
+
+// reset makes the belief known to be sorted and nothing else.
+func (h *Held) reset(sorted []uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.known, h.sorted, h.added = true, sorted, nil
+}
+
+// forget drops the belief: the sandbox lost entries it was believed to
+// hold, so nothing is named by reference until its index is read again.
+func (h *Held) forget() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.known, h.sorted, h.added = false, nil, nil
+}
+
+// Forget drops the belief to bound the memory all beliefs take (the
+// driver's); the next transfer reads the sandbox's index again.
+func (h *Held) Forget() { h.forget() }
+
+// Len is how many hashes the belief holds.
+func (h *Held) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sorted) + len(h.added)
+}
+
+func (h *Held) isKnown() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.known
+}
+
+func (h *Held) helperMissing() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.noHelper
+}
+
+func (h *Held) markNoHelper() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.noHelper = true
+}
+
+// maxFailures is how many times in a row the helper may fail on a
+// sandbox (a mapping moved whole each time) before the sandbox is taken
+// for one that cannot run it.
+const maxFailures = 3
+
+// helperFailed counts a failure of the helper and reports whether the
+// sandbox is now taken for one that cannot run it.
+func (h *Held) helperFailed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failures++
+	if h.failures >= maxFailures {
+		h.noHelper = true
+	}
+	return h.noHelper
+}
+
+// helperWorked ends a run of failures.
+func (h *Held) helperWorked() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failures = 0
+}
