@@ -103,8 +103,8 @@ class Store {
     try {
       fs.mkdirSync(cache, { recursive: true, mode: 0o700 });
       s.realDir(s.dir, "the store");
-      s.realDir(path.join(s.dir, "tmp"), "its tmp");
       s.own();
+      s.realDir(path.join(s.dir, "tmp"), "its tmp");
     } catch (e) {
       throw e instanceof Exit ? e : refused("cannot make it: " + (e.code || e.message));
     }
@@ -124,9 +124,16 @@ class Store {
     fs.mkdirSync(p, { mode: 0o700 });
   }
 
-  // own gives the store its mode through a descriptor that is no link's.
+  // own gives the store its mode through a descriptor that is no link's;
+  // a store its owner may not read (mode 000) by its path, which lstat
+  // has just found to be a directory.
   own() {
-    const fd = fs.openSync(this.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    let fd;
+    try { fd = fs.openSync(this.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW); } catch (e) {
+      if (e.code !== "EACCES") throw e;
+      fs.chmodSync(this.dir, 0o700);
+      return;
+    }
     try {
       if ((fs.fstatSync(fd).mode & 0o777) !== 0o700) fs.fchmodSync(fd, 0o700);
     } finally { fs.closeSync(fd); }
