@@ -16,9 +16,10 @@ import (
 )
 
 // A worker killed outright (SIGKILL, OOM) leaves its host temp files: the
-// archive directory of an inbound directory mapping it was syncing
-// (archiveDir), as large as the archive. Each such directory records the
-// worker that made it (ownerFile), so a starting driver removes, in the
+// archive directory of an inbound directory mapping it was syncing, the
+// delta stream it was sending, the sandbox store's index it was reading
+// (each an archiveDir), as large as the mapping. Each such directory
+// records the worker that made it (ownerFile), so a driver removes, in the
 // background, those whose worker is dead by internal/liveness's rule: only
 // entries of os.TempDir() named exactly as archiveDir names them,
 // directories of this user's reached without a link, whose owner does not
@@ -26,6 +27,13 @@ import (
 // whose worker died in that instant; an empty one liveness.Abandoned says
 // is old enough is removed. A live worker's directory, this worker's
 // included, is never touched.
+//
+// The driver sweeps when it starts and again every sweepEvery while it
+// runs: a worker of ours that dies after this one started (two workers on
+// one TMPDIR, or a restart that did not wait for the old one's end) is
+// seen dead only by a later look. A pass once begun is finished, even by
+// Close: the host may start a worker only to serve one call (a destroy)
+// and stop it at once, and a pass cut there removed nothing.
 
 // ownerFile, in each archive directory, names the worker that made it.
 const ownerFile = ".paperclip-createos-owner"
@@ -138,46 +146,89 @@ func sweepTemp(ctx context.Context, tmpDir string) {
 	}
 }
 
-// sweeper owns the sweep a driver's Start runs in the background: Close
-// stops it and waits for it to end. The zero value is ready.
+// sweepEvery is how often a running driver sweeps again: what a worker
+// that died after this one started left waits at most this long. A pass
+// reads the temp dir's names once and looks closer only at archiveDir's.
+const sweepEvery = 5 * time.Minute
+
+// sweeper owns the sweeps a driver's Start runs in the background: close
+// stops them and waits for the pass in progress to end. The zero value is
+// ready.
 type sweeper struct {
+	every time.Duration // between passes; zero is sweepEvery
+
 	mu     sync.Mutex
 	closed bool
-	stop   context.CancelFunc
-	done   chan struct{} // closed when the sweep is over; nil while none started
+	stop   chan struct{}      // closed by close: no pass begins after it
+	cut    context.CancelFunc // ends the pass in progress: close's ctx ended first
+	done   chan struct{}      // closed when the sweeps are over; nil while none started
+	passes int                // passes ended, for tests
 }
 
-// start sweeps tmpDir in the background, once, unless the driver closed.
-// The sweep logs through ctx's logger and outlives ctx.
+// start sweeps tmpDir in the background now and every s.every, unless
+// the driver closed. The sweeps log through ctx's logger and outlive ctx.
 func (s *sweeper) start(ctx context.Context, tmpDir string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.done != nil {
 		return
 	}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	s.stop, s.done = cancel, done
+	every := s.every
+	if every <= 0 {
+		every = sweepEvery
+	}
+	pctx, cut := context.WithCancel(context.WithoutCancel(ctx))
+	stop, done := make(chan struct{}), make(chan struct{})
+	s.stop, s.cut, s.done = stop, cut, done
 	go func() {
 		defer close(done)
-		defer cancel()
-		sweepTemp(sctx, tmpDir)
+		defer cut()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			sweepTemp(pctx, tmpDir)
+			s.mu.Lock()
+			s.passes++
+			s.mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-pctx.Done():
+				return
+			case <-tick.C:
+			}
+			select {
+			case <-stop: // close came with the tick
+				return
+			default:
+			}
+		}
 	}()
 }
 
-// close stops the sweep, if one runs, and waits for it to end (or for ctx);
-// no sweep starts after it.
+// close lets the pass in progress, if any, end and waits for it; when ctx
+// ends first, it cuts the pass and returns. No pass begins after it.
 func (s *sweeper) close(ctx context.Context) {
 	s.mu.Lock()
+	if !s.closed && s.stop != nil {
+		close(s.stop)
+	}
 	s.closed = true
-	stop, done := s.stop, s.done
+	cut, done := s.cut, s.done
 	s.mu.Unlock()
 	if done == nil {
 		return
 	}
-	stop()
 	select {
 	case <-done:
 	case <-ctx.Done():
+		cut()
 	}
+}
+
+// passCount is how many passes have ended.
+func (s *sweeper) passCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.passes
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,13 +42,7 @@ func startAndClose(t *testing.T) {
 	t.Helper()
 	d := New(WithGetenv(func(string) string { return "" }))
 	d.Start(t.Context())
-	d.sweep.mu.Lock()
-	done := d.sweep.done
-	d.sweep.mu.Unlock()
-	if done == nil {
-		t.Fatal("Start began no sweep")
-	}
-	<-done
+	testkit.WaitFor(t, "the start's sweep", func() bool { return d.sweep.passCount() > 0 })
 	if err := d.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +211,84 @@ func TestSweepRemovesOnlyDeadWorkersArchives(t *testing.T) {
 	}
 }
 
+// The host may start a worker only to serve one call (the destroy of the
+// lease whose sync a killed worker left) and stop it at once: what that
+// worker's sweep found dead is removed before Close returns, and what a
+// live worker made stays.
+func TestSweepIsNotCutByAnEarlyClose(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead, me := exitedWorker(t), self(t)
+	live, _ := liveWorker(t)
+	var deadDirs []string
+	for i := range 40 {
+		p := filepath.Join(tmp, fmt.Sprintf(".paperclip-createos-archive-%d", 1000+i))
+		madeArchive(t, p, dead)
+		testkit.WriteFile(t, filepath.Join(p, "stream"), strings.Repeat("x", 256<<10), 0o600)
+		deadDirs = append(deadDirs, p)
+	}
+	liveDir, mine := filepath.Join(tmp, ".paperclip-createos-archive-1"), filepath.Join(tmp, ".paperclip-createos-archive-2")
+	madeArchive(t, liveDir, live)
+	madeArchive(t, mine, me)
+
+	d := New(WithGetenv(func(string) string { return "" }))
+	d.Start(t.Context())
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, p := range deadDirs {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			left = append(left, filepath.Base(p))
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("a worker closed right after it started left %d of %d dead workers' directories: %v", len(left), len(deadDirs), left)
+	}
+	for _, p := range []string{liveDir, mine} {
+		if _, err := os.Lstat(filepath.Join(p, "data")); err != nil {
+			t.Errorf("a live worker's %s was touched: %v", p, err)
+		}
+	}
+}
+
+// A worker that dies after this one started (its sweep saw it alive) is
+// seen dead by a later pass: what it left goes while this one runs; a live
+// worker's and this worker's stay.
+func TestSweepRemovesWhatAWorkerLeftThatDiedLater(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	later, kill := liveWorker(t)
+	live, _ := liveWorker(t)
+	laterDir := filepath.Join(tmp, ".paperclip-createos-archive-1")
+	liveDir := filepath.Join(tmp, ".paperclip-createos-archive-2")
+	mine := filepath.Join(tmp, ".paperclip-createos-archive-3")
+	madeArchive(t, laterDir, later)
+	madeArchive(t, liveDir, live)
+	madeArchive(t, mine, self(t))
+
+	d := New(WithGetenv(func(string) string { return "" }))
+	d.sweep.every = 5 * time.Millisecond
+	d.Start(t.Context())
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	testkit.WaitFor(t, "two sweeps while the other worker runs", func() bool { return d.sweep.passCount() >= 2 })
+	if _, err := os.Lstat(laterDir); err != nil {
+		t.Fatalf("a live worker's directory was removed: %v", err)
+	}
+	kill()
+	testkit.WaitFor(t, "the dead worker's directory removed by a later sweep", func() bool {
+		_, err := os.Lstat(laterDir)
+		return os.IsNotExist(err)
+	})
+	n := d.sweep.passCount()
+	testkit.WaitFor(t, "another sweep", func() bool { return d.sweep.passCount() > n })
+	for _, p := range []string{liveDir, mine} {
+		if _, err := os.Lstat(filepath.Join(p, "data")); err != nil {
+			t.Errorf("a live worker's %s was touched: %v", p, err)
+		}
+	}
+}
+
 // A driver closed before it starts sweeps nothing: no sweep outlives it.
 func TestSweepNeverStartsAfterClose(t *testing.T) {
 	tmp := t.TempDir()
@@ -232,8 +305,7 @@ func TestSweepNeverStartsAfterClose(t *testing.T) {
 	}
 }
 
-// The sweep is the driver's: Close ends it and returns only once it is
-// over, whatever it had left to do.
+// The sweeps are the driver's: Close returns only once they are over.
 func TestSweepEndsBeforeCloseReturns(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
@@ -254,6 +326,35 @@ func TestSweepEndsBeforeCloseReturns(t *testing.T) {
 	default:
 		t.Error("the sweep outlived Close")
 	}
+}
+
+// Close is bounded by its ctx: once that ends, the pass in progress is
+// cut where it is, and the sweeps end.
+func TestSweepIsCutWhenClosesContextEnds(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := exitedWorker(t)
+	for i := range 500 {
+		madeArchive(t, filepath.Join(tmp, fmt.Sprintf(".paperclip-createos-archive-%d", i)), dead)
+	}
+	d := New(WithGetenv(func(string) string { return "" }))
+	d.Start(t.Context())
+	d.sweep.mu.Lock()
+	done := d.sweep.done
+	d.sweep.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the sweeps' end after a cut", func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
 }
 
 func TestSweepKnowsTheNamesArchiveDirMakes(t *testing.T) {
@@ -294,6 +395,33 @@ func exitedWorker(t *testing.T) liveness.Worker {
 		t.Fatalf("stat %v, wait %v", err, werr)
 	}
 	return liveness.Worker{PID: cmd.Process.Pid, Start: start, Boot: liveness.BootID()}
+}
+
+// liveWorker is a worker that runs until kill (or the test's end): a
+// child of the test.
+func liveWorker(t *testing.T) (w liveness.Worker, kill func()) {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill = sync.OnceFunc(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(kill)
+	start, _, err := liveness.Stat(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return liveness.Worker{PID: cmd.Process.Pid, Start: start, Boot: liveness.BootID()}, kill
+}
+
+// self is this worker, as its own archive directories record it.
+func self(t *testing.T) liveness.Worker {
+	t.Helper()
+	me, err := liveness.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return me
 }
 
 // madeArchive makes an archive directory at p, as archiveDir does, made by w.
