@@ -14,10 +14,10 @@ use Config;
 # SYS_prctl and SYS_setsid by architecture (x32 has numbers of its own).
 my %nr = ('x86_64-linux' => [157, 112], 'aarch64-linux' => [167, 157]);
 my ($prctl, $setsid) = @{ $nr{ $Config{archname} =~ /^(\w+-linux)(?!-gnux32)/ ? $1 : '' } || [] };
-$prctl && syscall($prctl, 36, 1, 0, 0, 0) == 0 or exit 1; # 36: PR_SET_CHILD_SUBREAPER
-exit 0 unless @ARGV;
-my $pid = fork;
-if (!$pid) { # the command; without a fork, the command alone
+my $subreaper = $prctl && syscall($prctl, 36, 1, 0, 0, 0) == 0; # 36: PR_SET_CHILD_SUBREAPER
+exit($subreaper ? 0 : 1) unless @ARGV;
+my $pid = $subreaper ? fork : undef;
+if (!$pid) { # the command; without a subreaper or a fork, the command alone
 	syscall($setsid) if defined $pid;
 	exec { $ARGV[0] } @ARGV or print STDERR "$ARGV[0]: $!\n";
 	exit 127;
