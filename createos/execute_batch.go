@@ -24,14 +24,17 @@ import (
 // alone: the helper starts node with the environment the provider gives
 // a command (no shell, no login profile of its own) and runs each command
 // as its own /bin/bash -lc launch.Script with its own launch data, in a
-// session of its own. Each answer is the helper's word on that command:
+// session of its own, under a child subreaper of its own where perl can
+// make one (what it orphans ends with it, as under the provider's
+// supervisor). Each answer is the helper's word on that command:
 // its output, live and capped; its exit; timedOut once the helper ended
 // its whole tree when its own time (counted from its own start) ran out;
 // errCommandCancelled once the helper ended its tree on a cancel request
 // (one exec of batch.CancelArgv). So a call is never answered while its
 // command may still run or start. A rejected request (429) is sent again
 // with only the commands whose calls still wait, each with the time it has
-// left; one whose call ended meanwhile never runs. The request ends with
+// left, at a turn of its own due as the first of those calls to end; one
+// whose call ended meanwhile never runs. The request ends with
 // the helper, which exits once every command is answered: what a command
 // left in the background lives on, as after an exec of its own. The
 // request is dropped (the provider ends the helper's whole tree) only when
