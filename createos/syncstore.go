@@ -52,23 +52,15 @@ func WithStore(dir string, maxBytes int64) Option {
 	}
 }
 
-// maxHeld bounds how many sandboxes' beliefs are kept, and
-// maxHeldHashes the hashes they hold together (8 bytes each: 16 MiB); past
-// it, the beliefs used longest ago are forgotten (their sandboxes' indexes
-// are read again when they sync next).
-const (
-	maxHeld       = 256
-	maxHeldHashes = 2 * filesync.MaxHeld
-)
+// maxFellFor bounds the fallback reasons remembered as logged.
+const maxFellFor = 4 * filesync.MaxBeliefs
 
 // syncState is the driver's part of the incremental sync.
 type syncState struct {
 	once    sync.Once
 	store   *castore.Store // nil: whole transfers only
 	mu      sync.Mutex
-	held    map[string]*filesync.Held // by account and sandbox
-	used    map[string]uint64         // when each belief was last handed out
-	clock   uint64
+	held    filesync.Beliefs // by account and sandbox
 	fellFor map[string]bool // fallback reasons logged, by sandbox and reason
 }
 
@@ -86,7 +78,7 @@ func (d *Driver) incremental(ctx context.Context, c *api.Client, id, company str
 	}
 	key := heldKey(c, id)
 	s := &d.sync
-	h := s.heldOf(key, filesync.NewHeld)
+	h := s.held.Of(key, filesync.NewHeld)
 	log := zerolog.Ctx(ctx)
 	return &filesync.Incremental{
 		Store:   st.Company(company),
@@ -97,7 +89,7 @@ func (d *Driver) incremental(ctx context.Context, c *api.Client, id, company str
 			s.mu.Lock()
 			first := !s.fellFor[key+"\x00"+reason]
 			if first {
-				if len(s.fellFor) >= maxHeld*4 {
+				if len(s.fellFor) >= maxFellFor {
 					clear(s.fellFor)
 				}
 				s.fellFor[key+"\x00"+reason] = true
@@ -112,74 +104,11 @@ func (d *Driver) incremental(ctx context.Context, c *api.Client, id, company str
 
 func heldKey(c *api.Client, id string) string { return markAccount(c) + "/" + id }
 
-// heldOf is the belief kept for key, made by mk when there is none.
-// Handing one out first trims the others to maxHeldHashes in all, least
-// recently used first.
-func (s *syncState) heldOf(key string, mk func() *filesync.Held) *filesync.Held {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.held == nil {
-		s.held, s.used, s.fellFor = map[string]*filesync.Held{}, map[string]uint64{}, map[string]bool{}
-	}
-	h, ok := s.held[key]
-	if !ok {
-		if len(s.held) >= maxHeld {
-			s.dropOldestLocked(key)
-		}
-		h = mk()
-		s.held[key] = h
-	}
-	s.clock++
-	s.used[key] = s.clock
-	s.trimLocked(key)
-	return h
-}
-
-// trimLocked forgets the beliefs used longest ago, but keep's, while all
-// of them hold more than maxHeldHashes.
-func (s *syncState) trimLocked(keep string) {
-	total := 0
-	for _, h := range s.held {
-		total += h.Len()
-	}
-	for total > maxHeldHashes {
-		oldest := s.oldestLocked(keep, true)
-		if oldest == "" {
-			return
-		}
-		total -= s.held[oldest].Len()
-		s.held[oldest].Forget()
-	}
-}
-
-// oldestLocked is the key used longest ago other than keep (among those
-// holding something, if holding), or "".
-func (s *syncState) oldestLocked(keep string, holding bool) string {
-	oldest := ""
-	for k, h := range s.held {
-		if k == keep || (holding && h.Len() == 0) {
-			continue
-		}
-		if oldest == "" || s.used[k] < s.used[oldest] {
-			oldest = k
-		}
-	}
-	return oldest
-}
-
-// dropOldestLocked removes the belief used longest ago other than keep.
-func (s *syncState) dropOldestLocked(keep string) {
-	if k := s.oldestLocked(keep, false); k != "" {
-		delete(s.held, k)
-		delete(s.used, k)
-	}
-}
-
 // createdSandbox records that sandbox id was just created, not forked: its
 // store is empty, and its first sync need not read its index.
 func (d *Driver) createdSandbox(c *api.Client, id string) {
 	if d.syncMode != SyncWhole {
-		d.sync.heldOf(heldKey(c, id), filesync.NewHeldEmpty)
+		d.sync.held.Of(heldKey(c, id), filesync.NewHeldEmpty)
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 // MaxHeld is the most entries of one sandbox's store the worker keeps a
 // belief of: the sandbox helper's own bound on its entries. Each is 8
 // bytes (a hash's first 64 bits: a false match costs a retry, never a
-// wrong file), so a belief is 8 MiB at most; the driver bounds all of
-// them together (Held.Len).
+// wrong file), so a belief is 8 MiB at most; Beliefs bound all of them
+// together.
 const MaxHeld = 1 << 20
 
 // maxAdded is how many hashes sent since the index are kept aside before
@@ -114,10 +114,6 @@ func (h *Held) forget() {
 	h.known, h.sorted, h.added = false, nil, nil
 }
 
-// Forget drops the belief to bound the memory all beliefs take (the
-// driver's); the next transfer reads the sandbox's index again.
-func (h *Held) Forget() { h.forget() }
-
 // Len is how many hashes the belief holds.
 func (h *Held) Len() int {
 	h.mu.Lock()
@@ -165,4 +161,72 @@ func (h *Held) helperWorked() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.failures = 0
+}
+
+// Beliefs are the beliefs of many sandboxes' stores, bounded together: at
+// most MaxBeliefs sandboxes and MaxBeliefHashes hashes in all (8 bytes
+// each: 16 MiB). Handing one out first forgets the beliefs used longest
+// ago while the others hold more than that (their sandboxes' indexes are
+// read again when they sync next). Safe for concurrent use.
+type Beliefs struct {
+	mu    sync.Mutex
+	held  map[string]*Held
+	used  map[string]uint64 // when each was last handed out
+	clock uint64
+}
+
+// Bounds of Beliefs.
+const (
+	MaxBeliefs      = 256
+	MaxBeliefHashes = 2 * MaxHeld
+)
+
+// Of is the belief kept for key, made by mk when there is none.
+func (b *Beliefs) Of(key string, mk func() *Held) *Held {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held == nil {
+		b.held, b.used = map[string]*Held{}, map[string]uint64{}
+	}
+	h, ok := b.held[key]
+	if !ok {
+		if len(b.held) >= MaxBeliefs {
+			if k := b.oldestLocked(key, false); k != "" {
+				delete(b.held, k)
+				delete(b.used, k)
+			}
+		}
+		h = mk()
+		b.held[key] = h
+	}
+	b.clock++
+	b.used[key] = b.clock
+	total := 0
+	for _, x := range b.held {
+		total += x.Len()
+	}
+	for total > MaxBeliefHashes {
+		k := b.oldestLocked(key, true)
+		if k == "" {
+			break
+		}
+		total -= b.held[k].Len()
+		b.held[k].forget()
+	}
+	return h
+}
+
+// oldestLocked is the key used longest ago other than keep (among those
+// holding something, if holding), or "".
+func (b *Beliefs) oldestLocked(keep string, holding bool) string {
+	oldest := ""
+	for k, h := range b.held {
+		if k == keep || (holding && h.Len() == 0) {
+			continue
+		}
+		if oldest == "" || b.used[k] < b.used[oldest] {
+			oldest = k
+		}
+	}
+	return oldest
 }
