@@ -25,14 +25,14 @@ func repeated(t *testing.T, edit string) []byte {
 	license := bytes.Repeat([]byte("Permission is hereby granted, free of charge, to any person\n"), 30)
 	block := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 	files := map[string][]byte{
-		"LICENSE":             license,
-		"vendor/a/LICENSE":    license,
-		"vendor/b/LICENSE":    license,
-		"blocks.bin":          bytes.Repeat(block, 3),
-		"empty":               nil,
-		"tiny":                []byte("x"),
-		"src/main.go":         []byte("package main\n" + edit),
-		"src/pad.go":          bytes.Repeat([]byte("// pad\n"), 40_000),
+		"LICENSE":          license,
+		"vendor/a/LICENSE": license,
+		"vendor/b/LICENSE": license,
+		"blocks.bin":       bytes.Repeat(block, 3),
+		"empty":            nil,
+		"tiny":             []byte("x"),
+		"src/main.go":      []byte("package main\n" + edit),
+		"src/pad.go":       bytes.Repeat([]byte("// pad\n"), 40_000),
 	}
 	return tarOf(t, files)
 }

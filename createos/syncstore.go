@@ -61,7 +61,7 @@ type syncState struct {
 	store   *castore.Store // nil: whole transfers only
 	mu      sync.Mutex
 	held    filesync.Beliefs // by account and sandbox
-	fellFor map[string]bool // fallback reasons logged, by sandbox and reason
+	fellFor map[string]bool  // fallback reasons logged, by sandbox and reason
 }
 
 // incremental is the incremental transfer of one sync call on sandbox id
