@@ -21,9 +21,10 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
 
-// Sim is a running createos-sim: its origin and its API key.
+// Sim is a running createos-sim: its origin, its API key and its data
+// directory (where its sandboxes live while it runs).
 type Sim struct {
-	Origin, Key string
+	Origin, Key, Dir string
 }
 
 // StartSim starts createos-sim (the binary at path) on a free port with a
@@ -31,10 +32,16 @@ type Sim struct {
 // after name, and the extra flags; the test's cleanup stops it (stdin EOF,
 // which deletes every sandbox, then SIGKILL after stopWait).
 func StartSim(t testing.TB, path, name string, stopWait time.Duration, extra ...string) (*Sim, error) {
+	return StartSimIn(t, t.TempDir(), path, name, stopWait, extra...)
+}
+
+// StartSimIn is StartSim with dir (empty, the caller's) as the sim's data
+// directory and TMPDIR. Once the sim has exited, the cleanup fails the
+// test for every sandbox directory it left there.
+func StartSimIn(t testing.TB, dir, path, name string, stopWait time.Duration, extra ...string) (*Sim, error) {
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
-	s := &Sim{Key: name + "-" + hex.EncodeToString(nonce)}
-	dir := t.TempDir()
+	s := &Sim{Key: name + "-" + hex.EncodeToString(nonce), Dir: dir}
 	args := append([]string{"--listen", "127.0.0.1:0", "--api-key", s.Key, "--control", "--exit-on-stdin-eof", "--dir", dir}, extra...)
 	cmd := exec.Command(path, args...)
 	cmd.Env = []string{"TMPDIR=" + dir}
@@ -70,6 +77,9 @@ func StartSim(t testing.TB, path, name string, stopWait time.Duration, extra ...
 			<-exited
 			t.Errorf("createos-sim did not exit on stdin EOF; stderr:\n%s", stderr.String())
 		}
+		if left, err := os.ReadDir(dir); err != nil || len(left) > 0 {
+			t.Errorf("createos-sim left its data directory %s with %d entries (%v): its sandboxes are not all deleted", dir, len(left), err)
+		}
 	})
 	select {
 	case line := <-first:
@@ -92,11 +102,17 @@ func StartSim(t testing.TB, path, name string, stopWait time.Duration, extra ...
 // TZ) plus env, its notifications to notify, and initializes it; the
 // test's cleanup kills it.
 func StartWorker(t testing.TB, path string, env []string, notify func(method string, params json.RawMessage, invocationID string), callTimeout time.Duration) (*rpc.Client, error) {
+	return StartWorkerIn(t, t.TempDir(), path, env, notify, callTimeout)
+}
+
+// StartWorkerIn is StartWorker with tmp (the caller's) as the worker's
+// TMPDIR.
+func StartWorkerIn(t testing.TB, tmp, path string, env []string, notify func(method string, params json.RawMessage, invocationID string), callTimeout time.Duration) (*rpc.Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	c, err := rpc.StartClient(ctx, rpc.ClientOptions{
 		Path:           path,
-		Env:            append([]string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + t.TempDir(), "TZ=UTC"}, env...),
+		Env:            append([]string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + tmp, "TZ=UTC"}, env...),
 		OnNotification: notify,
 		CallTimeout:    callTimeout,
 	})
