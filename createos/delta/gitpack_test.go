@@ -1,7 +1,6 @@
 package delta
 
 import (
-	"archive/tar"
 	"bytes"
 	"compress/zlib"
 	"context"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -93,7 +91,7 @@ func TestPackSplitsAtObjects(t *testing.T) {
 		{"pack cut short", pack[:len(pack)-250], 2},
 		{"pack with a bad object", append(append([]byte{}, pack[:12]...), noise(4, 8000)...), 0},
 		{"pack with a bad object and a long rest", append(append([]byte{}, pack[:12]...), noise(4, 200_000)...), 1},
-		{"pack in a tar", testTarOf(t, map[string][]byte{"a.pack": pack, "b": noise(5, 900)}), 4},
+		{"pack in a tar", tarFiles(t, map[string][]byte{"a.pack": pack, "b": noise(5, 900)}), 4},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -245,28 +243,4 @@ func vary(r *rand.Rand, template []string, k int) []byte {
 		lines[r.IntN(len(lines))] = l
 	}
 	return []byte(strings.Join(lines, "\n") + "\n")
-}
-
-// testTarOf is an archive of files, by name, in name order.
-func testTarOf(t testing.TB, files map[string][]byte) []byte {
-	t.Helper()
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, n := range names {
-		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(files[n])), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(files[n]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
