@@ -33,19 +33,27 @@
 #   BENCH_SCALE_SECONDS=30         steady host load per row (default 125)
 #   BENCH_SCALE_RELAY_EVERY=5s     one relayed agent API call per run this often (default 10s)
 # bench-sync (bench/syncbench) measures the createos driver's native sync as
-# a heartbeat run uses it: a generated git repository staged as the host's
-# two tars (environmentSyncIn with its extract commands) and the workspace
-# synced back out (environmentSyncOut), cold, after one edit, after 100
-# more and a 20 MiB binary, on one reused lease; today's whole transfer
+# a heartbeat run uses it: a generated git repository, or a copy of any
+# directory (REPO=<dir>: its regular files, symlinks as links and hard
+# links as hard links, sockets, FIFOs and devices left out, committed into
+# a repository of the bench's own), staged as the host's two tars
+# (environmentSyncIn with its extract commands) and the workspace synced
+# back out (environmentSyncOut), cold, after one edit, after 100 more and
+# a 20 MiB binary (the edits: text files of the tree, in an order fixed by
+# BENCH_SYNC_SEED), on one reused lease; today's whole transfer
 # (SANDBOX_PLUGIN_CREATEOS_SYNC=whole) beside the incremental one (auto),
 # each through its own worker and createos-sim, on loopback and through a
 # throttled sim. It prints bytes, requests, wall times and the worker's
-# peak RSS per run and direction, checks every synced-out tree byte for
-# byte, and fails when a target is missed (bench/syncbench/targets.go).
+# peak RSS per run and direction, checks the sandbox's workspace against
+# the host's tars and every synced-out tree against the host's, file by
+# file, and fails when a target is missed (bench/syncbench/targets.go).
+# Everything it writes (the tree, the tars, the sims' sandboxes, the
+# workers' stores) is in one temp directory it removes.
 # The variables are read from the environment (or the command line); they
 # are not set here, so bench-host's BENCH_SYNC_MB default does not reach it.
+#   REPO=$(go env GOROOT)/src                a directory instead of the generated repository
 #   BENCH_SYNC_MB=30 BENCH_SYNC_FILES=2000   a quick look (default 300 MiB, 20000 files)
-#   BENCH_SYNC_SEED=2                        another repository (default 1)
+#   BENCH_SYNC_SEED=2                        another repository, or other files edited in REPO (default 1)
 #   BENCH_SYNC_BANDWIDTH=up:10M,down:50M     the throttled link (default up:50M,down:200M; empty: loopback only)
 
 BENCH_FLOOR     := bin/bench-floor
@@ -92,6 +100,6 @@ bench-scale: build createos-sim ## K=1 and K=4 createos lease lifecycles against
 		BENCH_SCALE_SECONDS=$(BENCH_SCALE_SECONDS) BENCH_SCALE_RELAY_EVERY=$(BENCH_SCALE_RELAY_EVERY) \
 		$(GO) test -count=1 -v -timeout $(BENCH_SCALE_TIMEOUT) -run '^$$' -bench '^BenchmarkScale$$' -benchtime=1x ./bench/scale
 
-bench-sync: build createos-sim ## the createos driver's native sync as a heartbeat run uses it, today's whole transfer beside the incremental one, on loopback and through a 50M/200M link: a table per run and the targets, about 10 min at 300 MiB on 2 cores (BENCH_SYNC_MB=30 BENCH_SYNC_FILES=2000 for a quick look)
-	BENCH_SYNC_BIN=$(abspath $(dir $(BIN))) \
+bench-sync: build createos-sim ## the createos driver's native sync as a heartbeat run uses it, today's whole transfer beside the incremental one, on loopback and through a 50M/200M link: a table per run and the targets, about 10 min at 300 MiB on 2 cores (BENCH_SYNC_MB=30 BENCH_SYNC_FILES=2000 for a quick look; REPO=<dir> for any directory instead of the generated repository)
+	BENCH_SYNC_BIN=$(abspath $(dir $(BIN))) $(if $(REPO),BENCH_SYNC_REPO='$(abspath $(REPO))') \
 		$(GO) test -count=1 -v -timeout $(BENCH_SYNC_TIMEOUT) -run '^$$' -bench '^BenchmarkSync$$' -benchtime=1x ./bench/syncbench

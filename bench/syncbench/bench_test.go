@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/bench/benchproc"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos"
 )
 
@@ -23,107 +23,142 @@ type half struct {
 }
 
 // BenchmarkSync is the measurement, once (run it with -benchtime=1x, as
-// make bench-sync does): the repository, then each half (loopback, then
-// throttled unless BENCH_SYNC_BANDWIDTH is set to nothing) with a whole
-// and an auto lane side by side through the three runs, then one table
-// per run and the targets. It is a benchmark, so `go test` never runs
-// it; run without the binaries it fails.
+// make bench-sync does): the repository (generated, or a copy of
+// BENCH_SYNC_REPO), then each half (loopback, then throttled unless
+// BENCH_SYNC_BANDWIDTH is set to nothing) with a whole and an auto lane
+// side by side through the three runs, then one table per run and the
+// targets. It is a benchmark, so `go test` never runs it; run without the
+// binaries it fails.
 func BenchmarkSync(b *testing.B) {
-	bins := os.Getenv(binEnv)
-	if bins == "" {
-		b.Fatalf("%s is not set: `make bench-sync` builds the binaries and runs this benchmark with it", binEnv)
-	}
-	for _, name := range []string{"sandbox-plugin", "createos-sim"} {
-		if _, err := os.Stat(filepath.Join(bins, name)); err != nil {
-			b.Fatalf("%s=%s: %v", binEnv, bins, err)
-		}
+	bins, err := binaries(os.LookupEnv)
+	if err != nil {
+		b.Fatal(err)
 	}
 	set, err := parseSettings(os.LookupEnv)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	repo := filepath.Join(b.TempDir(), "repo")
-	start := time.Now()
-	files, err := writeRepo(repo, set.repo)
-	if err == nil {
-		err = commitRepo(ctx, repo)
-	}
+	sc, err := benchproc.NewScratch(b, "sandbox-plugin-bench-sync")
 	if err != nil {
-		b.Fatalf("generate the repository: %v", err)
+		b.Fatal(err)
 	}
-	fmt.Printf("bench-sync: a %d MiB repository of %d files (seed %d) generated and committed in %s\n",
-		set.repo.mib, len(files), set.repo.seed, seconds(time.Since(start)))
+	repo, err := prepareRepo(context.Background(), sc, set)
+	if err != nil {
+		b.Fatal(err)
+	}
 	halves := []half{{name: "loopback"}}
 	if set.bandwidth != "" {
 		halves = append(halves, half{name: "throttled", bandwidth: set.bandwidth})
 	}
+	results := newResults()
+	for _, h := range halves {
+		b.Run(h.name, func(b *testing.B) {
+			measureHalf(b, sc, bins, h, repo, []string{"whole", "auto"}, set.repo.seed, results)
+		})
+	}
+	report(b, results, set, repo.label)
+}
+
+// binaries is the directory holding sandbox-plugin and createos-sim, from
+// BENCH_SYNC_BIN.
+func binaries(lookup func(string) (string, bool)) (string, error) {
+	bins, _ := lookup(binEnv)
+	if bins == "" {
+		return "", fmt.Errorf("%s is not set: make bench-sync and make test-sync-trees build the binaries and run this with it", binEnv)
+	}
+	for _, name := range []string{"sandbox-plugin", "createos-sim"} {
+		if _, err := os.Stat(filepath.Join(bins, name)); err != nil {
+			return "", fmt.Errorf("%s=%s: %v", binEnv, bins, err)
+		}
+	}
+	return bins, nil
+}
+
+// prepareRepo is the repository of set in a directory of sc's: a copy of
+// set.repoDir, or the generated one.
+func prepareRepo(ctx context.Context, sc *benchproc.Scratch, set settings) (benchRepo, error) {
+	dir, err := sc.Dir("repo")
+	if err != nil {
+		return benchRepo{}, err
+	}
+	dir = filepath.Join(dir, "repo")
+	if set.repoDir != "" {
+		return copiedRepo(ctx, set.repoDir, dir)
+	}
+	return generatedRepo(ctx, dir, set.repo)
+}
+
+// newResults is one empty result per run.
+func newResults() []runResult {
 	results := make([]runResult, len(runs))
 	for i := range runs {
 		results[i].plan = runs[i]
 	}
-	for _, h := range halves {
-		b.Run(h.name, func(b *testing.B) { measureHalf(b, bins, h, repo, files, set.repo.seed, results) })
-	}
-	report(b, results, set)
+	return results
 }
 
-// measureHalf runs the three runs over one link, each through a whole and
-// an auto lane, from the repository at HEAD, into results.
-func measureHalf(b *testing.B, bins string, h half, repo string, files []plannedFile, seed uint64, results []runResult) {
+// measureHalf runs the three runs over one link, each through a lane per
+// mode of modes, from the repository at HEAD, into results. A failed call
+// fails the test; what the runs measured and checked goes into results.
+func measureHalf(t testing.TB, sc *benchproc.Scratch, bins string, h half, repo benchRepo, modes []string, seed uint64, results []runResult) {
 	ctx := context.Background()
-	if err := resetRepo(ctx, repo); err != nil {
-		b.Fatal(err)
+	if err := resetRepo(ctx, repo.dir); err != nil {
+		t.Fatal(err)
 	}
 	var lanes []*lane
-	for _, mode := range []string{"whole", "auto"} {
-		l, err := openLane(b, bins, mode, h.bandwidth)
+	for _, mode := range modes {
+		l, err := openLane(t, sc, bins, mode, h.bandwidth)
 		if err != nil {
-			b.Fatalf("%s %s lane: %v", h.name, mode, err)
+			t.Fatalf("%s %s lane: %v", h.name, mode, err)
 		}
 		lanes = append(lanes, l)
 	}
 	for i := range runs {
-		if err := applyRun(repo, files, i, seed); err != nil {
-			b.Fatal(err)
-		}
-		scratch := b.TempDir()
-		tars, err := buildHostTars(ctx, repo, scratch)
+		wrote, err := applyRun(repo.dir, repo.editable, i, seed)
 		if err != nil {
-			b.Fatalf("run %s: the host's tars: %v", runs[i].name, err)
+			t.Fatal(err)
 		}
-		want, err := hashTree(repo, restoreExclude(tars.ignored))
+		scratch, err := sc.Dir("run")
 		if err != nil {
-			b.Fatal(err)
+			t.Fatal(err)
+		}
+		tars, err := buildHostTars(ctx, repo.dir, scratch)
+		if err != nil {
+			t.Fatalf("run %s: the host's tars: %v", runs[i].name, err)
+		}
+		want, err := hashTree(repo.dir, restoreExclude(tars.ignored))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantIn, err := tarTree(tars.git, tars.overlay)
+		if err != nil {
+			t.Fatalf("run %s: read the host's tars: %v", runs[i].name, err)
 		}
 		if h.name == "loopback" || results[i].gitBytes == 0 {
 			results[i].gitBytes, results[i].overlayBytes, results[i].overlayFiles = tars.gitBytes, tars.overlayBytes, len(tars.overlayPaths)
+			results[i].newBytes = wrote
 		}
 		for _, l := range lanes {
-			runLane(b, h, l, i, tars, scratch, want, results)
+			runLane(t, h, l, i, tars, scratch, wantIn, want, results)
 		}
-		if err := os.RemoveAll(scratch); err != nil {
-			b.Fatal(err)
+		if err := sc.Remove(scratch); err != nil {
+			t.Fatal(err)
 		}
 	}
 	for _, l := range lanes {
 		if err := l.release(); err != nil {
-			b.Errorf("%s %s lane: environmentReleaseLease: %v", h.name, l.mode, err)
+			t.Errorf("%s %s lane: environmentReleaseLease: %v", h.name, l.mode, err)
 		}
 	}
 }
 
-// runLane is run i through lane l: its figures go into results, a failed
-// call or a synced-out tree that is not the host's fails the benchmark.
-func runLane(b *testing.B, h half, l *lane, i int, tars hostTars, scratch string, want tree, results []runResult) {
-	r, diff, err := l.runOnce(tars, scratch, want)
+// runLane is run i through lane l: its figures and checks go into
+// results; a failed call fails the test.
+func runLane(t testing.TB, h half, l *lane, i int, tars hostTars, scratch string, wantIn, want tree, results []runResult) {
+	r, err := l.runOnce(tars, scratch, wantIn, want)
 	if err != nil {
-		b.Errorf("%s run %s, %s: %v", h.name, runs[i].name, l.mode, err)
+		t.Errorf("%s run %s, %s: %v", h.name, runs[i].name, l.mode, err)
 		return
-	}
-	if len(diff) > 0 {
-		b.Errorf("%s run %s, %s: the synced-out workspace is not the host's working tree (%d files):\n  %s",
-			h.name, runs[i].name, l.mode, len(want), strings.Join(diff, "\n  "))
 	}
 	m := &results[i].whole
 	if l.mode == "auto" {
@@ -134,25 +169,25 @@ func runLane(b *testing.B, h half, l *lane, i int, tars hostTars, scratch string
 	} else {
 		m.throttled = r
 	}
-	fmt.Printf("bench-sync: %s run %s, %s: in %s %s, out %s %s, peak RSS %s, %d files identical: %v\n",
+	fmt.Printf("bench-sync: %s run %s, %s: in %s %s, out %s %s, peak RSS %s; sandbox's workspace as the host's tars: %v, %d files synced out identical: %v; fallbacks logged: %d %q\n",
 		h.name, runs[i].name, l.mode, humanBytes(r.in.bytes()), seconds(r.in.wall), humanBytes(r.out.bytes()), seconds(r.out.wall),
-		humanBytes(r.peakRSS), len(want), len(diff) == 0)
+		humanBytes(r.peakRSS), len(r.inDiff) == 0, r.files, len(r.outDiff) == 0, len(r.fallbacks), r.fallbacks)
 }
 
 // report prints the tables and the targets, and fails the benchmark on a
 // missed one.
-func report(b *testing.B, results []runResult, set settings) {
+func report(b *testing.B, results []runResult, set settings, tree string) {
 	link := "loopback only (" + bandwidthEnv + " is empty)"
 	if set.bandwidth != "" {
 		link = "loopback and throttled (createos-sim --bandwidth " + set.bandwidth + ")"
 	}
-	fmt.Printf("\nbench-sync: a heartbeat run's workspace sync on one reused createos lease, %d MiB / %d files, %s;\n"+
+	fmt.Printf("\nbench-sync: a heartbeat run's workspace sync on one reused createos lease, %s;\n"+
 		"today's path (%s=whole) beside the new one (auto), each through its own worker and sim.\n"+
 		"Bytes are request and response bodies at the sim (headers not counted); \"bytes on the wire\" is their sum\n"+
 		"and is what the targets read. Bytes and requests are the loopback half's.\n\n",
-		set.repo.mib, set.repo.files, link, createos.SyncEnv)
+		link, createos.SyncEnv)
 	for _, r := range results {
-		fmt.Println(runTable(r))
+		fmt.Println(runTable(r, tree))
 	}
 	vs := checkTargets(results, set.bandwidth != "")
 	fmt.Printf("targets:\n%s\n", targetsTable(vs))

@@ -1,20 +1,25 @@
-// Package syncbench is `make bench-sync`: the createos driver's native sync
-// (environmentSyncIn, environmentSyncOut) as a Paperclip heartbeat run uses
-// it on one reused lease, today's whole transfer (SANDBOX_PLUGIN_CREATEOS_SYNC=whole)
-// beside the incremental one (auto), each through a worker and a createos-sim
-// of its own, on loopback and through a throttled link.
+// Package syncbench is `make bench-sync` and `make test-sync-trees`: the
+// createos driver's native sync (environmentSyncIn, environmentSyncOut) as
+// a Paperclip heartbeat run uses it on one reused lease, today's whole
+// transfer (SANDBOX_PLUGIN_CREATEOS_SYNC=whole) beside the incremental one
+// (auto), each through a worker and a createos-sim of its own.
 //
-// It generates a git repository (BENCH_SYNC_MB, BENCH_SYNC_FILES, from
-// BENCH_SYNC_SEED), builds the host's two tars from it for each of three
-// runs (cold; one file changed; 100 more changed and a 20 MiB binary added)
-// as adapter-utils prepareSandboxManagedRuntime does, syncs them in with the
-// host's post-upload commands, syncs the workspace out into an empty
-// directory, checks the result byte for byte against the host's working
-// tree, prints one table per run and holds the figures to the targets
-// (targets.go).
+// The repository is generated (BENCH_SYNC_MB, BENCH_SYNC_FILES, from
+// BENCH_SYNC_SEED) or a copy of any directory (BENCH_SYNC_REPO, copyTree)
+// committed afresh. For each of three runs (cold; one file changed; 100
+// more changed and a 20 MiB binary added) the bench builds the host's two
+// tars from it as adapter-utils prepareSandboxManagedRuntime does, syncs
+// them in with the host's post-upload commands, checks the sandbox's
+// workspace against the tars, syncs the workspace out into an empty
+// directory and checks it against the host's working tree (SHA-256, file
+// by file). BenchmarkSync does it on loopback and through a throttled link
+// and holds the figures to the targets (targets.go); TestSyncTrees does it
+// on loopback for each of BENCH_SYNC_TREES and holds the runs to the
+// correctness rules (checks.go). Everything either writes is in one
+// scratch directory its cleanup removes (benchproc.Scratch).
 //
-// The measurement runs only when BENCH_SYNC_BIN names the directory holding
-// sandbox-plugin and createos-sim (without it the benchmark fails); the
-// generator, the host's tars, the exclude reading and the targets are
-// unit-tested always.
+// Both run only with BENCH_SYNC_BIN naming the directory holding
+// sandbox-plugin and createos-sim; the generator, the copy, the edit
+// picker, the host's tars, the exclude reading, the targets and the
+// checks are unit-tested always.
 package syncbench

@@ -254,3 +254,12 @@ func textFiles(files []plannedFile) []plannedFile {
 		return f.kind != sourceFile || strings.HasPrefix(f.path, "vendor/")
 	})
 }
+
+// paths are files' paths, in order.
+func paths(files []plannedFile) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.path
+	}
+	return out
+}

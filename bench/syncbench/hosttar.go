@@ -44,14 +44,19 @@ func run(ctx context.Context, dir, name string, args ...string) ([]byte, error) 
 	return stdout.Bytes(), nil
 }
 
-// git runs git in dir with the bench's identity.
+// git runs git in dir with the bench's identity and no automatic gc (a
+// commit of a large tree would start one in the background, racing the
+// runs and the scratch's removal).
 func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
-	return run(ctx, dir, "git", append([]string{"-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "-c", "init.defaultBranch=main"}, args...)...)
+	return run(ctx, dir, "git", append([]string{"-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "-c", "init.defaultBranch=main", "-c", "gc.auto=0"}, args...)...)
 }
 
-// commitRepo makes dir a repository with everything in it committed on main.
+// commitRepo makes dir a repository with everything in it committed on
+// main. Its loose objects are compressed at level 1: the host's clone
+// packs them afresh at git's default level, so only the commit's time
+// changes.
 func commitRepo(ctx context.Context, dir string) error {
-	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "bench-sync tree"}} {
+	for _, args := range [][]string{{"init", "-q"}, {"-c", "core.looseCompression=1", "add", "-A"}, {"commit", "-q", "-m", "bench-sync tree"}} {
 		if _, err := git(ctx, dir, args...); err != nil {
 			return err
 		}

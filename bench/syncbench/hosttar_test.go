@@ -33,7 +33,7 @@ func TestHostTarsRebuildTheWorkingTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range runs[:2] {
-		if err := applyRun(repo, files, i, tiny.seed); err != nil {
+		if _, err := applyRun(repo, paths(textFiles(files)), i, tiny.seed); err != nil {
 			t.Fatal(err)
 		}
 		scratch := t.TempDir()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/bench/benchproc"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/rpc"
 )
@@ -24,6 +25,7 @@ type lane struct {
 	leaseID string
 	md      map[string]any // the lease's metadata as the host passes it back
 	cwd     string         // the realized workspace: the host's remoteCwd
+	hostCwd string         // the same directory as this machine sees it in the sim's data directory
 	ops     int            // sync operations sent, for their ids
 }
 
@@ -47,13 +49,23 @@ const (
 )
 
 // openLane starts a lane's sim and worker, acquires its lease and
-// realizes its workspace.
-func openLane(t testing.TB, bins, mode, bandwidth string) (*lane, error) {
-	s, err := startSim(t, filepath.Join(bins, "createos-sim"), bandwidth)
+// realizes its workspace. Everything the lane writes on this machine (the
+// sim's data directory and so its sandboxes, the worker's TMPDIR and its
+// content store, the workspace's local path) is a directory of sc's.
+func openLane(t testing.TB, sc *benchproc.Scratch, bins, mode, bandwidth string) (*lane, error) {
+	dirs := map[string]string{}
+	for _, name := range []string{"sim", "worker-tmp", "worker-store", "local"} {
+		d, err := sc.Dir(mode + "-" + name)
+		if err != nil {
+			return nil, err
+		}
+		dirs[name] = d
+	}
+	s, err := startSim(t, dirs["sim"], filepath.Join(bins, "createos-sim"), bandwidth)
 	if err != nil {
 		return nil, err
 	}
-	w, err := startWorker(t, filepath.Join(bins, "sandbox-plugin"), mode)
+	w, err := startWorker(t, dirs["worker-tmp"], dirs["worker-store"], filepath.Join(bins, "sandbox-plugin"), mode)
 	if err != nil {
 		return nil, err
 	}
@@ -70,11 +82,14 @@ func openLane(t testing.TB, bins, mode, bandwidth string) (*lane, error) {
 	maps.Copy(l.md, lease.Metadata)
 	var realized handlers.RealizeWorkspaceResult
 	err = l.call("environmentRealizeWorkspace", l.params(map[string]any{"lease": l.lease(),
-		"workspace": map[string]any{"localPath": t.TempDir(), "mode": "isolated_workspace", "metadata": map[string]any{}}}), &realized)
+		"workspace": map[string]any{"localPath": dirs["local"], "mode": "isolated_workspace", "metadata": map[string]any{}}}), &realized)
 	if err != nil || realized.Cwd == "" {
 		return nil, fmt.Errorf("environmentRealizeWorkspace: %+v, %v", realized, err)
 	}
 	l.cwd = realized.Cwd
+	if l.hostCwd, err = simWorkspace(s.dir, l.leaseID, l.cwd); err != nil {
+		return nil, err
+	}
 	return l, nil
 }
 
@@ -110,7 +125,7 @@ func (l *lane) release() error {
 }
 
 // runtimeDir is the host's R: where the run's tars land.
-func (l *lane) runtimeDir() string { return path.Join(l.cwd, ".paperclip-runtime", adapterKey) }
+func (l *lane) runtimeDir() string { return path.Join(l.cwd, runtimeDirName, adapterKey) }
 
 // syncIn is the run's workspace staging: one operation, the two tars and
 // the host's extract commands (the clone's after wiping the workspace but
@@ -192,29 +207,39 @@ func tail(s string, n int) string {
 	return s
 }
 
-// runOnce is one run of a lane: sync in, sync out into a fresh directory
-// under scratch, the result checked against want, and the worker's peak
-// RSS after it.
-func (l *lane) runOnce(tars hostTars, scratch string, want tree) (*laneRun, []string, error) {
+// runOnce is one run of a lane: sync in, the sandbox's workspace checked
+// against wantIn (what the host's tars hold), sync out into a fresh
+// directory under scratch, the result checked against want (the host's
+// working tree), the worker's peak RSS after it and the fallbacks it
+// logged meanwhile.
+func (l *lane) runOnce(tars hostTars, scratch string, wantIn, want tree) (*laneRun, error) {
 	r := &laneRun{}
+	logged := l.w.logs.fallbackCount()
 	var err error
 	if r.in, err = l.syncIn(tars); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	gotIn, err := hashTree(l.hostCwd, []string{runtimeDirName})
+	if err != nil {
+		return nil, fmt.Errorf("read the sandbox's workspace: %w", err)
+	}
+	r.inDiff = diffTrees(wantIn, gotIn, 10)
 	target := filepath.Join(scratch, "out-"+l.mode, "workspace")
 	if err := os.MkdirAll(target, 0o700); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer os.RemoveAll(filepath.Dir(target))
 	if r.out, err = l.syncOut(tars, target); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	got, err := hashTree(target, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	r.outDiff, r.files = diffTrees(want, got, 10), len(want)
 	if r.peakRSS, err = l.w.peakRSS(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return r, diffTrees(want, got, 10), nil
+	r.fallbacks = l.w.logs.fallbacksSince(logged)
+	return r, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,25 +23,26 @@ import (
 // The processes a lane runs: a createos-sim of its own and a worker of its
 // own, started the way bench/scale starts them.
 
-// sim is a running createos-sim with its control API.
+// sim is a running createos-sim with its control API and its data
+// directory.
 type sim struct {
-	origin, key string
-	http        *http.Client
+	origin, key, dir string
+	http             *http.Client
 }
 
-// startSim starts createos-sim (benchproc.StartSim), its file transfers
-// throttled to bandwidth when that is not empty; the test's cleanup stops
-// it.
-func startSim(t testing.TB, path, bandwidth string) (*sim, error) {
+// startSim starts createos-sim (benchproc.StartSimIn) with dir as its data
+// directory, its file transfers throttled to bandwidth when that is not
+// empty; the test's cleanup stops it.
+func startSim(t testing.TB, dir, path, bandwidth string) (*sim, error) {
 	var extra []string
 	if bandwidth != "" {
 		extra = append(extra, "--bandwidth", bandwidth)
 	}
-	p, err := benchproc.StartSim(t, path, "bench-sync", 30*time.Second, extra...)
+	p, err := benchproc.StartSimIn(t, dir, path, "bench-sync", 30*time.Second, extra...)
 	if err != nil {
 		return nil, err
 	}
-	s := &sim{origin: p.Origin, key: p.Key, http: &http.Client{Timeout: time.Minute}}
+	s := &sim{origin: p.Origin, key: p.Key, dir: p.Dir, http: &http.Client{Timeout: time.Minute}}
 	t.Cleanup(s.http.CloseIdleConnections)
 	return s, nil
 }
@@ -98,10 +100,12 @@ type worker struct {
 	logs *logTail
 }
 
-// logTail keeps the last logTailLines "log" notifications of a worker.
+// logTail keeps the last logTailLines "log" notifications of a worker,
+// and every fallback to the whole transfer it logged.
 type logTail struct {
-	mu    sync.Mutex
-	lines []string
+	mu        sync.Mutex
+	lines     []string
+	fallbacks []string // each fallback line's reason, in order
 }
 
 const logTailLines = 12
@@ -110,12 +114,30 @@ func (l *logTail) notify(method string, params json.RawMessage, _ string) {
 	if method != "log" {
 		return
 	}
+	reason, fellBack := fallbackReason(params)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if fellBack {
+		l.fallbacks = append(l.fallbacks, reason)
+	}
 	if len(l.lines) == logTailLines {
 		l.lines = l.lines[1:]
 	}
 	l.lines = append(l.lines, string(params))
+}
+
+// fallbacksSince is the fallback reasons logged after the first n.
+func (l *logTail) fallbacksSince(n int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.fallbacks[min(n, len(l.fallbacks)):])
+}
+
+// fallbackCount is how many fallbacks were logged.
+func (l *logTail) fallbackCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.fallbacks)
 }
 
 // String is the kept lines, one a line.
@@ -125,11 +147,11 @@ func (l *logTail) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
-// startWorker starts the worker binary (benchproc.StartWorker) in sync
-// mode mode with a content store of its own.
-func startWorker(t testing.TB, path, mode string) (*worker, error) {
+// startWorker starts the worker binary (benchproc.StartWorkerIn) in sync
+// mode mode with tmp as its TMPDIR and store as its content store.
+func startWorker(t testing.TB, tmp, store, path, mode string) (*worker, error) {
 	logs := &logTail{}
-	c, err := benchproc.StartWorker(t, path, []string{createos.SyncEnv + "=" + mode, createos.StoreDirEnv + "=" + t.TempDir()}, logs.notify, syncCallTimeout)
+	c, err := benchproc.StartWorkerIn(t, tmp, path, []string{createos.SyncEnv + "=" + mode, createos.StoreDirEnv + "=" + store}, logs.notify, syncCallTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("the %s worker: %w", mode, err)
 	}

@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// runTable is one run's table: each figure of each direction (in =
+// runTable is one run's table on tree: each figure of each direction (in =
 // environmentSyncIn, out = environmentSyncOut), today's path beside the
 // new one and their ratio. Bytes and requests are the loopback half's.
-func runTable(r runResult) string {
+func runTable(r runResult, tree string) string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "run %s (host tars: git-workspace.tar %s, workspace.tar %s with %d dirty or untracked paths)\n",
-		r.plan.name, humanBytes(r.gitBytes), humanBytes(r.overlayBytes), r.overlayFiles)
+	fmt.Fprintf(&s, "run %s on %s\n(host tars: git-workspace.tar %s, workspace.tar %s with %d dirty or untracked paths)\n",
+		r.plan.name, tree, humanBytes(r.gitBytes), humanBytes(r.overlayBytes), r.overlayFiles)
 	w := tabwriter.NewWriter(&s, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, label("", "figure")+"\twhole (today)\tauto (new)\tauto/whole\t")
 	type dir struct {

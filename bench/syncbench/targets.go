@@ -19,11 +19,16 @@ type callFigures struct {
 // bytes is everything the call moved: the figure the targets read.
 func (c callFigures) bytes() int64 { return c.fileBytes + c.otherBytes }
 
-// laneRun is one run through one worker: its two calls, and the worker's
-// peak resident set (VmHWM) read after it.
+// laneRun is one run through one worker: its two calls, how each side's
+// tree differs from what it should be (nil when identical), the worker's
+// peak resident set (VmHWM) read after it, and the fallbacks to the whole
+// transfer the worker logged during it.
 type laneRun struct {
-	in, out callFigures
-	peakRSS int64
+	in, out         callFigures
+	inDiff, outDiff []string // the sandbox's workspace against the host's tars; the synced-out tree against the host's
+	files           int      // files in the host's synced-out tree
+	peakRSS         int64
+	fallbacks       []string // the reasons logged
 }
 
 // modeRun is one run of one sync mode on loopback and through the
@@ -45,6 +50,7 @@ type runResult struct {
 	whole, auto            modeRun
 	gitBytes, overlayBytes int64
 	overlayFiles           int
+	newBytes               int64 // the bytes of the files the run wrote: its edits and its binary
 }
 
 // The targets of the incremental path against today's.
@@ -79,7 +85,8 @@ func checkTargets(rs []runResult, throttled bool) []verdict {
 	out = append(out, shareVerdict(fmt.Sprintf("warm run: out bytes at most %d%% of today's", warmShare), warmShare,
 		warm, func(l *laneRun) int64 { return l.out.bytes() }))
 	out = append(out, timeVerdict(warm, throttled))
-	return append(out, rssVerdict(rs))
+	out = append(out, rssVerdict(rs))
+	return append(out, identityVerdict(rs), fallbackVerdict(rs))
 }
 
 // shareVerdict holds the auto mode's figure of r to at most pct percent

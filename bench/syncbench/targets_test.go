@@ -84,12 +84,21 @@ func TestCheckTargets(t *testing.T) {
 		{name: "today's RSS is not held", throttled: true, runs: edit(func(rs []runResult) {
 			rs[0].whole.loop.peakRSS = 500 << 20
 		})},
-		{name: "today's path measured, the new one not", throttled: true, missed: []string{"cold", "in bytes", "out bytes", "time", "RSS"}, runs: edit(func(rs []runResult) {
+		{name: "today's path measured, the new one not", throttled: true, missed: []string{"cold", "in bytes", "out bytes", "time", "RSS", "fallback"}, runs: edit(func(rs []runResult) {
 			for i := range rs {
 				rs[i].auto = modeRun{}
 			}
 		})},
 		{name: "one run only", throttled: true, missed: []string{"cold and the warm"}, runs: met()[:1]},
+		{name: "a synced-out tree differs", throttled: true, missed: []string{"identical"}, runs: edit(func(rs []runResult) {
+			rs[2].whole.throttled.outDiff = []string{"differs a.go"}
+		})},
+		{name: "the sandbox's workspace differs", throttled: true, missed: []string{"identical"}, runs: edit(func(rs []runResult) {
+			rs[0].auto.loop.inDiff = []string{"missing .git/HEAD"}
+		})},
+		{name: "a fallback in the cold run", throttled: true, missed: []string{"fallback"}, runs: edit(func(rs []runResult) {
+			rs[0].auto.loop.fallbacks = []string{"the sandbox cannot run the sync helper"}
+		})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vs := checkTargets(tc.runs, tc.throttled)
@@ -125,9 +134,9 @@ func TestCheckTargets(t *testing.T) {
 func TestTables(t *testing.T) {
 	rs := met()
 	rs[1].auto.throttled = nil
-	out := runTable(rs[1]) + "\n" + targetsTable(checkTargets(rs, true))
+	out := runTable(rs[1], "a generated repository") + "\n" + targetsTable(checkTargets(rs, true))
 	t.Log("\n" + out)
-	for _, want := range []string{"bytes on the wire", "wall throttled", "MISSED", "0.010"} {
+	for _, want := range []string{"a generated repository", "bytes on the wire", "wall throttled", "MISSED", "0.010"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tables lack %q", want)
 		}
