@@ -84,6 +84,15 @@ function describe(st) {
 
 const ownFile = (st) => st.isFile() && st.nlink === 1;
 
+// mkdirOwn makes directory p, or finds that a helper beside this one just
+// made it.
+function mkdirOwn(p) {
+  try { fs.mkdirSync(p, { mode: 0o700 }); } catch (e) {
+    const st = e.code === "EEXIST" ? lstat(p) : null;
+    if (!st || !st.isDirectory()) throw e;
+  }
+}
+
 // Store is the sandbox's store, opened for one command.
 class Store {
   constructor(dir) { this.dir = dir; this.subs = new Set(); this.why = ""; }
@@ -121,7 +130,7 @@ class Store {
     const st = lstat(p);
     if (st && st.isDirectory()) return;
     if (st) this.spoilt(p, st, what);
-    fs.mkdirSync(p, { mode: 0o700 });
+    mkdirOwn(p);
   }
 
   // own gives the store its mode through a descriptor that is no link's;
@@ -173,7 +182,7 @@ class Store {
     const p = path.join(this.dir, name), st = lstat(p);
     if (st && !st.isDirectory()) { this.spoilt(p, st, "directory " + name); this.fail(); }
     if (!st && !make) return false;
-    if (!st) fs.mkdirSync(p, { mode: 0o700 });
+    if (!st) mkdirOwn(p);
     this.subs.add(name);
     return true;
   }
