@@ -20,17 +20,19 @@ import (
 )
 
 // leaseRoots lists the fake driver's lease roots, the createos driver's
-// cleanup marks directory in the temp dir the worker uses (its
-// environment has no TMPDIR) and the fake's login root
-// (sessions.SessionHomeRoot): all are gone once the host's cleanup is
-// done. When the harness is root the worker runs as the server user, so
+// cleanup marks directory and its sync archive directories in the temp
+// dir the worker uses (its environment has no TMPDIR), and the fake's
+// login root (sessions.SessionHomeRoot): all are gone once the host's
+// cleanup is done and the last worker stopped (a worker killed mid-sync
+// leaves its archive directories to the next worker's sweep). When the harness is root the worker runs as the server user, so
 // only that user's entries can be the run's: one another user's worker (a
 // test running beside this one) makes meanwhile is none of its business.
 func (h *Env) LeaseRoots() map[string]bool {
 	m := map[string]bool{}
 	var pats []string
 	for _, dir := range []string{"/tmp", os.TempDir()} {
-		pats = append(pats, filepath.Join(dir, "paperclip-fake-sandbox-*"), filepath.Join(dir, createos.CleanupDirPrefix+"*"))
+		pats = append(pats, filepath.Join(dir, "paperclip-fake-sandbox-*"), filepath.Join(dir, createos.CleanupDirPrefix+"*"),
+			filepath.Join(dir, archiveDirPattern))
 	}
 	pats = append(pats, sessions.SessionHomeRoot)
 	for _, pat := range pats {
@@ -43,6 +45,11 @@ func (h *Env) LeaseRoots() map[string]bool {
 	}
 	return m
 }
+
+// archiveDirPattern matches the createos driver's host temp directories
+// of a sync (createos/sweep.go's archiveTempPattern, which is not
+// exported).
+const archiveDirPattern = ".paperclip-createos-archive-*"
 
 // OwnedBy reports whether path is owned by uid.
 func OwnedBy(path string, uid uint32) bool {
@@ -104,8 +111,8 @@ func (h *Env) stopAndCheck(ctx context.Context) error {
 	}
 	sort.Strings(left)
 	if len(left) > 0 {
-		return fmt.Errorf("fake-plugin lease roots or login root, or createos cleanup marks, left on disk: %s", strings.Join(left, " "))
+		return fmt.Errorf("fake-plugin lease roots or login root, or createos cleanup marks or sync archive directories, left on disk: %s", strings.Join(left, " "))
 	}
-	fmt.Println("   no process, lease root, cleanup mark or sim sandbox left")
+	fmt.Println("   no process, lease root, cleanup mark, sync archive directory or sim sandbox left")
 	return nil
 }
