@@ -105,9 +105,10 @@ class Store {
     if (!home || !path.isAbsolute(home)) throw refused("no home directory");
     const cache = path.join(home, ".cache");
     const ws = realOf(path.resolve(workspace)), real = realOf(cache);
-    if (ws === null || real === null) throw refused("a link on its path leads nowhere");
+    if (ws === null || real === null) throw refused("its path or the workspace's does not resolve (a link that leads nowhere)");
     const at = path.join(real, STORE_NAME);
-    if (within(at, ws) || within(ws, at)) throw refused("its real path " + at + " is inside the workspace");
+    if (within(at, ws)) throw refused("its real path " + at + " is inside the workspace");
+    if (within(ws, at)) throw refused("its real path " + at + " holds the workspace");
     const s = new Store(path.join(cache, STORE_NAME));
     try {
       fs.mkdirSync(cache, { recursive: true, mode: 0o700 });
