@@ -31,9 +31,11 @@ conformance/node_modules/.package-lock.json: conformance/package.json conformanc
 conformance-install: conformance/node_modules/.package-lock.json
 
 # createos-sim (mk/createos-sim.mk) is the fake CreateOS the createos lifecycle
-# runs against; test/createos.test.mjs starts and stops it.
+# runs against; test/createos.test.mjs starts and stops it. run-tests.mjs runs
+# node --test, then removes the worker's sync store directories the run made
+# (conformance/made-dirs.mjs).
 conformance: package conformance-install createos-sim ## run the conformance suite: the packaged worker under the real Paperclip host code
 	cd conformance && PLUGIN_PACKAGE_DIR=$(abspath $(PACKAGE_DIR)) CREATEOS_SIM_BIN=$(abspath $(CREATEOS_SIM)) \
-		$(NODE) --test test/*.test.mjs
+		$(NODE) run-tests.mjs test/*.test.mjs
 
 EXTRA_TESTS += conformance
