@@ -31,9 +31,10 @@ import (
 // The driver sweeps when it starts and again every sweepEvery while it
 // runs: a worker of ours that dies after this one started (two workers on
 // one TMPDIR, or a restart that did not wait for the old one's end) is
-// seen dead only by a later look. A pass once begun is finished, even by
-// Close: the host may start a worker only to serve one call (a destroy)
-// and stop it at once, and a pass cut there removed nothing.
+// seen dead only by a later look. Close lets the first pass, and any pass
+// begun, finish within its ctx: the host may start a worker only to serve
+// one call (a destroy) and stop it at once, and a pass cut there removed
+// nothing.
 
 // ownerFile, in each archive directory, names the worker that made it.
 const ownerFile = ".paperclip-createos-owner"
