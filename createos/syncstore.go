@@ -89,8 +89,8 @@ func (d *Driver) incremental(ctx context.Context, c *api.Client, id, company str
 			s.mu.Lock()
 			first := !s.fellFor[key+"\x00"+reason]
 			if first {
-				if len(s.fellFor) >= maxFellFor {
-					clear(s.fellFor)
+				if s.fellFor == nil || len(s.fellFor) >= maxFellFor {
+					s.fellFor = map[string]bool{}
 				}
 				s.fellFor[key+"\x00"+reason] = true
 			}
