@@ -23,3 +23,7 @@ const (
 	// line of stderr and left no output: the mapping moves whole.
 	ExitStoreBad = 95
 )
+
+// StoreEntries bounds the entries of the sandbox's store (helper.js
+// STORE_ENTRIES): an index lists at most that many hashes.
+const StoreEntries = 1 << 20

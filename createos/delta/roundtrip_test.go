@@ -340,10 +340,14 @@ func TestStoreInsideTheWorkspaceIsNotUsed(t *testing.T) {
 	mustDo(t, os.Mkdir(s.home, 0o700))
 	data := testTar(t, 5, 10)
 	encode(t, &Encoder{}, data, s.path("cold"))
-	if got := s.run("apply", s.path("cold"), s.path("out"), s.ws); got != 0 {
-		t.Fatalf("exit %d: %s", got, s.lastError)
+	// The store would be in the workspace: nothing is made, the mapping
+	// moves whole.
+	if got := s.run("apply", s.path("cold"), s.path("out"), s.ws); got != ExitStoreBad {
+		t.Fatalf("exit %d, want %d: %s", got, ExitStoreBad, s.lastError)
 	}
-	assertFile(t, s.path("out"), data)
+	if _, err := os.Stat(s.path("out")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("the helper left an output")
+	}
 	if _, err := os.Stat(s.store()); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("the helper made a store inside the workspace")
 	}

@@ -15,7 +15,7 @@ import (
 // bytes (a hash's first 64 bits: a false match costs a retry, never a
 // wrong file), so a belief is 8 MiB at most; Beliefs bound all of them
 // together.
-const MaxHeld = 1 << 20
+const MaxHeld = delta.StoreEntries
 
 // maxAdded is how many hashes sent since the index are kept aside before
 // they are merged into the sorted ones.
