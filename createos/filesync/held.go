@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/delta"
 )
@@ -27,8 +28,8 @@ const maxAdded = 1 << 12
 type Held struct {
 	mu       sync.Mutex
 	known    bool
-	noHelper bool
-	failures int      // helper failures in a row
+	off      time.Time // no helper until then (helperRetry after it was found missing)
+	failures int       // helper failures in a row
 	sorted   []uint64 // hash prefixes, sorted
 	added    []uint64 // sent since the last merge, unsorted
 }
@@ -127,21 +128,28 @@ func (h *Held) isKnown() bool {
 	return h.known
 }
 
+// helperRetry is how long a sandbox found unable to run the helper moves
+// every mapping whole before the helper is tried again (node may have been
+// installed meanwhile, or what failed may have passed): the feature is
+// never off for good, and a sandbox without node costs one failed start
+// in that time.
+const helperRetry = 10 * time.Minute
+
 func (h *Held) helperMissing() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.noHelper
+	return time.Now().Before(h.off)
 }
 
 func (h *Held) markNoHelper() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.noHelper = true
+	h.failures, h.off = 0, time.Now().Add(helperRetry)
 }
 
 // maxFailures is how many times in a row the helper may fail on a
 // sandbox (a mapping moved whole each time) before the sandbox is taken
-// for one that cannot run it.
+// for one that cannot run it, for helperRetry.
 const maxFailures = 3
 
 // helperFailed counts a failure of the helper and reports whether the
@@ -150,10 +158,11 @@ func (h *Held) helperFailed() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.failures++
-	if h.failures >= maxFailures {
-		h.noHelper = true
+	if h.failures < maxFailures {
+		return false
 	}
-	return h.noHelper
+	h.failures, h.off = 0, time.Now().Add(helperRetry)
+	return true
 }
 
 // helperWorked ends a run of failures.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/delta"
 )
@@ -144,5 +145,40 @@ func TestBeliefsAreBoundedInAll(t *testing.T) {
 	}
 	if len(b.held) > MaxBeliefs {
 		t.Fatalf("%d beliefs kept", len(b.held))
+	}
+}
+
+// TestHelperFailuresCostAMappingThenAWhile: a helper that fails costs its
+// mapping; three failures in a row take the sandbox for one without a
+// helper until helperRetry has passed, never for good; a success ends the
+// run of failures.
+func TestHelperFailuresCostAMappingThenAWhile(t *testing.T) {
+	inc := &Incremental{Held: NewHeldEmpty()}
+	want := []string{ReasonHelperFailed, ReasonHelperFailed, ReasonNoHelper}
+	for i, w := range want {
+		if got := inc.helperCode(1).reason; got != w {
+			t.Fatalf("failure %d: %q, want %q", i+1, got, w)
+		}
+	}
+	if !inc.Held.helperMissing() {
+		t.Fatal("three failures in a row did not take the helper for missing")
+	}
+	inc.Held.mu.Lock()
+	inc.Held.off = time.Now().Add(-time.Second) // helperRetry has passed
+	inc.Held.mu.Unlock()
+	if inc.Held.helperMissing() {
+		t.Fatal("the helper is never tried again")
+	}
+	inc.helperCode(1)
+	inc.Held.helperWorked()
+	inc.helperCode(1)
+	if inc.Held.helperMissing() {
+		t.Fatal("failures apart were counted as in a row")
+	}
+	for code, w := range map[int]string{exitNoHelper: ReasonNoHelper, delta.ExitStoreBad: ReasonSandboxStore, exitIndexTooLarge: ReasonIndex} {
+		inc := &Incremental{Held: NewHeld()}
+		if got := inc.helperCode(code).reason; got != w {
+			t.Errorf("exit %d: %q, want %q", code, got, w)
+		}
 	}
 }

@@ -35,9 +35,9 @@ type Incremental struct {
 }
 
 // Fallback reasons: why a mapping moved whole. Each is logged once per
-// sandbox; only ReasonNoHelper lasts (the sandbox has no node, or its
-// helper failed maxFailures times in a row), the others cost the one
-// mapping.
+// sandbox; only ReasonNoHelper lasts, for helperRetry (the sandbox has no
+// node, or its helper failed maxFailures times in a row), the others cost
+// the one mapping.
 const (
 	ReasonNoHelper     = "the sandbox cannot run the sync helper (node)"
 	ReasonHelperFailed = "the sandbox's sync helper failed on a mapping"
