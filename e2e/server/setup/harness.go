@@ -58,7 +58,7 @@ type Env struct {
 	tmpInstall bool // InstallDir is per-run (root, and out/ unreachable by the server user)
 
 	LeaseRootsBefore map[string]bool
-	stores           *MadeDirs // the worker's sync store directories as they were before the run (stores.go)
+	made             []madeRecord // what the server's user may make outside the run directory, as it was before the run (stores.go)
 	Sim              *proc.Proc
 	Srv              *paperclip.Server
 	PC               *paperclip.Client // the server's client (Srv.PC), current across restarts
@@ -92,7 +92,7 @@ func New(o Options) (*Env, error) {
 		return nil, err
 	}
 	h := &Env{Opts: o, Root: os.Geteuid() == 0, LogDir: filepath.Join(o.OutDir, "logs"), EnvIDs: map[string]string{}, Traffic: map[string][]trace.Entry{}}
-	h.stores = RecordDirs(h.WorkerUID(), WorkerStoreDirs(h.WorkerUID())...)
+	h.made = recordMade(h.WorkerUID())
 	if err := os.RemoveAll(h.LogDir); err != nil {
 		return nil, err
 	}
@@ -226,8 +226,9 @@ func (h *Env) Broken(ctx context.Context) error {
 	return nil
 }
 
-// close stops whatever is still running, removes the worker's sync store
-// where the run made it and removes the run directory.
+// close stops whatever is still running, removes what the run made
+// outside the run directory (the worker's sync store, the server's Node
+// compile cache) and removes the run directory.
 func (h *Env) Close() error {
 	var errs []error
 	if err := h.registry.Stop(); err != nil {
@@ -246,7 +247,7 @@ func (h *Env) Close() error {
 		errs = append(errs, fmt.Errorf("killed %d leftover processes", len(left)))
 	}
 	proc.ReapOrphans()
-	if err := h.removeStores(); err != nil {
+	if err := h.removeMade(); err != nil {
 		errs = append(errs, err)
 	}
 	if h.RunDir != "" {

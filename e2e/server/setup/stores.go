@@ -13,16 +13,26 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/paperclip"
 )
 
-// The worker's sync store. The host starts plugin workers without HOME or
-// TMPDIR and passes none of our variables, so the createos driver keeps
-// its store where castore.DefaultDir puts it then:
-// /tmp/sandbox-plugin-<uid>/createos-store, uid the worker's (nobody when
-// the harness is root). Nothing else removes it: outside a test it is the
-// operator's cache. A run records, before it starts anything, which of
-// those directories are there, and at its end removes the ones it made
-// (madeDirs). The sandboxes' stores are in the sim's sandbox directories,
+// What the run's server user makes outside the run directory, in /tmp
+// (neither the server nor its workers have a TMPDIR):
+//   - the worker's sync store: the host starts plugin workers without HOME
+//     or TMPDIR and passes none of our variables, so the createos driver
+//     keeps its store where castore.DefaultDir puts it then,
+//     /tmp/sandbox-plugin-<uid>/createos-store, uid the worker's (nobody
+//     when the harness is root);
+//   - Node's compile cache, /tmp/node-compile-cache: the npm the server
+//     runs to install the plugin (npm 11 calls module.enableCompileCache)
+//     keeps it there.
+// Nothing else removes them: outside a test they are the operator's
+// caches. A run records, before it starts anything, which of those
+// directories are there, and at its end removes the ones it made
+// (MadeDirs). The sandboxes' stores are in the sim's sandbox directories,
 // which the sim removes with each sandbox and which the end-of-run check
 // finds empty.
+
+// NodeCompileCache is where Node keeps the compile cache of a process
+// without TMPDIR or NODE_COMPILE_CACHE that enables it.
+const NodeCompileCache = "/tmp/node-compile-cache"
 
 // WorkerStoreDirs are the directories a worker running as uid without
 // HOME or TMPDIR makes for its sync store, outermost first.
@@ -165,21 +175,37 @@ func (h *Env) WorkerUID() uint32 {
 	return uint32(os.Geteuid())
 }
 
-// removeStores removes, once every process of the run is gone, the
-// worker's sync store directories the run made, and says what it did.
-func (h *Env) removeStores() error {
-	if h.stores == nil {
-		return nil
+// madeRecord is one of the directories recordMade watches, named for the
+// run's output.
+type madeRecord struct {
+	what string
+	dirs *MadeDirs
+}
+
+// recordMade records, before the run starts anything, the directories
+// the server's user (uid) may make outside the run directory.
+func recordMade(uid uint32) []madeRecord {
+	return []madeRecord{
+		{"the worker's sync store directory", RecordDirs(uid, WorkerStoreDirs(uid)...)},
+		{"the server's Node compile cache", RecordDirs(uid, NodeCompileCache)},
 	}
-	removed, kept, err := h.stores.RemoveMade()
-	for _, r := range removed {
-		fmt.Println("   removed the worker's sync store directory the run made:", r)
+}
+
+// removeMade removes, once every process of the run is gone, what of
+// recordMade's directories the run made, and says what it did.
+func (h *Env) removeMade() error {
+	var errs []error
+	for _, r := range h.made {
+		removed, kept, err := r.dirs.RemoveMade()
+		for _, p := range removed {
+			fmt.Printf("   removed %s the run made: %s\n", r.what, p)
+		}
+		for _, k := range kept {
+			fmt.Printf("   kept %s: %s\n", r.what, k)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.what, err))
+		}
 	}
-	for _, k := range kept {
-		fmt.Println("   kept the worker's sync store directory:", k)
-	}
-	if err != nil {
-		return fmt.Errorf("the worker's sync store: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
