@@ -249,13 +249,22 @@ func (t *Transfer) sendStream(ctx context.Context, m handlers.SyncFileMapping, s
 
 // outIncremental fetches an outbound mapping's source, which the command
 // has put at scratch, by recipe: the helper describes it by reference, the
-// worker asks for what its store lacks, then rebuilds it at data from its
+// worker asks for what its store lacks, then rebuilds it at data (in the
+// landing) from its
 // store and from what the pack brought. It is errFallback when the recipe
 // could not be used and data must come whole from scratch: a listing past
 // the limits or not what the sandbox sent costs that mapping a whole
 // transfer, whose own checks then answer.
-func (t *Transfer) outIncremental(ctx context.Context, scratch, dir, data string) error {
+func (t *Transfer) outIncremental(ctx context.Context, scratch, data string) error {
 	inc := t.Incremental
+	// The recipe, the list, the pack and the spill are the worker's own
+	// temp files (TempDir: a dead worker's are swept); only the rebuilt
+	// file is beside the target.
+	dir, err := t.TempDir()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
 	recipePath := filepath.Join(dir, "recipe")
 	if _, err := t.Client.DownloadFile(ctx, t.Sandbox, scratch+".recipe", recipePath, 0o600); err != nil {
 		return err

@@ -153,7 +153,7 @@ func (t *Transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 	}
 	whole := true
 	if incremental && code == 0 {
-		err := t.outIncremental(ctx, scratch, l.dir, l.data)
+		err := t.outIncremental(ctx, scratch, l.data)
 		var fb errFallback
 		switch {
 		case err == nil:
