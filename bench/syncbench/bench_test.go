@@ -83,7 +83,7 @@ func prepareRepo(ctx context.Context, sc *benchproc.Scratch, set settings) (benc
 	}
 	dir = filepath.Join(dir, "repo")
 	if set.repoDir != "" {
-		return copiedRepo(ctx, set.repoDir, dir)
+		return copiedRepo(ctx, set.repoDir, dir, int64(set.maxFileMiB)<<20)
 	}
 	return generatedRepo(ctx, dir, set.repo)
 }
@@ -126,7 +126,7 @@ func measureHalf(t testing.TB, sc *benchproc.Scratch, bins string, h half, repo 
 		if err != nil {
 			t.Fatalf("run %s: the host's tars: %v", runs[i].name, err)
 		}
-		want, err := hashTree(repo.dir, restoreExclude(tars.ignored))
+		want, treeBytes, err := hashTreeSized(repo.dir, restoreExclude(tars.ignored))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func measureHalf(t testing.TB, sc *benchproc.Scratch, bins string, h half, repo 
 		}
 		if h.name == "loopback" || results[i].gitBytes == 0 {
 			results[i].gitBytes, results[i].overlayBytes, results[i].overlayFiles = tars.gitBytes, tars.overlayBytes, len(tars.overlayPaths)
-			results[i].newBytes = wrote
+			results[i].newBytes, results[i].treeBytes = wrote, treeBytes
 		}
 		for _, l := range lanes {
 			runLane(t, h, l, i, tars, scratch, wantIn, want, results)

@@ -20,6 +20,8 @@ type copyStats struct {
 	bytes                            int64 // regular files' bytes, each content once
 	special                          int   // sockets, FIFOs and devices left out
 	gitDirs                          int   // .git entries left out
+	big                              int   // regular files over the size bound left out, every name of each
+	bigBytes                         int64 // their bytes, each content once
 }
 
 // String is the stats for the table's header.
@@ -30,6 +32,9 @@ func (c copyStats) String() string {
 	}
 	if c.gitDirs > 0 {
 		s += fmt.Sprintf(", %d .git entries left out", c.gitDirs)
+	}
+	if c.big > 0 {
+		s += fmt.Sprintf(", %d files over the size bound left out (%s)", c.big, humanBytes(c.bigBytes))
 	}
 	return s
 }
@@ -44,9 +49,10 @@ type inode struct{ dev, ino uint64 }
 // names of one regular file (hard links) as hard links again. Sockets,
 // FIFOs and devices are left out and counted; so is every entry named
 // .git (git takes a nested one for a repository of its own, and the
-// bench's repository has its own .git). src itself may be a link to the
-// tree.
-func copyTree(src, dst string) (copyStats, error) {
+// bench's repository has its own .git), and so is every regular file
+// larger than maxFile bytes when maxFile is above 0. src itself may be a
+// link to the tree.
+func copyTree(src, dst string, maxFile int64) (copyStats, error) {
 	var st copyStats
 	root, err := filepath.EvalSymlinks(src)
 	if err != nil {
@@ -99,8 +105,22 @@ func copyTree(src, dst string) (copyStats, error) {
 			st.special++
 			return nil
 		}
-		if sys, ok := fi.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
-			id := inode{dev: uint64(sys.Dev), ino: uint64(sys.Ino)} //nolint:unconvert // Dev is not a uint64 everywhere
+		var id inode
+		sys, linked := fi.Sys().(*syscall.Stat_t)
+		if linked = linked && sys.Nlink > 1; linked {
+			id = inode{dev: uint64(sys.Dev), ino: sys.Ino} // Dev is not a uint64 everywhere
+		}
+		if maxFile > 0 && fi.Size() > maxFile {
+			st.big++
+			if _, again := seen[id]; !linked || !again {
+				st.bigBytes += fi.Size()
+			}
+			if linked {
+				seen[id] = ""
+			}
+			return nil
+		}
+		if linked {
 			if first, ok := seen[id]; ok {
 				st.hardLinks++
 				return os.Link(first, to)

@@ -89,13 +89,14 @@ func chmod(rel string, mode os.FileMode) mkStep {
 
 func TestCopyTree(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		steps     []mkStep
-		want      tree      // the copy, as hashTree reads it (content hashes by body)
-		stats     copyStats // bytes not compared
-		linked    [][]string
-		viaLink   bool // copy through a symlink to the source
-		wantError string
+		name     string
+		steps    []mkStep
+		want     tree      // the copy, as hashTree reads it (content hashes by body)
+		stats    copyStats // bytes not compared
+		linked   [][]string
+		viaLink  bool  // copy through a symlink to the source
+		maxFile  int64 // copyTree's bound, 0 for none
+		bigBytes int64 // the stats' bytes left out
 	}{
 		{name: "files, modes and empty", steps: []mkStep{file("a.txt", "a", 0o644), file("d/e/x.sh", "#!/bin/sh\n", 0o755), file("d/empty", "", 0o644)},
 			want:  tree{"a.txt": "a", "d/e/x.sh": "#!/bin/sh\n", "d/empty": ""},
@@ -117,6 +118,12 @@ func TestCopyTree(t *testing.T) {
 		{name: "nested .git left out", steps: []mkStep{file("x/.git/HEAD", "ref", 0o644), file("x/y.go", "y", 0o644), file("z/.git", "gitdir: ..", 0o644), file(".gitignore", "*.log\n", 0o644)},
 			want:  tree{"x/y.go": "y", ".gitignore": "*.log\n"},
 			stats: copyStats{files: 2, dirs: 3, gitDirs: 2}},
+		{name: "files over the bound left out, every name of a linked one", maxFile: 4, steps: []mkStep{
+			file("small", "1234", 0o644), file("big", "12345", 0o644), hardlink("big2", "big"), hardlink("d/big3", "big"), file("other", "abcdefgh", 0o644),
+			file("link-small", "wxyz", 0o644), hardlink("link-small2", "link-small")},
+			want:     tree{"small": "1234", "link-small": "wxyz", "link-small2": "wxyz"},
+			stats:    copyStats{files: 2, dirs: 2, hardLinks: 1, big: 4},
+			bigBytes: 13},
 		{name: "a link to the tree is copied as the tree", viaLink: true, steps: []mkStep{file("a", "a", 0o644)},
 			want: tree{"a": "a"}, stats: copyStats{files: 1, dirs: 1}},
 	} {
@@ -137,11 +144,14 @@ func TestCopyTree(t *testing.T) {
 				}
 			}
 			dst := filepath.Join(base, "dst")
-			st, err := copyTree(from, dst)
+			st, err := copyTree(from, dst, tc.maxFile)
 			if err != nil {
 				t.Fatal(err)
 			}
-			st.bytes = 0
+			if st.bigBytes != tc.bigBytes {
+				t.Errorf("%d bytes left out, want %d", st.bigBytes, tc.bigBytes)
+			}
+			st.bytes, st.bigBytes = 0, 0
 			if st != tc.stats {
 				t.Errorf("stats %+v, want %+v", st, tc.stats)
 			}
@@ -193,7 +203,7 @@ func TestCopyTreeRefuses(t *testing.T) {
 		{"the source is missing", "missing", "new2", "no such file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := copyTree(filepath.Join(base, tc.src), filepath.Join(base, tc.dst))
+			_, err := copyTree(filepath.Join(base, tc.src), filepath.Join(base, tc.dst), 0)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("copyTree = %v, want an error about %q", err, tc.want)
 			}

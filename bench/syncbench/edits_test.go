@@ -93,7 +93,7 @@ func TestEditableFilesOfACopiedTree(t *testing.T) {
 	slices.Sort(want)
 	ctx := context.Background()
 	repo := filepath.Join(base, "repo")
-	r, err := copiedRepo(ctx, src, repo)
+	r, err := copiedRepo(ctx, src, repo, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,11 @@ import (
 // TestSyncTrees is make test-sync-trees: the sync's correctness on trees
 // none of us wrote (BENCH_SYNC_TREES; make passes the Go toolchain's own
 // sources and the node_modules of the real server's install), not its
-// timings. Each tree is copied into a repository of the check's own and
-// goes through the bench's three runs on loopback, through a whole and an
-// auto lane (the real worker and createos-sim), and checkTree holds the
-// runs to its rules. Without BENCH_SYNC_TREES it is skipped (go test
+// timings. Each tree is copied into a repository of the check's own
+// (without its files over BENCH_SYNC_MAX_FILE_MIB when that is set) and
+// goes through the bench's three runs on loopback through an auto lane
+// (the real worker in incremental mode and createos-sim), and checkTree
+// holds the runs to its rules. Without BENCH_SYNC_TREES it is skipped (go test
 // ./... does not run it); with it, a missing tree fails it.
 func TestSyncTrees(t *testing.T) {
 	if _, ok := os.LookupEnv(treesEnv); !ok {
@@ -40,19 +41,19 @@ func TestSyncTrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tree := range trees {
-		t.Run(strings.Trim(tree, "/"), func(t *testing.T) { checkRealTree(t, bins, tree, set.repo.seed) })
+		t.Run(strings.Trim(tree, "/"), func(t *testing.T) { checkRealTree(t, bins, tree, set.repo.seed, set.maxFileMiB) })
 	}
 }
 
 // checkRealTree is one tree's check, in a scratch of its own that is
 // gone when it ends.
-func checkRealTree(t *testing.T, bins, src string, seed uint64) {
+func checkRealTree(t *testing.T, bins, src string, seed uint64, maxFileMiB int) {
 	start := time.Now()
 	sc, err := benchproc.NewScratch(t, "sandbox-plugin-sync-trees")
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, err := prepareRepo(context.Background(), sc, settings{repoDir: src, repo: repoSpec{seed: seed}})
+	repo, err := prepareRepo(context.Background(), sc, settings{repoDir: src, repo: repoSpec{seed: seed}, maxFileMiB: maxFileMiB})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func checkRealTree(t *testing.T, bins, src string, seed uint64) {
 		t.Fatalf("%s has %d editable text files; the runs edit %d", src, len(repo.editable), need)
 	}
 	results := newResults()
-	measureHalf(t, sc, bins, half{name: "loopback"}, repo, []string{"whole", "auto"}, seed, results)
+	measureHalf(t, sc, bins, half{name: "loopback"}, repo, []string{"auto"}, seed, results)
 	if t.Failed() {
 		return
 	}

@@ -9,13 +9,14 @@ import (
 
 // Environment variables of `make bench-sync`.
 const (
-	binEnv       = "BENCH_SYNC_BIN"       // the directory holding sandbox-plugin and createos-sim
-	mbEnv        = "BENCH_SYNC_MB"        // the repository's size in MiB: 300
-	filesEnv     = "BENCH_SYNC_FILES"     // its files: 20000
-	seedEnv      = "BENCH_SYNC_SEED"      // what it is generated from: 1
-	bandwidthEnv = "BENCH_SYNC_BANDWIDTH" // the throttled half's link; set and empty: no throttled half
-	repoEnv      = "BENCH_SYNC_REPO"      // a directory to copy and use instead of the generated repository
-	treesEnv     = "BENCH_SYNC_TREES"     // make test-sync-trees: the directories it checks, separated by ':'
+	binEnv       = "BENCH_SYNC_BIN"          // the directory holding sandbox-plugin and createos-sim
+	mbEnv        = "BENCH_SYNC_MB"           // the repository's size in MiB: 300
+	filesEnv     = "BENCH_SYNC_FILES"        // its files: 20000
+	seedEnv      = "BENCH_SYNC_SEED"         // what it is generated from: 1
+	bandwidthEnv = "BENCH_SYNC_BANDWIDTH"    // the throttled half's link; set and empty: no throttled half
+	repoEnv      = "BENCH_SYNC_REPO"         // a directory to copy and use instead of the generated repository
+	treesEnv     = "BENCH_SYNC_TREES"        // make test-sync-trees: the directories it checks, separated by ':'
+	maxFileEnv   = "BENCH_SYNC_MAX_FILE_MIB" // a copied tree's files larger than this are left out: 0, none
 )
 
 // defaultBandwidth is createos-sim's --bandwidth for the throttled half: a
@@ -25,9 +26,10 @@ const defaultBandwidth = "up:50M,down:200M"
 
 // settings are what a run of the benchmark varies.
 type settings struct {
-	repo      repoSpec // the generated repository; its seed also orders a copied tree's edits
-	repoDir   string   // the tree copied instead, "" for the generated repository
-	bandwidth string   // "" when the throttled half is skipped
+	repo       repoSpec // the generated repository; its seed also orders a copied tree's edits
+	repoDir    string   // the tree copied instead, "" for the generated repository
+	maxFileMiB int      // a copied tree's files larger than this many MiB are left out; 0: none
+	bandwidth  string   // "" when the throttled half is skipped
 }
 
 // parseSettings reads the variables through lookup (os.LookupEnv): an
@@ -39,7 +41,7 @@ func parseSettings(lookup func(string) (string, bool)) (settings, error) {
 		name string
 		to   *int
 		min  int
-	}{{mbEnv, &s.repo.mib, 1}, {filesEnv, &s.repo.files, 300}} {
+	}{{mbEnv, &s.repo.mib, 1}, {filesEnv, &s.repo.files, 300}, {maxFileEnv, &s.maxFileMiB, 0}} {
 		raw, ok := lookup(v.name)
 		if !ok || strings.TrimSpace(raw) == "" {
 			continue

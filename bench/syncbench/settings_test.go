@@ -32,6 +32,9 @@ func TestParseSettings(t *testing.T) {
 			want: settings{repo: repoSpec{mib: 300, files: 20000, seed: 4}, repoDir: "/usr/src/x", bandwidth: defaultBandwidth}},
 		{name: "a tree: the generated repository's size is not checked", env: map[string]string{repoEnv: "/x", mbEnv: "1", filesEnv: "20000"},
 			want: settings{repo: repoSpec{mib: 1, files: 20000, seed: 1}, repoDir: "/x", bandwidth: defaultBandwidth}},
+		{name: "a tree with a file size bound", env: map[string]string{repoEnv: "/x", maxFileEnv: "64"},
+			want: settings{repo: repoSpec{mib: 300, files: 20000, seed: 1}, repoDir: "/x", maxFileMiB: 64, bandwidth: defaultBandwidth}},
+		{name: "a negative file size bound", env: map[string]string{maxFileEnv: "-1"}, wantErr: true},
 		{name: "an empty tree is the generated repository", env: map[string]string{repoEnv: ""},
 			want: settings{repo: repoSpec{mib: 300, files: 20000, seed: 1}, bandwidth: defaultBandwidth}},
 	} {

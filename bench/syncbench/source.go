@@ -31,11 +31,12 @@ func generatedRepo(ctx context.Context, dir string, spec repoSpec) (benchRepo, e
 	return r, nil
 }
 
-// copiedRepo copies the tree at src into dir (copyTree), commits it and
-// finds the files the runs may edit.
-func copiedRepo(ctx context.Context, src, dir string) (benchRepo, error) {
+// copiedRepo copies the tree at src into dir (copyTree, files over
+// maxFile bytes left out when it is above 0), commits it and finds the
+// files the runs may edit.
+func copiedRepo(ctx context.Context, src, dir string, maxFile int64) (benchRepo, error) {
 	start := time.Now()
-	st, err := copyTree(src, dir)
+	st, err := copyTree(src, dir, maxFile)
 	if err != nil {
 		return benchRepo{}, fmt.Errorf("copy %s: %w", src, err)
 	}

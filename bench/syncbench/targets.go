@@ -51,6 +51,7 @@ type runResult struct {
 	gitBytes, overlayBytes int64
 	overlayFiles           int
 	newBytes               int64 // the bytes of the files the run wrote: its edits and its binary
+	treeBytes              int64 // the bytes of the host's files a sync out brings back (the restore excludes applied)
 }
 
 // The targets of the incremental path against today's.

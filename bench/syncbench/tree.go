@@ -20,7 +20,14 @@ type tree map[string]string
 // hashTree reads root, leaving out what exclude matches (the host's
 // reading).
 func hashTree(root string, exclude []string) (tree, error) {
+	t, _, err := hashTreeSized(root, exclude)
+	return t, err
+}
+
+// hashTreeSized is hashTree and the bytes of the regular files it read.
+func hashTreeSized(root string, exclude []string) (tree, int64, error) {
 	t := tree{}
+	var bytes int64
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == root {
 			return err
@@ -47,24 +54,26 @@ func hashTree(root string, exclude []string) (tree, error) {
 			t[rel] = "special:" + d.Type().String()
 			return nil
 		}
-		sum, err := hashFile(p)
-		t[rel] = sum
+		sum, n, err := hashFile(p)
+		t[rel], bytes = sum, bytes+n
 		return err
 	})
-	return t, err
+	return t, bytes, err
 }
 
-func hashFile(p string) (string, error) {
+// hashFile is p's SHA-256 and its size.
+func hashFile(p string) (string, int64, error) {
 	f, err := os.Open(p)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", n, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // diffTrees is how got differs from want, at most limit lines and a count
