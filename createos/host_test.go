@@ -31,6 +31,10 @@ func serveWire(t *testing.T, d *Driver, logs *rpctest.ExecuteLogs) *rpc.Client {
 	if logs != nil {
 		copts.OnNotification = logs.Notify
 	}
+	// The host's initialize starts the driver's sweeps; a worker's process
+	// ends them by exiting, a test by closing the driver once the session
+	// is over (cleanups run last first).
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
 	return rpctest.Client(t, handlers.New(handlers.Options{}, d), rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()}, copts)
 }
 

@@ -174,6 +174,9 @@ func newSoak(t *testing.T, opts soakOptions) *soak {
 	d := createos.New(createos.WithHTTPClient(hc), createos.WithPacer(api.NoPacing),
 		createos.WithGetenv(func(string) string { return "" }))
 	s.logs = rpctest.NewExecuteLogs(t)
+	// Initialize starts the driver's sweeps; the test ends them once the
+	// session is over (cleanups run last first).
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
 	s.host = rpctest.Client(t, handlers.New(handlers.Options{}, d), rpc.Options{StopMethod: "shutdown", Logger: zerolog.Nop()},
 		rpc.ClientOptions{OnNotification: s.logs.Notify, CallTimeout: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), soakCallBound)
