@@ -245,3 +245,20 @@ exec node "$@"
 		t.Fatalf("%d bytes came down: the index was downloaded", tr.down)
 	}
 }
+
+// A sandbox store that lost entries the worker believes it holds (evicted:
+// a mapping larger than the store) costs a try against the store's own
+// index: what it lost is sent again, not everything.
+func TestSyncIncrementalEvictedEntriesAreSentAlone(t *testing.T) {
+	s := newSyncLease(t, SyncAuto)
+	cold := s.run(t, repoTar(t, 300, nil))
+	s.sh(t, `cd ~/.cache/paperclip-createos-sync && ls ??/* | awk 'NR % 4 == 0' | xargs rm -f`)
+	r := checkAgainstWhole(t, s, repoTar(t, 300, map[int]string{7: "x"}))
+	t.Logf("cold up %d, after a quarter was evicted up %d", cold.inT.up, r.inT.up)
+	if r.inT.up*2 > cold.inT.up {
+		t.Errorf("after a quarter of the sandbox's store went, %d bytes up where the cold run sent %d", r.inT.up, cold.inT.up)
+	}
+	if strings.Contains(s.log.String(), "whole files") {
+		t.Errorf("the sync fell back:\n%s", s.log.String())
+	}
+}

@@ -30,8 +30,8 @@ type Held struct {
 	known    bool
 	off      time.Time // no helper until then (helperRetry after it was found missing)
 	failures int       // helper failures in a row
-	sorted   []uint64 // hash prefixes, sorted
-	added    []uint64 // sent since the last merge, unsorted
+	sorted   []uint64  // hash prefixes, sorted
+	added    []uint64  // sent since the last merge, unsorted
 }
 
 // NewHeld is the belief of a sandbox nothing is known of yet: its first

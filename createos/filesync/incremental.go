@@ -41,7 +41,7 @@ type Incremental struct {
 const (
 	ReasonNoHelper     = "the sandbox cannot run the sync helper (node)"
 	ReasonHelperFailed = "the sandbox's sync helper failed on a mapping"
-	ReasonSandboxBad   = "the sandbox's store lost an entry twice in one mapping"
+	ReasonSandboxBad   = "the sandbox's store lost entries three times in one mapping"
 	ReasonSandboxStore = "the sandbox's store was not a plain directory of its own outside the workspace (a link, a special file, or inside a synced path); it was made afresh where it may be"
 	ReasonIndex        = "the sandbox's store listed more entries than the worker keeps, or not whole ones"
 	ReasonListing      = "the sandbox's listing for the transfer was past the worker's limits or not what it sent"
@@ -152,8 +152,12 @@ func (t *Transfer) inIncremental(ctx context.Context, m handlers.SyncFileMapping
 			return 0, err
 		}
 	}
+	// A content named but gone from the sandbox's store (evicted: a
+	// mapping larger than the store; or spoiled, and removed by the
+	// helper) costs a second try against the store's own index, then a
+	// third naming nothing, then the whole transfer.
 	for attempt := 0; ; attempt++ {
-		code, sum, err := t.sendStream(ctx, m, src.f, scratch, mode, attempt == 0)
+		code, sum, err := t.sendStream(ctx, m, src.f, scratch, mode, attempt < 2)
 		if err != nil {
 			return 0, err
 		}
@@ -165,7 +169,13 @@ func (t *Transfer) inIncremental(ctx context.Context, m handlers.SyncFileMapping
 			return sum.Size, nil
 		case delta.ExitStoreMiss:
 			inc.Held.forget()
-			if attempt == 0 {
+			switch attempt {
+			case 0:
+				if err := t.readIndex(ctx, scratch); err != nil {
+					return 0, err
+				}
+				continue
+			case 1:
 				continue
 			}
 			return 0, errFallback{ReasonSandboxBad}
