@@ -119,18 +119,18 @@ var storeCommands = []struct {
 }{
 	{"apply", func(p planted, data []byte, held map[Hash]bool) int {
 		encode(p.s.t, &Encoder{Has: func(h Hash) bool { return held[h] }}, data, p.s.path("warm"))
-		return p.s.runBounded("apply", p.s.path("warm"), p.s.path("out"), p.s.ws)
+		return p.s.run("apply", p.s.path("warm"), p.s.path("out"), p.s.ws)
 	}, []string{"out"}},
 	{"apply cold", func(p planted, data []byte, _ map[Hash]bool) int {
 		encode(p.s.t, &Encoder{}, data, p.s.path("cold1"))
-		return p.s.runBounded("apply", p.s.path("cold1"), p.s.path("out1"), p.s.ws)
+		return p.s.run("apply", p.s.path("cold1"), p.s.path("out1"), p.s.ws)
 	}, []string{"out1"}},
 	{"index", func(p planted, _ []byte, _ map[Hash]bool) int {
-		return p.s.runBounded("index", p.s.path("listing"), p.s.ws)
+		return p.s.run("index", p.s.path("listing"), p.s.ws)
 	}, []string{"listing"}},
 	{"recipe", func(p planted, data []byte, _ map[Hash]bool) int {
 		mustDo(p.s.t, os.WriteFile(p.s.path("src"), data, 0o600))
-		return p.s.runBounded("recipe", "tar", p.s.path("src"), p.s.path("recipe"), p.s.ws)
+		return p.s.run("recipe", "tar", p.s.path("src"), p.s.path("recipe"), p.s.ws)
 	}, []string{"recipe", "recipe.idx"}},
 }
 
@@ -178,7 +178,7 @@ func plantedSandbox(t *testing.T, data []byte) (planted, map[Hash]bool) {
 	mustDo(t, os.Mkdir(p.outside, 0o755))
 	mustDo(t, os.WriteFile(filepath.Join(p.outside, "notes"), []byte("outside the store\n"), 0o644))
 	encode(t, &Encoder{}, data, s.path("cold"))
-	if got := s.runBounded("apply", s.path("cold"), s.path("out0"), s.ws); got != 0 {
+	if got := s.run("apply", s.path("cold"), s.path("out0"), s.ws); got != 0 {
 		t.Fatalf("cold apply: exit %d: %s", got, s.lastError)
 	}
 	held := s.storeEntries()
@@ -200,7 +200,7 @@ func plantedSandbox(t *testing.T, data []byte) (planted, map[Hash]bool) {
 func assertUsable(t *testing.T, p planted, data []byte, again int) {
 	t.Helper()
 	s := p.s
-	if got := s.runBounded("index", s.path("listing"), s.ws); got != again {
+	if got := s.run("index", s.path("listing"), s.ws); got != again {
 		t.Fatalf("index after: exit %d, want %d: %s", got, again, s.lastError)
 	}
 	if again != 0 {
@@ -215,7 +215,7 @@ func assertUsable(t *testing.T, p planted, data []byte, again int) {
 		t.Fatalf("the bad entry is still there: %v", info.Mode())
 	}
 	encode(t, &Encoder{}, data, s.path("cold2"))
-	if got := s.runBounded("apply", s.path("cold2"), s.path("out2"), s.ws); got != 0 {
+	if got := s.run("apply", s.path("cold2"), s.path("out2"), s.ws); got != 0 {
 		t.Fatalf("apply after: exit %d: %s", got, s.lastError)
 	}
 	assertFile(t, s.path("out2"), data)

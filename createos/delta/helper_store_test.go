@@ -3,47 +3,13 @@ package delta
 import (
 	"archive/tar"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"testing"
-	"time"
 )
-
-// helperLimit bounds one run of the helper in these tests: a helper that
-// blocks (on a FIFO in its store, say) fails the test instead of hanging it.
-const helperLimit = 30 * time.Second
-
-// runBounded runs the helper as sandbox.run does, under helperLimit; a
-// helper still running then is killed and fails the test.
-func (s *sandbox) runBounded(args ...string) int {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), helperLimit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", append([]string{"-e", Helper}, args...)...)
-	cmd.Env = []string{"HOME=" + s.home, "PATH=" + os.Getenv("PATH")}
-	cmd.WaitDelay = time.Second
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	s.lastError = stderr.String()
-	if ctx.Err() != nil {
-		s.t.Fatalf("helper %s did not finish within %v", args[0], helperLimit)
-	}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		return ee.ExitCode()
-	}
-	s.t.Fatal(err)
-	return -1
-}
 
 // randomBytes is n bytes of seeded noise (no chunk of it repeats).
 func randomBytes(seed uint64, n int) []byte {
@@ -109,7 +75,7 @@ func applyTwice(t *testing.T, s *sandbox, src string) {
 		mustDo(t, err)
 		_, err = (&Encoder{Has: has, Keep: newMemStore()}).EncodeFile(out, f)
 		mustDo(t, errors.Join(err, out.Close()))
-		if got := s.runBounded("apply", s.path("stream"), s.path("out"), s.ws); got != 0 {
+		if got := s.run("apply", s.path("stream"), s.path("out"), s.ws); got != 0 {
 			t.Fatalf("apply %d: exit %d: %s", i, got, s.lastError)
 		}
 		if got := sha256File(t, s.path("out")); got != sum {
@@ -175,7 +141,7 @@ func TestApplyReusesContentAcrossMappings(t *testing.T) {
 	first := tarOf(t, tarFile{name: "x", data: shared}, tarFile{name: "y", data: randomBytes(6, 1000)})
 	second := tarOf(t, tarFile{name: "a", data: shared}, tarFile{name: "b", data: own}, tarFile{name: "c", data: shared}, tarFile{name: "d", data: own})
 	encode(t, &Encoder{}, first, s.path("first"))
-	if got := s.runBounded("apply", s.path("first"), s.path("out1"), s.ws); got != 0 {
+	if got := s.run("apply", s.path("first"), s.path("out1"), s.ws); got != 0 {
 		t.Fatalf("first apply: exit %d: %s", got, s.lastError)
 	}
 	held := s.storeEntries()
@@ -183,7 +149,7 @@ func TestApplyReusesContentAcrossMappings(t *testing.T) {
 	if len(sum.Contents) != 1 || sum.Refs != 3 {
 		t.Fatalf("the second stream sent %d contents and %d references, want 1 and 3", len(sum.Contents), sum.Refs)
 	}
-	if got := s.runBounded("apply", s.path("second"), s.path("out2"), s.ws); got != 0 {
+	if got := s.run("apply", s.path("second"), s.path("out2"), s.ws); got != 0 {
 		t.Fatalf("second apply: exit %d: %s", got, s.lastError)
 	}
 	assertFile(t, s.path("out2"), second)

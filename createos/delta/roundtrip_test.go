@@ -3,6 +3,7 @@ package delta
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
 )
@@ -82,14 +84,26 @@ func newSandbox(t *testing.T) *sandbox {
 	return s
 }
 
-// run runs the helper and returns its exit status.
+// helperLimit bounds one run of the helper in these tests: a helper that
+// blocks (on a FIFO in its store, say) fails the test instead of hanging it.
+const helperLimit = 30 * time.Second
+
+// run runs the helper and returns its exit status; a helper still running
+// after helperLimit is killed and fails the test.
 func (s *sandbox) run(args ...string) int {
-	cmd := exec.Command("node", append([]string{"-e", Helper}, args...)...)
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), helperLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", append([]string{"-e", Helper}, args...)...)
 	cmd.Env = []string{"HOME=" + s.home, "PATH=" + os.Getenv("PATH")}
+	cmd.WaitDelay = time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	s.lastError = stderr.String()
+	if ctx.Err() != nil {
+		s.t.Fatalf("helper %s did not finish within %v", args[0], helperLimit)
+	}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
