@@ -32,7 +32,7 @@ SYNC_TREES_TIMEOUT      ?= 60m
 test-sync-trees: build createos-sim ## the incremental sync's correctness on real trees (GOROOT/src, the server's node_modules without its files over 64 MiB): three runs each through the real worker and createos-sim, trees identical, no fallback, warm runs at most 2 % of the whole transfer's bytes, RSS under 64 MiB
 	BENCH_SYNC_BIN=$(abspath $(dir $(BIN))) BENCH_SYNC_TREES='$(SYNC_TREES)' BENCH_SYNC_MAX_FILE_MIB=$(SYNC_TREES_MAX_FILE_MIB) \
 		BENCH_SYNC_SERVER_NPM=$(abspath $(SERVER_E2E_NPM)) BENCH_SYNC_SERVER_INSTALL=$(abspath $(SYNC_TREES_SERVER)) \
-		$(GO) test -count=1 -v -timeout $(SYNC_TREES_TIMEOUT) -run '^TestSyncTrees$$' ./bench/syncbench
+		$(GO) test -tags synctrees -count=1 -v -timeout $(SYNC_TREES_TIMEOUT) -run '^TestSyncTrees$$' ./bench/syncbench
 
 # Under make test, after server-e2e (which installs the server first and
 # shares the install), even with -j.

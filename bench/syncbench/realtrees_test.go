@@ -1,3 +1,5 @@
+//go:build synctrees
+
 package syncbench
 
 import (
@@ -18,11 +20,12 @@ import (
 // (without its files over BENCH_SYNC_MAX_FILE_MIB when that is set) and
 // goes through the bench's three runs on loopback through an auto lane
 // (the real worker in incremental mode and createos-sim), and checkTree
-// holds the runs to its rules. Without BENCH_SYNC_TREES it is skipped (go test
-// ./... does not run it); with it, a missing tree fails it.
+// holds the runs to its rules. It is built with the synctrees tag only (go test
+// ./... does not build it); without BENCH_SYNC_TREES, or with a missing tree,
+// it fails.
 func TestSyncTrees(t *testing.T) {
 	if _, ok := os.LookupEnv(treesEnv); !ok {
-		t.Skipf("%s is not set: make test-sync-trees runs this check", treesEnv)
+		t.Fatalf("%s is not set: make test-sync-trees runs this check", treesEnv)
 	}
 	ctx := context.Background()
 	if err := installServer(ctx, os.LookupEnv); err != nil {
