@@ -245,11 +245,7 @@ func TestSweepIsNotCutByAnEarlyClose(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("a worker closed right after it started left %d of %d dead workers' directories: %v", len(left), len(deadDirs), left)
 	}
-	for _, p := range []string{liveDir, mine} {
-		if _, err := os.Lstat(filepath.Join(p, "data")); err != nil {
-			t.Errorf("a live worker's %s was touched: %v", p, err)
-		}
-	}
+	checkKept(t, liveDir, mine)
 }
 
 // A worker that dies after this one started (its sweep saw it alive) is
@@ -282,11 +278,7 @@ func TestSweepRemovesWhatAWorkerLeftThatDiedLater(t *testing.T) {
 	})
 	n := d.sweep.passCount()
 	testkit.WaitFor(t, "another sweep", func() bool { return d.sweep.passCount() > n })
-	for _, p := range []string{liveDir, mine} {
-		if _, err := os.Lstat(filepath.Join(p, "data")); err != nil {
-			t.Errorf("a live worker's %s was touched: %v", p, err)
-		}
-	}
+	checkKept(t, liveDir, mine)
 }
 
 // A driver closed before it starts sweeps nothing: no sweep outlives it.
@@ -454,5 +446,16 @@ func mustChtimes(t *testing.T, p string, at time.Time) {
 	t.Helper()
 	if err := os.Chtimes(p, at, at); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkKept fails the test when a live worker's archive directory in
+// dirs lost its data.
+func checkKept(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, p := range dirs {
+		if _, err := os.Lstat(filepath.Join(p, "data")); err != nil {
+			t.Errorf("a live worker's %s was touched: %v", p, err)
+		}
 	}
 }
