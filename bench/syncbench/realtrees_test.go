@@ -78,3 +78,12 @@ func checkRealTree(t *testing.T, bins, src string, seed uint64, maxFileMiB int) 
 		t.Errorf("%s: %d rules missed:\n  %s", src, len(m), strings.Join(m, "\n  "))
 	}
 }
+
+// editsNeeded is how many files the runs edit.
+func editsNeeded() int {
+	n := 0
+	for _, r := range runs {
+		n += r.edits
+	}
+	return n
+}

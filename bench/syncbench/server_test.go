@@ -1,3 +1,5 @@
+//go:build synctrees
+
 package syncbench
 
 import (

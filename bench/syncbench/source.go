@@ -56,12 +56,3 @@ func copiedRepo(ctx context.Context, src, dir string, maxFile int64) (benchRepo,
 	fmt.Printf("bench-sync: %s; copied in %s, committed in %s\n", r.label, seconds(copied), seconds(time.Since(start)-copied))
 	return r, nil
 }
-
-// editsNeeded is how many files the runs edit.
-func editsNeeded() int {
-	n := 0
-	for _, r := range runs {
-		n += r.edits
-	}
-	return n
-}
