@@ -105,31 +105,38 @@ func copyTree(src, dst string, maxFile int64) (copyStats, error) {
 			st.special++
 			return nil
 		}
-		var id inode
-		sys, linked := fi.Sys().(*syscall.Stat_t)
-		if linked = linked && sys.Nlink > 1; linked {
-			id = inode{dev: uint64(sys.Dev), ino: sys.Ino} // Dev is not a uint64 everywhere
-		}
-		if maxFile > 0 && fi.Size() > maxFile {
-			st.big++
-			if _, again := seen[id]; !linked || !again {
-				st.bigBytes += fi.Size()
-			}
-			if linked {
-				seen[id] = ""
-			}
-			return nil
-		}
-		if linked {
-			if first, ok := seen[id]; ok {
-				st.hardLinks++
-				return os.Link(first, to)
-			}
-			seen[id] = to
-		}
-		st.files++
-		st.bytes += fi.Size()
-		return copyFile(p, to, fi.Mode().Perm()|0o600)
+		return st.copyRegular(p, to, fi, maxFile, seen)
 	})
 	return st, err
+}
+
+// copyRegular copies the regular file p to to, or links it to the first
+// copy of its inode, or counts it as too big (over maxFile when that is
+// above 0) and leaves it out.
+func (st *copyStats) copyRegular(p, to string, fi fs.FileInfo, maxFile int64, seen map[inode]string) error {
+	var id inode
+	sys, linked := fi.Sys().(*syscall.Stat_t)
+	if linked = linked && sys.Nlink > 1; linked {
+		id = inode{dev: uint64(sys.Dev), ino: sys.Ino} // Dev is not a uint64 everywhere
+	}
+	if maxFile > 0 && fi.Size() > maxFile {
+		st.big++
+		if _, again := seen[id]; !linked || !again {
+			st.bigBytes += fi.Size()
+		}
+		if linked {
+			seen[id] = ""
+		}
+		return nil
+	}
+	if linked {
+		if first, ok := seen[id]; ok {
+			st.hardLinks++
+			return os.Link(first, to)
+		}
+		seen[id] = to
+	}
+	st.files++
+	st.bytes += fi.Size()
+	return copyFile(p, to, fi.Mode().Perm()|0o600)
 }

@@ -133,18 +133,8 @@ func Start(opts Options) (*Server, error) {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 5 * time.Second
 	}
-	if err := checkMounts(opts.Mounts); err != nil {
-		return nil, fmt.Errorf("createostest: %w", err)
-	}
-	if err := checkPath(opts.Path); err != nil {
-		return nil, fmt.Errorf("createostest: %w", err)
-	}
-	if opts.RateLimit != nil && opts.RateLimit.Check() != nil {
-		return nil, fmt.Errorf("createostest: rate limit %v: %w", *opts.RateLimit, opts.RateLimit.Check())
-	}
-	bw := bandwidth.Limit{Up: opts.UpBitsPerSecond, Down: opts.DownBitsPerSecond}
-	if err := bw.Check(); err != nil {
-		return nil, fmt.Errorf("createostest: bandwidth: %w", err)
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	if err := Isolation(); err != nil {
 		return nil, err
@@ -161,8 +151,8 @@ func Start(opts Options) (*Server, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 		sandboxes: map[string]*sandbox{},
-		up:        bandwidth.NewLink(bw.Up, opts.BandwidthClock),
-		down:      bandwidth.NewLink(bw.Down, opts.BandwidthClock),
+		up:        bandwidth.NewLink(opts.UpBitsPerSecond, opts.BandwidthClock),
+		down:      bandwidth.NewLink(opts.DownBitsPerSecond, opts.BandwidthClock),
 	}
 	if opts.RateLimit != nil {
 		s.rate = ratelimit.NewLimiter(*opts.RateLimit, opts.RateClock)
@@ -185,6 +175,24 @@ func Start(opts Options) (*Server, error) {
 	s.hs.Start()
 	s.URL = s.hs.URL
 	return s, nil
+}
+
+// check reports what in o the server cannot serve.
+func (o Options) check() error {
+	if err := checkMounts(o.Mounts); err != nil {
+		return fmt.Errorf("createostest: %w", err)
+	}
+	if err := checkPath(o.Path); err != nil {
+		return fmt.Errorf("createostest: %w", err)
+	}
+	if o.RateLimit != nil && o.RateLimit.Check() != nil {
+		return fmt.Errorf("createostest: rate limit %v: %w", *o.RateLimit, o.RateLimit.Check())
+	}
+	bw := bandwidth.Limit{Up: o.UpBitsPerSecond, Down: o.DownBitsPerSecond}
+	if err := bw.Check(); err != nil {
+		return fmt.Errorf("createostest: bandwidth: %w", err)
+	}
+	return nil
 }
 
 // Close ends every stream and process, stops the listener and removes all
