@@ -8,7 +8,7 @@
 # row is a scenario of e2e/server named chaos/<driver>/<fault>, after the
 # shared set-up; RUN (a Go regexp: kill-execute, createos/kill-release,
 # fake-plugin) selects rows, CHAOS_ONLY (comma-separated faults,
-# driver/fault pairs or drivers) too. See docs/server-e2e.md, "make chaos".
+# driver/fault pairs or drivers) too. See docs/server-e2e/chaos.md.
 
 RUN         ?=
 CHAOS_ONLY  ?=
@@ -21,5 +21,5 @@ chaos: release createos-sim ## crash-proof through the real server: each fault o
 	$(GO) run ./e2e/server -chaos -run '$(RUN)' -chaos-only '$(CHAOS_ONLY)' -out out/chaos -cache out/server-e2e -timeout 60m \
 		-release $(RELEASE_DIR) -sim $(CREATEOS_SIM) -recorder $(SERVER_E2E_RECORDER) $(CHAOS_FLAGS)
 
-# docs/server-e2e.md, "make chaos", has what the whole table took here.
+# docs/server-e2e/chaos.md has what the whole table took here.
 EXTRA_TESTS += chaos

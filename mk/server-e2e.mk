@@ -24,8 +24,8 @@ SERVER_E2E_OUT      ?= out/server-e2e
 SERVER_E2E_CACHE    ?= out/server-e2e
 
 # The matrix: the newest release and the two before it whose server runs
-# sandbox-provider plugins (docs/server-e2e.md, "Supported Paperclip
-# versions"). SERVER_E2E_SUPPORTED is the range we claim: only a failure of
+# sandbox-provider plugins (docs/server-e2e/versions.md, "Supported
+# Paperclip versions"). SERVER_E2E_SUPPORTED is the range we claim: only a failure of
 # one of these fails the matrix.
 SERVER_E2E_MATRIX     ?= 2026.824.1 2026.831.1 2026.916.1
 SERVER_E2E_SUPPORTED  ?= 2026.831.1 2026.916.1
