@@ -102,6 +102,12 @@ type Channel struct {
 	closeErr   error
 }
 
+// pendingWrite is one Write waiting to be sent, and its answer.
+type pendingWrite struct {
+	p    []byte
+	done chan error
+}
+
 // newChannel returns a channel that open has yet to start. Its requests
 // and its follower live past the open request: they keep the request's
 // logger and tenant and nothing else of its context.

@@ -44,12 +44,6 @@ func (ch *Channel) Write(p []byte) error {
 	}
 }
 
-// pendingWrite is one Write waiting to be sent, and its answer.
-type pendingWrite struct {
-	p    []byte
-	done chan error
-}
-
 // flush sends the writes waiting, as many as one input takes, once the
 // request has its turn: what came while it waited goes with it. writeMu
 // is held.
