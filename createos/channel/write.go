@@ -17,7 +17,7 @@ const maxInputChunk = 256 << 10
 // POST …/input requests of at most maxInputChunk bytes, in order, one
 // request at a time. Writes go together: a request takes, once it has its
 // turn, every write waiting by then, in the order they came, as long as
-// they fit in one input (a single larger write is split as before), and
+// they fit in one input (a single larger write is split), and
 // each gets that request's answer. An empty p, or a write
 // once stop or close began, is ignored (as the reference does); after the
 // exit frame it is refused without a request. A stop or close that begins
