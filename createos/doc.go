@@ -2,9 +2,11 @@
 // "createos", v0.3 with v0.1 lifecycle rules): config parsing, the lease
 // hooks, ordinary commands over one streaming exec (gated managed
 // processes where an origin lacks it), file sync, interactive setup and
-// snapshot templates, and the live sessions (duplex pipe channels and
-// login PTYs). A call's config is parsed once, where the call enters the
-// driver, into a call (config, client, whom it is for) passed down. It
+// snapshot templates, and the opening of live sessions (duplex pipe
+// channels and login PTYs) on a lease it holds, which createos/channel
+// runs and the lease's release or the driver's Close ends. A call's
+// config is parsed once, where the call enters the driver, into a call
+// (config, client, whom it is for) passed down. It
 // talks to the provider only through createos/api, bounds every step by
 // the host's deadline with createos/deadline, builds every sandbox-side
 // script with createos/script, moves sync mappings with createos/filesync

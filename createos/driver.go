@@ -13,6 +13,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/channel"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
@@ -324,7 +325,7 @@ func (d *Driver) Close(ctx context.Context) error {
 
 // closeChannels closes chans in parallel and returns once each has
 // answered; a channel whose end is unconfirmed has marked its lease.
-func closeChannels(ctx context.Context, chans []*channel) {
+func closeChannels(ctx context.Context, chans []*channel.Channel) {
 	var wg sync.WaitGroup
 	for _, ch := range chans {
 		wg.Go(func() { _ = ch.Close(ctx) })

@@ -6,18 +6,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
-	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
-
-// mayLiveError is a session open's error when the process it asked for
-// may still run: err's text, matching sessions.ErrSessionMayLive too, so
-// the route table does not acknowledge the host's close of the route.
-type mayLiveError struct{ err error }
-
-func mayLive(err error) error { return &mayLiveError{err} }
-
-func (e *mayLiveError) Error() string   { return e.err.Error() }
-func (e *mayLiveError) Unwrap() []error { return []error{e.err, sessions.ErrSessionMayLive} }
 
 // poisons reports whether err leaves process containment on the lease
 // unproven (errCreationUnconfirmed, errCleanupUnconfirmed); the driver then
@@ -49,19 +38,9 @@ var (
 
 	// file-sync.ts: sync mappings and transfers are createos/filesync's.
 
-	// plugin.ts and process-session.ts (v0.2+): login PTY and duplex sessions
-	errSessionLease    = operator.New("CreateOS session requires a lease cached for this environment.")
-	errLoginHome       = operator.New("CreateOS login session home is invalid.")
-	errLoginHomePrep   = operator.New("CreateOS login home preparation failed.")
-	errDuplexCommand   = operator.New("CreateOS duplex command is invalid.")
-	errTreeUnconfirmed = operator.New("CreateOS process tree termination was not confirmed.")
-	errManagedStopped  = operator.New("CreateOS managed process was stopped.")
-
-	// Ours: sessions (session.go). The host allowlists the login keys, so
-	// the reference has no message for an unknown one.
-	errLoginCommand = operator.New("CreateOS login command is not supported.")
-	errSessionEnded = operator.New("CreateOS session process has exited.")
-	errSessionOver  = operator.New("CreateOS session was closed.")
+	// plugin.ts (v0.2+): a session's lease; the sessions' own are
+	// createos/channel's.
+	errSessionLease = operator.New("CreateOS session requires a lease cached for this environment.")
 )
 
 // v0.3 messages of the reference plugin, verbatim.

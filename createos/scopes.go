@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/channel"
 )
 
 // scopes is the driver's in-memory state of its leases: each lease's
@@ -22,9 +24,9 @@ type scopes struct {
 
 // leaseState is what the driver knows of one lease (scope) in memory.
 type leaseState struct {
-	calls    map[*trackedCall]struct{} // executes and syncs in flight
-	channels map[*channel]struct{}     // session channels open
-	closing  bool                      // being released or destroyed
+	calls    map[*trackedCall]struct{}     // executes and syncs in flight
+	channels map[*channel.Channel]struct{} // session channels open
+	closing  bool                          // being released or destroyed
 	// unconfirmed: the process containment of a command is unproven
 	// (poison), until the sandbox is destroyed (confirm).
 	unconfirmed bool
@@ -243,7 +245,7 @@ func (s *scopes) forget(ref leaseRef, scope scopeKey) {
 
 // addChannel registers a session channel on scope, unless new work there
 // is refused.
-func (s *scopes) addChannel(scope scopeKey, ch *channel) bool {
+func (s *scopes) addChannel(scope scopeKey, ch *channel.Channel) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.refusesLocked(scope) {
@@ -251,14 +253,14 @@ func (s *scopes) addChannel(scope scopeKey, ch *channel) bool {
 	}
 	l := s.state(scope)
 	if l.channels == nil {
-		l.channels = map[*channel]struct{}{}
+		l.channels = map[*channel.Channel]struct{}{}
 	}
 	l.channels[ch] = struct{}{}
 	return true
 }
 
 // dropChannel unregisters a channel that is over.
-func (s *scopes) dropChannel(scope scopeKey, ch *channel) {
+func (s *scopes) dropChannel(scope scopeKey, ch *channel.Channel) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l := s.byScope[scope]; l != nil {
@@ -268,7 +270,7 @@ func (s *scopes) dropChannel(scope scopeKey, ch *channel) {
 }
 
 // channelsOf returns the session channels open on scope.
-func (s *scopes) channelsOf(scope scopeKey) []*channel {
+func (s *scopes) channelsOf(scope scopeKey) []*channel.Channel {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Collect(maps.Keys(s.peek(scope).channels))
@@ -305,13 +307,13 @@ func (s *scopes) calls(scope scopeKey) []*trackedCall {
 
 // shutdown refuses all new work, forgets the cached leases and returns
 // every call in flight and every open session channel.
-func (s *scopes) shutdown() ([]*trackedCall, []*channel) {
+func (s *scopes) shutdown() ([]*trackedCall, []*channel.Channel) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.shuttingDown = true
 	clear(s.leases)
 	var calls []*trackedCall
-	var chans []*channel
+	var chans []*channel.Channel
 	for _, l := range s.byScope {
 		calls = slices.AppendSeq(calls, maps.Keys(l.calls))
 		chans = slices.AppendSeq(chans, maps.Keys(l.channels))

@@ -3,7 +3,6 @@ package createos
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
@@ -312,64 +310,6 @@ func TestDuplexCloseWriteAndOutputRequestsAreUrgent(t *testing.T) {
 	}
 	if u, _ := p.counts(); u != 3 {
 		t.Errorf("the close made %d urgent waits, want 1 (the tree DELETE)", u-2)
-	}
-}
-
-// Writes that come while a request waits for its turn go with it, as one
-// input, in the order they came, each answered; what the process reads is
-// what it would read of them one by one.
-func TestDuplexWritesWaitingGoTogether(t *testing.T) {
-	srv, d, bp := sessionServer(t, createostest.Options{})
-	g := newGate()
-	g.openUp()
-	d.pacer = g
-	l := leaseOn(t, d, bp)
-	sink := newRecSink(t)
-	ch := openDuplex(t, d, bp, l, sink, "cat")
-	g.hold()
-	from := len(srv.Requests())
-	first := make(chan error, 1)
-	go func() { first <- ch.Write([]byte("first\n")) }()
-	waitPending(t, ch, 1)
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i := range errs {
-		wg.Go(func() { errs[i] = ch.Write([]byte(fmt.Sprintf("then-%d\n", i))) })
-		waitPending(t, ch, i+2) // the first is still waiting, untaken
-	}
-	g.openUp()
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("write %d: %v", i, err)
-		}
-	}
-	want := []byte("first\nthen-0\nthen-1\nthen-2\n")
-	sink.waitBytes(want)
-	got := inputs(t, srv, from)
-	if len(got) != 1 || !bytes.Equal(got[0], want) {
-		t.Errorf("inputs %q, want the four as one", got)
-	}
-	if err := ch.Close(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitPending waits until n writes wait to be taken.
-func waitPending(t *testing.T, c sessions.Channel, n int) {
-	t.Helper()
-	ch := c.(*channel)
-	for {
-		ch.mu.Lock()
-		k := len(ch.pending)
-		ch.mu.Unlock()
-		if k >= n {
-			return
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

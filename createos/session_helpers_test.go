@@ -18,6 +18,13 @@ import (
 // Helpers of the session tests: a sink that records what a channel
 // delivers, a lease on createostest, and the request log read as routes.
 
+// maxInputChunk is the most one POST …/input may carry: 262,144 decoded
+// bytes, the provider's limit.
+const maxInputChunk = 256 << 10
+
+// loginName is the log prefix of a login PTY's lines.
+const loginName = "CreateOS login PTY"
+
 // hangGuard only stops a test that would otherwise hang; no test asserts
 // on how long anything takes.
 const hangGuard = 60 * time.Second

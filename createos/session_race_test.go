@@ -4,8 +4,9 @@ import (
 	"context"
 	"net/http"
 	"testing"
-	"time"
+	"testing/synctest"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/channel"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
 
@@ -28,24 +29,11 @@ func blockCreation(s *scripted) (creating, proceed chan struct{}) {
 	return creating, proceed
 }
 
-// waitCloseBegan waits until something began closing the lease's one
-// channel.
-func waitCloseBegan(t *testing.T, d *Driver) {
-	t.Helper()
-	for deadline := time.Now().Add(hangGuard); ; time.Sleep(time.Millisecond) {
-		for _, ch := range allChannels(d) {
-			ch.mu.Lock()
-			began := ch.closeBegan
-			ch.mu.Unlock()
-			if began {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("nothing began closing the channel")
-		}
-	}
-}
+// waitCloseBegan waits until the release or the shutdown that began is
+// waiting for the lease's one channel, whose process creation is held:
+// in the test's synctest bubble, until every other goroutine is durably
+// blocked (the open on its creation, the close on the open).
+func waitCloseBegan() { synctest.Wait() }
 
 type openResult struct {
 	ch  sessions.Channel
@@ -62,6 +50,10 @@ func openAsync(d *Driver, sink sessions.ChannelSink) chan openResult {
 }
 
 func TestReleaseDuringOpenClosesTheNewSession(t *testing.T) {
+	synctest.Test(t, releaseDuringOpen)
+}
+
+func releaseDuringOpen(t *testing.T) {
 	s := newScripted(t)
 	d := s.driver()
 	l := acquire(t, d, reuse)
@@ -75,7 +67,7 @@ func TestReleaseDuringOpenClosesTheNewSession(t *testing.T) {
 		_, err := d.ReleaseLease(context.Background(), releaseParams(l, reuse))
 		released <- err
 	}()
-	waitCloseBegan(t, d)
+	waitCloseBegan()
 	close(proceed)
 	if err := <-released; err != nil {
 		t.Fatal(err)
@@ -97,6 +89,10 @@ func TestReleaseDuringOpenClosesTheNewSession(t *testing.T) {
 }
 
 func TestShutdownThatStopsWaitingLeavesTheOpenToEndItsProcess(t *testing.T) {
+	synctest.Test(t, shutdownDuringOpen)
+}
+
+func shutdownDuringOpen(t *testing.T) {
 	s := newScripted(t)
 	d := s.driver()
 	acquire(t, d, reuse)
@@ -108,7 +104,7 @@ func TestShutdownThatStopsWaitingLeavesTheOpenToEndItsProcess(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	closed := make(chan error, 1)
 	go func() { closed <- d.Close(ctx) }()
-	waitCloseBegan(t, d)
+	waitCloseBegan()
 	cancel()
 	<-closed
 	close(proceed)
@@ -131,10 +127,10 @@ func TestShutdownThatStopsWaitingLeavesTheOpenToEndItsProcess(t *testing.T) {
 }
 
 // allChannels is every registered channel of d.
-func allChannels(d *Driver) []*channel {
+func allChannels(d *Driver) []*channel.Channel {
 	d.scopes.mu.Lock()
 	defer d.scopes.mu.Unlock()
-	var out []*channel
+	var out []*channel.Channel
 	for _, l := range d.scopes.byScope {
 		for ch := range l.channels {
 			out = append(out, ch)

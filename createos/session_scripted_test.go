@@ -123,21 +123,21 @@ func TestSessionOpenRefusals(t *testing.T) {
 	cases := []struct {
 		name string
 		open func(d *Driver) error
-		want error
+		want string
 	}{
-		{"empty home", loginOpen(loginParams("codex", "")), errLoginHome},
-		{"home outside the root", loginOpen(loginParams("codex", "/tmp/elsewhere/7c9e6679-7425-40de-944b-e07fc1f90ae7")), errLoginHome},
-		{"home not a uuid", loginOpen(loginParams("codex", "/tmp/paperclip-adapter-login/not-a-uuid")), errLoginHome},
-		{"home with more", loginOpen(loginParams("codex", loginHome+"/../x")), errLoginHome},
-		{"home with a quote", loginOpen(loginParams("codex", loginHome+"'")), errLoginHome},
-		{"unknown key", loginOpen(loginParams("bash", loginHome)), errLoginCommand},
-		{"login of another company", loginOpen(otherLogin), errSessionLease},
-		{"no command", duplexOpen(duplexParams()), errDuplexCommand},
-		{"empty program", duplexOpen(duplexParams("")), errDuplexCommand},
-		{"empty argument", duplexOpen(duplexParams("cat", "")), errDuplexCommand},
-		{"NUL", duplexOpen(duplexParams("cat", "a\x00b")), errDuplexCommand},
-		{"duplex of another environment", duplexOpen(other), errSessionLease},
-		{"lease not acquired here", duplexOpen(unknownLease), errSessionLease},
+		{"empty home", loginOpen(loginParams("codex", "")), "CreateOS login session home is invalid."},
+		{"home outside the root", loginOpen(loginParams("codex", "/tmp/elsewhere/7c9e6679-7425-40de-944b-e07fc1f90ae7")), "CreateOS login session home is invalid."},
+		{"home not a uuid", loginOpen(loginParams("codex", "/tmp/paperclip-adapter-login/not-a-uuid")), "CreateOS login session home is invalid."},
+		{"home with more", loginOpen(loginParams("codex", loginHome+"/../x")), "CreateOS login session home is invalid."},
+		{"home with a quote", loginOpen(loginParams("codex", loginHome+"'")), "CreateOS login session home is invalid."},
+		{"unknown key", loginOpen(loginParams("bash", loginHome)), "CreateOS login command is not supported."},
+		{"login of another company", loginOpen(otherLogin), errSessionLease.Error()},
+		{"no command", duplexOpen(duplexParams()), "CreateOS duplex command is invalid."},
+		{"empty program", duplexOpen(duplexParams("")), "CreateOS duplex command is invalid."},
+		{"empty argument", duplexOpen(duplexParams("cat", "")), "CreateOS duplex command is invalid."},
+		{"NUL", duplexOpen(duplexParams("cat", "a\x00b")), "CreateOS duplex command is invalid."},
+		{"duplex of another environment", duplexOpen(other), errSessionLease.Error()},
+		{"lease not acquired here", duplexOpen(unknownLease), errSessionLease.Error()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,8 +145,8 @@ func TestSessionOpenRefusals(t *testing.T) {
 			d := s.driver()
 			acquire(t, d, reuse)
 			s.reset()
-			if err := tc.open(d); err != tc.want {
-				t.Fatalf("err %v, want %v", err, tc.want)
+			if err := tc.open(d); err == nil || err.Error() != tc.want {
+				t.Fatalf("err %v, want %s", err, tc.want)
 			}
 			if calls := s.snapshot(); len(calls) != 0 {
 				t.Errorf("calls %v", calls)
@@ -189,7 +189,7 @@ func TestLoginHomePreparationFailure(t *testing.T) {
 		return false
 	}
 	_, err := d.OpenLoginPty(t.Context(), loginParams("claude", loginHome), newRecSink(t))
-	if err != errLoginHomePrep {
+	if err == nil || err.Error() != "CreateOS login home preparation failed." {
 		t.Fatalf("err %v", err)
 	}
 	if n := s.count("POST /v1/sandboxes/sb_test/processes"); n != 0 {
@@ -303,7 +303,7 @@ func TestSessionWritesAfterExit(t *testing.T) {
 	if err := ch.Write(nil); err != nil {
 		t.Errorf("empty write: %v", err)
 	}
-	if err := ch.Write([]byte("x")); err != errSessionEnded {
+	if err := ch.Write([]byte("x")); err == nil || err.Error() != "CreateOS session process has exited." {
 		t.Errorf("write after exit: %v", err)
 	}
 	if err := ch.Close(t.Context()); err != nil {
@@ -339,7 +339,7 @@ func TestStopCutsAWriteInFlight(t *testing.T) {
 	go func() { wrote <- ch.Write([]byte("never read")) }()
 	<-arrived
 	ch.Stop()
-	if err := <-wrote; err != errManagedStopped {
+	if err := <-wrote; err == nil || err.Error() != "CreateOS managed process was stopped." {
 		t.Errorf("the cut write: %v", err)
 	}
 	if err := ch.Close(t.Context()); err != nil {

@@ -1,4 +1,4 @@
-package createos
+package channel
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 // Stop implements sessions.Channel: the first call starts the stopper and
 // returns; the exit reaches the sink when the follower ends.
-func (ch *channel) Stop() {
+func (ch *Channel) Stop() {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.stopBegan || !ch.live {
@@ -25,10 +25,10 @@ func (ch *channel) Stop() {
 // ends the process tree and then the follower. Its request is Ending: the
 // host's close waits on it. A tree whose end is unconfirmed marks the
 // lease leftover, so its sandbox is not kept.
-func (ch *channel) runStop() {
+func (ch *Channel) runStop() {
 	defer close(ch.stopped)
 	ch.writeMu.Lock() // the write in flight ends first; later ones are ignored
-	ctx, cancel := deadline.Timeout(api.Ending(ch.life), ch.timeout)
+	ctx, cancel := deadline.Timeout(api.Ending(ch.life), ch.env.Timeout)
 	err := ch.terminate(ctx)
 	cancel()
 	ch.writeMu.Unlock()
@@ -52,7 +52,7 @@ func (ch *channel) runStop() {
 // account's window, which endings share with the host's writes. The
 // answer must be tree_exited: true (404: already gone); any other, and
 // running out of time, is unconfirmed.
-func (ch *channel) terminate(ctx context.Context) error {
+func (ch *Channel) terminate(ctx context.Context) error {
 	if ch.exited.Load() {
 		return nil
 	}
@@ -70,7 +70,7 @@ func (ch *channel) terminate(ctx context.Context) error {
 
 // Close implements sessions.Channel. The first call closes the channel;
 // later calls wait for its answer within their own ctx.
-func (ch *channel) Close(ctx context.Context) error {
+func (ch *Channel) Close(ctx context.Context) error {
 	ch.mu.Lock()
 	first := !ch.closeBegan
 	ch.closeBegan = true
@@ -101,7 +101,7 @@ func (ch *channel) Close(ctx context.Context) error {
 // window. It answers nil only when the tree's end is confirmed. ctx bounds
 // it all: when ctx ends first, every request of the channel is cut, and
 // the end is unconfirmed.
-func (ch *channel) close(ctx context.Context) error {
+func (ch *Channel) close(ctx context.Context) error {
 	cut := context.AfterFunc(ctx, func() { ch.endLife(errSessionOver) })
 	defer cut()
 	if !ch.awaitStart(ctx) {
@@ -123,7 +123,7 @@ func (ch *channel) close(ctx context.Context) error {
 	ch.abortFollow(errSessionOver)
 	<-ch.followed
 	ch.endLife(errSessionOver)
-	ch.reg.dropChannel(ch.scope, ch)
+	ch.env.Lease.Drop(ch)
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	return ch.stopErr
@@ -132,7 +132,7 @@ func (ch *channel) close(ctx context.Context) error {
 // awaitStart waits until open has started the channel or given it up. It
 // reports false when ctx ended first; open then ends the process itself
 // once it is created.
-func (ch *channel) awaitStart(ctx context.Context) bool {
+func (ch *Channel) awaitStart(ctx context.Context) bool {
 	select {
 	case <-ch.ready:
 		return true
