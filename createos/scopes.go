@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 )
 
 // scopes is the driver's in-memory state of its leases: each lease's
@@ -50,7 +52,7 @@ type leaseRef struct{ companyID, environmentID, id string }
 // find the lease's parsed config and scope by its leaseRef.
 type cachedLease struct {
 	companyID, environmentID string
-	cfg                      Config
+	cfg                      config.Config
 	scope                    scopeKey
 }
 

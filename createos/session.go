@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
@@ -24,7 +25,7 @@ const maxInputChunk = 256 << 10
 
 // writeBudget bounds one Write, all its inputs together: the host's write
 // request times out after 30 s.
-const writeBudget = hostDefaultBudget - deadline.ReplyMargin
+const writeBudget = config.DefaultBudget - deadline.ReplyMargin
 
 var _ sessions.Channel = (*channel)(nil)
 

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
@@ -38,7 +39,7 @@ func (d *Driver) OpenDuplex(ctx context.Context, p *sessions.DuplexOpenParams, o
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := deadline.Within(ctx, hostDefaultBudget)
+	ctx, cancel := deadline.Within(ctx, config.DefaultBudget)
 	defer cancel()
 	body := map[string]any{"cmd": p.Command[0], "args": append([]string{}, p.Command[1:]...), "cwd": workspaceDir}
 	ch, err := d.openSession(ctx, k, scope, p.ProviderLeaseID, body, duplexName, false, out)
@@ -71,7 +72,7 @@ func (d *Driver) OpenLoginPty(ctx context.Context, p *sessions.LoginPtyOpenParam
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := deadline.Within(ctx, hostDefaultBudget)
+	ctx, cancel := deadline.Within(ctx, config.DefaultBudget)
 	defer cancel()
 	if err := prepareLoginHome(ctx, k, p.ProviderLeaseID, p.SessionHome); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -18,7 +19,7 @@ import (
 // execute with config.timeoutMs as the work's deadline, within the host's
 // budget for the call.
 func (d *Driver) SyncIn(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
-	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallLease, p.Config, nil))
 	defer cancel()
 	return track(ctx, d, &p.BaseParams, &p.Lease, nil, func(ctx context.Context, k *call) (*handlers.SyncResult, error) {
 		return d.syncFiles(ctx, k, p, true)
@@ -27,7 +28,7 @@ func (d *Driver) SyncIn(ctx context.Context, p *handlers.SyncParams) (*handlers.
 
 // SyncOut implements handlers.FileSyncer: sandbox → host.
 func (d *Driver) SyncOut(ctx context.Context, p *handlers.SyncParams) (*handlers.SyncResult, error) {
-	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallLease, p.Config, nil))
 	defer cancel()
 	return track(ctx, d, &p.BaseParams, &p.Lease, nil, func(ctx context.Context, k *call) (*handlers.SyncResult, error) {
 		return d.syncFiles(ctx, k, p, false)
@@ -45,7 +46,7 @@ func (d *Driver) syncFiles(ctx context.Context, k *call, p *handlers.SyncParams,
 		Client: k.c, Sandbox: id, NewID: d.newUUID, TempDir: archiveDir, CleanupTimeout: k.timeout(),
 		Incremental: d.incremental(ctx, k.c, id, p.CompanyID),
 		Run: func(ctx context.Context, script string, ms *float64) (int, error) {
-			return d.transferCommand(ctx, k, id, script, (*timeoutMs)(ms))
+			return d.transferCommand(ctx, k, id, script, (*config.TimeoutMs)(ms))
 		},
 	}
 	return t.Sync(ctx, p.Operations, in)
@@ -55,9 +56,9 @@ func (d *Driver) syncFiles(ctx context.Context, k *call, p *handlers.SyncParams,
 // through d.command, bounded by ms when it gives a deadline
 // (timeoutMs.deadline: any positive size) and always by the sync call's
 // own deadline, and reports its exit status (-1 when it timed out).
-func (d *Driver) transferCommand(ctx context.Context, k *call, id, script string, ms *timeoutMs) (int, error) {
+func (d *Driver) transferCommand(ctx context.Context, k *call, id, script string, ms *config.TimeoutMs) (int, error) {
 	if ms != nil {
-		if limit, ok := ms.deadline(); ok {
+		if limit, ok := ms.Deadline(); ok {
 			var cancel context.CancelFunc
 			ctx, cancel = deadline.Timeout(ctx, limit)
 			defer cancel()
