@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
@@ -53,12 +52,8 @@ type Driver struct {
 	batches        sync.WaitGroup     // batch requests in flight and their kills
 	closing        context.Context    // done once Close began: batch requests end
 	closeBatches   context.CancelFunc // ends closing
-	sweep          sweeper            // Start's sweep of dead workers' temp dirs (sweep.go)
-	syncMode       string             // SyncAuto or SyncWhole (syncstore.go)
-	storeDir       string             // the worker's store; "" for castore.DefaultDir
-	storeMax       int64              // its bound in bytes
-	syncNode       string             // the sandbox program that runs the sync helper; "" for node (tests change it)
-	sync           syncState
+	sweep          filesync.Sweeper   // Start's sweep of dead workers' temp dirs
+	sync           *filesync.Store    // the worker's side of the incremental sync (sync.go)
 }
 
 var (
@@ -102,19 +97,13 @@ func New(opts ...Option) *Driver {
 		rootfs:         newRootfsCache(),
 		coalesce:       os.Getenv(CoalesceEnv),
 	}
-	d.syncMode, d.storeDir, d.storeMax = syncSettings(os.Getenv)
+	d.sync = filesync.StoreFromEnv(os.Getenv)
 	d.closing, d.closeBatches = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(d)
 	}
 	if d.coalesce != CoalesceOff && d.coalesce != CoalesceAlways {
 		d.coalesce = CoalesceAuto
-	}
-	if d.syncMode != SyncWhole {
-		d.syncMode = SyncAuto
-	}
-	if d.storeMax < 0 {
-		d.storeMax = castore.DefaultMaxBytes
 	}
 	return d
 }
@@ -124,9 +113,9 @@ func (d *Driver) Key() string { return Key }
 
 // Start implements handlers.Starter: the reference's setup log line, and
 // in the background a sweep of what dead workers left in the temp dir
-// (sweep.go), which no call waits for and Close ends.
+// (filesync.Sweeper), which no call waits for and Close ends.
 func (d *Driver) Start(ctx context.Context) {
-	d.sweep.start(ctx, os.TempDir())
+	d.sweep.Start(ctx, os.TempDir())
 	zerolog.Ctx(ctx).Info().Msg("CreateOS sandbox provider ready")
 }
 
@@ -312,14 +301,14 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 // Sandboxes are left to the host, which owns leases and releases or
 // destroys them.
 func (d *Driver) Close(ctx context.Context) error {
-	d.sweep.close(ctx)
+	d.sweep.Close(ctx)
 	calls, chans := d.scopes.shutdown()
 	closeChannels(ctx, chans)
 	err := stopCalls(ctx, calls)
 	d.awaitBatches(ctx)
 	d.closeBatches()
 	d.batches.Wait()
-	d.closeStore()
+	_ = d.sync.Close()
 	return err
 }
 

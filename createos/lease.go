@@ -78,7 +78,7 @@ func (d *Driver) acquire(ctx context.Context, k *call, p *handlers.AcquireLeaseP
 	}
 	d.finishCleanup(ctx, c, v.ID)
 	if cfg.Snapshot == nil {
-		d.createdSandbox(c, v.ID)
+		d.sync.Created(heldKey(c, v.ID))
 	}
 	return &handlers.Lease{ProviderLeaseID: &v.ID, Metadata: leaseMetadata(&p.BaseParams, cfg, lp, p.AdapterType, marker)}, nil
 }

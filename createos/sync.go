@@ -10,10 +10,39 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// Native file sync: createos/filesync moves and lands the mappings; the
+// Native file sync: createos/filesync moves and lands the mappings and
+// keeps the worker's side of the incremental sync (filesync.Store); the
 // driver tracks the call like an execute and runs its scripts as commands
 // (d.command: streaming exec, or a managed process where the origin has
 // none).
+
+// Environment variables of the sync (filesync.StoreFromEnv reads them).
+const (
+	SyncEnv     = filesync.SyncEnv
+	StoreDirEnv = filesync.StoreDirEnv
+	StoreMBEnv  = filesync.StoreMBEnv
+)
+
+// WithSync sets the sync mode (filesync.SyncAuto, filesync.SyncWhole), the
+// worker's store directory (dir "" for castore.DefaultDir) and its bound
+// (maxBytes < 0 for castore.DefaultMaxBytes), whatever the environment
+// says.
+func WithSync(mode, dir string, maxBytes int64) Option {
+	return func(d *Driver) { d.sync.Mode, d.sync.Dir, d.sync.MaxBytes = mode, dir, maxBytes }
+}
+
+// WithStore sets the worker's store directory and bound only (dir "" and
+// maxBytes < 0 leave the environment's or the default).
+func WithStore(dir string, maxBytes int64) Option {
+	return func(d *Driver) {
+		if dir != "" {
+			d.sync.Dir = dir
+		}
+		if maxBytes >= 0 {
+			d.sync.MaxBytes = maxBytes
+		}
+	}
+}
 
 // SyncIn implements handlers.FileSyncer: host → sandbox, tracked like an
 // execute with config.timeoutMs as the work's deadline, within the host's
@@ -43,8 +72,8 @@ func (d *Driver) syncFiles(ctx context.Context, k *call, p *handlers.SyncParams,
 		return nil, err
 	}
 	t := &filesync.Transfer{
-		Client: k.c, Sandbox: id, NewID: d.newUUID, TempDir: archiveDir, CleanupTimeout: k.timeout(),
-		Incremental: d.incremental(ctx, k.c, id, p.CompanyID),
+		Client: k.c, Sandbox: id, NewID: d.newUUID, CleanupTimeout: k.timeout(),
+		Incremental: d.sync.Incremental(ctx, heldKey(k.c, id), id, p.CompanyID),
 		Run: func(ctx context.Context, script string, ms *float64) (int, error) {
 			return d.transferCommand(ctx, k, id, script, (*config.TimeoutMs)(ms))
 		},
@@ -73,3 +102,6 @@ func (d *Driver) transferCommand(ctx context.Context, k *call, id, script string
 	}
 	return *r.ExitCode, nil
 }
+
+// heldKey names sandbox id of c's account in the sync store.
+func heldKey(c *api.Client, id string) string { return markAccount(c) + "/" + id }
