@@ -208,7 +208,7 @@ func messageOf(err, fallback error) string {
 
 // track runs an execute or a sync on a lease of this environment: it
 // refuses closing or poisoned leases, registers the call so release and
-// shutdown can stop it, bounds its work by timeoutMs (timeoutMs.or: the
+// shutdown can stop it, bounds its work by timeoutMs (TimeoutMs.Or: the
 // host's own when it gives a deadline, else config.timeoutMs) within the
 // call's budget (working), and poisons the lease on an error that poisons
 // (Driver.poison: in memory and with a cleanup mark).

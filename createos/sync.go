@@ -83,7 +83,7 @@ func (d *Driver) syncFiles(ctx context.Context, k *call, p *handlers.SyncParams,
 
 // transferCommand runs a sync's script with /bin/bash -c in the workspace
 // through d.command, bounded by ms when it gives a deadline
-// (timeoutMs.deadline: any positive size) and always by the sync call's
+// (config.TimeoutMs.Deadline: any positive size) and always by the sync call's
 // own deadline, and reports its exit status (-1 when it timed out).
 func (d *Driver) transferCommand(ctx context.Context, k *call, id, script string, ms *config.TimeoutMs) (int, error) {
 	if ms != nil {
