@@ -45,7 +45,7 @@ FUZZTIME ?= 20s
 FUZZ_TARGETS := handlers:FuzzParams sessions:FuzzSessionParams rpc:FuzzLineStream rpc:FuzzAppendJSONString rpc:FuzzEnvelope \
 	internal/syncrule:FuzzExclude internal/safeopen:FuzzTreeResolve internal/procfs:FuzzParseStat internal/utf16:FuzzLen \
 	internal/shquote:FuzzQuote internal/uri:FuzzComponent internal/envrule:FuzzValidName fake:FuzzSyncPathConfined fake:FuzzParseConfig \
-	createos:FuzzSandboxName createos:FuzzParseConfig createos/filesync:FuzzCheckSandboxPath createos/archive:FuzzValidateArchive \
+	createos:FuzzSandboxName createos/config:FuzzParseConfig createos/filesync:FuzzCheckSandboxPath createos/archive:FuzzValidateArchive \
 	createos/api:FuzzFrameReader createos/batch:FuzzDecoder createos/launch:FuzzData \
 	createos/delta:FuzzDecode createos/delta:FuzzSplit
 

@@ -3,6 +3,7 @@ package createos
 import (
 	"context"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -23,7 +24,7 @@ func (d *Driver) AuthorizeLease(_ context.Context, c *handlers.LeaseCall) (strin
 // parsed config, and whether ownership is unproven.
 type owner struct {
 	base     handlers.BaseParams
-	cfg      Config
+	cfg      config.Config
 	unproven bool
 }
 
@@ -40,7 +41,7 @@ func callOwner(c *handlers.LeaseCall) (owner, error) {
 		o.base = orphanBase(o.base, c.LeaseMetadata)
 	}
 	var err error
-	if o.cfg, err = ParseConfig(o.base.Config); err != nil {
+	if o.cfg, err = config.Parse(o.base.Config); err != nil {
 		return o, err
 	}
 	switch {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -18,7 +19,7 @@ import (
 // (scopes.cache) keeps the parsed config, not the client: a session open
 // builds its call from it (bind), as a call with a config does.
 type call struct {
-	cfg Config
+	cfg config.Config
 	c   *api.Client
 	// companyID and environmentID are the caller's (for a destroy of an
 	// orphan, the environment its metadata records: orphanBase).
@@ -28,7 +29,7 @@ type call struct {
 // parse is the edge of a call that talks to the API: p's config parsed,
 // its key resolved and its client built.
 func (d *Driver) parse(p *handlers.BaseParams) (*call, error) {
-	cfg, err := ParseConfig(p.Config)
+	cfg, err := config.Parse(p.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -38,13 +39,13 @@ func (d *Driver) parse(p *handlers.BaseParams) (*call, error) {
 // bind is parse once cfg is parsed, for companyID and environmentID: the
 // calls that check lease metadata against the config do so before the key
 // is resolved, and a session open binds its lease's cached config.
-func (d *Driver) bind(companyID, environmentID string, cfg Config) (*call, error) {
-	key, err := resolveAPIKey(cfg, d.getenv)
+func (d *Driver) bind(companyID, environmentID string, cfg config.Config) (*call, error) {
+	key, err := config.ResolveAPIKey(cfg, d.getenv)
 	if err != nil {
 		return nil, err
 	}
 	c := api.New(api.Options{
-		Origin: cfg.APIURL, Key: key, Shape: cfg.Shape, Timeout: cfg.timeout(),
+		Origin: cfg.APIURL, Key: key, Shape: cfg.Shape, Timeout: cfg.Timeout(),
 		HTTP: d.http, Pacer: d.pacer, Poll: d.pollInterval, MaxDownload: d.maxDownload, ForkRetry: d.forkRetry,
 		PerMinute: cfg.RequestsPerMinute,
 	})
@@ -52,7 +53,7 @@ func (d *Driver) bind(companyID, environmentID string, cfg Config) (*call, error
 }
 
 // timeout is config.timeoutMs: the default deadline of the call's work.
-func (k *call) timeout() time.Duration { return k.cfg.timeout() }
+func (k *call) timeout() time.Duration { return k.cfg.Timeout() }
 
 // scopeKey names a lease in the driver's state: company, environment, API
 // origin, the hex SHA-256 of the key, and the provider lease id. Two
@@ -81,7 +82,7 @@ func originFingerprint(origin string) string {
 // owns reports whether lease metadata was written by this driver for p's
 // company and environment and cfg's API origin. Metadata without the
 // origin fingerprint (a reference-style apiUrl, or none) never matches.
-func owns(p *handlers.BaseParams, cfg Config, md handlers.Object) bool {
+func owns(p *handlers.BaseParams, cfg config.Config, md handlers.Object) bool {
 	return md["provider"] == Key && md["companyId"] == p.CompanyID &&
 		md["environmentId"] == p.EnvironmentID && md[originKey] == originFingerprint(cfg.APIURL)
 }

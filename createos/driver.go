@@ -12,8 +12,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/channel"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
@@ -53,12 +53,8 @@ type Driver struct {
 	batches        sync.WaitGroup     // batch requests in flight and their kills
 	closing        context.Context    // done once Close began: batch requests end
 	closeBatches   context.CancelFunc // ends closing
-	sweep          sweeper            // Start's sweep of dead workers' temp dirs (sweep.go)
-	syncMode       string             // SyncAuto or SyncWhole (syncstore.go)
-	storeDir       string             // the worker's store; "" for castore.DefaultDir
-	storeMax       int64              // its bound in bytes
-	syncNode       string             // the sandbox program that runs the sync helper; "" for node (tests change it)
-	sync           syncState
+	sweep          filesync.Sweeper   // Start's sweep of dead workers' temp dirs
+	sync           *filesync.Store    // the worker's side of the incremental sync (sync.go)
 }
 
 var (
@@ -102,19 +98,13 @@ func New(opts ...Option) *Driver {
 		rootfs:         newRootfsCache(),
 		coalesce:       os.Getenv(CoalesceEnv),
 	}
-	d.syncMode, d.storeDir, d.storeMax = syncSettings(os.Getenv)
+	d.sync = filesync.StoreFromEnv(os.Getenv)
 	d.closing, d.closeBatches = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(d)
 	}
 	if d.coalesce != CoalesceOff && d.coalesce != CoalesceAlways {
 		d.coalesce = CoalesceAuto
-	}
-	if d.syncMode != SyncWhole {
-		d.syncMode = SyncAuto
-	}
-	if d.storeMax < 0 {
-		d.storeMax = castore.DefaultMaxBytes
 	}
 	return d
 }
@@ -124,9 +114,9 @@ func (d *Driver) Key() string { return Key }
 
 // Start implements handlers.Starter: the reference's setup log line, and
 // in the background a sweep of what dead workers left in the temp dir
-// (sweep.go), which no call waits for and Close ends.
+// (filesync.Sweeper), which no call waits for and Close ends.
 func (d *Driver) Start(ctx context.Context) {
-	d.sweep.start(ctx, os.TempDir())
+	d.sweep.Start(ctx, os.TempDir())
 	zerolog.Ctx(ctx).Info().Msg("CreateOS sandbox provider ready")
 }
 
@@ -165,8 +155,8 @@ func (d *Driver) Declaration() handlers.DriverDeclaration {
 			"type":     "object",
 			"required": []string{"apiUrl", "shape"},
 			"properties": handlers.Object{
-				"apiUrl": handlers.Object{"type": "string", "title": "API URL", "default": OfficialAPIURL,
-					"description": "The CreateOS API address. Keep " + OfficialAPIURL + " unless you run a CreateOS-compatible server of your own (such as createos-sim)."},
+				"apiUrl": handlers.Object{"type": "string", "title": "API URL", "default": config.OfficialAPIURL,
+					"description": "The CreateOS API address. Keep " + config.OfficialAPIURL + " unless you run a CreateOS-compatible server of your own (such as createos-sim)."},
 				"apiKey": handlers.Object{"type": "string", "format": "secret-ref", "title": "API key",
 					"description": "Your CreateOS API key: paste it (Paperclip keeps it as a company secret) or choose a saved secret. Only with the official API URL may it stay empty; the server's CREATEOS_API_KEY is then used."},
 				"shape": handlers.Object{"type": "string", "title": "Shape",
@@ -180,12 +170,12 @@ func (d *Driver) Declaration() handlers.DriverDeclaration {
 					"description": "A CreateOS root filesystem, or a ready template's ID or name; empty uses the provider's default. It must have Bash and what the agent's runtime needs."},
 				"region": handlers.Object{"type": "string", "title": "Region", "x-paperclip-advanced": true,
 					"description": "Optional: a region the API URL serves. Empty lets CreateOS choose."},
-				"timeoutMs": handlers.Object{"type": "integer", "title": "Timeout (ms)", "minimum": 1, "maximum": maxTimeoutMs, "default": DefaultTimeoutMs, "x-paperclip-advanced": true,
+				"timeoutMs": handlers.Object{"type": "integer", "title": "Timeout (ms)", "minimum": 1, "maximum": config.MaxTimeoutMs, "default": config.DefaultTimeoutMs, "x-paperclip-advanced": true,
 					"description": "How long one operation or command may take unless the run says otherwise, in milliseconds, at most a day (86400000). It does not limit how long a sandbox lives."},
 				"reuseLease": handlers.Object{"type": "boolean", "title": "Reuse the sandbox between runs", "default": false,
 					"description": "Keep the sandbox after a run (CreateOS pauses it when idle) and resume it for the next run instead of deleting it."},
-				"autoPauseAfterSeconds": handlers.Object{"type": "integer", "title": "Pause when idle after (seconds)", "minimum": minAutoPauseSeconds, "maximum": maxAutoPauseSeconds,
-					"default": DefaultAutoPauseAfterSeconds, "x-paperclip-advanced": true,
+				"autoPauseAfterSeconds": handlers.Object{"type": "integer", "title": "Pause when idle after (seconds)", "minimum": config.MinAutoPauseSeconds, "maximum": config.MaxAutoPauseSeconds,
+					"default": config.DefaultAutoPauseAfterSeconds, "x-paperclip-advanced": true,
 					"description": "For a reused sandbox: idle seconds, 60 to 86400, before CreateOS pauses it."},
 				"rootfsByAdapter": handlers.Object{"type": "object", "additionalProperties": handlers.Object{"type": "string"}, "title": "Root filesystem per adapter", "x-paperclip-advanced": true,
 					"description": "A root filesystem per agent adapter type (for example claude_local), used instead of Root filesystem for that adapter. This form cannot edit it: set it as a JSON object with the CLI or the API."},
@@ -202,7 +192,7 @@ func (d *Driver) Declaration() handlers.DriverDeclaration {
 
 // ValidateConfig implements handlers.Driver.
 func (d *Driver) ValidateConfig(_ context.Context, p *handlers.ValidateConfigParams) (*handlers.ValidationResult, error) {
-	cfg, err := ParseConfig(p.Config)
+	cfg, err := config.Parse(p.Config)
 	if err != nil {
 		return &handlers.ValidationResult{OK: false, Errors: []string{messageOf(err, errInvalidConfig)}}, nil
 	}
@@ -219,11 +209,11 @@ func messageOf(err, fallback error) string {
 
 // track runs an execute or a sync on a lease of this environment: it
 // refuses closing or poisoned leases, registers the call so release and
-// shutdown can stop it, bounds its work by timeoutMs (timeoutMs.or: the
+// shutdown can stop it, bounds its work by timeoutMs (TimeoutMs.Or: the
 // host's own when it gives a deadline, else config.timeoutMs) within the
 // call's budget (working), and poisons the lease on an error that poisons
 // (Driver.poison: in memory and with a cleanup mark).
-func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease *handlers.Lease, ms *timeoutMs,
+func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease *handlers.Lease, ms *config.TimeoutMs,
 	work func(ctx context.Context, k *call) (T, error)) (T, error) {
 	var zero T
 	k, scope, err := d.admit(p, lease)
@@ -237,7 +227,7 @@ func track[T any](ctx context.Context, d *Driver, p *handlers.BaseParams, lease 
 		return zero, errLeaseClosing
 	}
 	defer d.scopes.leave(scope, tc)
-	wctx, wcancel := deadline.Work(cctx, ms.or(k.timeout()))
+	wctx, wcancel := deadline.Work(cctx, ms.Or(k.timeout()))
 	defer wcancel()
 	v, err := work(wctx, k)
 	if poisons(err) {
@@ -253,7 +243,7 @@ func (d *Driver) admit(p *handlers.BaseParams, lease *handlers.Lease) (*call, sc
 	if id == "" {
 		return nil, scopeKey{}, errExecLease
 	}
-	cfg, err := ParseConfig(p.Config)
+	cfg, err := config.Parse(p.Config)
 	if err != nil {
 		return nil, scopeKey{}, err
 	}
@@ -298,9 +288,9 @@ func (d *Driver) awaitBatches(ctx context.Context) {
 
 // Execute implements handlers.Driver.
 func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
-	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallExecute, p.Config, p.TimeoutMs))
 	defer cancel()
-	return track(ctx, d, &p.BaseParams, &p.Lease, (*timeoutMs)(p.TimeoutMs), func(ctx context.Context, k *call) (*handlers.ExecuteResult, error) {
+	return track(ctx, d, &p.BaseParams, &p.Lease, (*config.TimeoutMs)(p.TimeoutMs), func(ctx context.Context, k *call) (*handlers.ExecuteResult, error) {
 		return d.command(ctx, k, p.Lease.LeaseID(), executeCommand(p), out)
 	})
 }
@@ -312,14 +302,14 @@ func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out han
 // Sandboxes are left to the host, which owns leases and releases or
 // destroys them.
 func (d *Driver) Close(ctx context.Context) error {
-	d.sweep.close(ctx)
+	d.sweep.Close(ctx)
 	calls, chans := d.scopes.shutdown()
 	closeChannels(ctx, chans)
 	err := stopCalls(ctx, calls)
 	d.awaitBatches(ctx)
 	d.closeBatches()
 	d.batches.Wait()
-	d.closeStore()
+	_ = d.sync.Close()
 	return err
 }
 

@@ -642,3 +642,9 @@ func TestProbeNamesThePluginThatAnswered(t *testing.T) {
 		}
 	}
 }
+
+func TestDeclarationHasNoLoginPty(t *testing.T) {
+	if New().Declaration().SandboxCapabilities["supportsLoginPty"] {
+		t.Error("v0.1 does not support login PTY")
+	}
+}

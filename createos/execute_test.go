@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
@@ -362,9 +363,9 @@ func TestCommandRetriesRateLimitedConnect(t *testing.T) {
 // origins without streaming exec): the command protocol tests below are
 // the reference's, which v0.3 keeps for managed processes.
 func (d *Driver) executeManaged(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
-	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallExecute, p.Config, p.TimeoutMs))
 	defer cancel()
-	return track(ctx, d, &p.BaseParams, &p.Lease, (*timeoutMs)(p.TimeoutMs), func(ctx context.Context, k *call) (*handlers.ExecuteResult, error) {
+	return track(ctx, d, &p.BaseParams, &p.Lease, (*config.TimeoutMs)(p.TimeoutMs), func(ctx context.Context, k *call) (*handlers.ExecuteResult, error) {
 		cmd := executeCommand(p)
 		l, refused, err := d.launch(cmd, out)
 		if refused != nil || err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
@@ -21,7 +22,7 @@ import (
 // post-upload command, 15,000 for its probes, 0 when an adapter passes
 // timeoutSec 0. None is refused.
 func TestCommandTimeoutTakesWhatTheHostSends(t *testing.T) {
-	cfg := Config{TimeoutMs: 600_000}
+	cfg := config.Config{TimeoutMs: 600_000}
 	for _, tc := range []struct {
 		name string
 		ms   *float64
@@ -41,7 +42,7 @@ func TestCommandTimeoutTakesWhatTheHostSends(t *testing.T) {
 		{"just past a Duration", ptr(float64(math.MaxInt64 / int64(time.Millisecond))), math.MaxInt64},
 		{"infinity saturates", ptr(math.Inf(1)), math.MaxInt64},
 	} {
-		if got := (*timeoutMs)(tc.ms).or(cfg.timeout()); got != tc.want {
+		if got := (*config.TimeoutMs)(tc.ms).Or(cfg.Timeout()); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

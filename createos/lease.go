@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -33,7 +34,7 @@ func (d *Driver) AcquireLease(ctx context.Context, p *handlers.AcquireLeaseParam
 	if p.RequestedExpiresAt != nil && *p.RequestedExpiresAt != "" {
 		return nil, errExpiryUnsupported
 	}
-	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallLease, p.Config, nil))
 	defer cancel()
 	k, err := d.parse(&p.BaseParams)
 	if err != nil {
@@ -77,14 +78,14 @@ func (d *Driver) acquire(ctx context.Context, k *call, p *handlers.AcquireLeaseP
 	}
 	d.finishCleanup(ctx, c, v.ID)
 	if cfg.Snapshot == nil {
-		d.createdSandbox(c, v.ID)
+		d.sync.Created(heldKey(c, v.ID))
 	}
 	return &handlers.Lease{ProviderLeaseID: &v.ID, Metadata: leaseMetadata(&p.BaseParams, cfg, lp, p.AdapterType, marker)}, nil
 }
 
 // provision creates the lease's sandbox, or forks it from the configured
 // snapshot (v0.3).
-func (d *Driver) provision(ctx context.Context, cfg Config, c *api.Client, lp leasePlan) (api.Sandbox, error) {
+func (d *Driver) provision(ctx context.Context, cfg config.Config, c *api.Client, lp leasePlan) (api.Sandbox, error) {
 	if cfg.Snapshot != nil {
 		return d.forkLease(ctx, c, *cfg.Snapshot, lp.egress, lp.autoPause)
 	}
@@ -122,7 +123,7 @@ func prepareWorkspace(ctx context.Context, c *api.Client, v api.Sandbox, marker 
 // leaseMetadata is what acquire records (the reference's v0.3 keys), with
 // the origin's fingerprint for apiUrl, and reuseScope: the host reuse
 // scope's tag when the host can resume the lease, else null.
-func leaseMetadata(p *handlers.BaseParams, cfg Config, lp leasePlan, adapterType string, marker string) handlers.Object {
+func leaseMetadata(p *handlers.BaseParams, cfg config.Config, lp leasePlan, adapterType string, marker string) handlers.Object {
 	return handlers.Object{
 		"provider": Key, originKey: originFingerprint(cfg.APIURL),
 		"companyId": p.CompanyID, "environmentId": p.EnvironmentID,
@@ -142,6 +143,13 @@ func int64OrNil(n *int64) any {
 	return *n
 }
 
+func strOrNil(s *string) any {
+	if s == nil {
+		return nil
+	}
+	return *s
+}
+
 // leaseMetadataKeys are the metadata keys acquire writes.
 var leaseMetadataKeys = []string{
 	"provider", originKey, "companyId", "environmentId", "remoteCwd", "shellCommand",
@@ -155,7 +163,7 @@ var leaseMetadataKeys = []string{
 // after them time (deadline.Step). A failed delete is an error, never hidden
 // behind the probe result.
 func (d *Driver) Probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.ProbeResult, error) {
-	ctx, cancel := deadline.Within(ctx, hostBudget(callProbe, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallProbe, p.Config, nil))
 	defer cancel()
 	res, id, k := d.probe(ctx, p)
 	if id != "" {
@@ -250,7 +258,7 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 		// A cleanup left unconfirmed, perhaps by a worker before this one.
 		return nil, errResumeWhileClose
 	}
-	ctx, cancel := deadline.Within(ctx, hostBudget(callResume, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallResume, p.Config, nil))
 	defer cancel()
 	ctx, wcancel := deadline.Timeout(ctx, k.timeout())
 	defer wcancel()
@@ -270,7 +278,7 @@ func (d *Driver) ResumeLease(ctx context.Context, p *handlers.ResumeLeaseParams)
 // (the reference's v0.3 drift check on resume): shape, snapshot, the
 // requested rootfs for the lease's adapter, region, the idle window and
 // the base egress list.
-func drifted(md handlers.Object, cfg Config) bool {
+func drifted(md handlers.Object, cfg config.Config) bool {
 	adapter, _ := md["adapterType"].(string)
 	var autoPause any
 	if cfg.ReuseLease {
@@ -282,7 +290,7 @@ func drifted(md handlers.Object, cfg Config) bool {
 	}
 	want, _ := json.Marshal(cfg.EgressAllowlist)
 	return !sameValue(md, "shape", cfg.Shape) || !sameValue(md, "snapshot", strOrNil(cfg.Snapshot)) ||
-		!sameValue(md, "requestedRootfs", strOrNil(cfg.effectiveRootfs(adapter))) ||
+		!sameValue(md, "requestedRootfs", strOrNil(cfg.EffectiveRootfs(adapter))) ||
 		!sameValue(md, "region", strOrNil(cfg.Region)) || !sameNumber(md["autoPauseAfterSeconds"], autoPause) ||
 		string(base) != string(want)
 }
@@ -293,8 +301,8 @@ func sameNumber(a, b any) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
-	x, okA := number(a)
-	y, okB := number(b)
+	x, okA := config.Number(a)
+	y, okB := config.Number(b)
 	return okA && okB && x == y
 }
 
@@ -402,7 +410,7 @@ func (d *Driver) release(ctx context.Context, p *handlers.ReleaseLeaseParams, de
 	}
 	defer d.scopes.endClosing(scope)
 	defer d.scopes.forget(leaseRef{k.companyID, k.environmentID, id}, scope)
-	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallLease, p.Config, nil))
 	defer cancel()
 	return d.endLease(ctx, k, p.LeaseMetadata, scope, id, destroy)
 }
@@ -448,7 +456,7 @@ func (d *Driver) endLease(ctx context.Context, k *call, md handlers.Object, scop
 // host can resume it, which it does only for a lease with a reuse scope
 // (an execution workspace and an agent at acquire). Any other lease is
 // deleted, as a paused sandbox the host never resumes is left behind.
-func keepsWarm(cfg Config, md handlers.Object) bool {
+func keepsWarm(cfg config.Config, md handlers.Object) bool {
 	_, scoped := md["reuseScope"].(string)
 	return cfg.ReuseLease && scoped && sameNumber(md["autoPauseAfterSeconds"], cfg.AutoPauseAfterSeconds)
 }
@@ -483,7 +491,7 @@ func (d *Driver) RealizeWorkspace(_ context.Context, p *handlers.RealizeWorkspac
 	if p.Lease.LeaseID() == "" {
 		return nil, errWorkspaceLease
 	}
-	cfg, err := ParseConfig(p.Config)
+	cfg, err := config.Parse(p.Config)
 	if err != nil {
 		return nil, err
 	}

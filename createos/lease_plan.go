@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -31,12 +32,12 @@ type leasePlan struct {
 
 // plan works out p's lease. With no rootfs and no snapshot configured the
 // provider's default is resolved (once per origin and rootfsTTL).
-func (d *Driver) plan(ctx context.Context, cfg Config, c *api.Client, p *handlers.AcquireLeaseParams) (leasePlan, error) {
-	egress, err := effectiveEgress(cfg.EgressAllowlist, p.ExecutionWorkspaceSettings)
+func (d *Driver) plan(ctx context.Context, cfg config.Config, c *api.Client, p *handlers.AcquireLeaseParams) (leasePlan, error) {
+	egress, err := config.EffectiveEgress(cfg.EgressAllowlist, p.ExecutionWorkspaceSettings)
 	if err != nil {
 		return leasePlan{}, err
 	}
-	lp := leasePlan{requestedRootfs: cfg.effectiveRootfs(p.AdapterType), egress: egress, autoPause: cfg.effectiveAutoPause(p)}
+	lp := leasePlan{requestedRootfs: cfg.EffectiveRootfs(p.AdapterType), egress: egress, autoPause: cfg.EffectiveAutoPause(p)}
 	lp.rootfs = lp.requestedRootfs
 	if cfg.Snapshot == nil && lp.rootfs == nil {
 		def, err := d.rootfs.get(ctx, c)

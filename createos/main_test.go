@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"go.uber.org/goleak"
 )
 
@@ -21,4 +22,18 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(code)
 	}))
+}
+
+// baseConfig is a valid config with over's fields set (a nil value
+// removes the field).
+func baseConfig(over handlers.Object) handlers.Object {
+	c := handlers.Object{"apiUrl": "https://createos.example.test", "apiKey": "test-secret", "shape": "test-shape", "timeoutMs": float64(5000)}
+	for k, v := range over {
+		if v == nil {
+			delete(c, k)
+			continue
+		}
+		c[k] = v
+	}
+	return c
 }

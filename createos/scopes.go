@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/channel"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 )
 
 // scopes is the driver's in-memory state of its leases: each lease's
@@ -52,7 +53,7 @@ type leaseRef struct{ companyID, environmentID, id string }
 // find the lease's parsed config and scope by its leaseRef.
 type cachedLease struct {
 	companyID, environmentID string
-	cfg                      Config
+	cfg                      config.Config
 	scope                    scopeKey
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/channel"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
@@ -43,12 +44,12 @@ func (d *Driver) openChannel(ctx context.Context, p *sessions.SessionBase, s cha
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := deadline.Within(ctx, hostDefaultBudget)
+	ctx, cancel := deadline.Within(ctx, config.DefaultBudget)
 	defer cancel()
 	env := channel.Env{
 		Client: k.c, Sandbox: p.ProviderLeaseID, Workspace: workspaceDir,
 		Lease:   channelLease{d: d, c: k.c, scope: scope, sandbox: p.ProviderLeaseID},
-		Timeout: k.timeout(), WriteBudget: hostDefaultBudget - deadline.ReplyMargin,
+		Timeout: k.timeout(), WriteBudget: config.DefaultBudget - deadline.ReplyMargin,
 		Delay: d.reconnectDelay, Replay: d.replayDelay, Refused: errLeaseClosing,
 	}
 	ch, err := channel.Open(ctx, env, s, out)

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
@@ -40,7 +41,7 @@ func (d *Driver) StartInteractiveSetup(ctx context.Context, p *handlers.StartSet
 		return nil, err
 	}
 	cfg, c := k.cfg, k.c
-	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallLease, p.Config, nil))
 	defer cancel()
 	ctx, wcancel := deadline.Work(ctx, k.timeout())
 	defer wcancel()
@@ -70,7 +71,7 @@ func (d *Driver) StartInteractiveSetup(ctx context.Context, p *handlers.StartSet
 
 // setupSandbox forks the source template (egress: the config's base list;
 // no idle window) or creates one from the base rootfs.
-func (d *Driver) setupSandbox(ctx context.Context, cfg Config, c *api.Client, source *string) (api.Sandbox, error) {
+func (d *Driver) setupSandbox(ctx context.Context, cfg config.Config, c *api.Client, source *string) (api.Sandbox, error) {
 	if source != nil && *source != "" {
 		return d.forkLease(ctx, c, *source, cfg.EgressAllowlist, nil)
 	}
@@ -117,7 +118,7 @@ func missingSetup() *handlers.SetupSession {
 // metadata with keys like sandboxId redacted (shared
 // environment-custom-images.js) and passes the id as providerLeaseId.
 func (d *Driver) ownSetup(p *handlers.BaseParams, id string, md handlers.Object) (*call, string, error) {
-	cfg, err := ParseConfig(p.Config)
+	cfg, err := config.Parse(p.Config)
 	if err != nil {
 		return nil, "", err
 	}
@@ -159,7 +160,7 @@ func (d *Driver) GetInteractiveSetup(ctx context.Context, p *handlers.GetSetupPa
 		return nil, err
 	}
 	c := k.c
-	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallLease, p.Config, nil))
 	defer cancel()
 	ctx, wcancel := deadline.Work(ctx, k.timeout())
 	defer wcancel()
@@ -191,13 +192,13 @@ func (d *Driver) CaptureTemplate(ctx context.Context, p *handlers.CaptureTemplat
 	}
 	c, timeout := k.c, k.timeout()
 	if p.TimeoutMs != nil {
-		ms, ok := timeoutMs(*p.TimeoutMs).whole()
+		ms, ok := config.TimeoutMs(*p.TimeoutMs).Whole()
 		if !ok {
 			return nil, errCaptureTimeout
 		}
-		timeout = msDuration(ms)
+		timeout = time.Duration(ms) * time.Millisecond
 	}
-	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, p.TimeoutMs))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallLease, p.Config, p.TimeoutMs))
 	defer cancel()
 	ctx, wcancel := deadline.Work(ctx, timeout)
 	defer wcancel()
@@ -245,7 +246,7 @@ func (d *Driver) CancelInteractiveSetup(ctx context.Context, p *handlers.CancelS
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallLease, p.Config, nil))
 	defer cancel()
 	if _, err := k.c.JSON(ctx, http.MethodDelete, "/sandboxes/"+id, nil); api.IsStatus(err, http.StatusNotFound) {
 		return missing, nil
@@ -270,7 +271,7 @@ func (d *Driver) DeleteTemplate(ctx context.Context, p *handlers.DeleteTemplateP
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := deadline.Within(ctx, hostBudget(callLease, p.Config, nil))
+	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallLease, p.Config, nil))
 	defer cancel()
 	if err := k.c.Destroy(ctx, p.TemplateRef); err != nil {
 		return nil, err

@@ -50,7 +50,7 @@ func newSyncLease(t *testing.T, mode string) *syncLease {
 func newSyncLeaseOf(t *testing.T, mode, company, dir string) *syncLease {
 	t.Helper()
 	srv, d, cfg := sandboxServer(t)
-	d.syncMode, d.storeDir = mode, dir
+	d.sync.Mode, d.sync.Dir = mode, dir
 	bp := handlers.BaseParams{DriverKey: Key, CompanyID: company, EnvironmentID: "env-a", Config: cfg}
 	l, err := d.AcquireLease(t.Context(), &handlers.AcquireLeaseParams{BaseParams: bp, RunID: "run", ExecutionWorkspaceID: ptr("ws-a"), AgentID: "agent-a"})
 	if err != nil {
@@ -239,7 +239,7 @@ func hostTree(t *testing.T, root string) map[string]string {
 // the same sandbox and the same host tree; warm, the incremental one moves
 // a sliver of the whole one's bytes.
 func TestSyncIncrementalIsWholeFieldByField(t *testing.T) {
-	whole, inc := newSyncLease(t, SyncWhole), newSyncLease(t, SyncAuto)
+	whole, inc := newSyncLease(t, filesync.SyncWhole), newSyncLease(t, filesync.SyncAuto)
 	runs := [][]byte{repoTar(t, 300, nil), repoTar(t, 300, map[int]string{7: "// changed\n"}), repoTar(t, 300, map[int]string{7: "// changed\n", 8: "x", 9: "y"})}
 	for i, archive := range runs {
 		w, n := whole.run(t, archive), inc.run(t, archive)
@@ -276,7 +276,7 @@ func TestSyncIncrementalIsWholeFieldByField(t *testing.T) {
 // whole run's.
 func checkAgainstWhole(t *testing.T, s *syncLease, archive []byte) run {
 	t.Helper()
-	want := newSyncLease(t, SyncWhole).run(t, archive)
+	want := newSyncLease(t, filesync.SyncWhole).run(t, archive)
 	got := s.run(t, archive)
 	if !reflect.DeepEqual(got.tree, want.tree) || got.sandbox != want.sandbox || !reflect.DeepEqual(got.in, want.in) || !reflect.DeepEqual(got.out, want.out) {
 		t.Fatal("the run differs from the whole transfer's")
@@ -298,8 +298,8 @@ func fallbacks(s *syncLease, reason string) int {
 // Without node in the sandbox, every mapping goes whole, and the log says
 // so once.
 func TestSyncIncrementalWithoutNodeGoesWhole(t *testing.T) {
-	s := newSyncLease(t, SyncAuto)
-	s.d.syncNode = "no-such-node"
+	s := newSyncLease(t, filesync.SyncAuto)
+	s.d.sync.Node = "no-such-node"
 	checkAgainstWhole(t, s, repoTar(t, 60, nil))
 	checkAgainstWhole(t, s, repoTar(t, 60, map[int]string{1: "x"}))
 	if got := fallbacks(s, filesync.ReasonNoHelper); got != 1 {
@@ -317,7 +317,7 @@ func TestSyncIncrementalSandboxStoreSpoiled(t *testing.T) {
 		`chmod 000 ~/.cache/paperclip-createos-sync && mkdir -p ~/.cache/x`,
 	} {
 		t.Run(spoil, func(t *testing.T) {
-			s := newSyncLease(t, SyncAuto)
+			s := newSyncLease(t, filesync.SyncAuto)
 			s.run(t, repoTar(t, 60, nil))
 			s.sh(t, spoil)
 			checkAgainstWhole(t, s, repoTar(t, 60, map[int]string{3: "x"}))
@@ -329,7 +329,7 @@ func TestSyncIncrementalSandboxStoreSpoiled(t *testing.T) {
 // A worker store entry corrupted on disk sends that mapping whole, once
 // logged; the next run finds the store mended.
 func TestSyncIncrementalWorkerStoreSpoiled(t *testing.T) {
-	s := newSyncLease(t, SyncAuto)
+	s := newSyncLease(t, filesync.SyncAuto)
 	archive := repoTar(t, 60, nil)
 	s.run(t, archive)
 	spoiled := 0
@@ -362,10 +362,10 @@ func TestSyncIncrementalWorkerStoreSpoiled(t *testing.T) {
 // A worker restarted between runs (a new driver on the same store) reads
 // the sandbox's index once and then sends only what the sandbox lacks.
 func TestSyncIncrementalAfterAWorkerRestart(t *testing.T) {
-	s := newSyncLease(t, SyncAuto)
+	s := newSyncLease(t, filesync.SyncAuto)
 	s.run(t, repoTar(t, 120, nil))
 	restarted := New(WithHTTPClient(s.srv.Client()), WithPacer(s.d.pacer), WithGetenv(func(string) string { return "" }),
-		WithCleanupDir(filepath.Join(t.TempDir(), "marks")), WithSync(SyncAuto, s.store, -1))
+		WithCleanupDir(filepath.Join(t.TempDir(), "marks")), WithSync(filesync.SyncAuto, s.store, -1))
 	t.Cleanup(func() { _ = restarted.Close(context.Background()) })
 	s.d = restarted
 	archive := repoTar(t, 120, map[int]string{5: "x"})
@@ -462,7 +462,7 @@ esac
 `
 	s.put(t, "/root/liar", []byte(liar))
 	s.sh(t, "chmod 755 /root/liar")
-	s.d.syncNode = "/root/liar"
+	s.d.sync.Node = "/root/liar"
 }
 
 // A sandbox cannot obtain another company's bytes by naming their hash:
@@ -471,7 +471,7 @@ esac
 // whole, and what lands is B's own workspace, without A's bytes.
 func TestSyncIncrementalCompaniesNeverShareContent(t *testing.T) {
 	secret := bytes.Repeat([]byte("company A's secret\n"), 100)
-	a := newSyncLease(t, SyncAuto)
+	a := newSyncLease(t, filesync.SyncAuto)
 	a.put(t, "/paperclip-workspace/secret", secret)
 	a.pad(t)
 	hostA := t.TempDir()
@@ -488,7 +488,7 @@ func TestSyncIncrementalCompaniesNeverShareContent(t *testing.T) {
 		t.Fatal("company A's store does not hold the content: the test proves nothing")
 	}
 
-	b := newSyncLeaseOf(t, SyncAuto, "company-b", a.store) // one worker store, two companies
+	b := newSyncLeaseOf(t, filesync.SyncAuto, "company-b", a.store) // one worker store, two companies
 	b.pad(t)
 	b.hostile(t, tarOf(t, map[string][]byte{"stolen": secret}), false)
 	hostB := filepath.Join(t.TempDir(), "out")
@@ -515,7 +515,7 @@ func TestSyncIncrementalCompaniesNeverShareContent(t *testing.T) {
 func TestSyncIncrementalHostileListingIsRefusedLikeAnArchive(t *testing.T) {
 	for _, name := range []string{"../escape", "/etc/abs", "a/../../escape"} {
 		t.Run(name, func(t *testing.T) {
-			s := newSyncLease(t, SyncAuto)
+			s := newSyncLease(t, filesync.SyncAuto)
 			s.pad(t)
 			s.hostile(t, tarOf(t, map[string][]byte{"ok": bytes.Repeat([]byte("fine "), 100), name: bytes.Repeat([]byte("evil "), 100)}), true)
 			// The content is the sandbox's own: the pack has it.
@@ -543,7 +543,7 @@ func TestSyncIncrementalHostileListingIsRefusedLikeAnArchive(t *testing.T) {
 // A sync cancelled halfway leaves the target whole, no staged copy, and no
 // store entry on either side that is not what its name says.
 func TestSyncIncrementalKilledHalfwayLeavesNothingWrong(t *testing.T) {
-	s := newSyncLease(t, SyncAuto)
+	s := newSyncLease(t, filesync.SyncAuto)
 	s.run(t, repoTar(t, 120, nil))
 	big := repoTar(t, 2000, map[int]string{1: "x"})
 	host := t.TempDir()
@@ -601,7 +601,7 @@ func checkWorkerStore(t *testing.T, dir string) {
 // The sandbox's store survives a pause and a resume with its sandbox: a
 // lease released for reuse and acquired again moves only what changed.
 func TestSyncIncrementalStoreSurvivesPauseAndResume(t *testing.T) {
-	s := newSyncLease(t, SyncAuto)
+	s := newSyncLease(t, filesync.SyncAuto)
 	s.run(t, repoTar(t, 120, nil))
 	if _, err := s.d.ReleaseLease(t.Context(), &handlers.ReleaseLeaseParams{BaseParams: s.bp, ProviderLeaseID: s.l.ProviderLeaseID, LeaseMetadata: s.l.Metadata}); err != nil {
 		t.Fatal(err)
@@ -628,8 +628,8 @@ func TestSyncIncrementalStoreSurvivesPauseAndResume(t *testing.T) {
 // A mapping under filesync.MinIncremental moves whole without starting
 // the helper: no fallback is reported, even where there is no node.
 func TestSyncIncrementalSmallMappingsGoWholeWithoutTheHelper(t *testing.T) {
-	s := newSyncLease(t, SyncAuto)
-	s.d.syncNode = "no-such-node"
+	s := newSyncLease(t, filesync.SyncAuto)
+	s.d.sync.Node = "no-such-node"
 	archive := repoTar(t, 5, nil)
 	if len(archive) >= filesync.MinIncremental {
 		t.Fatalf("the archive is %d bytes: not small", len(archive))

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
@@ -45,7 +46,7 @@ func newSyncScripted(t *testing.T) *syncScripted {
 	// The reference's request sequence is the whole transfer's; the
 	// incremental one runs its helper and is tested on the sim's real
 	// sandboxes (sync_incremental_test.go).
-	s.d.syncMode = SyncWhole
+	s.d.sync.Mode = filesync.SyncWhole
 	s.lease = acquire(t, s.d, nil)
 	s.scripted.hook = s.serveSync
 	s.scripted.reset()

@@ -57,7 +57,7 @@ func TestSyncIncrementalPathPastPathMaxIsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, mode := range []string{SyncWhole, SyncAuto} {
+	for _, mode := range []string{filesync.SyncWhole, filesync.SyncAuto} {
 		s := newSyncLease(t, mode)
 		_, err := s.d.SyncIn(s.ctx(t), &handlers.SyncParams{BaseParams: s.bp, Lease: *s.l, Operations: []handlers.SyncOperation{{OperationID: "in",
 			Files:              []handlers.SyncFileMapping{{SourcePath: src, TargetPath: "/paperclip-workspace/repo.tar", Kind: "file"}},
@@ -72,7 +72,7 @@ func TestSyncIncrementalPathPastPathMaxIsWhole(t *testing.T) {
 // The same content twice, in a file mapping or across runs, keeps the sync
 // incremental: three runs, each as the whole transfer's, and no fallback.
 func TestSyncIncrementalRepeatedContentStaysIncremental(t *testing.T) {
-	s := newSyncLease(t, SyncAuto)
+	s := newSyncLease(t, filesync.SyncAuto)
 	for i, edit := range []string{"", "// one\n", "// two\n"} {
 		r := checkAgainstWhole(t, s, repeated(t, edit))
 		if len(r.tree) < 8 {
@@ -125,7 +125,7 @@ func TestSyncIncrementalDirectoryWithLinksIsWhole(t *testing.T) {
 		t.Run(fmt.Sprintf("follow=%v", follow), func(t *testing.T) {
 			var trees []string
 			var results []*handlers.SyncResult
-			for _, mode := range []string{SyncWhole, SyncAuto} {
+			for _, mode := range []string{filesync.SyncWhole, filesync.SyncAuto} {
 				s := newSyncLease(t, mode)
 				op := handlers.SyncOperation{OperationID: "in", Files: []handlers.SyncFileMapping{
 					{SourcePath: root, TargetPath: "/paperclip-workspace/dst", Kind: "directory", FollowSymlinks: follow},
@@ -152,12 +152,12 @@ func TestSyncIncrementalDirectoryWithLinksIsWhole(t *testing.T) {
 func TestSyncIncrementalSmallStoreCostsNoMoreThanWhole(t *testing.T) {
 	archive := repoTar(t, 600, nil)
 	warm := repoTar(t, 600, map[int]string{9: "x"})
-	whole := newSyncLease(t, SyncWhole)
+	whole := newSyncLease(t, filesync.SyncWhole)
 	w := []run{whole.run(t, archive), whole.run(t, warm)}
 	for _, bound := range []int64{0, 1 << 20} {
 		t.Run(fmt.Sprintf("bound=%d", bound), func(t *testing.T) {
-			s := newSyncLease(t, SyncAuto)
-			s.d.storeMax = bound
+			s := newSyncLease(t, filesync.SyncAuto)
+			s.d.sync.MaxBytes = bound
 			for i, archive := range [][]byte{archive, warm} {
 				r := s.run(t, archive)
 				if !reflect.DeepEqual(r.tree, w[i].tree) || r.sandbox != w[i].sandbox {
@@ -193,7 +193,7 @@ func TestSyncIncrementalSandboxStoreByWhatItIs(t *testing.T) {
 		{"~/.cache a link into the workspace", `rm -rf ~/.cache && mkdir -p /paperclip-workspace/cache && ln -s /paperclip-workspace/cache ~/.cache`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSyncLease(t, SyncAuto)
+			s := newSyncLease(t, filesync.SyncAuto)
 			s.run(t, repoTar(t, 60, nil))
 			s.sh(t, tc.plant)
 			modeBefore := s.sh(t, `stat -c %a /paperclip-workspace`)
@@ -223,11 +223,11 @@ func TestSyncIncrementalSandboxStoreByWhatItIs(t *testing.T) {
 // downloaded; the mapping moves whole, and later ones send what the
 // sandbox lacks rather than name it.
 func TestSyncIncrementalOversizedIndexIsNotRead(t *testing.T) {
-	s := newSyncLease(t, SyncAuto)
+	s := newSyncLease(t, filesync.SyncAuto)
 	s.run(t, repoTar(t, 60, nil))
 	// A new worker must read the sandbox's index.
 	s.d = New(WithHTTPClient(s.srv.Client()), WithPacer(s.d.pacer), WithGetenv(func(string) string { return "" }),
-		WithCleanupDir(filepath.Join(t.TempDir(), "marks")), WithSync(SyncAuto, s.store, -1))
+		WithCleanupDir(filepath.Join(t.TempDir(), "marks")), WithSync(filesync.SyncAuto, s.store, -1))
 	t.Cleanup(func() { _ = s.d.Close(t.Context()) })
 	liar := fmt.Sprintf(`#!/bin/bash
 if [ "$3" = index ]; then printf 'PCINDEX\n' > "$4" && head -c %d /dev/zero >> "$4"; exit; fi
@@ -235,7 +235,7 @@ exec node "$@"
 `, 32*(filesync.MaxHeld+1))
 	s.put(t, "/root/liar", []byte(liar))
 	s.sh(t, "chmod 755 /root/liar")
-	s.d.syncNode = "/root/liar"
+	s.d.sync.Node = "/root/liar"
 	n := s.mark()
 	checkAgainstWhole(t, s, repoTar(t, 60, map[int]string{3: "x"}))
 	if got := fallbacks(s, filesync.ReasonIndex); got != 1 {
@@ -250,7 +250,7 @@ exec node "$@"
 // a mapping larger than the store) costs a try against the store's own
 // index: what it lost is sent again, not everything.
 func TestSyncIncrementalEvictedEntriesAreSentAlone(t *testing.T) {
-	s := newSyncLease(t, SyncAuto)
+	s := newSyncLease(t, filesync.SyncAuto)
 	cold := s.run(t, repoTar(t, 300, nil))
 	s.sh(t, `cd ~/.cache/paperclip-createos-sync && ls ??/* | awk 'NR % 4 == 0' | xargs rm -f`)
 	r := checkAgainstWhole(t, s, repoTar(t, 300, map[int]string{7: "x"}))

@@ -14,7 +14,7 @@ import (
 // fallback to the whole transfer.
 
 // fallbackText is in the worker's log line when a sandbox's syncs go whole
-// (createos/syncstore.go: "CreateOS sync moves whole files on this
+// (createos/filesync.Store: "CreateOS sync moves whole files on this
 // sandbox", with the reason) and when its store cannot be used ("…:
 // every sync moves whole files").
 const fallbackText = "moves whole files"

@@ -34,8 +34,10 @@ type Transfer struct {
 	Incremental *Incremental
 	// NewID names each mapping's scratch file.
 	NewID func() string
-	// TempDir makes the host directory an inbound directory mapping is
-	// packed in; the caller's sweep owns its name.
+	// TempDir makes each host temp directory of a transfer (an inbound
+	// directory's archive, a delta stream, the sandbox store's index, an
+	// outbound rebuild); nil for archiveDir's, which a Sweeper removes
+	// once their worker is dead.
 	TempDir func() (string, error)
 	// CleanupTimeout bounds each best-effort cleanup request
 	// (config.timeoutMs; deadline.Cleanup cuts it to the call's budget).
@@ -165,6 +167,14 @@ func (t *Transfer) run(ctx context.Context, command string, timeoutMs *float64) 
 		return ErrTransferCommand
 	}
 	return nil
+}
+
+// tempDir makes a host temp directory of the transfer (TempDir).
+func (t *Transfer) tempDir() (string, error) {
+	if t.TempDir == nil {
+		return archiveDir()
+	}
+	return t.TempDir()
 }
 
 // scratch is a fresh sandbox path for one mapping's transfer file.

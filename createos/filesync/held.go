@@ -14,7 +14,7 @@ import (
 // MaxHeld is the most entries of one sandbox's store the worker keeps a
 // belief of: the sandbox helper's own bound on its entries. Each is 8
 // bytes (a hash's first 64 bits: a false match costs a retry, never a
-// wrong file), so a belief is 8 MiB at most; Beliefs bound all of them
+// wrong file), so a belief is 8 MiB at most; beliefs bound all of them
 // together.
 const MaxHeld = delta.StoreEntries
 
@@ -34,12 +34,12 @@ type Held struct {
 	added    []uint64  // sent since the last merge, unsorted
 }
 
-// NewHeld is the belief of a sandbox nothing is known of yet: its first
+// newHeld is the belief of a sandbox nothing is known of yet: its first
 // incremental transfer reads its index.
-func NewHeld() *Held { return &Held{} }
+func newHeld() *Held { return &Held{} }
 
-// NewHeldEmpty is the belief of a sandbox just created: nothing held.
-func NewHeldEmpty() *Held { return &Held{known: true} }
+// newHeldEmpty is the belief of a sandbox just created: nothing held.
+func newHeldEmpty() *Held { return &Held{known: true} }
 
 func prefix(h delta.Hash) uint64 { return binary.BigEndian.Uint64(h[:8]) }
 
@@ -172,26 +172,26 @@ func (h *Held) helperWorked() {
 	h.failures = 0
 }
 
-// Beliefs are the beliefs of many sandboxes' stores, bounded together: at
-// most MaxBeliefs sandboxes and MaxBeliefHashes hashes in all (8 bytes
+// beliefs are the beliefs of many sandboxes' stores, bounded together: at
+// most maxBeliefs sandboxes and maxBeliefHashes hashes in all (8 bytes
 // each: 16 MiB). Handing one out first forgets the beliefs used longest
 // ago while the others hold more than that (their sandboxes' indexes are
 // read again when they sync next). Safe for concurrent use.
-type Beliefs struct {
+type beliefs struct {
 	mu    sync.Mutex
 	held  map[string]*Held
 	used  map[string]uint64 // when each was last handed out
 	clock uint64
 }
 
-// Bounds of Beliefs.
+// Bounds of beliefs.
 const (
-	MaxBeliefs      = 256
-	MaxBeliefHashes = 2 * MaxHeld
+	maxBeliefs      = 256
+	maxBeliefHashes = 2 * MaxHeld
 )
 
-// Of is the belief kept for key, made by mk when there is none.
-func (b *Beliefs) Of(key string, mk func() *Held) *Held {
+// of is the belief kept for key, made by mk when there is none.
+func (b *beliefs) of(key string, mk func() *Held) *Held {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.held == nil {
@@ -199,7 +199,7 @@ func (b *Beliefs) Of(key string, mk func() *Held) *Held {
 	}
 	h, ok := b.held[key]
 	if !ok {
-		if len(b.held) >= MaxBeliefs {
+		if len(b.held) >= maxBeliefs {
 			if k := b.oldestLocked(key, false); k != "" {
 				delete(b.held, k)
 				delete(b.used, k)
@@ -214,7 +214,7 @@ func (b *Beliefs) Of(key string, mk func() *Held) *Held {
 	for _, x := range b.held {
 		total += x.Len()
 	}
-	for total > MaxBeliefHashes {
+	for total > maxBeliefHashes {
 		k := b.oldestLocked(key, true)
 		if k == "" {
 			break
@@ -227,7 +227,7 @@ func (b *Beliefs) Of(key string, mk func() *Held) *Held {
 
 // oldestLocked is the key used longest ago other than keep (among those
 // holding something, if holding), or "".
-func (b *Beliefs) oldestLocked(keep string, holding bool) string {
+func (b *beliefs) oldestLocked(keep string, holding bool) string {
 	oldest := ""
 	for k, h := range b.held {
 		if k == keep || (holding && h.Len() == 0) {

@@ -58,7 +58,7 @@ func TestHeldLearnsWithinItsBound(t *testing.T) {
 		{"one past it", MaxHeld + 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := NewHeld()
+			h := newHeld()
 			var err error
 			runtime.GC()
 			var before, after runtime.MemStats
@@ -93,7 +93,7 @@ func TestHeldLearnsWithinItsBound(t *testing.T) {
 
 // TestHeldAddsUpToItsBound: what is sent is believed held, up to MaxHeld.
 func TestHeldAddsUpToItsBound(t *testing.T) {
-	h := NewHeldEmpty()
+	h := newHeldEmpty()
 	var xs []delta.Hash
 	for i := range maxAdded*2 + 3 {
 		xs = append(xs, hashOf(i))
@@ -114,36 +114,36 @@ func TestHeldAddsUpToItsBound(t *testing.T) {
 }
 
 // TestBeliefsAreBoundedInAll: beliefs of many sandboxes hold at most
-// MaxBeliefHashes together; the ones used longest ago are forgotten
+// maxBeliefHashes together; the ones used longest ago are forgotten
 // first, never the one handed out.
 func TestBeliefsAreBoundedInAll(t *testing.T) {
-	var b Beliefs
+	var b beliefs
 	full := func() *Held {
-		h := NewHeld()
+		h := newHeld()
 		if err := h.learn(index(MaxHeld)); err != nil {
 			t.Fatal(err)
 		}
 		return h
 	}
-	first := b.Of("a", full)
-	second := b.Of("b", full)
-	third := b.Of("c", full) // three full beliefs: the oldest goes
+	first := b.of("a", full)
+	second := b.of("b", full)
+	third := b.of("c", full) // three full beliefs: the oldest goes
 	if first.Len() != 0 || first.isKnown() {
 		t.Fatalf("the belief used longest ago holds %d", first.Len())
 	}
 	if second.Len() != MaxHeld || third.Len() != MaxHeld {
 		t.Fatalf("the others hold %d and %d", second.Len(), third.Len())
 	}
-	if again := b.Of("a", full); again != first {
+	if again := b.of("a", full); again != first {
 		t.Fatal("a key's belief was replaced")
 	}
-	if first.Len()+second.Len()+third.Len() > MaxBeliefHashes {
+	if first.Len()+second.Len()+third.Len() > maxBeliefHashes {
 		t.Fatalf("%d hashes believed in all", first.Len()+second.Len()+third.Len())
 	}
-	for i := range MaxBeliefs + 1 {
-		b.Of(string(rune('A'+i)), NewHeldEmpty)
+	for i := range maxBeliefs + 1 {
+		b.of(string(rune('A'+i)), newHeldEmpty)
 	}
-	if len(b.held) > MaxBeliefs {
+	if len(b.held) > maxBeliefs {
 		t.Fatalf("%d beliefs kept", len(b.held))
 	}
 }
@@ -153,7 +153,7 @@ func TestBeliefsAreBoundedInAll(t *testing.T) {
 // helper until helperRetry has passed, never for good; a success ends the
 // run of failures.
 func TestHelperFailuresCostAMappingThenAWhile(t *testing.T) {
-	inc := &Incremental{Held: NewHeldEmpty()}
+	inc := &Incremental{Held: newHeldEmpty()}
 	want := []string{ReasonHelperFailed, ReasonHelperFailed, ReasonNoHelper}
 	for i, w := range want {
 		if got := inc.helperCode(1).reason; got != w {
@@ -176,7 +176,7 @@ func TestHelperFailuresCostAMappingThenAWhile(t *testing.T) {
 		t.Fatal("failures apart were counted as in a row")
 	}
 	for code, w := range map[int]string{exitNoHelper: ReasonNoHelper, delta.ExitStoreBad: ReasonSandboxStore, exitIndexTooLarge: ReasonIndex} {
-		inc := &Incremental{Held: NewHeld()}
+		inc := &Incremental{Held: newHeld()}
 		if got := inc.helperCode(code).reason; got != w {
 			t.Errorf("exit %d: %q, want %q", code, got, w)
 		}

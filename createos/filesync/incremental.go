@@ -202,7 +202,7 @@ func (t *Transfer) readIndex(ctx context.Context, scratch string) error {
 	if code != 0 {
 		return t.Incremental.helperCode(code)
 	}
-	tmp, err := t.TempDir()
+	tmp, err := t.tempDir()
 	if err != nil {
 		return err
 	}
@@ -220,7 +220,7 @@ func (t *Transfer) readIndex(ctx context.Context, scratch string) error {
 // sendStream encodes src against what the sandbox holds (nothing when
 // !byRef), uploads it and lands it; it returns the landing's exit status.
 func (t *Transfer) sendStream(ctx context.Context, m handlers.SyncFileMapping, src *os.File, scratch string, mode uint32, byRef bool) (int, delta.Summary, error) {
-	tmp, err := t.TempDir()
+	tmp, err := t.tempDir()
 	if err != nil {
 		return 0, delta.Summary{}, err
 	}
@@ -270,7 +270,7 @@ func (t *Transfer) outIncremental(ctx context.Context, scratch, data string) err
 	// The recipe, the list, the pack and the spill are the worker's own
 	// temp files (TempDir: a dead worker's are swept); only the rebuilt
 	// file is beside the target.
-	dir, err := t.TempDir()
+	dir, err := t.tempDir()
 	if err != nil {
 		return err
 	}

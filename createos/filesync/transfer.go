@@ -62,7 +62,7 @@ func (t *Transfer) inboundSource(m handlers.SyncFileMapping) (*source, int64, er
 		}
 		return &source{f: f, mode: uint32(info.Mode().Perm()), close: func() { f.Close() }}, 1, nil
 	}
-	tmp, err := t.TempDir()
+	tmp, err := t.tempDir()
 	if err != nil {
 		return nil, 0, err
 	}

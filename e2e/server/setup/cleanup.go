@@ -47,7 +47,7 @@ func (h *Env) LeaseRoots() map[string]bool {
 }
 
 // archiveDirPattern matches the createos driver's host temp directories
-// of a sync (createos/sweep.go's archiveTempPattern, which is not
+// of a sync (createos/filesync's archiveTempPattern, which is not
 // exported).
 const archiveDirPattern = ".paperclip-createos-archive-*"
 

@@ -1,4 +1,4 @@
-package createos
+package filesync
 
 import (
 	"context"
@@ -18,20 +18,20 @@ import (
 // A worker killed outright (SIGKILL, OOM) leaves its host temp files: the
 // archive directory of an inbound directory mapping it was syncing, the
 // delta stream it was sending, the sandbox store's index it was reading
-// (each an archiveDir), as large as the mapping. Each such directory
-// records the worker that made it (ownerFile), so a driver removes, in the
-// background, those whose worker is dead by internal/liveness's rule: only
-// entries of os.TempDir() named exactly as archiveDir names them,
-// directories of this user's reached without a link, whose owner does not
-// run. A directory without an owner file is one a worker is making now, or
-// whose worker died in that instant; an empty one liveness.Abandoned says
-// is old enough is removed. A live worker's directory, this worker's
-// included, is never touched.
+// (each an archiveDir, Transfer's default TempDir), as large as the
+// mapping. Each such directory records the worker that made it
+// (ownerFile), so a Sweeper removes, in the background, those whose worker
+// is dead by internal/liveness's rule: only entries of the temp dir named
+// exactly as archiveDir names them, directories of this user's reached
+// without a link, whose owner does not run. A directory without an owner
+// file is one a worker is making now, or whose worker died in that
+// instant; an empty one liveness.Abandoned says is old enough is removed.
+// A live worker's directory, this worker's included, is never touched.
 //
-// The driver sweeps when it starts and again every sweepEvery while it
-// runs: a worker of ours that dies after this one started (two workers on
-// one TMPDIR, or a restart that did not wait for the old one's end) is
-// seen dead only by a later look. Close lets the first pass, and any pass
+// A Sweeper sweeps when it starts and again every sweepEvery while it
+// runs: a worker that dies after this one started (two workers on one
+// TMPDIR, or a restart that did not wait for the old one's end) is seen
+// dead only by a later look. Close lets the first pass, and any pass
 // begun, finish within its ctx: the host may start a worker only to serve
 // one call (a destroy) and stop it at once, and a pass cut there removed
 // nothing.
@@ -44,9 +44,9 @@ const ownerFile = ".paperclip-createos-owner"
 // own: a sweep looks for these and nothing else.
 const archiveTempPattern = ".paperclip-createos-archive-"
 
-// archiveDir makes the temp directory an inbound directory mapping is
-// packed in (filesync.Transfer.TempDir), and records this worker as its
-// owner, so that the next worker's sweep removes it if this one dies
+// archiveDir makes a host temp directory of a transfer, in os.TempDir()
+// (Transfer.TempDir's default), and records this worker as its owner, so
+// that the next worker's sweep removes it if this one dies
 // before it does. Without the record (this worker's start time
 // unreadable) the sync goes on, and no sweep ever takes that directory
 // for a dead worker's.
@@ -147,28 +147,29 @@ func sweepTemp(ctx context.Context, tmpDir string) {
 	}
 }
 
-// sweepEvery is how often a running driver sweeps again: what a worker
+// sweepEvery is how often a started Sweeper sweeps again: what a worker
 // that died after this one started left waits at most this long. A pass
 // reads the temp dir's names once and looks closer only at archiveDir's.
 const sweepEvery = 5 * time.Minute
 
-// sweeper owns the sweeps a driver's Start runs in the background: close
-// stops them and waits for the pass in progress to end. The zero value is
-// ready.
-type sweeper struct {
+// Sweeper owns the sweeps of dead workers' archive directories that run
+// in the background: Close stops them and waits for the pass in progress
+// to end. The zero value is ready.
+type Sweeper struct {
 	every time.Duration // between passes; zero is sweepEvery
 
 	mu     sync.Mutex
 	closed bool
-	stop   chan struct{}      // closed by close: no pass begins after it
-	cut    context.CancelFunc // ends the pass in progress: close's ctx ended first
+	stop   chan struct{}      // closed by Close: no pass begins after it
+	cut    context.CancelFunc // ends the pass in progress: Close's ctx ended first
 	done   chan struct{}      // closed when the sweeps are over; nil while none started
 	passes int                // passes ended, for tests
 }
 
-// start sweeps tmpDir in the background now and every s.every, unless
-// the driver closed. The sweeps log through ctx's logger and outlive ctx.
-func (s *sweeper) start(ctx context.Context, tmpDir string) {
+// Start sweeps tmpDir in the background now and every s.every, unless
+// s is closed or already started. The sweeps log through ctx's logger and
+// outlive ctx.
+func (s *Sweeper) Start(ctx context.Context, tmpDir string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.done != nil {
@@ -199,7 +200,7 @@ func (s *sweeper) start(ctx context.Context, tmpDir string) {
 			case <-tick.C:
 			}
 			select {
-			case <-stop: // close came with the tick
+			case <-stop: // Close came with the tick
 				return
 			default:
 			}
@@ -207,9 +208,9 @@ func (s *sweeper) start(ctx context.Context, tmpDir string) {
 	}()
 }
 
-// close lets the pass in progress, if any, end and waits for it; when ctx
+// Close lets the pass in progress, if any, end and waits for it; when ctx
 // ends first, it cuts the pass and returns. No pass begins after it.
-func (s *sweeper) close(ctx context.Context) {
+func (s *Sweeper) Close(ctx context.Context) {
 	s.mu.Lock()
 	if !s.closed && s.stop != nil {
 		close(s.stop)
@@ -228,7 +229,7 @@ func (s *sweeper) close(ctx context.Context) {
 }
 
 // passCount is how many passes have ended.
-func (s *sweeper) passCount() int {
+func (s *Sweeper) passCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.passes

@@ -1,4 +1,4 @@
-package createos
+package config
 
 import (
 	"encoding/json"
@@ -16,14 +16,15 @@ import (
 const (
 	// OfficialAPIURL is the only origin the host-level CREATEOS_API_KEY is
 	// ever sent to.
-	OfficialAPIURL   = "https://api.sb.createos.sh"
+	OfficialAPIURL = "https://api.sb.createos.sh"
+	// The bounds of timeoutMs, and its value when unset: five minutes.
 	DefaultTimeoutMs = 300000
-	maxTimeoutMs     = 86400000
+	MaxTimeoutMs     = 86400000
 	apiKeyEnv        = "CREATEOS_API_KEY"
 
 	// The bounds of autoPauseAfterSeconds: a minute to a day.
-	minAutoPauseSeconds = 60
-	maxAutoPauseSeconds = 86400
+	MinAutoPauseSeconds = 60
+	MaxAutoPauseSeconds = 86400
 )
 
 // Config is a parsed and validated environment config.
@@ -52,8 +53,8 @@ type Config struct {
 // DefaultAutoPauseAfterSeconds is the v0.2 idle window of a warm lease.
 const DefaultAutoPauseAfterSeconds = 600
 
-// ParseConfig validates raw with the reference plugin's rules and messages.
-func ParseConfig(raw handlers.Object) (Config, error) {
+// Parse validates raw with the reference plugin's rules and messages.
+func Parse(raw handlers.Object) (Config, error) {
 	var c Config
 	apiURL, err := text(raw, "apiUrl")
 	if err != nil {
@@ -75,8 +76,8 @@ func ParseConfig(raw handlers.Object) (Config, error) {
 	}
 	timeout := int64(DefaultTimeoutMs)
 	if v, ok := raw["timeoutMs"]; ok && v != nil {
-		f, isNum := number(v)
-		ms, whole := timeoutMs(f).whole()
+		f, isNum := Number(v)
+		ms, whole := TimeoutMs(f).Whole()
 		if !isNum || !whole {
 			return c, errTimeoutRange
 		}
@@ -134,7 +135,7 @@ func requestsPerMinute(v any) (int, error) {
 	if v == nil {
 		return api.DefaultPerMinute, nil
 	}
-	f, ok := number(v)
+	f, ok := Number(v)
 	if !ok || math.IsNaN(f) || f != math.Trunc(f) || f < api.MinPerMinute || f > api.MaxPerMinute {
 		return 0, errRequestsPerMinute
 	}
@@ -145,8 +146,8 @@ func autoPause(v any) (int64, error) {
 	if v == nil {
 		return DefaultAutoPauseAfterSeconds, nil
 	}
-	f, ok := number(v)
-	if !ok || math.IsNaN(f) || f != math.Trunc(f) || f < minAutoPauseSeconds || f > maxAutoPauseSeconds {
+	f, ok := Number(v)
+	if !ok || math.IsNaN(f) || f != math.Trunc(f) || f < MinAutoPauseSeconds || f > MaxAutoPauseSeconds {
 		return 0, errAutoPauseRange
 	}
 	return int64(f), nil
@@ -217,19 +218,19 @@ func allowlist(v any, bad error, dedupe bool) ([]string, error) {
 	return out, nil
 }
 
-// effectiveRootfs is the v0.2 resolveRootfs: the adapter's root filesystem
+// EffectiveRootfs is the v0.2 resolveRootfs: the adapter's root filesystem
 // when adapterType is mapped, else config.rootfs (nil when unset).
-func (c Config) effectiveRootfs(adapterType string) *string {
+func (c Config) EffectiveRootfs(adapterType string) *string {
 	if r, ok := c.RootfsByAdapter[adapterType]; ok && adapterType != "" {
 		return &r
 	}
 	return c.Rootfs
 }
 
-// effectiveAutoPause is the idle window a lease asks for: the config's when
+// EffectiveAutoPause is the idle window a lease asks for: the config's when
 // the lease is reusable and tied to an issue or execution workspace (login
 // leases carry neither and stay disposable), else none.
-func (c Config) effectiveAutoPause(p *handlers.AcquireLeaseParams) *int64 {
+func (c Config) EffectiveAutoPause(p *handlers.AcquireLeaseParams) *int64 {
 	hasIssue := p.IssueID != nil && *p.IssueID != ""
 	hasWorkspace := p.ExecutionWorkspaceID != nil && *p.ExecutionWorkspaceID != ""
 	if !c.ReuseLease || !hasIssue && !hasWorkspace {
@@ -239,10 +240,10 @@ func (c Config) effectiveAutoPause(p *handlers.AcquireLeaseParams) *int64 {
 	return &v
 }
 
-// effectiveEgress is resolveEgressAllowlist: the config's list, then the
+// EffectiveEgress is resolveEgressAllowlist: the config's list, then the
 // run's networkEgress grants (allowFqdns, allowCidrs), each entry once in
 // first-occurrence order; with more than one entry every "*" is dropped.
-func effectiveEgress(base []string, settings handlers.Object) ([]string, error) {
+func EffectiveEgress(base []string, settings handlers.Object) ([]string, error) {
 	out := slices.Clone(base)
 	if raw, ok := settings["networkEgress"]; ok && raw != nil {
 		ne, isObj := asJSONObject(raw)
@@ -293,8 +294,8 @@ func text(raw handlers.Object, key string) (*string, error) {
 	return &s, nil
 }
 
-// number reads a JSON number however it was decoded.
-func number(v any) (float64, bool) {
+// Number reads a JSON number however it was decoded.
+func Number(v any) (float64, bool) {
 	switch n := v.(type) {
 	case float64:
 		return n, true
@@ -350,8 +351,8 @@ func (c Config) Normalized() handlers.Object {
 	}
 }
 
-// timeout is TimeoutMs as a duration.
-func (c Config) timeout() time.Duration { return msDuration(c.TimeoutMs) }
+// Timeout is TimeoutMs as a duration.
+func (c Config) Timeout() time.Duration { return msDuration(c.TimeoutMs) }
 
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
@@ -362,10 +363,10 @@ func strOrNil(s *string) any {
 	return *s
 }
 
-// resolveAPIKey returns the key to send. The host-level CREATEOS_API_KEY is
+// ResolveAPIKey returns the key to send. The host-level CREATEOS_API_KEY is
 // used only for the official endpoint: a custom endpoint gets an explicit key
 // or nothing at all.
-func resolveAPIKey(c Config, getenv func(string) string) (string, error) {
+func ResolveAPIKey(c Config, getenv func(string) string) (string, error) {
 	if c.APIKey == nil && c.APIURL != OfficialAPIURL {
 		return "", errCustomEndpointKey
 	}

@@ -1,4 +1,4 @@
-package createos
+package config
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 )
 
-// configMessages are every message ParseConfig may refuse a config with:
+// configMessages are every message Parse may refuse a config with:
 // the reference's, none of which quotes a value from the config.
 var configMessages = []string{
 	"CreateOS requires an API URL.",
@@ -28,7 +28,7 @@ var configMessages = []string{
 	"region must be a non-empty string.",
 }
 
-// ParseConfig, given any JSON object as the host decodes it, either refuses
+// Parse, given any JSON object as the host decodes it, either refuses
 // it with one of the reference's messages (an *operator.Error), or accepts
 // it as a config whose fields keep their rules: an origin that is HTTPS or
 // loopback HTTP without credentials, path, query or fragment; trimmed,
@@ -64,7 +64,7 @@ func FuzzParseConfig(f *testing.F) {
 		if json.Unmarshal(data, &raw) != nil || raw == nil {
 			return // the host sends an object; decodeParams refuses the rest
 		}
-		c, err := ParseConfig(raw)
+		c, err := Parse(raw)
 		if err != nil {
 			if e, ok := err.(*operator.Error); !ok || !slices.Contains(configMessages, e.Error()) {
 				t.Fatalf("refused with %T %q, not a reference message", err, err)
@@ -80,7 +80,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err := json.Unmarshal(b, &again); err != nil {
 			t.Fatal(err)
 		}
-		c2, err := ParseConfig(again)
+		c2, err := Parse(again)
 		if err != nil || !reflect.DeepEqual(c2, c) {
 			t.Fatalf("normalised config %s parsed to %+v, %v; want %+v", b, c2, err, c)
 		}
@@ -96,7 +96,7 @@ func checkConfig(t *testing.T, c Config) {
 		t.Fatalf("apiUrl %q is not an origin", c.APIURL)
 	case u.Scheme != "https" && !(u.Scheme == "http" && slices.Contains([]string{"localhost", "127.0.0.1", "::1"}, u.Hostname())):
 		t.Fatalf("apiUrl %q is neither HTTPS nor loopback HTTP", c.APIURL)
-	case c.TimeoutMs < 1 || c.TimeoutMs > maxTimeoutMs:
+	case c.TimeoutMs < 1 || c.TimeoutMs > MaxTimeoutMs:
 		t.Fatalf("timeoutMs %d", c.TimeoutMs)
 	}
 	for name, v := range map[string]*string{"shape": &c.Shape, "apiKey": c.APIKey, "rootfs": c.Rootfs, "region": c.Region} {
