@@ -13,9 +13,9 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -38,25 +38,19 @@ type Driver struct {
 	getenv         func(string) string
 	newUUID        func() string
 	pollInterval   time.Duration // transition polling
-	reconnectDelay time.Duration // between output reconnects
-	replayDelay    time.Duration // before replaying past an exit recovered through wait
-	maxCapture     int           // UTF-16 units of each stream kept in a result
+	reconnectDelay time.Duration // between a session's output reconnects
+	replayDelay    time.Duration // before replaying past a session's exit recovered through wait
 	maxDownload    int64         // bytes one download may write to the host
 	forkRetry      time.Duration // between fork attempts that met a 409
 	cleanupDir     string        // where cleanup marks are kept (WithCleanupDir); "" for the default
 	scopes         *scopes
 	rootfs         *rootfsCache
-	noStream       sync.Map           // origins that do not serve /exec?stream=true
-	coalesce       string             // CoalesceAuto, CoalesceOff or CoalesceAlways
-	helperless     sync.Map           // sandboxes where the batch helper cannot start
-	batches        sync.WaitGroup     // batch requests in flight and their kills
-	closing        context.Context    // done once Close began: batch requests end
-	closeBatches   context.CancelFunc // ends closing
-	sweep          sweeper            // Start's sweep of dead workers' temp dirs (sweep.go)
-	syncMode       string             // SyncAuto or SyncWhole (syncstore.go)
-	storeDir       string             // the worker's store; "" for castore.DefaultDir
-	storeMax       int64              // its bound in bytes
-	syncNode       string             // the sandbox program that runs the sync helper; "" for node (tests change it)
+	commands       *command.Runner // runs the commands of executes, probes and syncs
+	sweep          sweeper         // Start's sweep of dead workers' temp dirs (sweep.go)
+	syncMode       string          // SyncAuto or SyncWhole (syncstore.go)
+	storeDir       string          // the worker's store; "" for castore.DefaultDir
+	storeMax       int64           // its bound in bytes
+	syncNode       string          // the sandbox program that runs the sync helper; "" for node (tests change it)
 	sync           syncState
 }
 
@@ -94,20 +88,16 @@ func New(opts ...Option) *Driver {
 		pollInterval:   api.DefaultPoll,
 		reconnectDelay: 250 * time.Millisecond,
 		replayDelay:    time.Second,
-		maxCapture:     output.MaxCaptureUnits,
 		maxDownload:    filesync.MaxDownloadBytes,
 		forkRetry:      api.DefaultForkRetry,
 		scopes:         newScopes(),
 		rootfs:         newRootfsCache(),
-		coalesce:       os.Getenv(CoalesceEnv),
+		commands:       command.NewRunner(),
 	}
+	d.commands.Coalesce = os.Getenv(CoalesceEnv)
 	d.syncMode, d.storeDir, d.storeMax = syncSettings(os.Getenv)
-	d.closing, d.closeBatches = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(d)
-	}
-	if d.coalesce != CoalesceOff && d.coalesce != CoalesceAlways {
-		d.coalesce = CoalesceAuto
 	}
 	if d.syncMode != SyncWhole {
 		d.syncMode = SyncAuto
@@ -280,21 +270,6 @@ func (d *Driver) stopActive(ctx context.Context, scope scopeKey) error {
 	return stopCalls(ctx, d.scopes.calls(scope))
 }
 
-// awaitBatches waits until the batch requests end by themselves (each
-// with its helper, once its commands are answered), or ctx ends: a request
-// dropped by closeBatches ends with it what its commands left running.
-func (d *Driver) awaitBatches(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		d.batches.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
-
 // Execute implements handlers.Driver.
 func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
@@ -315,9 +290,7 @@ func (d *Driver) Close(ctx context.Context) error {
 	calls, chans := d.scopes.shutdown()
 	closeChannels(ctx, chans)
 	err := stopCalls(ctx, calls)
-	d.awaitBatches(ctx)
-	d.closeBatches()
-	d.batches.Wait()
+	d.commands.Close(ctx)
 	d.closeStore()
 	return err
 }

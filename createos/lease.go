@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -187,7 +188,7 @@ func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 	defer cancel()
 	ectx, ecancel := deadline.Work(ectx, k.timeout())
 	defer ecancel()
-	r, err := d.command(ectx, k, id, commandSpec{command: "/bin/echo", args: []string{"paperclip-createos-ready"}, cwd: workspaceDir}, nil)
+	r, err := d.command(ectx, k, id, command.Spec{Command: "/bin/echo", Args: []string{"paperclip-createos-ready"}, Cwd: workspaceDir}, nil)
 	if err != nil {
 		return fail(err), id, k
 	}
