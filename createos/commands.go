@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -18,12 +19,19 @@ const (
 	CoalesceAlways = command.CoalesceAlways
 )
 
-// CoalesceEnv names the environment variable that sets the mode.
-const CoalesceEnv = "SANDBOX_PLUGIN_CREATEOS_COALESCE"
-
 // WithCoalescing sets the coalescing mode (CoalesceAuto, CoalesceOff,
 // CoalesceAlways); the default is the environment's, else auto.
 func WithCoalescing(mode string) Option { return func(d *Driver) { d.commands.Coalesce = mode } }
+
+// Execute implements handlers.Driver: the command runs through the
+// driver's runner (createos/command) as a tracked call of its lease.
+func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
+	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
+	defer cancel()
+	return track(ctx, d, &p.BaseParams, &p.Lease, (*timeoutMs)(p.TimeoutMs), func(ctx context.Context, k *call) (*handlers.ExecuteResult, error) {
+		return d.command(ctx, k, p.Lease.LeaseID(), executeCommand(p), out)
+	})
+}
 
 // command runs cmd in sandbox for the call k through the driver's runner
 // (createos/command), its managed process's cleanup bounded by
@@ -41,12 +49,4 @@ func executeCommand(p *handlers.ExecuteParams) command.Spec {
 // transfer command and the probe require.
 func exitedZero(r *handlers.ExecuteResult) bool {
 	return !r.TimedOut && r.ExitCode != nil && *r.ExitCode == 0
-}
-
-// nonEmpty is s, or nil when it is empty.
-func nonEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }

@@ -1,7 +1,7 @@
 // Package createos is the CreateOS sandbox-provider driver (driver key
 // "createos", v0.3 with v0.1 lifecycle rules): config parsing, the lease
-// hooks, ordinary commands over one streaming exec (gated managed
-// processes where an origin lacks it), file sync, interactive setup and
+// hooks, ordinary commands (run by createos/command: streaming exec,
+// batches, managed processes), file sync, interactive setup and
 // snapshot templates, and the live sessions (duplex pipe channels and
 // login PTYs). A call's config is parsed once, where the call enters the
 // driver, into a call (config, client, whom it is for) passed down. It

@@ -66,6 +66,10 @@ var (
 // and cleanup on that account waits for its turn.
 var sharedPacer = api.NewLimiter()
 
+// CoalesceEnv names the environment variable that sets the coalescing
+// mode (WithCoalescing).
+const CoalesceEnv = "SANDBOX_PLUGIN_CREATEOS_COALESCE"
+
 // Option configures a Driver.
 type Option func(*Driver)
 
@@ -268,15 +272,6 @@ func (d *Driver) stopActive(ctx context.Context, scope scopeKey) error {
 	ctx, cancel := deadline.Work(ctx, math.MaxInt64)
 	defer cancel()
 	return stopCalls(ctx, d.scopes.calls(scope))
-}
-
-// Execute implements handlers.Driver.
-func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
-	ctx, cancel := deadline.Within(ctx, hostBudget(callExecute, p.Config, p.TimeoutMs))
-	defer cancel()
-	return track(ctx, d, &p.BaseParams, &p.Lease, (*timeoutMs)(p.TimeoutMs), func(ctx context.Context, k *call) (*handlers.ExecuteResult, error) {
-		return d.command(ctx, k, p.Lease.LeaseID(), executeCommand(p), out)
-	})
 }
 
 // Close implements handlers.Driver: it ends Start's sweep and waits for

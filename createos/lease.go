@@ -493,3 +493,11 @@ func (d *Driver) RealizeWorkspace(_ context.Context, p *handlers.RealizeWorkspac
 	}
 	return &handlers.RealizeWorkspaceResult{Cwd: workspaceDir, Metadata: handlers.Object{"provider": Key, "remoteCwd": workspaceDir}}, nil
 }
+
+// nonEmpty is s, or nil when it is empty.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -100,6 +100,19 @@ func (r *Runner) noHelper(sandbox string) bool {
 	return ok
 }
 
+// job is one execute waiting to go, or gone in a batch.
+type job struct {
+	ctx  context.Context
+	l    launched
+	sink handlers.OutputSink
+	res  chan jobResult // the batch's answer, once
+}
+
+type jobResult struct {
+	r   *handlers.ExecuteResult
+	err error
+}
+
 // memberState is where a job of a batch stands.
 type memberState int
 

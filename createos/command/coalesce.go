@@ -11,48 +11,15 @@ import (
 // waits for its turn as a request of its sandbox's group. The turn that
 // admits one carries every execute of that sandbox still waiting; the
 // first (the lead) sends them, alone when it is the only one (exactly as
-// without coalescing), else as one batch (execute_batch.go); the others
+// without coalescing), else as one batch (batch.go); the others
 // ride and get their answers from the lead's request. An execute that
 // arrives while a batch runs waits for the next turn. Whether a turn's
 // executes go alone or batched is decided in one place, batched.
 // docs/decisions.md has the design and its costs.
 
-// Coalescing modes (Runner.Coalesce).
-const (
-	// CoalesceAuto batches a sandbox's executes when more than one waits.
-	CoalesceAuto = "auto"
-	// CoalesceOff sends every execute as a request of its own.
-	CoalesceOff = "off"
-	// CoalesceAlways sends every execute through the batch helper, even
-	// one alone: the test suite runs in this mode as well as the default.
-	CoalesceAlways = "always"
-)
-
-// mode is r's coalescing mode: CoalesceOff or CoalesceAlways when set
-// so, else CoalesceAuto.
-func (r *Runner) mode() string {
-	if r.Coalesce == CoalesceOff || r.Coalesce == CoalesceAlways {
-		return r.Coalesce
-	}
-	return CoalesceAuto
-}
-
 // sandboxKey names a sandbox on an account: the executes that may share
 // a request.
 type sandboxKey struct{ account, sandbox string }
-
-// job is one execute waiting to go, or gone in a batch.
-type job struct {
-	ctx  context.Context
-	l    launched
-	sink handlers.OutputSink
-	res  chan jobResult // the batch's answer, once
-}
-
-type jobResult struct {
-	r   *handlers.ExecuteResult
-	err error
-}
 
 // fitsBatch reports whether commands whose launch data come to size
 // bytes as JSON (and one command's header) fit in one batch's request.

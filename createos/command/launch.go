@@ -12,16 +12,6 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
 )
 
-// Spec is one command to run: Command with Args, in Cwd when it is set,
-// with Env added, and with Stdin, when it is not nil, as its input.
-type Spec struct {
-	Command string
-	Args    []string
-	Cwd     string
-	Env     map[string]string
-	Stdin   *string
-}
-
 // launched is a command ready for a streaming exec, alone or in a batch:
 // what the launcher reads on its stdin (launch.Data: its cwd, env, argv
 // and stdin as data, never folded into an argument), encoded once.

@@ -205,25 +205,6 @@ func (p *process) result(v verdict) *handlers.ExecuteResult {
 	return r
 }
 
-// ending is how a command's context stood once its steps returned.
-type ending int
-
-const (
-	live      ending = iota // not ended
-	overdue                 // ended by a deadline (a timeout-typed cause)
-	cancelled               // ended otherwise: the host, a release, a shutdown
-)
-
-func endingOf(ctx context.Context) ending {
-	switch {
-	case ctx.Err() == nil:
-		return live
-	case deadline.TimedOut(ctx):
-		return overdue
-	}
-	return cancelled
-}
-
 // happened is what one command's run found, the input of outcome.
 type happened struct {
 	exit          *api.ExitStatus // the exit frame, when one was read

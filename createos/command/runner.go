@@ -61,50 +61,32 @@ type Request struct {
 	CleanupTimeout time.Duration
 }
 
-// Run runs req and returns its result: its exit, or a timed-out result
-// with the output so far once ctx's deadline ended it. Errors:
-// ErrCancelled when ctx was cancelled, ErrCreationUnconfirmed or
-// ErrCleanupUnconfirmed when a managed process may be left running, else
-// the step that failed. A command Linux would refuse to start gets exit
-// 127 and why on stderr, without a request.
-func (r *Runner) Run(ctx context.Context, req Request) (*handlers.ExecuteResult, error) {
-	l, refused, err := r.launch(req.Spec, req.Sink)
-	if refused != nil || err != nil {
-		return refused, err
-	}
-	return r.run(ctx, req, l)
+// Spec is one command to run: Command with Args, in Cwd when it is set,
+// with Env added, and with Stdin, when it is not nil, as its input.
+type Spec struct {
+	Command string
+	Args    []string
+	Cwd     string
+	Env     map[string]string
+	Stdin   *string
 }
 
-// RunManaged runs req as a managed process whatever its origin serves:
-// the path Run takes on an origin without streaming exec.
-func (r *Runner) RunManaged(ctx context.Context, req Request) (*handlers.ExecuteResult, error) {
-	l, refused, err := r.launch(req.Spec, req.Sink)
-	if refused != nil || err != nil {
-		return refused, err
-	}
-	return r.runManaged(ctx, req, l)
-}
+// Coalescing modes (Runner.Coalesce).
+const (
+	// CoalesceAuto batches a sandbox's executes when more than one waits.
+	CoalesceAuto = "auto"
+	// CoalesceOff sends every execute as a request of its own.
+	CoalesceOff = "off"
+	// CoalesceAlways sends every execute through the batch helper, even
+	// one alone: the test suite runs in this mode as well as the default.
+	CoalesceAlways = "always"
+)
 
-// Idle waits until the batch requests in flight end by themselves (each
-// with its helper, once its commands are answered), or ctx ends.
-func (r *Runner) Idle(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		r.batches.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
+// mode is r's coalescing mode: CoalesceOff or CoalesceAlways when set
+// so, else CoalesceAuto.
+func (r *Runner) mode() string {
+	if r.Coalesce == CoalesceOff || r.Coalesce == CoalesceAlways {
+		return r.Coalesce
 	}
-}
-
-// Close lets the batch requests in flight end by themselves until ctx
-// ends (Idle), then drops those left, which ends with them what their
-// commands left running, and returns once every one is over. A batch
-// started after Close is dropped at once.
-func (r *Runner) Close(ctx context.Context) {
-	r.Idle(ctx)
-	r.closeBatches()
-	r.batches.Wait()
+	return CoalesceAuto
 }

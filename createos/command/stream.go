@@ -2,9 +2,6 @@ package command
 
 import (
 	"context"
-	"net/http"
-
-	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
@@ -21,27 +18,6 @@ import (
 // frames. Nothing is staged and nothing is left to clean up: a cancelled
 // or timed-out command ends with its request (the provider kills the tree
 // of a dropped exec), and a failed start does not poison the lease.
-
-// run runs req: over streaming exec at its turn, alone or in a batch of
-// its sandbox's waiting executes (execute), or as a managed process
-// (runManaged) on an origin that answers the streaming route 404 for a
-// sandbox that exists (the SDK notes control planes without it); the
-// origin is remembered.
-func (r *Runner) run(ctx context.Context, req Request, l launched) (*handlers.ExecuteResult, error) {
-	c := req.Client
-	if _, managed := r.noStream.Load(c.Origin()); !managed {
-		res, err := r.execute(ctx, c, req.Sandbox, l, req.Sink)
-		if !api.IsStatus(err, http.StatusNotFound) {
-			return res, err
-		}
-		if _, gerr := c.Status(ctx, req.Sandbox); gerr != nil {
-			return nil, err
-		}
-		r.noStream.Store(c.Origin(), true)
-		zerolog.Ctx(ctx).Warn().Msg("CreateOS does not serve streaming exec here; commands run as managed processes")
-	}
-	return r.runManaged(ctx, req, l)
-}
 
 // streamBody is the body of l's streaming exec alone.
 func streamBody(l launched) map[string]any {
@@ -90,13 +66,4 @@ func (r *Runner) streamCommand(ctx context.Context, c *api.Client, sandbox strin
 	}
 	out.Finish()
 	return streamResult(out, code, false), nil
-}
-
-// streamResult is a streamed command's result (metadata: outputTruncated
-// only; there is no process id).
-func streamResult(out *output.Output, code *int, timedOut bool) *handlers.ExecuteResult {
-	return &handlers.ExecuteResult{
-		ExitCode: code, TimedOut: timedOut, Stdout: out.Stdout(), Stderr: out.Stderr(),
-		Metadata: handlers.Object{"outputTruncated": out.Truncated()},
-	}
 }
