@@ -8,7 +8,7 @@
 // talks to the provider only through createos/api, bounds every step by
 // the host's deadline with createos/deadline, builds every sandbox-side
 // script with createos/script, moves sync mappings with createos/filesync
-// (which packs and checks archives with createos/archive), keeps command
-// output with createos/output and unconfirmed cleanups in createos/marks.
+// (which packs and checks archives with createos/archive) and keeps
+// unconfirmed cleanups in createos/marks.
 // The decisions behind the port are in docs/decisions.md.
 package createos
