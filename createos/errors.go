@@ -5,7 +5,6 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
 )
@@ -29,7 +28,6 @@ func poisons(err error) bool {
 
 // Messages of the reference plugin, verbatim.
 var (
-	errNUL               = envrule.ErrNUL // "Sandbox command values cannot contain NUL."
 	errExpiryUnsupported = operator.New("CreateOS does not yet support leases with a guaranteed expiration deadline.")
 	errNoBash            = operator.New("CreateOS workspace preparation failed; the image must provide Bash.")
 	errExecLease         = operator.New("CreateOS execution requires a lease from this environment.")
