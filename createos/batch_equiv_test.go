@@ -17,6 +17,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/batch"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
@@ -343,14 +344,14 @@ func helperCommands(body []byte) int {
 // alone when it is the only one, unless every execute is batched).
 func (s *eqSide) checkSent(t *testing.T, mark, sent int) {
 	t.Helper()
-	s.d.batches.Wait() // a batch's request ends with its helper, after the answers
+	s.d.commands.Idle(t.Context()) // a batch's request ends with its helper, after the answers
 	var want []eqStream
 	switch {
 	case !s.batched:
 		for range sent {
 			want = append(want, eqStream{false, 0})
 		}
-	case sent == 1 && s.d.coalesce != CoalesceAlways:
+	case sent == 1 && s.d.commands.Coalesce != CoalesceAlways:
 		want = []eqStream{{false, 0}}
 	case sent > 0:
 		want = []eqStream{{false, sent}}
@@ -557,7 +558,7 @@ func eqBackgroundJob(t *testing.T, e *eqEnv) {
 		if _, err := strconv.Atoi(pid); err != nil {
 			t.Fatalf("%s: the command printed %q, not a pid", s.name, pid)
 		}
-		s.d.batches.Wait() // the helper's request is over
+		s.d.commands.Idle(t.Context()) // the helper's request is over
 		// What would end the job would do so soon after the request: give
 		// it 3 s to show.
 		time.Sleep(3 * time.Second)
@@ -619,7 +620,7 @@ func eqReleaseMidBatch(t *testing.T, e *eqEnv) {
 }
 
 func eqIsCancelled(o eqOutcome) bool {
-	return o.err != nil && o.err.Error() == errCommandCancelled.Error()
+	return o.err != nil && o.err.Error() == command.ErrCancelled.Error()
 }
 
 // eqRateCmds: x touches a file (it must never run), y and z append a line
@@ -913,7 +914,7 @@ func eqArgumentsAsData(t *testing.T, e *eqEnv) {
 // result: cwd, environment, stdin, exit codes, both streams, a death by
 // signal, and output past the capture limit.
 func eqIsolation(t *testing.T, e *eqEnv) {
-	e.alone.maxCapture, e.batched.maxCapture = 65_536, 65_536
+	e.alone.commands.MaxCapture, e.batched.commands.MaxCapture = 65_536, 65_536
 	cmds := []eqCmd{
 		{argv: eqBash("pwd; echo in-tmp >&2"), cwd: "/tmp"},
 		{argv: eqBash(`printf '%s|%s' "$A" "$B"`), env: map[string]string{"A": "1", "B": "two words"}},

@@ -47,7 +47,7 @@ func TestBatchedCommandsOrphansEndAsAlone(t *testing.T) {
 			s.assertGone(t, fmt.Sprintf("sleep %d ", 670+n), "after the cancelled answer")
 			s.assertGone(t, fmt.Sprintf("sleep %d ", 680+n), "after the timed-out answer")
 		}
-		s.d.batches.Wait()
+		s.d.commands.Idle(t.Context())
 		for n := 1; n <= 4; n++ {
 			left := s.left(t, fmt.Sprintf("sleep %d ", 690+n))
 			if len(left) != 1 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -207,7 +208,7 @@ func TestBatchAnswersACancelledCommandAlone(t *testing.T) {
 			cancel()
 		}
 	})
-	if !errors.Is(out[0].err, errCommandCancelled) {
+	if !errors.Is(out[0].err, command.ErrCancelled) {
 		t.Errorf("cancelled command: %+v %v", out[0].res, out[0].err)
 	}
 	if r := out[1].res; out[1].err != nil || r.ExitCode == nil || *r.ExitCode != 0 || r.Stdout != "done\n" {
@@ -309,7 +310,7 @@ func TestBatchLeavesWhatACommandStartedInTheBackground(t *testing.T) {
 	}
 	pid := strings.TrimSpace(out[0].res.Stdout)
 	d.pacer = api.NoPacing
-	d.batches.Wait() // the helper's request is over
+	d.commands.Idle(t.Context()) // the helper's request is over
 	r, err := d.Execute(t.Context(), &handlers.ExecuteParams{BaseParams: bp, Lease: l, Command: "kill", Args: []string{"-0", pid}}, nil)
 	if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
 		t.Errorf("the background sleep (pid %s) did not outlive its batch: %+v %v", pid, r, err)

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -120,7 +121,7 @@ func TestEveryCallAnswersWithinTheHostsDeadline(t *testing.T) {
 				}()
 				<-started
 				_, err := d.ReleaseLease(t.Context(), releaseParams(l, over))
-				if err := wantIs(<-executed, errCommandCancelled); err != nil {
+				if err := wantIs(<-executed, command.ErrCancelled); err != nil {
 					t.Errorf("the stopped command: %v", err)
 				}
 				return wantIs(err, deadline.ErrTimedOut)

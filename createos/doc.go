@@ -1,17 +1,15 @@
 // Package createos is the CreateOS sandbox-provider driver (driver key
-// "createos", v0.3 with v0.1 lifecycle rules): the lease hooks, ordinary
-// commands over one streaming exec (gated managed processes where an
-// origin lacks it), file sync, interactive setup and snapshot templates,
-// and the opening of live sessions (duplex pipe channels and login PTYs)
-// on a lease it holds, which createos/channel runs. A call's
-// config is parsed once by createos/config, where the call enters the
-// driver, into a call (config, client, whom it is for) passed down, and
-// bounded by the host's budget that package works out. It talks to the
-// provider only through createos/api, bounds every step by the host's
-// deadline with createos/deadline, builds every sandbox-side script with
-// createos/script, moves sync mappings with createos/filesync (which packs
-// and checks archives with createos/archive, and keeps the worker's sync
-// store and the sweep of dead workers' temp dirs), keeps command output
-// with createos/output and unconfirmed cleanups in createos/marks. The
-// decisions behind the port are in docs/decisions.md.
+// "createos", v0.3 with v0.1 lifecycle rules): the Driver holds each
+// lease's life (acquire, resume, release, destroy, probe, interactive
+// setup and snapshot templates) and wires the rest. A call's config is
+// parsed once by createos/config where the call enters the driver, into a
+// call (config, client, whom it is for) passed down and bounded by the
+// host's budget for it (createos/deadline). Commands are run by
+// createos/command (streaming exec, batches, managed processes); live
+// sessions (duplex pipe channels and login PTYs) are opened on a lease the
+// driver holds and run by createos/channel; sync mappings move through
+// createos/filesync, which also keeps the worker's sync store and sweeps
+// dead workers' temp dirs. It talks to the provider only through
+// createos/api and keeps unconfirmed cleanups in createos/marks. The
+// decisions behind it are indexed in docs/decisions.md.
 package createos

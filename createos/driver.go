@@ -14,9 +14,9 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/channel"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -39,20 +39,14 @@ type Driver struct {
 	getenv         func(string) string
 	newUUID        func() string
 	pollInterval   time.Duration // transition polling
-	reconnectDelay time.Duration // between output reconnects
-	replayDelay    time.Duration // before replaying past an exit recovered through wait
-	maxCapture     int           // UTF-16 units of each stream kept in a result
+	reconnectDelay time.Duration // between a session's output reconnects
+	replayDelay    time.Duration // before replaying past a session's exit recovered through wait
 	maxDownload    int64         // bytes one download may write to the host
 	forkRetry      time.Duration // between fork attempts that met a 409
 	cleanupDir     string        // where cleanup marks are kept (WithCleanupDir); "" for the default
 	scopes         *scopes
 	rootfs         *rootfsCache
-	noStream       sync.Map           // origins that do not serve /exec?stream=true
-	coalesce       string             // CoalesceAuto, CoalesceOff or CoalesceAlways
-	helperless     sync.Map           // sandboxes where the batch helper cannot start
-	batches        sync.WaitGroup     // batch requests in flight and their kills
-	closing        context.Context    // done once Close began: batch requests end
-	closeBatches   context.CancelFunc // ends closing
+	commands       *command.Runner    // runs the commands of executes, probes and syncs
 	sweep          filesync.Sweeper   // Start's sweep of dead workers' temp dirs
 	sync           *filesync.Store    // the worker's side of the incremental sync (sync.go)
 }
@@ -68,6 +62,10 @@ var (
 // scheduler per account (API origin and key), where every lease, command
 // and cleanup on that account waits for its turn.
 var sharedPacer = api.NewLimiter()
+
+// CoalesceEnv names the environment variable that sets the coalescing
+// mode (WithCoalescing).
+const CoalesceEnv = "SANDBOX_PLUGIN_CREATEOS_COALESCE"
 
 // Option configures a Driver.
 type Option func(*Driver)
@@ -91,20 +89,16 @@ func New(opts ...Option) *Driver {
 		pollInterval:   api.DefaultPoll,
 		reconnectDelay: 250 * time.Millisecond,
 		replayDelay:    time.Second,
-		maxCapture:     output.MaxCaptureUnits,
 		maxDownload:    filesync.MaxDownloadBytes,
 		forkRetry:      api.DefaultForkRetry,
 		scopes:         newScopes(),
 		rootfs:         newRootfsCache(),
-		coalesce:       os.Getenv(CoalesceEnv),
+		commands:       command.NewRunner(),
 	}
 	d.sync = filesync.StoreFromEnv(os.Getenv)
-	d.closing, d.closeBatches = context.WithCancel(context.Background())
+	d.commands.Coalesce = os.Getenv(CoalesceEnv)
 	for _, o := range opts {
 		o(d)
-	}
-	if d.coalesce != CoalesceOff && d.coalesce != CoalesceAlways {
-		d.coalesce = CoalesceAuto
 	}
 	return d
 }
@@ -271,30 +265,6 @@ func (d *Driver) stopActive(ctx context.Context, scope scopeKey) error {
 	return stopCalls(ctx, d.scopes.calls(scope))
 }
 
-// awaitBatches waits until the batch requests end by themselves (each
-// with its helper, once its commands are answered), or ctx ends: a request
-// dropped by closeBatches ends with it what its commands left running.
-func (d *Driver) awaitBatches(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		d.batches.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
-
-// Execute implements handlers.Driver.
-func (d *Driver) Execute(ctx context.Context, p *handlers.ExecuteParams, out handlers.OutputSink) (*handlers.ExecuteResult, error) {
-	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallExecute, p.Config, p.TimeoutMs))
-	defer cancel()
-	return track(ctx, d, &p.BaseParams, &p.Lease, (*config.TimeoutMs)(p.TimeoutMs), func(ctx context.Context, k *call) (*handlers.ExecuteResult, error) {
-		return d.command(ctx, k, p.Lease.LeaseID(), executeCommand(p), out)
-	})
-}
-
 // Close implements handlers.Driver: it ends Start's sweep and waits for
 // it, refuses new work and forgets the cached leases, closes every session
 // channel (their errors are ignored, as in the reference), then stops
@@ -306,9 +276,7 @@ func (d *Driver) Close(ctx context.Context) error {
 	calls, chans := d.scopes.shutdown()
 	closeChannels(ctx, chans)
 	err := stopCalls(ctx, calls)
-	d.awaitBatches(ctx)
-	d.closeBatches()
-	d.batches.Wait()
+	d.commands.Close(ctx)
 	_ = d.sync.Close()
 	return err
 }

@@ -3,22 +3,19 @@ package createos
 import (
 	"errors"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/operator"
 )
 
 // poisons reports whether err leaves process containment on the lease
-// unproven (errCreationUnconfirmed, errCleanupUnconfirmed); the driver then
-// refuses to reuse the lease until it is destroyed.
+// unproven (command.ErrCreationUnconfirmed, command.ErrCleanupUnconfirmed);
+// the driver then refuses to reuse the lease until it is destroyed.
 func poisons(err error) bool {
-	return errors.Is(err, errCreationUnconfirmed) || errors.Is(err, errCleanupUnconfirmed)
+	return errors.Is(err, command.ErrCreationUnconfirmed) || errors.Is(err, command.ErrCleanupUnconfirmed)
 }
 
 // Messages of the reference plugin, verbatim.
 var (
-	errNUL               = envrule.ErrNUL // "Sandbox command values cannot contain NUL."
-	errNoCommand         = operator.New("A sandbox command is required.")
-	errCommandCancelled  = operator.New("CreateOS command was cancelled.")
 	errExpiryUnsupported = operator.New("CreateOS does not yet support leases with a guaranteed expiration deadline.")
 	errNoBash            = operator.New("CreateOS workspace preparation failed; the image must provide Bash.")
 	errExecLease         = operator.New("CreateOS execution requires a lease from this environment.")
@@ -31,9 +28,6 @@ var (
 	errProbeCommand      = operator.New("CreateOS command probe failed.")
 	errProbe             = operator.New("CreateOS probe failed.")
 	errInvalidConfig     = operator.New("Invalid CreateOS configuration.")
-
-	errCreationUnconfirmed = operator.New("CreateOS process creation could not be confirmed; destroy the lease before reusing it.")
-	errCleanupUnconfirmed  = operator.New("CreateOS command cleanup failed; process termination is unconfirmed.")
 
 	// file-sync.ts: sync mappings and transfers are createos/filesync's.
 

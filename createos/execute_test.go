@@ -13,10 +13,10 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
 )
@@ -40,7 +40,7 @@ func TestCommandQuotesHostileArgsEnvCwdAndStagesStdin(t *testing.T) {
 	d := s.driver()
 	l := acquire(t, d, nil)
 	s.reset()
-	d.newUUID = sequentialUUIDs()
+	d.commands.NewID = sequentialUUIDs()
 	p := execParams(l, nil)
 	p.Command = "printf"
 	p.Args = []string{"a'; touch /bad; echo '"}
@@ -103,26 +103,6 @@ func callStrings(calls []scriptedCall) []string {
 		out[i] = c.String()
 	}
 	return out
-}
-
-func TestCommandScriptWithoutEnvOrStdin(t *testing.T) {
-	sc, err := commandScript(commandSpec{command: "/bin/echo", args: []string{"hi"}}, "")
-	if err != nil || sc != "exec env  '/bin/echo' 'hi'" {
-		t.Errorf("%q %v", sc, err)
-	}
-	if q, _ := script.Quote("a'; touch /bad; echo '"); q != `'a'"'"'; touch /bad; echo '"'"''` {
-		t.Errorf("quote %s", q)
-	}
-	for _, p := range []commandSpec{
-		{command: "a\x00b"}, {command: "x", args: []string{"\x00"}}, {command: "x", cwd: "/\x00"}, {command: "x", env: map[string]string{"A": "\x00"}},
-	} {
-		if _, err := commandScript(p, ""); err != errNUL {
-			t.Errorf("%+v: %v", p, err)
-		}
-	}
-	if _, err := commandScript(commandSpec{}, ""); err != errNoCommand {
-		t.Errorf("empty command: %v", err)
-	}
 }
 
 // 13. "replays the same process after disconnect without duplicate logs,
@@ -320,7 +300,7 @@ func TestCommandRejectsInvalidEnvNamesBeforeSending(t *testing.T) {
 func TestCommandReportsOutputTruncated(t *testing.T) {
 	s := newScripted(t)
 	d := s.driver()
-	d.maxCapture = 16 // the 4 Mi limit itself is tested on output directly
+	d.commands.MaxCapture = 16 // the 4 Mi limit itself is tested on output directly
 	l := acquire(t, d, nil)
 	sink := &recordingSink{}
 	s.connect = func(w http.ResponseWriter, r *http.Request, n int) {
@@ -366,12 +346,7 @@ func (d *Driver) executeManaged(ctx context.Context, p *handlers.ExecuteParams, 
 	ctx, cancel := deadline.Within(ctx, config.HostBudget(config.CallExecute, p.Config, p.TimeoutMs))
 	defer cancel()
 	return track(ctx, d, &p.BaseParams, &p.Lease, (*config.TimeoutMs)(p.TimeoutMs), func(ctx context.Context, k *call) (*handlers.ExecuteResult, error) {
-		cmd := executeCommand(p)
-		l, refused, err := d.launch(cmd, out)
-		if refused != nil || err != nil {
-			return refused, err
-		}
-		return d.runCommand(ctx, k, p.Lease.LeaseID(), cmd, l, out)
+		return d.commands.RunManaged(ctx, command.Request{Client: k.c, Sandbox: p.Lease.LeaseID(), Spec: executeCommand(p), Sink: out, CleanupTimeout: k.timeout()})
 	})
 }
 

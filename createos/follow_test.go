@@ -7,27 +7,6 @@ import (
 	"testing"
 )
 
-// What a managed command's cleanup removes.
-func TestLeftovers(t *testing.T) {
-	const gate, stdin = "/tmp/g", "/tmp/s"
-	for _, tc := range []struct {
-		name             string
-		gateSent, exited bool
-		stdin            string
-		want             []string
-	}{
-		{"exited, no stdin: nothing (the script removed the gate)", true, true, "", nil},
-		{"exited with stdin", true, true, stdin, []string{gate, stdin}},
-		{"failed after the gate", true, false, "", []string{gate}},
-		{"failed before the gate", false, false, "", nil},
-		{"failed before the gate, with stdin", false, false, stdin, []string{stdin}},
-	} {
-		if got := leftovers(gate, tc.gateSent, tc.exited, tc.stdin); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
 // A wait answer the driver cannot use fails the command, whose tree is
 // then deleted and whose gate removed: connect, stdin/close, the gate,
 // three reconnects, wait, DELETE, rm.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -195,7 +196,7 @@ func (d *Driver) probe(ctx context.Context, p *handlers.ProbeParams) (*handlers.
 	defer cancel()
 	ectx, ecancel := deadline.Work(ectx, k.timeout())
 	defer ecancel()
-	r, err := d.command(ectx, k, id, commandSpec{command: "/bin/echo", args: []string{"paperclip-createos-ready"}, cwd: workspaceDir}, nil)
+	r, err := d.command(ectx, k, id, command.Spec{Command: "/bin/echo", Args: []string{"paperclip-createos-ready"}, Cwd: workspaceDir}, nil)
 	if err != nil {
 		return fail(err), id, k
 	}
@@ -499,4 +500,12 @@ func (d *Driver) RealizeWorkspace(_ context.Context, p *handlers.RealizeWorkspac
 		return nil, errWorkspaceLease
 	}
 	return &handlers.RealizeWorkspaceResult{Cwd: workspaceDir, Metadata: handlers.Object{"provider": Key, "remoteCwd": workspaceDir}}, nil
+}
+
+// nonEmpty is s, or nil when it is empty.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

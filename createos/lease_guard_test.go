@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/rs/zerolog"
 
@@ -429,8 +430,8 @@ func TestHostCloseDuringCreationWithAnUnconfirmedEndMayLive(t *testing.T) {
 func poisonLease(t *testing.T, s *scripted, d *Driver, l *handlers.Lease) {
 	t.Helper()
 	s.stream, s.hook = noStreamingExec, failing(http.StatusBadGateway, processCreation)
-	if _, err := d.Execute(t.Context(), execParams(l, reuse), &recordingSink{}); err != errCreationUnconfirmed {
-		t.Fatalf("execute: %v, want %v", err, errCreationUnconfirmed)
+	if _, err := d.Execute(t.Context(), execParams(l, reuse), &recordingSink{}); err != command.ErrCreationUnconfirmed {
+		t.Fatalf("execute: %v, want %v", err, command.ErrCreationUnconfirmed)
 	}
 	s.stream, s.hook = nil, nil
 }

@@ -24,6 +24,7 @@ func sandboxServer(t *testing.T) (*createostest.Server, *Driver, handlers.Object
 	d.pollInterval = 5 * time.Millisecond
 	d.reconnectDelay = 5 * time.Millisecond
 	d.replayDelay = 5 * time.Millisecond
+	d.commands.Reconnect, d.commands.Replay = 5*time.Millisecond, 5*time.Millisecond
 	cfg := handlers.Object{"apiUrl": srv.URL + "/v1/", "apiKey": "test-secret", "shape": "s-1vcpu-1gb", "timeoutMs": float64(20000), "reuseLease": true}
 	return srv, d, cfg
 }

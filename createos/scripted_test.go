@@ -118,6 +118,7 @@ func (s *scripted) driver(opts ...Option) *Driver {
 	d.pollInterval = time.Millisecond
 	d.reconnectDelay = time.Millisecond
 	d.replayDelay = time.Millisecond
+	d.commands.Reconnect, d.commands.Replay = time.Millisecond, time.Millisecond
 	return d
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -93,7 +94,7 @@ func (d *Driver) transferCommand(ctx context.Context, k *call, id, script string
 			defer cancel()
 		}
 	}
-	r, err := d.command(ctx, k, id, commandSpec{command: "/bin/bash", args: []string{"-c", script}, cwd: workspaceDir}, nil)
+	r, err := d.command(ctx, k, id, command.Spec{Command: "/bin/bash", Args: []string{"-c", script}, Cwd: workspaceDir}, nil)
 	if err != nil {
 		return 0, err
 	}

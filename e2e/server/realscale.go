@@ -40,10 +40,9 @@ const (
 	// loops of 8 file-bridge runs (each run's bridge queue and run-log
 	// tail) want more executes than the account's window admits; a
 	// lease's turn carries every execute of it that waits, as one request,
-	// a batch its helper runs in the sandbox (createos/coalesce.go,
-	// createos/execute_batch.go). So a lease's loops cost one request a
-	// turn, and a relay's 4 executes, one after another, are to finish
-	// within the host's 10 s at 8 runs.
+	// a batch its helper runs in the sandbox (createos/command). So a
+	// lease's loops cost one request a turn, and a relay's 4 executes, one
+	// after another, are to finish within the host's 10 s at 8 runs.
 	createosTeamSize = 8
 	// createosFileTeamSize is the createos team on the file bridge: 4, not
 	// 8. Here (2 cores, the real server, 8 claude CLIs and a long run) 8

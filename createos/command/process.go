@@ -1,4 +1,4 @@
-package createos
+package command
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// runCommand runs cmd as a managed process on the sandbox and follows its
+// runManaged runs req's command as a managed process on the sandbox and follows its
 // output until it exits: process.start, process.follow and
 // process.cleanup say what happened, and outcome decides what that
 // reports. The command waits at a start gate (v0.3) that is opened once
@@ -26,16 +26,17 @@ import (
 // output connection never stops the process: the same process is
 // reconnected from the last accepted sequence, and past the reconnects its
 // exit is recovered through wait. Creation is never retried.
-func (d *Driver) runCommand(ctx context.Context, k *call, sandbox string, cmd commandSpec, l launched, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
-	id, err := api.CheckID(sandbox)
+func (r *Runner) runManaged(ctx context.Context, req Request, l launched) (*handlers.ExecuteResult, error) {
+	id, err := api.CheckID(req.Sandbox)
 	if err != nil {
 		return nil, err
 	}
+	cmd := req.Spec
 	var stagePath string
-	if cmd.stdin != nil {
-		stagePath = "/tmp/paperclip-stdin-" + d.newUUID()
+	if cmd.Stdin != nil {
+		stagePath = "/tmp/paperclip-stdin-" + r.NewID()
 	}
-	gatePath := "/tmp/paperclip-start-" + d.newUUID()
+	gatePath := "/tmp/paperclip-start-" + r.NewID()
 	script, err := commandScript(cmd, gatePath)
 	if err != nil {
 		return nil, err
@@ -43,7 +44,7 @@ func (d *Driver) runCommand(ctx context.Context, k *call, sandbox string, cmd co
 	var staged string
 	if stagePath != "" || len(script) > launch.MaxArgLen {
 		if stagePath == "" {
-			stagePath = "/tmp/paperclip-stdin-" + d.newUUID()
+			stagePath = "/tmp/paperclip-stdin-" + r.NewID()
 		}
 		staged = l.data
 		if script, err = stagedScript(stagePath, gatePath); err != nil {
@@ -51,8 +52,8 @@ func (d *Driver) runCommand(ctx context.Context, k *call, sandbox string, cmd co
 		}
 	}
 	p := &process{
-		c: k.c, sandbox: id, stagePath: stagePath, staged: staged, gatePath: gatePath, out: output.New(sink, d.maxCapture),
-		delay: d.reconnectDelay, replay: d.replayDelay, cleanupTimeout: k.timeout(),
+		c: req.Client, sandbox: id, stagePath: stagePath, staged: staged, gatePath: gatePath, out: output.New(req.Sink, r.MaxCapture),
+		delay: r.Reconnect, replay: r.Replay, cleanupTimeout: req.CleanupTimeout,
 	}
 	v := outcome(p.run(ctx, cmd, script))
 	if v.flush {
@@ -74,7 +75,7 @@ type process struct {
 	out       *output.Output
 	delay     time.Duration // between output reconnects
 	replay    time.Duration // before replaying past a recovered exit
-	// cleanupTimeout is config.timeoutMs: the fresh deadline of cleanup.
+	// cleanupTimeout is the fresh deadline of cleanup (Request.CleanupTimeout).
 	cleanupTimeout time.Duration
 
 	mayBeCreated bool   // creation may have reached the provider and was not refused
@@ -87,7 +88,7 @@ func (p *process) base() string { return "/sandboxes/" + p.sandbox + "/processes
 
 // run takes the process through its steps and returns what happened. The
 // context is looked at once, when the steps that depend on it are over.
-func (p *process) run(ctx context.Context, cmd commandSpec, script string) happened {
+func (p *process) run(ctx context.Context, cmd Spec, script string) happened {
 	var h happened
 	if h.err = p.start(ctx, cmd, script); h.err == nil {
 		h.exit, h.err = p.follow(ctx)
@@ -102,15 +103,15 @@ func (p *process) run(ctx context.Context, cmd commandSpec, script string) happe
 // the creation may have reached the provider and not been refused
 // (api.MayHaveCreated): a creation the pacer or the deadline kept from being
 // sent, or one refused below HTTP 500, proves no process was made.
-func (p *process) start(ctx context.Context, cmd commandSpec, script string) error {
+func (p *process) start(ctx context.Context, cmd Spec, script string) error {
 	if p.stagePath != "" {
 		if err := p.c.Upload(ctx, p.sandbox, p.stagePath, []byte(p.staged)); err != nil {
 			return err
 		}
 	}
 	body := map[string]any{"cmd": "/bin/bash", "args": []string{"-lc", script}}
-	if cmd.cwd != "" {
-		body["cwd"] = cmd.cwd
+	if cmd.Cwd != "" {
+		body["cwd"] = cmd.Cwd
 	}
 	created, err := p.c.JSON(ctx, http.MethodPost, p.base(), body)
 	p.mayBeCreated = api.MayHaveCreated(err)
@@ -145,7 +146,7 @@ func (p *process) attach(ctx context.Context) error {
 	return p.c.Upload(ctx, p.sandbox, p.gatePath, nil)
 }
 
-// cleanup runs under a fresh deadline (config.timeoutMs, cut to what is
+// cleanup runs under a fresh deadline (cleanupTimeout, cut to what is
 // left of the call's budget), whatever happened: unless the process is
 // known to have exited, its whole tree is deleted; then what may be left
 // of the staged stdin and the gate is removed (leftovers), best effort
@@ -193,38 +194,15 @@ func leftovers(gate string, gateSent, exited bool, stdin string) []string {
 func (p *process) result(v verdict) *handlers.ExecuteResult {
 	r := &handlers.ExecuteResult{
 		TimedOut: v.timedOut, Stdout: p.out.Stdout(), Stderr: p.out.Stderr(),
-		Metadata: handlers.Object{"processId": strOrNil(nonEmpty(p.processID)), "outputTruncated": p.out.Truncated()},
+		Metadata: handlers.Object{"processId": nil, "outputTruncated": p.out.Truncated()},
+	}
+	if p.processID != "" {
+		r.Metadata["processId"] = p.processID
 	}
 	if v.exit != nil {
 		r.ExitCode, r.Signal = v.exit.Code, v.exit.Signal
 	}
 	return r
-}
-
-func nonEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// ending is how a command's context stood once its steps returned.
-type ending int
-
-const (
-	live      ending = iota // not ended
-	overdue                 // ended by a deadline (a timeout-typed cause)
-	cancelled               // ended otherwise: the host, a release, a shutdown
-)
-
-func endingOf(ctx context.Context) ending {
-	switch {
-	case ctx.Err() == nil:
-		return live
-	case deadline.TimedOut(ctx):
-		return overdue
-	}
-	return cancelled
 }
 
 // happened is what one command's run found, the input of outcome.
@@ -258,9 +236,9 @@ func outcome(h happened) verdict {
 	var v verdict
 	switch {
 	case h.mayBeCreated && !h.created:
-		v.err = errCreationUnconfirmed
+		v.err = ErrCreationUnconfirmed
 	case h.ended == cancelled:
-		v.err = errCommandCancelled
+		v.err = ErrCancelled
 	case h.exit != nil:
 		v = verdict{exit: h.exit, flush: true}
 	case h.ended == overdue:
@@ -269,7 +247,7 @@ func outcome(h happened) verdict {
 		v.err = h.err
 	}
 	if h.cleanupFailed {
-		v.exit, v.timedOut, v.err = nil, false, errCleanupUnconfirmed
+		v.exit, v.timedOut, v.err = nil, false, ErrCleanupUnconfirmed
 	}
 	return v
 }

@@ -1,4 +1,4 @@
-package createos
+package command
 
 import (
 	"context"
@@ -11,46 +11,15 @@ import (
 // waits for its turn as a request of its sandbox's group. The turn that
 // admits one carries every execute of that sandbox still waiting; the
 // first (the lead) sends them, alone when it is the only one (exactly as
-// without coalescing), else as one batch (execute_batch.go); the others
+// without coalescing), else as one batch (batch.go); the others
 // ride and get their answers from the lead's request. An execute that
 // arrives while a batch runs waits for the next turn. Whether a turn's
 // executes go alone or batched is decided in one place, batched.
 // docs/decisions.md has the design and its costs.
 
-// Coalescing modes (SANDBOX_PLUGIN_CREATEOS_COALESCE).
-const (
-	// CoalesceAuto batches a sandbox's executes when more than one waits.
-	CoalesceAuto = "auto"
-	// CoalesceOff sends every execute as a request of its own.
-	CoalesceOff = "off"
-	// CoalesceAlways sends every execute through the batch helper, even
-	// one alone: the test suite runs in this mode as well as the default.
-	CoalesceAlways = "always"
-)
-
-// CoalesceEnv names the environment variable that sets the mode.
-const CoalesceEnv = "SANDBOX_PLUGIN_CREATEOS_COALESCE"
-
-// WithCoalescing sets the coalescing mode (CoalesceAuto, CoalesceOff,
-// CoalesceAlways); the default is the environment's, else auto.
-func WithCoalescing(mode string) Option { return func(d *Driver) { d.coalesce = mode } }
-
 // sandboxKey names a sandbox on an account: the executes that may share
 // a request.
 type sandboxKey struct{ account, sandbox string }
-
-// job is one execute waiting to go, or gone in a batch.
-type job struct {
-	ctx  context.Context
-	l    launched
-	sink handlers.OutputSink
-	res  chan jobResult // the batch's answer, once
-}
-
-type jobResult struct {
-	r   *handlers.ExecuteResult
-	err error
-}
 
 // fitsBatch reports whether commands whose launch data come to size
 // bytes as JSON (and one command's header) fit in one batch's request.
@@ -59,68 +28,70 @@ func fitsBatch(size int) bool {
 }
 
 // group is j's place in its sandbox's group: none when coalescing is off.
-func (d *Driver) group(c *api.Client, sandbox string, j *job) api.Group {
+func (r *Runner) group(c *api.Client, sandbox string, j *job) api.Group {
 	g := api.Group{Item: j, Size: j.l.size}
-	if d.coalesce != CoalesceOff {
+	if r.mode() != CoalesceOff {
 		g.Key = sandboxKey{c.Account().ID, sandbox}
 		g.Fits = func(size int) bool { return fitsBatch(size + batchPerCommand) }
 	}
 	return g
 }
 
-// batched decides whether a turn's jobs go as one batch: never with
+// batched decides whether a turn's n jobs go as one batch (mode: the
+// coalescing mode; helperless: the sandbox's helper could not start
+// before; size: the first job's launch data as JSON): never with
 // coalescing off or where the helper could not start; always when the
 // turn carries more than one; for one alone, only in CoalesceAlways mode
 // and when its batch's request fits.
-func (d *Driver) batched(sandbox string, jobs []*job) bool {
+func batched(mode string, helperless bool, n, size int) bool {
 	switch {
-	case d.coalesce == CoalesceOff || d.noHelper(sandbox):
+	case mode == CoalesceOff || helperless:
 		return false
-	case len(jobs) > 1:
+	case n > 1:
 		return true
 	}
-	return d.coalesce == CoalesceAlways && fitsBatch(jobs[0].l.size)
+	return mode == CoalesceAlways && fitsBatch(size)
 }
 
 // execute runs l over streaming exec at its turn: alone, or in a batch
 // with the other executes of sandbox that the turn carries. A job whose
 // call ends before its turn ends as a request its deadline or cancellation
 // stopped before it was sent (streamCommand on an ended ctx sends nothing).
-func (d *Driver) execute(ctx context.Context, c *api.Client, sandbox string, l launched, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+func (r *Runner) execute(ctx context.Context, c *api.Client, sandbox string, l launched, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	if streamOverhead+l.size > api.MaxRequestBody {
 		return nil, tooLarge(l)
 	}
 	j := &job{ctx: ctx, l: l, sink: sink, res: make(chan jobResult, 1)}
-	turn, admitted, err := c.Turn(ctx, d.group(c, sandbox, j))
+	turn, admitted, err := c.Turn(ctx, r.group(c, sandbox, j))
 	switch {
 	case err != nil:
-		return d.streamCommand(ctx, c, sandbox, l, sink)
+		return r.streamCommand(ctx, c, sandbox, l, sink)
 	case turn.Rode():
-		return d.answer(ctx, c, sandbox, j, <-j.res)
+		return r.answer(ctx, c, sandbox, j, <-j.res)
 	}
 	jobs := make([]*job, len(turn.Items))
 	for i, it := range turn.Items {
 		jobs[i] = it.(*job)
 	}
-	if !d.batched(sandbox, jobs) {
+	if !batched(r.mode(), r.noHelper(sandbox), len(jobs), jobs[0].l.size) {
 		for _, o := range jobs[1:] {
 			o.res <- jobResult{err: errNoHelper}
 		}
-		return d.streamCommand(admitted, c, sandbox, l, sink)
+		return r.streamCommand(admitted, c, sandbox, l, sink)
 	}
-	d.startBatch(admitted, c, sandbox, jobs)
-	return d.answer(ctx, c, sandbox, j, <-j.res)
+	r.startBatch(admitted, c, sandbox, jobs)
+	return r.answer(ctx, c, sandbox, j, <-j.res)
 }
 
 // answer is j's result from its batch: as streamCommand decides, a call
 // cancelled by then reports the cancellation whatever the batch read; a
 // job whose batch never started runs alone.
-func (d *Driver) answer(ctx context.Context, c *api.Client, sandbox string, j *job, r jobResult) (*handlers.ExecuteResult, error) {
+func (r *Runner) answer(ctx context.Context, c *api.Client, sandbox string, j *job, res jobResult) (*handlers.ExecuteResult, error) {
 	switch {
-	case r.err == errNoHelper:
-		return d.streamCommand(ctx, c, sandbox, j.l, j.sink)
+	case res.err == errNoHelper:
+		return r.streamCommand(ctx, c, sandbox, j.l, j.sink)
 	case endingOf(ctx) == cancelled:
-		return nil, errCommandCancelled
+		return nil, ErrCancelled
 	}
-	return r.r, r.err
+	return res.r, res.err
 }

@@ -1,4 +1,4 @@
-package createos
+package command
 
 import (
 	"fmt"
@@ -11,28 +11,6 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/envrule"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/shquote"
 )
-
-// commandSpec is one command to run as a managed process: command with
-// args, in cwd when it is set, with env added, and with stdin, when it is
-// not nil, staged as a file and redirected.
-type commandSpec struct {
-	command string
-	args    []string
-	cwd     string
-	env     map[string]string
-	stdin   *string
-}
-
-// executeCommand is the command an execute asks for.
-func executeCommand(p *handlers.ExecuteParams) commandSpec {
-	return commandSpec{command: p.Command, args: p.Args, cwd: p.Cwd, env: p.Env, stdin: p.Stdin}
-}
-
-// exitedZero reports whether r is an exit with code 0, the success a
-// transfer command and the probe require.
-func exitedZero(r *handlers.ExecuteResult) bool {
-	return !r.TimedOut && r.ExitCode != nil && *r.ExitCode == 0
-}
 
 // launched is a command ready for a streaming exec, alone or in a batch:
 // what the launcher reads on its stdin (launch.Data: its cwd, env, argv
@@ -49,19 +27,19 @@ type launched struct {
 // command Linux would refuse to start (one string over launch.MaxArgLen)
 // gets its result instead (refused), as the fake's: exit 127 and why on
 // stderr, without a request.
-func (d *Driver) launch(cmd commandSpec, sink handlers.OutputSink) (l launched, refused *handlers.ExecuteResult, err error) {
-	if cmd.command == "" {
-		return launched{}, nil, errNoCommand
+func (r *Runner) launch(cmd Spec, sink handlers.OutputSink) (l launched, refused *handlers.ExecuteResult, err error) {
+	if cmd.Command == "" {
+		return launched{}, nil, ErrNoCommand
 	}
-	c := launch.Command{Argv: append([]string{cmd.command}, cmd.args...), Cwd: cmd.cwd, Env: cmd.env, Stdin: cmd.stdin}
+	c := launch.Command{Argv: append([]string{cmd.Command}, cmd.Args...), Cwd: cmd.Cwd, Env: cmd.Env, Stdin: cmd.Stdin}
 	data, err := launch.Data(c)
 	if err != nil {
 		return launched{}, nil, err
 	}
 	if what, n, long := launch.TooLong(c); long {
-		out := output.New(sink, d.maxCapture)
+		out := output.New(sink, r.MaxCapture)
 		out.Write("stderr", []byte(fmt.Sprintf("sandbox-plugin: cannot run %s: argument list too long (%s is %d bytes; Linux passes a program at most %d bytes in one string)\n",
-			shquote.Quote(cmd.command), what, n, launch.MaxArgLen)))
+			shquote.Quote(cmd.Command), what, n, launch.MaxArgLen)))
 		out.Finish()
 		code := 127
 		return launched{}, streamResult(out, &code, false), nil
@@ -70,14 +48,14 @@ func (d *Driver) launch(cmd commandSpec, sink handlers.OutputSink) (l launched, 
 	if err != nil {
 		return launched{}, nil, err
 	}
-	l = launched{name: cmd.command, data: data, size: size}
-	if cmd.stdin != nil {
-		l.stdin = len(*cmd.stdin)
+	l = launched{name: cmd.Command, data: data, size: size}
+	if cmd.Stdin != nil {
+		l.stdin = len(*cmd.Stdin)
 	}
 	for _, a := range c.Argv {
 		l.args += len(a)
 	}
-	for k, v := range cmd.env {
+	for k, v := range cmd.Env {
 		l.env += len(k) + 1 + len(v)
 	}
 	return l, nil, nil
@@ -101,11 +79,11 @@ func stagedScript(stagePath, gatePath string) (string, error) {
 // without stdin: when gatePath is set (v0.3), a wait until the start gate
 // exists and its removal; an optional cd, then exec env with the quoted
 // variables (in name order) and argv.
-func commandScript(cmd commandSpec, gatePath string) (string, error) {
-	if cmd.command == "" {
-		return "", errNoCommand
+func commandScript(cmd Spec, gatePath string) (string, error) {
+	if cmd.Command == "" {
+		return "", ErrNoCommand
 	}
-	if err := envrule.Check(cmd.env); err != nil {
+	if err := envrule.Check(cmd.Env); err != nil {
 		return "", err
 	}
 	s := script.New(script.Lines)
@@ -113,11 +91,11 @@ func commandScript(cmd commandSpec, gatePath string) (string, error) {
 		s.Run(script.Sh("until [ -e"), script.Value(gatePath), script.Sh("]; do sleep 0.01; done")).
 			Run(script.Sh("rm -f --"), script.Value(gatePath))
 	}
-	if cmd.cwd != "" {
-		s.Run(script.Sh("cd --"), script.Value(cmd.cwd), script.Sh("|| exit"))
+	if cmd.Cwd != "" {
+		s.Run(script.Sh("cd --"), script.Value(cmd.Cwd), script.Sh("|| exit"))
 	}
-	words := []script.Word{script.Sh("exec env"), script.Env(cmd.env)}
-	for _, a := range append([]string{cmd.command}, cmd.args...) {
+	words := []script.Word{script.Sh("exec env"), script.Env(cmd.Env)}
+	for _, a := range append([]string{cmd.Command}, cmd.Args...) {
 		words = append(words, script.Value(a))
 	}
 	return s.Run(words...).Build()

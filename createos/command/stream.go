@@ -1,10 +1,7 @@
-package createos
+package command
 
 import (
 	"context"
-	"net/http"
-
-	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
@@ -21,31 +18,6 @@ import (
 // frames. Nothing is staged and nothing is left to clean up: a cancelled
 // or timed-out command ends with its request (the provider kills the tree
 // of a dropped exec), and a failed start does not poison the lease.
-
-// command runs an ordinary command: over streaming exec at its turn,
-// alone or in a batch of its sandbox's waiting executes (execute), or as a
-// managed process (runCommand) on an origin that answers the
-// streaming route 404 for a sandbox that exists (the SDK notes control
-// planes without it); the origin is remembered.
-func (d *Driver) command(ctx context.Context, k *call, sandbox string, cmd commandSpec, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
-	l, refused, err := d.launch(cmd, sink)
-	if refused != nil || err != nil {
-		return refused, err
-	}
-	c := k.c
-	if _, managed := d.noStream.Load(c.Origin()); !managed {
-		r, err := d.execute(ctx, c, sandbox, l, sink)
-		if !api.IsStatus(err, http.StatusNotFound) {
-			return r, err
-		}
-		if _, gerr := c.Status(ctx, sandbox); gerr != nil {
-			return nil, err
-		}
-		d.noStream.Store(c.Origin(), true)
-		zerolog.Ctx(ctx).Warn().Msg("CreateOS does not serve streaming exec here; commands run as managed processes")
-	}
-	return d.runCommand(ctx, k, sandbox, cmd, l, sink)
-}
 
 // streamBody is the body of l's streaming exec alone.
 func streamBody(l launched) map[string]any {
@@ -67,10 +39,10 @@ func tooLarge(l launched) error {
 
 // streamCommand runs l in the sandbox through one streaming exec and
 // returns its result: the exit, a timed-out result with the output so far
-// when ctx's deadline ended it, or an error (errCommandCancelled when ctx
+// when ctx's deadline ended it, or an error (ErrCancelled when ctx
 // was cancelled). The context is looked at once the stream is over, as
 // for managed processes (outcome): a cancellation wins over an exit read.
-func (d *Driver) streamCommand(ctx context.Context, c *api.Client, sandbox string, l launched, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
+func (r *Runner) streamCommand(ctx context.Context, c *api.Client, sandbox string, l launched, sink handlers.OutputSink) (*handlers.ExecuteResult, error) {
 	id, err := api.CheckID(sandbox)
 	if err != nil {
 		return nil, err
@@ -78,11 +50,11 @@ func (d *Driver) streamCommand(ctx context.Context, c *api.Client, sandbox strin
 	if streamOverhead+l.size > api.MaxRequestBody {
 		return nil, tooLarge(l)
 	}
-	out := output.New(sink, d.maxCapture)
+	out := output.New(sink, r.MaxCapture)
 	code, err := c.ExecStream(ctx, id, streamBody(l), out.Write)
 	switch endingOf(ctx) {
 	case cancelled:
-		return nil, errCommandCancelled
+		return nil, ErrCancelled
 	case overdue:
 		if code == nil {
 			out.Finish()
@@ -94,13 +66,4 @@ func (d *Driver) streamCommand(ctx context.Context, c *api.Client, sandbox strin
 	}
 	out.Finish()
 	return streamResult(out, code, false), nil
-}
-
-// streamResult is a streamed command's result (metadata: outputTruncated
-// only; there is no process id).
-func streamResult(out *output.Output, code *int, timedOut bool) *handlers.ExecuteResult {
-	return &handlers.ExecuteResult{
-		ExitCode: code, TimedOut: timedOut, Stdout: out.Stdout(), Stderr: out.Stderr(),
-		Metadata: handlers.Object{"outputTruncated": out.Truncated()},
-	}
 }

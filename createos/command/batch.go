@@ -1,4 +1,4 @@
-package createos
+package command
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // supervisor). Each answer is the helper's word on that command:
 // its output, live and capped; its exit; timedOut once the helper ended
 // its whole tree when its own time (counted from its own start) ran out;
-// errCommandCancelled once the helper ended its tree on a cancel request
+// ErrCancelled once the helper ended its tree on a cancel request
 // (one exec of batch.CancelArgv). So a call is never answered while its
 // command may still run or start. A rejected request (429) is sent again
 // with only the commands whose calls still wait, each with the time it has
@@ -95,9 +95,22 @@ func newNonce() string {
 }
 
 // noHelper reports whether sandbox's helper failed to start before.
-func (d *Driver) noHelper(sandbox string) bool {
-	_, ok := d.helperless.Load(sandbox)
+func (r *Runner) noHelper(sandbox string) bool {
+	_, ok := r.helperless.Load(sandbox)
 	return ok
+}
+
+// job is one execute waiting to go, or gone in a batch.
+type job struct {
+	ctx  context.Context
+	l    launched
+	sink handlers.OutputSink
+	res  chan jobResult // the batch's answer, once
+}
+
+type jobResult struct {
+	r   *handlers.ExecuteResult
+	err error
 }
 
 // memberState is where a job of a batch stands.
@@ -123,7 +136,7 @@ type member struct {
 }
 
 type batchRun struct {
-	d       *Driver
+	r       *Runner
 	c       *api.Client
 	sandbox string
 	id      string // sandbox, checked (api.CheckID)
@@ -147,8 +160,8 @@ type batchRun struct {
 }
 
 // startBatch sends jobs as one request (admitted: their turn) and
-// answers each on its res; the driver owns the requests until they end.
-func (d *Driver) startBatch(admitted context.Context, c *api.Client, sandbox string, jobs []*job) {
+// answers each on its res; the runner owns the requests until they end.
+func (r *Runner) startBatch(admitted context.Context, c *api.Client, sandbox string, jobs []*job) {
 	id, err := api.CheckID(sandbox)
 	if err != nil {
 		for _, j := range jobs {
@@ -156,17 +169,17 @@ func (d *Driver) startBatch(admitted context.Context, c *api.Client, sandbox str
 		}
 		return
 	}
-	b := &batchRun{d: d, c: c, sandbox: sandbox, id: id, log: zerolog.Ctx(admitted)}
+	b := &batchRun{r: r, c: c, sandbox: sandbox, id: id, log: zerolog.Ctx(admitted)}
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(admitted))
-	stopOnClose := context.AfterFunc(d.closing, b.cancel)
+	stopOnClose := context.AfterFunc(r.closing, b.cancel)
 	b.mu.Lock()
 	for _, j := range jobs {
-		m := &member{job: j, out: output.New(j.sink, d.maxCapture)}
+		m := &member{job: j, out: output.New(j.sink, r.MaxCapture)}
 		b.members = append(b.members, m)
 		m.stop = context.AfterFunc(m.ctx, func() { b.ended(m) })
 	}
 	b.mu.Unlock()
-	d.batches.Go(func() {
+	r.batches.Go(func() {
 		defer stopOnClose()
 		defer b.cancel()
 		b.run()
@@ -362,7 +375,7 @@ func (b *batchRun) apply(ev batch.Event) {
 		case ev.TimedOut:
 			b.answer(m, jobResult{r: m.result(nil, true)})
 		case ev.Cancelled:
-			b.answer(m, jobResult{err: errCommandCancelled})
+			b.answer(m, jobResult{err: ErrCancelled})
 		default:
 			b.answer(m, jobResult{r: m.result(&code, false)})
 		}
@@ -470,7 +483,7 @@ func (b *batchRun) answerByCtx(m *member) {
 		b.answer(m, jobResult{r: m.result(nil, true)})
 		return
 	}
-	b.answer(m, jobResult{err: errCommandCancelled})
+	b.answer(m, jobResult{err: ErrCancelled})
 }
 
 // stopLinger stops the linger timer once the request is over.
@@ -499,7 +512,7 @@ func (b *batchRun) over(code *int, err error) {
 		}
 	}
 	if b.dec != nil && !b.hello && b.failed == nil && (err == nil || errors.Is(err, api.ErrCommandStreamError)) {
-		b.d.helperless.Store(b.sandbox, true)
+		b.r.helperless.Store(b.sandbox, true)
 		b.log.Warn().Int("exit", deref(code)).Bytes("stderr", b.stderr).
 			Msg("CreateOS batch helper (node) cannot start in this sandbox; its executes run one request each")
 		b.answerAll(errNoHelper)
