@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/guest"
 )
 
 // memStore is a Store in memory that checks what it is given, as castore
@@ -94,7 +95,7 @@ func (s *sandbox) run(args ...string) int {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), helperLimit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", append([]string{"-e", Helper}, args...)...)
+	cmd := exec.CommandContext(ctx, "node", append([]string{"-e", guest.Program}, args...)...)
 	cmd.Env = []string{"HOME=" + s.home, "PATH=" + os.Getenv("PATH")}
 	cmd.WaitDelay = time.Second
 	var stderr bytes.Buffer
