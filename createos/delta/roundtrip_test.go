@@ -62,8 +62,9 @@ func (s *memStore) CopyTo(w io.Writer, h Hash, size int64) error {
 	return err
 }
 
-// sandbox runs helper.js like the driver does, with HOME (the store's
-// home) and the workspace in a temp dir of the test's.
+// sandbox runs the sandbox program (guest.Program) like the driver does,
+// with HOME (the store's home) and the workspace in a temp dir of the
+// test's.
 type sandbox struct {
 	t         *testing.T
 	home, ws  string

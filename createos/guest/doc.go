@@ -10,5 +10,7 @@
 // a cancel, the batch's own end on a signal, and for reap. Each command of
 // a batch runs under a small perl launcher (its text is in guest.js) that
 // makes itself a child subreaper where perl can, so what a command
-// orphans (setsid -f, a double fork, daemon(3)) stays in its tree.
+// orphans (setsid -f, a double fork, daemon(3)) stays in its tree: node
+// cannot make itself one, and a mark in each command's environment would
+// change what the command sees.
 package guest

@@ -2,6 +2,7 @@ package guest
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -45,7 +46,7 @@ func TestProgramRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := exec.Command("node", append([]string{"-e", Program}, tc.args...)...)
-			c.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/local/bin:/usr/bin:/bin"}
+			c.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
 			var stderr strings.Builder
 			c.Stderr = &stderr
 			err := c.Run()
