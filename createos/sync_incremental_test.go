@@ -22,8 +22,8 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/archive"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/delta"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/guest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -379,7 +379,7 @@ func TestSyncIncrementalAfterAWorkerRestart(t *testing.T) {
 // with its store under home.
 func helperAt(t *testing.T, home string, args ...string) {
 	t.Helper()
-	cmd := exec.Command("node", append([]string{"-e", delta.Helper}, args...)...)
+	cmd := exec.Command("node", append([]string{"-e", guest.Program}, args...)...)
 	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("helper %v: %v: %s", args[0], err, out)

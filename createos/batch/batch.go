@@ -1,15 +1,14 @@
 // Package batch runs several commands of one sandbox in one streaming
-// exec: a small Node.js program (helper.js) started by that exec runs
-// each command side by side as /bin/bash -lc with a launcher (under a child
-// subreaper of its own, reaper.pl, where perl can make one), and frames
-// their output and exits on its own stdout. This package holds the
-// program, the stdin it reads, the Decoder of what it writes, and the
-// execs that cancel one of its commands or reap a dead helper's leftovers;
+// exec: the sandbox program's batch subcommand (createos/guest) runs each
+// command side by side as /bin/bash -lc with a launcher, under a child
+// subreaper of its own where perl can make one, and frames their output
+// and exits on its own stdout. This package holds the stdin that
+// subcommand reads, the Decoder of what it writes, and the execs that run
+// it, cancel one of its commands or reap a dead batch's leftovers;
 // createos decides what to send.
 package batch
 
 import (
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,24 +16,18 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/guest"
 )
 
-//go:embed helper.js
-var helper string
-
-//go:embed reap.sh
-var reap string
-
-//go:embed reaper.pl
-var reaper string
-
-// Argv is the streaming exec's cmd and args that run the helper:
-// "/usr/bin/env", ["node", "-e", <helper.js>]. No shell and no login
-// profile: node gets exactly the environment the provider gives a command,
-// which it passes on to each command's own login shell. A sandbox without
-// node answers 127 and no hello.
+// Argv is the streaming exec's cmd and args that run the helper, the
+// sandbox program's batch subcommand: "/usr/bin/env", ["node", "-e",
+// guest.Program, "batch"]. No shell and no login profile: node gets
+// exactly the environment the provider gives a command, which it passes
+// on to each command's own login shell. A sandbox without node answers
+// 127 and no hello.
 func Argv() (cmd string, args []string) {
-	return "/usr/bin/env", []string{"node", "-e", helper}
+	return guest.Argv("batch")
 }
 
 // Command is one command of a batch.
@@ -56,7 +49,6 @@ type header struct {
 	Nonce  string      `json:"n"`
 	Dir    string      `json:"d"`
 	Launch string      `json:"l"`
-	Reaper string      `json:"r"`
 	Cmds   []cmdHeader `json:"c"`
 }
 
@@ -65,9 +57,8 @@ type cmdHeader struct {
 	TimeoutMs int64 `json:"t"`
 }
 
-// Stdin is what the helper reads: a JSON header line (with reaper.pl, which
-// each command runs under where perl can make it a child subreaper), then
-// each command's Data back to back. The exec carries stdin as a JSON
+// Stdin is what the helper reads: a JSON header line, then each
+// command's Data back to back. The exec carries stdin as a JSON
 // string, so every value must be UTF-8 (a byte that is not would reach the
 // helper changed and shift every later command's data; the helper then
 // fails them all).
@@ -75,7 +66,7 @@ func Stdin(b Batch) (string, error) {
 	if err := check(b); err != nil {
 		return "", fmt.Errorf("createos batch: %w", err)
 	}
-	h := header{Nonce: b.Nonce, Dir: b.Dir, Launch: b.Launch, Reaper: reaper, Cmds: make([]cmdHeader, len(b.Cmds))}
+	h := header{Nonce: b.Nonce, Dir: b.Dir, Launch: b.Launch, Cmds: make([]cmdHeader, len(b.Cmds))}
 	size := 0
 	for i, c := range b.Cmds {
 		h.Cmds[i] = cmdHeader{Bytes: len(c.Data), TimeoutMs: c.TimeoutMs}
@@ -166,16 +157,17 @@ func CancelArgv(dir string, i int) (cmd string, args []string) {
 }
 
 // ReapArgv is the exec that ends what is left of commands whose helper
-// died before answering them: every process whose session id or process
-// group id is one of pids, and their descendants, stopped and then killed
-// with SIGKILL until none is found (bash and /proc only), then the control
+// died before answering them, the sandbox program's reap subcommand: every
+// process whose session id or process group id is one of pids, and their
+// descendants, stopped and then killed with SIGKILL until none is found
+// (the same tree killer the helper ends a command with), then the control
 // directory removed. It refuses, doing nothing (exit 2), a dir that is not
 // a clean path under /tmp/ and a pid under 2; it exits 1 when processes
 // outlive SIGKILL. Processes of its own session are never touched.
 func ReapArgv(dir string, pids []int) (cmd string, args []string) {
-	args = []string{"-c", reap, "reap", dir}
+	args = []string{dir}
 	for _, p := range pids {
 		args = append(args, strconv.Itoa(p))
 	}
-	return "/bin/bash", args
+	return guest.Argv("reap", args...)
 }

@@ -1,20 +1,21 @@
 package batch
 
 import (
-	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/guest"
 )
 
 const nonce = "0123456789abcdef0123456789abcdef"
 
 // Stdin is a header line the helper parses with JSON.parse: the nonce
-// "n", the control directory "d", the launcher "l", the subreaper program
-// "r" (reaper.pl), and per command its data's length in bytes "b" and its
-// timeout "t"; then the commands' data back to back, as they are.
+// "n", the control directory "d", the launcher "l", and per command its
+// data's length in bytes "b" and its timeout "t"; then the commands' data
+// back to back, as they are.
 func TestStdin(t *testing.T) {
-	r, _ := json.Marshal(reaper)
-	head := `{"n":"` + nonce + `","d":"/tmp/b","l":"exec \"$x\"","r":` + string(r)
+	head := `{"n":"` + nonce + `","d":"/tmp/b","l":"exec \"$x\""`
 	for _, tc := range []struct {
 		name string
 		cmds []Command
@@ -71,7 +72,7 @@ func TestStdinRefuses(t *testing.T) {
 // The helper runs as node -e through env: no shell, no login profile.
 func TestArgv(t *testing.T) {
 	cmd, args := Argv()
-	if cmd != "/usr/bin/env" || len(args) != 3 || args[0] != "node" || args[1] != "-e" || args[2] != helper {
+	if cmd != "/usr/bin/env" || !slices.Equal(args, []string{"node", "-e", guest.Program, "batch"}) {
 		t.Errorf("Argv = %q %.40q", cmd, args)
 	}
 	args[0] = "changed"

@@ -305,27 +305,11 @@ func parse(b []byte) (frame, error) {
 
 // event is the event f states about one of n commands.
 func (f frame) event(n int) (Event, error) {
-	kinds := 0
-	for _, set := range []bool{f.h != nil, f.z != nil, f.p != nil, f.o != nil, f.e != nil, f.x != nil, f.err != nil} {
-		if set {
-			kinds++
-		}
-	}
-	if kinds != 1 {
-		return Event{}, fmt.Errorf("a frame that says %d things", kinds)
-	}
-	if f.x == nil && (f.t != nil || f.c != nil || f.k != nil) {
-		return Event{}, errors.New("t, c or k without x")
+	if err := f.check(); err != nil {
+		return Event{}, err
 	}
 	if f.h != nil || f.z != nil {
-		v, kind := f.h, Hello
-		if f.z != nil {
-			v, kind = f.z, Bye
-		}
-		if *v != 1 || f.i != nil {
-			return Event{}, errors.New("a malformed hello or bye")
-		}
-		return Event{Kind: kind}, nil
+		return f.helloOrBye()
 	}
 	if f.i == nil || *f.i < 0 || *f.i >= n {
 		return Event{}, fmt.Errorf("no command index in [0, %d)", n)
@@ -337,42 +321,80 @@ func (f frame) event(n int) (Event, error) {
 			return Event{}, fmt.Errorf("pid %d", *f.p)
 		}
 		ev.Kind, ev.PID = Started, *f.p
+		return ev, nil
 	case f.o != nil || f.e != nil:
-		ev.Kind, ev.Stream = Output, "stdout"
-		data := f.o
-		if data == nil {
-			ev.Stream, data = "stderr", f.e
-		}
-		raw, err := decode64(*data)
-		if err != nil {
-			return Event{}, err
-		}
-		ev.Data = raw
+		return f.output(ev)
 	case f.x != nil:
-		if *f.x < 0 || *f.x > 255 {
-			return Event{}, fmt.Errorf("exit code %d", *f.x)
+		return f.exited(ev)
+	}
+	ev.Kind, ev.Err = Failed, *f.err
+	return ev, nil
+}
+
+// check: a frame says one thing, and t, c and k go with an exit only.
+func (f frame) check() error {
+	kinds := 0
+	for _, set := range []bool{f.h != nil, f.z != nil, f.p != nil, f.o != nil, f.e != nil, f.x != nil, f.err != nil} {
+		if set {
+			kinds++
 		}
-		ev.Kind, ev.Code = Exited, *f.x
-		for _, flag := range []struct {
-			v  *int
-			to *bool
-		}{{f.t, &ev.TimedOut}, {f.c, &ev.Cancelled}} {
-			if flag.v != nil && *flag.v != 1 {
-				return Event{}, errors.New("t or c other than 1")
-			}
-			*flag.to = flag.v != nil
+	}
+	if kinds != 1 {
+		return fmt.Errorf("a frame that says %d things", kinds)
+	}
+	if f.x == nil && (f.t != nil || f.c != nil || f.k != nil) {
+		return errors.New("t, c or k without x")
+	}
+	return nil
+}
+
+// helloOrBye is a hello ({"h":1}) or a bye ({"z":1}).
+func (f frame) helloOrBye() (Event, error) {
+	v, kind := f.h, Hello
+	if f.z != nil {
+		v, kind = f.z, Bye
+	}
+	if *v != 1 || f.i != nil {
+		return Event{}, errors.New("a malformed hello or bye")
+	}
+	return Event{Kind: kind}, nil
+}
+
+// output is ev with the output an "o" (stdout) or "e" (stderr) carries.
+func (f frame) output(ev Event) (Event, error) {
+	ev.Kind, ev.Stream = Output, "stdout"
+	data := f.o
+	if data == nil {
+		ev.Stream, data = "stderr", f.e
+	}
+	raw, err := decode64(*data)
+	if err != nil {
+		return Event{}, err
+	}
+	ev.Data = raw
+	return ev, nil
+}
+
+// exited is ev with the exit an "x" states, and how the helper ended it:
+// "t" (timed out) or "c" (cancelled), each 1 when present, and "k" the
+// survivors of a tree it ended.
+func (f frame) exited(ev Event) (Event, error) {
+	if *f.x < 0 || *f.x > 255 {
+		return Event{}, fmt.Errorf("exit code %d", *f.x)
+	}
+	ev.Kind, ev.Code = Exited, *f.x
+	if f.t != nil && *f.t != 1 || f.c != nil && *f.c != 1 {
+		return Event{}, errors.New("t or c other than 1")
+	}
+	ev.TimedOut, ev.Cancelled = f.t != nil, f.c != nil
+	if ev.TimedOut && ev.Cancelled {
+		return Event{}, errors.New("both timed out and cancelled")
+	}
+	if f.k != nil {
+		if *f.k <= 0 || !ev.TimedOut && !ev.Cancelled {
+			return Event{}, errors.New("k not a positive count of a tree the helper ended")
 		}
-		if ev.TimedOut && ev.Cancelled {
-			return Event{}, errors.New("both timed out and cancelled")
-		}
-		if f.k != nil {
-			if *f.k <= 0 || !ev.TimedOut && !ev.Cancelled {
-				return Event{}, errors.New("k not a positive count of a tree the helper ended")
-			}
-			ev.Survivors = *f.k
-		}
-	default:
-		ev.Kind, ev.Err = Failed, *f.err
+		ev.Survivors = *f.k
 	}
 	return ev, nil
 }

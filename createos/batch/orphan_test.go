@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
 // orphaning starts, in the background of a command, processes whose
@@ -49,8 +51,14 @@ func TestHelperEndsWhatACommandOrphaned(t *testing.T) {
 	for i := range left {
 		left[i] = pids(t, s.cmds[i].stdout)
 		for _, name := range orphans {
-			state, ppid, _, _, _ := procStat(left[i][name].pid)
-			if ppid != s.cmds[i].pid {
+			// The orphan prints its pid before the process between it and
+			// the command has exited: its parent is the subreaper once it has.
+			var state string
+			var ppid int
+			if !testkit.Eventually(func() bool {
+				state, ppid, _, _, _ = procStat(left[i][name].pid)
+				return ppid == s.cmds[i].pid
+			}) {
 				t.Errorf("command %d's %s (%s) has parent %d, want the command's subreaper %d", i, name, state, ppid, s.cmds[i].pid)
 			}
 		}

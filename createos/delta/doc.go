@@ -28,7 +28,9 @@
 // only decides what can be skipped: the receiver rebuilds the bytes in
 // order and checks the end hash either way.
 //
-// The sandbox's side is helper.js (run by node), which applies a stream,
-// lists its store, and writes a recipe ('H' and 'R' records) and a pack
-// for what the worker lacks.
+// The sandbox's side is the sandbox program's sync subcommands
+// (createos/guest, run by node): apply rebuilds a stream, index lists the
+// sandbox's store, recipe describes a file ('H' and 'R' records) and pack
+// carries the contents the worker lacks. The constants both sides read
+// (Magic, MaxFrame, Level, MinContent, the exit statuses) are guest's.
 package delta

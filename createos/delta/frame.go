@@ -9,17 +9,20 @@ import (
 	"io"
 
 	"github.com/klauspost/compress/flate"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/guest"
 )
 
-// Magic starts every stream.
-const Magic = "PCSYNC1\n"
+// Magic starts every stream ("PCSYNC1\n", as the sandbox program writes).
+const Magic = guest.Magic
 
-// MaxFrame bounds a frame's decoded bytes.
-const MaxFrame = 1 << 20
+// MaxFrame bounds a frame's decoded bytes (1 MiB, on both sides).
+const MaxFrame = guest.MaxFrame
 
-// Level is the DEFLATE level frames are compressed at (docs/decisions.md,
-// "Sync that moves only what changed": ratio and cost measured).
-const Level = 5
+// Level is the DEFLATE level frames are compressed at, on both sides
+// (docs/decisions.md, "Sync that moves only what changed": ratio and cost
+// measured).
+const Level = guest.Level
 
 // Frame codecs.
 const (

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/castore"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/guest"
 )
 
 // memStore is a Store in memory that checks what it is given, as castore
@@ -61,8 +62,9 @@ func (s *memStore) CopyTo(w io.Writer, h Hash, size int64) error {
 	return err
 }
 
-// sandbox runs helper.js like the driver does, with HOME (the store's
-// home) and the workspace in a temp dir of the test's.
+// sandbox runs the sandbox program (guest.Program) like the driver does,
+// with HOME (the store's home) and the workspace in a temp dir of the
+// test's.
 type sandbox struct {
 	t         *testing.T
 	home, ws  string
@@ -94,7 +96,7 @@ func (s *sandbox) run(args ...string) int {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), helperLimit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", append([]string{"-e", Helper}, args...)...)
+	cmd := exec.CommandContext(ctx, "node", append([]string{"-e", guest.Program}, args...)...)
 	cmd.Env = []string{"HOME=" + s.home, "PATH=" + os.Getenv("PATH")}
 	cmd.WaitDelay = time.Second
 	var stderr bytes.Buffer

@@ -6,11 +6,14 @@ import (
 	"strconv"
 
 	"github.com/restic/chunker"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/guest"
 )
 
 // MinContent is the smallest member data that is a content of its own;
-// smaller data travels as literal bytes (a reference costs 41).
-const MinContent = 128
+// smaller data travels as literal bytes (a reference costs 41). The
+// sandbox program splits at the same size.
+const MinContent = guest.MinContent
 
 // maxTail is the largest end of an archive (after its first zero block)
 // that travels as literal bytes; a longer one is chunked.

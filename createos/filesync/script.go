@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/delta"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/guest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 )
 
@@ -173,14 +174,15 @@ func archiveDirectoryScript(source, scratch string, follow bool, anchored, unanc
 	return s.Run(script.Sh("test"), script.Sh("-d"), resolved).Run(args...), nil
 }
 
-// helperWords runs the sync helper (createos/delta) with node (found on
-// the sandbox's PATH, or the program node names): its source is the -e
-// argument, then the command and its arguments.
+// helperWords runs a sync subcommand of the sandbox program
+// (createos/guest) with node (found on the sandbox's PATH, or the program
+// node names): the program is the -e argument, then the subcommand and
+// its arguments.
 func helperWords(node string, args ...string) []script.Word {
 	if node == "" {
 		node = "node"
 	}
-	words := []script.Word{script.Sh("/usr/bin/env"), script.Value(node), script.Sh("-e"), script.Value(delta.Helper)}
+	words := []script.Word{script.Sh("/usr/bin/env"), script.Value(node), script.Sh("-e"), script.Value(guest.Program)}
 	for _, a := range args {
 		words = append(words, script.Value(a))
 	}
