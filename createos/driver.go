@@ -13,8 +13,8 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/channel"
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -46,9 +46,9 @@ type Driver struct {
 	cleanupDir     string        // where cleanup marks are kept (WithCleanupDir); "" for the default
 	scopes         *scopes
 	rootfs         *rootfsCache
-	commands       *command.Runner    // runs the commands of executes, probes and syncs
-	sweep          filesync.Sweeper   // Start's sweep of dead workers' temp dirs
-	sync           *filesync.Store    // the worker's side of the incremental sync (sync.go)
+	commands       *command.Runner  // runs the commands of executes, probes and syncs
+	sweep          filesync.Sweeper // Start's sweep of dead workers' temp dirs
+	sync           *filesync.Store  // the worker's side of the incremental sync (sync.go)
 }
 
 var (

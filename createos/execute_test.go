@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"

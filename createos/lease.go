@@ -11,8 +11,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/script"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
