@@ -2,12 +2,14 @@ package createos
 
 import (
 	"context"
+	"sync"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// Coalescing is the scheduler's turn (createos/api, Group): every execute
+// Coalescing is the scheduler's turn (createos/sched, Group): every execute
 // waits for its turn as a request of its sandbox's group. The turn that
 // admits one carries every execute of that sandbox still waiting; the
 // first (the lead) sends them, alone when it is the only one (exactly as
@@ -37,10 +39,11 @@ func WithCoalescing(mode string) Option { return func(d *Driver) { d.coalesce = 
 
 // sandboxKey names a sandbox on an account: the executes that may share
 // a request.
-type sandboxKey struct{ account, sandbox string }
+func sandboxKey(account, sandbox string) string { return account + "\x00" + sandbox }
 
 // job is one execute waiting to go, or gone in a batch.
 type job struct {
+	req  sched.Request // its request for a turn (waiting)
 	ctx  context.Context
 	l    launched
 	sink handlers.OutputSink
@@ -59,13 +62,46 @@ func fitsBatch(size int) bool {
 }
 
 // group is j's place in its sandbox's group: none when coalescing is off.
-func (d *Driver) group(c *api.Client, sandbox string, j *job) api.Group {
-	g := api.Group{Item: j, Size: j.l.size}
+func (d *Driver) group(c *api.Client, sandbox string, j *job) sched.Group {
+	g := sched.Group{Size: j.l.size}
 	if d.coalesce != CoalesceOff {
-		g.Key = sandboxKey{c.Account().ID, sandbox}
+		g.Key = sandboxKey(c.Account().ID, sandbox)
 		g.Fits = func(size int) bool { return fitsBatch(size + batchPerCommand) }
 	}
 	return g
+}
+
+// waiting finds the jobs a turn carries by their requests: each job is in
+// it while it waits for its turn.
+var waiting = struct {
+	sync.Mutex
+	jobs map[*sched.Request]*job
+}{jobs: map[*sched.Request]*job{}}
+
+// turn waits for j's turn, as a request of its sandbox's group, and
+// returns the jobs the turn carries (none when j rode with another's) and
+// c bound to the turn.
+func (d *Driver) turn(ctx context.Context, c *api.Client, sandbox string, j *job) ([]*job, *api.Client, error) {
+	j.req.Group = d.group(c, sandbox, j)
+	waiting.Lock()
+	waiting.jobs[&j.req] = j
+	waiting.Unlock()
+	t, lead, err := c.Turn(ctx, &j.req)
+	waiting.Lock()
+	defer waiting.Unlock()
+	switch {
+	case err != nil:
+		delete(waiting.jobs, &j.req)
+		return nil, c, err
+	case t.Rode():
+		return nil, c, nil // the lead takes it out
+	}
+	jobs := make([]*job, len(t.Carried))
+	for i, r := range t.Carried {
+		jobs[i] = waiting.jobs[r]
+		delete(waiting.jobs, r)
+	}
+	return jobs, lead, nil
 }
 
 // batched decides whether a turn's jobs go as one batch: never with
@@ -91,24 +127,20 @@ func (d *Driver) execute(ctx context.Context, c *api.Client, sandbox string, l l
 		return nil, tooLarge(l)
 	}
 	j := &job{ctx: ctx, l: l, sink: sink, res: make(chan jobResult, 1)}
-	turn, admitted, err := c.Turn(ctx, d.group(c, sandbox, j))
+	jobs, lead, err := d.turn(ctx, c, sandbox, j)
 	switch {
 	case err != nil:
 		return d.streamCommand(ctx, c, sandbox, l, sink)
-	case turn.Rode():
+	case len(jobs) == 0:
 		return d.answer(ctx, c, sandbox, j, <-j.res)
-	}
-	jobs := make([]*job, len(turn.Items))
-	for i, it := range turn.Items {
-		jobs[i] = it.(*job)
 	}
 	if !d.batched(sandbox, jobs) {
 		for _, o := range jobs[1:] {
 			o.res <- jobResult{err: errNoHelper}
 		}
-		return d.streamCommand(admitted, c, sandbox, l, sink)
+		return d.streamCommand(ctx, lead, sandbox, l, sink)
 	}
-	d.startBatch(admitted, c, sandbox, jobs)
+	d.startBatch(ctx, c, lead, sandbox, jobs)
 	return d.answer(ctx, c, sandbox, j, <-j.res)
 }
 

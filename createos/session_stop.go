@@ -28,7 +28,7 @@ func (ch *channel) Stop() {
 func (ch *channel) runStop() {
 	defer close(ch.stopped)
 	ch.writeMu.Lock() // the write in flight ends first; later ones are ignored
-	ctx, cancel := deadline.Timeout(api.Ending(ch.life), ch.timeout)
+	ctx, cancel := deadline.Timeout(ch.life, ch.timeout)
 	err := ch.terminate(ctx)
 	cancel()
 	ch.writeMu.Unlock()
@@ -56,7 +56,7 @@ func (ch *channel) terminate(ctx context.Context) error {
 	if ch.exited.Load() {
 		return nil
 	}
-	data, err := ch.c.JSON(ctx, http.MethodDelete, ch.processPath()+"?grace_ms=1000", nil)
+	data, err := ch.c.Ending().JSON(ctx, http.MethodDelete, ch.processPath()+"?grace_ms=1000", nil)
 	switch {
 	case api.IsStatus(err, http.StatusNotFound):
 		return nil

@@ -13,9 +13,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
 )
 
@@ -23,16 +25,19 @@ import (
 const maxJSONBody = 16 << 20
 
 // Client talks to one CreateOS origin with one key. Every request goes to
-// ${origin}/v1${path}, carries X-Api-Key, refuses redirects and is paced.
+// ${origin}/v1${path}, carries X-Api-Key, refuses redirects and waits for
+// its turn (pace.go).
 type Client struct {
 	origin  string
 	key     string
-	account Account
+	account sched.Account
+	class   sched.Class  // of every request (Live, Ending)
+	turn    *atomic.Bool // a turn the next send takes, unless used (Admit)
 	shape   string
 	// timeout bounds a sandbox delete made for cleanup.
 	timeout time.Duration
 	http    *http.Client
-	pacer   Pacer
+	pacer   sched.Pacer
 	// poll is the transition polling interval.
 	poll time.Duration
 	// maxDownload bounds the bytes one file download writes.
@@ -43,14 +48,15 @@ type Client struct {
 
 // Options configure a Client. Origin, Key and Shape are the environment's
 // (an origin without a trailing /v1); a zero HTTP is http.DefaultClient
-// (redirects are refused either way), a nil Pacer is NoPacing, and zero
+// (redirects are refused either way), a nil Pacer starts every request at
+// once, and zero
 // durations are the defaults: Poll and ForkRetry 250 ms.
 type Options struct {
 	Origin, Key, Shape string
 	// Timeout bounds a sandbox delete made for cleanup (config.timeoutMs).
 	Timeout     time.Duration
 	HTTP        *http.Client
-	Pacer       Pacer
+	Pacer       sched.Pacer
 	Poll        time.Duration
 	MaxDownload int64
 	ForkRetry   time.Duration
@@ -69,12 +75,12 @@ func New(o Options) *Client {
 		http: noRedirects(o.HTTP), pacer: o.Pacer, poll: o.Poll,
 		maxDownload: o.MaxDownload, forkRetry: o.ForkRetry,
 	}
-	c.account = Account{ID: AccountID(o.Origin, c.KeyDigest()), PerMinute: o.PerMinute}
+	c.account = sched.Account{ID: AccountID(o.Origin, c.KeyDigest()), PerMinute: o.PerMinute}
 	if c.account.PerMinute <= 0 {
 		c.account.PerMinute = DefaultPerMinute
 	}
 	if c.pacer == nil {
-		c.pacer = NoPacing
+		c.pacer = noPacing{}
 	}
 	if c.poll <= 0 {
 		c.poll = DefaultPoll
@@ -203,14 +209,14 @@ func GiveUp(ctx context.Context, err error, attempt int) error {
 // commands whose calls may have ended meanwhile) loops on Attempt itself.
 func (c *Client) Attempt(ctx context.Context, method, path string, body Body, hdr http.Header) (*http.Response, error) {
 	resp, err := c.sendOnce(ctx, method, path, body, hdr)
-	r, learns := c.pacer.(Rejecter)
+	r, learns := c.pacer.(sched.Rejecter)
 	if !learns {
 		return resp, err
 	}
 	var ae *APIError
 	switch {
 	case errors.As(err, &ae) && ae.rejected:
-		r.Rejected(ctx, c.account)
+		r.Rejected(ctx, c.account, ae.retryAfter)
 	case resp != nil || ae != nil: // the provider answered
 		r.Accepted(ctx, c.account)
 	}
@@ -239,10 +245,8 @@ func fitsDeadline(ctx context.Context, d time.Duration) bool {
 
 // sendOnce is one send of Send's request.
 func (c *Client) sendOnce(ctx context.Context, method, path string, body Body, hdr http.Header) (*http.Response, error) {
-	if !takeAdmission(ctx) {
-		if err := c.pacer.Wait(ctx, c.account); err != nil {
-			return nil, &unsentError{err}
-		}
+	if err := c.wait(ctx); err != nil {
+		return nil, &unsentError{err}
 	}
 	if ctx.Err() != nil {
 		return nil, &unsentError{context.Cause(ctx)}
