@@ -92,7 +92,7 @@ func TestSendRetriesRejectionsWithinTheDeadline(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
 				defer cancel()
 				t0 := time.Now()
-				resp, err := c.Send(ctx, http.MethodPut, "/sandboxes/sb/files?path=x", BytesBody([]byte("content")), nil)
+				resp, err := c.send(ctx, http.MethodPut, "/sandboxes/sb/files?path=x", bytesBody([]byte("content")), nil)
 				if resp != nil {
 					resp.Body.Close()
 				}
