@@ -14,7 +14,8 @@ import (
 // the closed loops the host runs take turns as if they waited throughout.
 
 // servedMemory bounds what served remembers: turns this many stamps old
-// are forgotten, which is where they sort anyway (before every waiter).
+// are forgotten (every servedMemory turns), which is where they sort
+// anyway (before every waiter).
 const servedMemory = 4096
 
 // Work due soon: within dueSoon of its call's end it goes before live
@@ -82,7 +83,7 @@ func (s *scheduler) stamp(w *waiter) {
 		s.served = map[string]uint64{}
 	}
 	s.served[companyKey(w.req)], s.served[leaseKey(w.req)] = s.seq, s.seq
-	if len(s.served) > 2*servedMemory {
+	if s.seq%servedMemory == 0 { // every servedMemory turns, for O(1) a turn
 		for k, at := range s.served {
 			if at+servedMemory < s.seq {
 				delete(s.served, k)
