@@ -21,6 +21,8 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/schedtest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -103,22 +105,14 @@ type eqPacer struct {
 	g  *gate
 }
 
-func (p *eqPacer) Wait(ctx context.Context, a api.Account) error {
-	_, err := p.Turn(ctx, a, api.Group{})
-	return err
-}
-
-func (p *eqPacer) Turn(ctx context.Context, a api.Account, grp api.Group) (api.Turn, error) {
+func (p *eqPacer) Turn(ctx context.Context, a sched.Account, r *sched.Request) (sched.Turn, error) {
 	p.mu.Lock()
 	g := p.g
 	p.mu.Unlock()
 	if g != nil {
-		return g.Turn(ctx, a, grp)
+		return g.Turn(ctx, a, r)
 	}
-	if ctx.Err() != nil {
-		return api.Turn{}, context.Cause(ctx)
-	}
-	return api.Turn{Items: []any{grp.Item}}, nil
+	return schedtest.Alone(ctx, r)
 }
 
 func (p *eqPacer) hold() *gate {

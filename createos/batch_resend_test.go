@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/batch"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 )
 
 // A request the provider rejects (429) is sent again at a turn of its own,
@@ -109,11 +109,11 @@ func resendOrder(t *testing.T, mode string, cmds []float64) int32 {
 		t.Fatal(err)
 	}
 	g.hold()
-	ctx, stop := context.WithCancel(tenant.With(t.Context(), tenant.Tenant{Company: "company-b", Lease: "plain"}))
+	ctx, stop := context.WithCancel(t.Context())
 	var waiters sync.WaitGroup
 	for range plainWaiters {
 		waiters.Go(func() {
-			if g.Wait(ctx, k.c.Account()) == nil {
+			if _, err := g.Turn(ctx, k.c.Account(), &sched.Request{Company: "company-b", Lease: "plain"}); err == nil {
 				plain.Add(1)
 			}
 		})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/schedtest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -27,7 +28,7 @@ func markedServer(t *testing.T) (*createostest.Server, handlers.BaseParams) {
 }
 
 func markedDriver(srv *createostest.Server, dir string) *Driver {
-	d := New(WithHTTPClient(srv.Client()), WithPacer(api.NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(dir))
+	d := New(WithHTTPClient(srv.Client()), WithPacer(schedtest.NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(dir))
 	d.pollInterval = 5 * time.Millisecond
 	return d
 }

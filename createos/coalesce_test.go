@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/schedtest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -20,38 +21,36 @@ import (
 // opening it wait for their turn side by side, as on a saturated account,
 // and a turn then carries what its sandbox has waiting.
 type gate struct {
-	*api.Limiter
+	*sched.Limiter
 	openUp  func() // releases the hold, once
 	changed chan struct{}
 }
 
 func newGate() *gate {
-	l := api.NewLimiter()
-	return &gate{Limiter: l, openUp: l.Hold(), changed: make(chan struct{}, 64)}
+	l := sched.NewLimiter()
+	return &gate{Limiter: l, openUp: schedtest.Hold(l), changed: make(chan struct{}, 64)}
 }
 
-func (g *gate) Wait(ctx context.Context, a api.Account) error {
-	_, err := g.Turn(ctx, a, api.Group{})
-	return err
-}
-
-func (g *gate) Turn(ctx context.Context, a api.Account, grp api.Group) (api.Turn, error) {
+func (g *gate) Turn(ctx context.Context, a sched.Account, r *sched.Request) (sched.Turn, error) {
 	select {
 	case g.changed <- struct{}{}:
 	default:
 	}
-	return g.Limiter.Turn(ctx, a, grp)
+	return g.Limiter.Turn(ctx, a, r)
 }
 
+// Waiting is how many requests wait at the gate.
+func (g *gate) Waiting() int { return schedtest.Waiting(g.Limiter) }
+
 // hold holds the gate again, until openUp.
-func (g *gate) hold() { g.openUp = g.Limiter.Hold() }
+func (g *gate) hold() { g.openUp = schedtest.Hold(g.Limiter) }
 
 // batchSim is a sim-backed driver whose pacer is g, with a lease.
-func batchSim(t *testing.T, g api.Pacer, opts ...Option) (*createostest.Server, *Driver, handlers.BaseParams, handlers.Lease) {
+func batchSim(t *testing.T, g sched.Pacer, opts ...Option) (*createostest.Server, *Driver, handlers.BaseParams, handlers.Lease) {
 	t.Helper()
 	createostest.RequireIsolation(t)
 	srv := createostest.NewServer(t, createostest.Options{APIKey: "test-secret", Heartbeat: 50 * time.Millisecond})
-	d := New(append([]Option{WithHTTPClient(srv.Client()), WithPacer(api.NoPacing), WithGetenv(func(string) string { return "" }),
+	d := New(append([]Option{WithHTTPClient(srv.Client()), WithPacer(schedtest.NoPacing), WithGetenv(func(string) string { return "" }),
 		WithCleanupDir(filepath.Join(t.TempDir(), "marks"))}, opts...)...)
 	d.pollInterval = 5 * time.Millisecond
 	cfg := handlers.Object{"apiUrl": srv.URL + "/v1/", "apiKey": "test-secret", "shape": "s-1vcpu-1gb", "timeoutMs": float64(20000)}
@@ -225,7 +224,7 @@ func TestBatchAnswersACancelledCommandAlone(t *testing.T) {
 // provider's, not the answer's.
 func assertNoSleepLeft(t *testing.T, d *Driver, bp handlers.BaseParams, l handlers.Lease) {
 	t.Helper()
-	d.pacer = api.NoPacing
+	d.pacer = schedtest.NoPacing
 	var left string
 	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		r, err := d.Execute(t.Context(), &handlers.ExecuteParams{BaseParams: bp, Lease: l, Command: "/bin/bash",
@@ -309,7 +308,7 @@ func TestBatchLeavesWhatACommandStartedInTheBackground(t *testing.T) {
 		t.Fatalf("batch: %+v %v, %+v %v", out[0].res, out[0].err, out[1].res, out[1].err)
 	}
 	pid := strings.TrimSpace(out[0].res.Stdout)
-	d.pacer = api.NoPacing
+	d.pacer = schedtest.NoPacing
 	d.commands.Idle(t.Context()) // the helper's request is over
 	r, err := d.Execute(t.Context(), &handlers.ExecuteParams{BaseParams: bp, Lease: l, Command: "kill", Args: []string{"-0", pid}}, nil)
 	if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
@@ -333,7 +332,7 @@ func TestAcquireOnAnIdleSmallAccount(t *testing.T) {
 	createostest.RequireIsolation(t)
 	srv := createostest.NewServer(t, createostest.Options{APIKey: "test-secret"})
 	other := createostest.NewServer(t, createostest.Options{APIKey: "test-secret"})
-	d := New(WithHTTPClient(srv.Client()), WithPacer(api.NewLimiter()), WithGetenv(func(string) string { return "" }),
+	d := New(WithHTTPClient(srv.Client()), WithPacer(sched.NewLimiter()), WithGetenv(func(string) string { return "" }),
 		WithCleanupDir(filepath.Join(t.TempDir(), "marks")))
 	d.pollInterval = 5 * time.Millisecond
 	t.Cleanup(func() { _ = d.Close(context.Background()) })

@@ -17,6 +17,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/config"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/filesync"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -35,7 +36,7 @@ const (
 // host owns durable leases. Use New.
 type Driver struct {
 	http           *http.Client
-	pacer          api.Pacer
+	pacer          sched.Pacer
 	getenv         func(string) string
 	newUUID        func() string
 	pollInterval   time.Duration // transition polling
@@ -61,7 +62,7 @@ var (
 // sharedPacer is the worker-wide Limiter every Driver uses by default: one
 // scheduler per account (API origin and key), where every lease, command
 // and cleanup on that account waits for its turn.
-var sharedPacer = api.NewLimiter()
+var sharedPacer = sched.NewLimiter()
 
 // CoalesceEnv names the environment variable that sets the coalescing
 // mode (WithCoalescing).
@@ -74,8 +75,9 @@ type Option func(*Driver)
 // hc's policy.
 func WithHTTPClient(hc *http.Client) Option { return func(d *Driver) { d.http = hc } }
 
-// WithPacer replaces the worker-wide request pacer (tests pass NoPacing).
-func WithPacer(p api.Pacer) Option { return func(d *Driver) { d.pacer = p } }
+// WithPacer replaces the worker-wide request pacer (tests pass
+// schedtest.NoPacing).
+func WithPacer(p sched.Pacer) Option { return func(d *Driver) { d.pacer = p } }
 
 // WithGetenv replaces os.Getenv for CREATEOS_API_KEY.
 func WithGetenv(f func(string) string) Option { return func(d *Driver) { d.getenv = f } }

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/command"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/schedtest"
 	"github.com/rs/zerolog"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
@@ -126,7 +127,7 @@ type holdingPacer struct {
 
 func (p *holdingPacer) arm() { p.mu.Lock(); p.armed = true; p.mu.Unlock() }
 
-func (p *holdingPacer) Wait(ctx context.Context, _ api.Account) error {
+func (p *holdingPacer) Turn(ctx context.Context, _ sched.Account, r *sched.Request) (sched.Turn, error) {
 	p.mu.Lock()
 	hold := p.armed
 	if hold {
@@ -136,10 +137,7 @@ func (p *holdingPacer) Wait(ctx context.Context, _ api.Account) error {
 	if hold {
 		<-ctx.Done()
 	}
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	return nil
+	return schedtest.Alone(ctx, r)
 }
 
 func (p *holdingPacer) holds() int { p.mu.Lock(); defer p.mu.Unlock(); return p.held }

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/schedtest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -20,7 +20,7 @@ func sandboxServer(t *testing.T) (*createostest.Server, *Driver, handlers.Object
 	t.Helper()
 	createostest.RequireIsolation(t)
 	srv := createostest.NewServer(t, createostest.Options{APIKey: "test-secret", Heartbeat: 50 * time.Millisecond})
-	d := New(WithHTTPClient(srv.Client()), WithPacer(api.NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(filepath.Join(t.TempDir(), "marks")))
+	d := New(WithHTTPClient(srv.Client()), WithPacer(schedtest.NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(filepath.Join(t.TempDir(), "marks")))
 	d.pollInterval = 5 * time.Millisecond
 	d.reconnectDelay = 5 * time.Millisecond
 	d.replayDelay = 5 * time.Millisecond

@@ -20,6 +20,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/batch"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/schedtest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
@@ -114,7 +115,7 @@ func newScripted(t *testing.T) *scripted {
 // fast polling.
 func (s *scripted) driver(opts ...Option) *Driver {
 	hc := &http.Client{Transport: s.transport()}
-	d := New(append([]Option{WithHTTPClient(hc), WithPacer(api.NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(filepath.Join(s.t.TempDir(), "marks"))}, opts...)...)
+	d := New(append([]Option{WithHTTPClient(hc), WithPacer(schedtest.NoPacing), WithGetenv(func(string) string { return "" }), WithCleanupDir(filepath.Join(s.t.TempDir(), "marks"))}, opts...)...)
 	d.pollInterval = time.Millisecond
 	d.reconnectDelay = time.Millisecond
 	d.replayDelay = time.Millisecond

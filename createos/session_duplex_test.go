@@ -11,8 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/schedtest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 	"github.com/paperclip-sandbox/sandbox-plugin/sessions"
@@ -261,21 +262,22 @@ func assertNoSurvivor(t *testing.T, d *Driver, bp handlers.BaseParams, l *handle
 	}
 }
 
-// urgentPacer records how many waits were Urgent; it paces nothing.
+// urgentPacer records how many waits were live or endings; it paces
+// nothing.
 type urgentPacer struct {
 	mu             sync.Mutex
 	urgent, normal int
 }
 
-func (p *urgentPacer) Wait(ctx context.Context, _ api.Account) error {
+func (p *urgentPacer) Turn(ctx context.Context, _ sched.Account, r *sched.Request) (sched.Turn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if api.IsUrgent(ctx) {
+	if r.Class != sched.Work {
 		p.urgent++
 	} else {
 		p.normal++
 	}
-	return nil
+	return schedtest.Alone(ctx, r)
 }
 
 func (p *urgentPacer) counts() (urgent, normal int) {
@@ -378,9 +380,9 @@ func TestDuplexRequestsArePaced(t *testing.T) {
 	srv, d, bp := sessionServer(t, createostest.Options{})
 	l := leaseOn(t, d, bp)
 	var waits atomic.Int64
-	d.pacer = api.PacerFunc(func(ctx context.Context, a api.Account) error {
+	d.pacer = schedtest.PacerFunc(func(ctx context.Context, a sched.Account, r *sched.Request) (sched.Turn, error) {
 		waits.Add(1)
-		return api.NoPacing.Wait(ctx, a)
+		return schedtest.NoPacing.Turn(ctx, a, r)
 	})
 	sink := newRecSink(t)
 	from := len(srv.Requests())
@@ -401,19 +403,20 @@ func TestDuplexRequestsArePaced(t *testing.T) {
 	}
 }
 
-// tenantPacer records the tenant of every Urgent wait; it paces nothing.
+// tenantPacer records the tenant of every live or ending wait; it paces
+// nothing.
 type tenantPacer struct {
 	mu  sync.Mutex
 	got []tenant.Tenant
 }
 
-func (p *tenantPacer) Wait(ctx context.Context, _ api.Account) error {
-	if api.IsUrgent(ctx) {
+func (p *tenantPacer) Turn(ctx context.Context, _ sched.Account, r *sched.Request) (sched.Turn, error) {
+	if r.Class != sched.Work {
 		p.mu.Lock()
-		p.got = append(p.got, tenant.Of(ctx))
+		p.got = append(p.got, tenant.Tenant{Company: r.Company, Lease: r.Lease})
 		p.mu.Unlock()
 	}
-	return nil
+	return schedtest.Alone(ctx, r)
 }
 
 // A channel's output, writes and end are made for the company and lease

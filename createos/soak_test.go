@@ -27,8 +27,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos"
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/schedtest"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/procfs"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
@@ -171,7 +171,7 @@ func newSoak(t *testing.T, opts soakOptions) *soak {
 	hc := s.srv.Client()
 	s.base = hc.Transport.(*http.Transport)
 	hc.Transport = &soakTransport{base: s.base, s: s}
-	d := createos.New(createos.WithHTTPClient(hc), createos.WithPacer(api.NoPacing),
+	d := createos.New(createos.WithHTTPClient(hc), createos.WithPacer(schedtest.NoPacing),
 		createos.WithGetenv(func(string) string { return "" }))
 	s.logs = rpctest.NewExecuteLogs(t)
 	// Initialize starts the driver's sweeps; the test ends them once the

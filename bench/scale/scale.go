@@ -10,7 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/schedtest"
 )
 
 // OldRequestInterval is a fixed 300 ms between any two requests to one
@@ -228,7 +229,7 @@ func violations(rows []row) []string {
 // speedViolations are the no-limit bounds one, four and the floor apart
 // (each nil when not measured) miss. Four leases through one worker may
 // take concurrencyBudget × the longest of K=1, the floor and the time the
-// account's scheduler takes to admit their requests (api.Span: the worker
+// account's scheduler takes to admit their requests (schedtest.Span: the worker
 // does not know the sim has no limit, and four leases share one account's
 // window where four workers apart have a window each): where the machine
 // has the cores, four lifecycles apart take what one does; on 2 cores the
@@ -250,7 +251,7 @@ func speedViolations(one, four, apart *row) []string {
 		base, of = apart.wall, "the floor's (K=4 with a worker each)"
 	}
 	if four != nil {
-		if span := api.Span(api.DefaultPerMinute, four.sim.requests()); span > base {
+		if span := schedtest.Span(sched.DefaultPerMinute, four.sim.requests()); span > base {
 			base, of = span, fmt.Sprintf("the scheduler's pacing of its %d requests", four.sim.requests())
 		}
 	}

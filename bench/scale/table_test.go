@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/schedtest"
 )
 
 // measured is a row of mode m at K=k that ran.
@@ -82,12 +83,12 @@ func TestViolations(t *testing.T) {
 		{"the scheduler's pacing of K=4's requests is the base when it is the longest",
 			edit("no limit", 4, func(r *row) {
 				r.sim.admitted = 200
-				r.wall = api.Span(api.DefaultPerMinute, 200) * 3 / 2
+				r.wall = schedtest.Span(sched.DefaultPerMinute, 200) * 3 / 2
 			}), nil},
 		{"just over 1.5 × the scheduler's pacing",
 			edit("no limit", 4, func(r *row) {
 				r.sim.admitted = 200
-				r.wall = api.Span(api.DefaultPerMinute, 200)*3/2 + 10*time.Millisecond
+				r.wall = schedtest.Span(sched.DefaultPerMinute, 200)*3/2 + 10*time.Millisecond
 			}),
 			[]string{"the scheduler's pacing of its 200 requests"}},
 		{"a floor under K=1 leaves K=1 the base",

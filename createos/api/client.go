@@ -13,9 +13,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/uri"
 )
 
@@ -23,16 +25,19 @@ import (
 const maxJSONBody = 16 << 20
 
 // Client talks to one CreateOS origin with one key. Every request goes to
-// ${origin}/v1${path}, carries X-Api-Key, refuses redirects and is paced.
+// ${origin}/v1${path}, carries X-Api-Key, refuses redirects and waits for
+// its turn (pace.go).
 type Client struct {
 	origin  string
 	key     string
-	account Account
+	account sched.Account
+	class   sched.Class  // of every request (Live, Ending)
+	turn    *atomic.Bool // a turn the next send takes, unless used (Admit)
 	shape   string
 	// timeout bounds a sandbox delete made for cleanup.
 	timeout time.Duration
 	http    *http.Client
-	pacer   Pacer
+	pacer   sched.Pacer
 	// poll is the transition polling interval.
 	poll time.Duration
 	// maxDownload bounds the bytes one file download writes.
@@ -43,14 +48,15 @@ type Client struct {
 
 // Options configure a Client. Origin, Key and Shape are the environment's
 // (an origin without a trailing /v1); a zero HTTP is http.DefaultClient
-// (redirects are refused either way), a nil Pacer is NoPacing, and zero
+// (redirects are refused either way), a nil Pacer starts every request at
+// once, and zero
 // durations are the defaults: Poll and ForkRetry 250 ms.
 type Options struct {
 	Origin, Key, Shape string
 	// Timeout bounds a sandbox delete made for cleanup (config.timeoutMs).
 	Timeout     time.Duration
 	HTTP        *http.Client
-	Pacer       Pacer
+	Pacer       sched.Pacer
 	Poll        time.Duration
 	MaxDownload int64
 	ForkRetry   time.Duration
@@ -65,16 +71,16 @@ const DefaultPoll = 250 * time.Millisecond
 // New returns a client for o.
 func New(o Options) *Client {
 	c := &Client{
-		origin: o.Origin, key: o.Key, shape: o.Shape, timeout: o.Timeout,
+		origin: o.Origin, key: o.Key, class: sched.Work, shape: o.Shape, timeout: o.Timeout,
 		http: noRedirects(o.HTTP), pacer: o.Pacer, poll: o.Poll,
 		maxDownload: o.MaxDownload, forkRetry: o.ForkRetry,
 	}
-	c.account = Account{ID: AccountID(o.Origin, c.KeyDigest()), PerMinute: o.PerMinute}
+	c.account = sched.Account{ID: AccountID(o.Origin, c.KeyDigest()), PerMinute: o.PerMinute}
 	if c.account.PerMinute <= 0 {
 		c.account.PerMinute = DefaultPerMinute
 	}
 	if c.pacer == nil {
-		c.pacer = NoPacing
+		c.pacer = noPacing{}
 	}
 	if c.poll <= 0 {
 		c.poll = DefaultPoll
@@ -114,36 +120,36 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte, 
 		hdr.Set("Content-Type", contentType)
 	}
 	if body == nil {
-		return c.Send(ctx, method, path, Body{}, hdr)
+		return c.send(ctx, method, path, reqBody{}, hdr)
 	}
-	return c.Send(ctx, method, path, BytesBody(body), hdr)
+	return c.send(ctx, method, path, bytesBody(body), hdr)
 }
 
-// Body is a request body that every send reads from its start with a
+// reqBody is a request body that every send reads from its start with a
 // reader of its own: net/http may go on reading a send's body after
 // RoundTrip returns (until it closes it), so a send made again after a
 // rejection must share no reader, and no file offset, with the one before.
-// The zero Body is none.
-type Body struct {
+// The zero reqBody is none.
+type reqBody struct {
 	open func() io.Reader
 	size int64
 }
 
-// BytesBody is b, which no send changes.
-func BytesBody(b []byte) Body {
-	return Body{open: func() io.Reader { return bytes.NewReader(b) }, size: int64(len(b))}
+// bytesBody is b, which no send changes.
+func bytesBody(b []byte) reqBody {
+	return reqBody{open: func() io.Reader { return bytes.NewReader(b) }, size: int64(len(b))}
 }
 
-// FileBody is the first size bytes of f, read with ReadAt, which moves no
+// fileBody is the first size bytes of f, read with ReadAt, which moves no
 // offset that another send reads from.
-func FileBody(f io.ReaderAt, size int64) Body {
-	return Body{open: func() io.Reader { return io.NewSectionReader(f, 0, size) }, size: size}
+func fileBody(f io.ReaderAt, size int64) reqBody {
+	return reqBody{open: func() io.Reader { return io.NewSectionReader(f, 0, size) }, size: size}
 }
 
 // attach gives req a fresh reader of b, and GetBody for the sends the
 // transport itself makes again. Closing a reader releases nothing: what it
 // reads (a file) is the caller's to close.
-func (b Body) attach(req *http.Request) {
+func (b reqBody) attach(req *http.Request) {
 	switch {
 	case b.open == nil:
 	case b.size == 0:
@@ -154,8 +160,8 @@ func (b Body) attach(req *http.Request) {
 	}
 }
 
-// Send paces and sends one request with the headers hdr and body (streamed;
-// Body{} for none), and turns a non-2xx status into an APIError without
+// send paces and sends one request with the headers hdr and body (streamed;
+// reqBody{} for none), and turns a non-2xx status into an APIError without
 // reading the body. A request that was never handed to the transport (the
 // pacer or ctx refused it first, or it could not be built) fails with an
 // *unsentError: it cannot have reached the provider.
@@ -164,9 +170,9 @@ func (b Body) attach(req *http.Request) {
 // is told, and the same request is sent again, body whole from its start,
 // after Retry-After while that fits in ctx's deadline; past it, the error
 // says the rate limit outlasted the call.
-func (c *Client) Send(ctx context.Context, method, path string, body Body, hdr http.Header) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, method, path string, body reqBody, hdr http.Header) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
-		resp, err := c.Attempt(ctx, method, path, body, hdr)
+		resp, err := c.attempt(ctx, method, path, body, hdr)
 		wait, rejected := Rejected(err)
 		if !rejected {
 			return resp, err
@@ -197,20 +203,20 @@ func GiveUp(ctx context.Context, err error, attempt int) error {
 	return &given
 }
 
-// Attempt is one send of a request, paced, whose answer the pacer is told
+// attempt is one send of a request, paced, whose answer the pacer is told
 // of; a rejection is returned (Rejected reads it), never sent again. A
 // caller that decides what to send anew after a rejection (a batch of
-// commands whose calls may have ended meanwhile) loops on Attempt itself.
-func (c *Client) Attempt(ctx context.Context, method, path string, body Body, hdr http.Header) (*http.Response, error) {
+// commands whose calls may have ended meanwhile) loops on attempt itself.
+func (c *Client) attempt(ctx context.Context, method, path string, body reqBody, hdr http.Header) (*http.Response, error) {
 	resp, err := c.sendOnce(ctx, method, path, body, hdr)
-	r, learns := c.pacer.(Rejecter)
+	r, learns := c.pacer.(sched.Rejecter)
 	if !learns {
 		return resp, err
 	}
 	var ae *APIError
 	switch {
 	case errors.As(err, &ae) && ae.rejected:
-		r.Rejected(ctx, c.account)
+		r.Rejected(ctx, c.account, ae.retryAfter)
 	case resp != nil || ae != nil: // the provider answered
 		r.Accepted(ctx, c.account)
 	}
@@ -237,19 +243,17 @@ func fitsDeadline(ctx context.Context, d time.Duration) bool {
 	return !ok || time.Until(end) > d
 }
 
-// sendOnce is one send of Send's request.
-func (c *Client) sendOnce(ctx context.Context, method, path string, body Body, hdr http.Header) (*http.Response, error) {
-	if !takeAdmission(ctx) {
-		if err := c.pacer.Wait(ctx, c.account); err != nil {
-			return nil, &unsentError{err}
-		}
+// sendOnce is one send of send's request.
+func (c *Client) sendOnce(ctx context.Context, method, path string, body reqBody, hdr http.Header) (*http.Response, error) {
+	if err := c.wait(ctx); err != nil {
+		return nil, &unsentError{err}
 	}
 	if ctx.Err() != nil {
 		return nil, &unsentError{context.Cause(ctx)}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.origin+"/v1"+path, nil)
 	if err != nil {
-		return nil, &unsentError{ErrConnection}
+		return nil, &unsentError{errConnection}
 	}
 	body.attach(req)
 	for k, v := range hdr {
@@ -262,7 +266,7 @@ func (c *Client) sendOnce(ctx context.Context, method, path string, body Body, h
 			return nil, context.Cause(ctx)
 		}
 		// The cause is dropped on purpose: it names the URL.
-		return nil, ErrConnection
+		return nil, errConnection
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		resp.Body.Close()
@@ -294,8 +298,8 @@ func operationLabel(path string) string {
 // Object is a decoded JSON object whose values are decoded on use.
 type Object map[string]json.RawMessage
 
-// AsObject decodes raw as a non-array JSON object.
-func AsObject(raw json.RawMessage) (Object, bool) {
+// asObject decodes raw as a non-array JSON object.
+func asObject(raw json.RawMessage) (Object, bool) {
 	t := bytes.TrimLeft(raw, " \t\r\n")
 	if len(t) == 0 || t[0] != '{' {
 		return nil, false
@@ -317,8 +321,8 @@ func (o Object) Str(key string) (string, bool) {
 	return s, true
 }
 
-// Num returns the number value of key.
-func (o Object) Num(key string) (float64, bool) {
+// num returns the number value of key.
+func (o Object) num(key string) (float64, bool) {
 	raw, ok := o[key]
 	if !ok {
 		return 0, false
@@ -363,16 +367,16 @@ func (c *Client) JSON(ctx context.Context, method, path string, body any) (Objec
 		}
 		return nil, errInvalidJSON
 	}
-	env, ok := AsObject(raw)
+	env, ok := asObject(raw)
 	if !ok {
 		return nil, errInvalidJSON
 	}
 	if status, _ := env.Str("status"); status != "success" {
 		return nil, errUnsuccessful
 	}
-	data, ok := AsObject(env["data"])
+	data, ok := asObject(env["data"])
 	if !ok {
-		return nil, ErrInvalidResponse
+		return nil, errInvalidResponse
 	}
 	return data, nil
 }
@@ -383,7 +387,7 @@ var IDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`)
 // path.
 func CheckID(s string) (string, error) {
 	if !IDPattern.MatchString(s) {
-		return "", ErrInvalidID
+		return "", errInvalidID
 	}
 	return s, nil
 }
@@ -539,11 +543,11 @@ func (c *Client) Exec(ctx context.Context, id, cmd string, args ...string) (Exec
 	if err != nil {
 		return r, err
 	}
-	res, ok := AsObject(data["result"])
+	res, ok := asObject(data["result"])
 	if !ok {
-		return r, ErrInvalidResponse
+		return r, errInvalidResponse
 	}
-	r.ExitCode, r.HasCode = res.Num("exit_code")
+	r.ExitCode, r.HasCode = res.num("exit_code")
 	r.Stdout, r.HasOut = res.Str("stdout")
 	return r, nil
 }

@@ -162,7 +162,7 @@ func TestClientEnvelopeChecks(t *testing.T) {
 	if _, err := c.Status(context.Background(), "sb_test"); err == nil || err.Error() != "CreateOS sandbox identity or state is invalid." {
 		t.Errorf("identity: %v", err)
 	}
-	if _, err := c.Status(context.Background(), "sb/../x"); err != ErrInvalidID {
+	if _, err := c.Status(context.Background(), "sb/../x"); err != errInvalidID {
 		t.Errorf("path id: %v", err)
 	}
 	if _, err := CheckID(strings.Repeat("a", 201)); err == nil {

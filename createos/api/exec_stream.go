@@ -19,7 +19,7 @@ func (c *Client) ExecStream(ctx context.Context, id string, body map[string]any,
 	return readExecStream(ctx, resp, deliver)
 }
 
-// ExecStreamOnce is ExecStream sent once (Attempt): a rejection is
+// ExecStreamOnce is ExecStream sent once (attempt): a rejection is
 // returned, for the caller to decide what to send next.
 func (c *Client) ExecStreamOnce(ctx context.Context, id string, body map[string]any, deliver func(stream string, p []byte)) (*int, error) {
 	b, err := jsonBytes(body)
@@ -27,7 +27,7 @@ func (c *Client) ExecStreamOnce(ctx context.Context, id string, body map[string]
 		return nil, err
 	}
 	hdr := http.Header{"Content-Type": []string{"application/json"}}
-	resp, err := c.Attempt(ctx, http.MethodPost, "/sandboxes/"+id+"/exec?stream=true", BytesBody(b), hdr)
+	resp, err := c.attempt(ctx, http.MethodPost, "/sandboxes/"+id+"/exec?stream=true", bytesBody(b), hdr)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func streamFrame(o Object, deliver func(stream string, p []byte)) (code *int, do
 	if _, ok := o.Str("error"); ok {
 		return nil, true, ErrCommandStreamError
 	}
-	if f, ok := o.Num("exit_code"); ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 {
+	if f, ok := o.num("exit_code"); ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 {
 		n := int(f)
 		return &n, true, nil
 	}

@@ -19,7 +19,7 @@ func (c *Client) UploadFile(ctx context.Context, id, guestPath string, f *os.Fil
 		return 0, err
 	}
 	hdr := http.Header{"Content-Type": {"application/octet-stream"}}
-	resp, err := c.Send(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+uri.Component(guestPath), FileBody(f, info.Size()), hdr)
+	resp, err := c.send(ctx, http.MethodPut, "/sandboxes/"+id+"/files?path="+uri.Component(guestPath), fileBody(f, info.Size()), hdr)
 	if err != nil {
 		return 0, err
 	}
@@ -37,7 +37,7 @@ func (c *Client) UploadFile(ctx context.Context, id, guestPath string, f *os.Fil
 // partial file with its temp directory.
 func (c *Client) DownloadFile(ctx context.Context, id, guestPath, hostPath string, mode os.FileMode) (int64, error) {
 	hdr := http.Header{"Accept-Encoding": {"identity"}}
-	resp, err := c.Send(ctx, http.MethodGet, "/sandboxes/"+id+"/files?path="+uri.Component(guestPath), Body{}, hdr)
+	resp, err := c.send(ctx, http.MethodGet, "/sandboxes/"+id+"/files?path="+uri.Component(guestPath), reqBody{}, hdr)
 	if err != nil {
 		return 0, err
 	}
@@ -75,7 +75,7 @@ func downloadError(ctx context.Context, err error) error {
 	case errors.Is(err, ErrDownloadTooLarge), errors.As(err, &pe):
 		return err
 	}
-	return ErrConnection
+	return errConnection
 }
 
 // limitedWriter writes to w until a write would take it past left bytes,

@@ -153,13 +153,13 @@ type recoveredExit struct {
 // be an object whose newest_seq is a safe integer at or past cursor, and
 // the exit is read as the exit frame's, an empty signal being none.
 func recoveredExitOf(data Object, cursor int64) (*recoveredExit, error) {
-	out, ok := AsObject(data["output"])
+	out, ok := asObject(data["output"])
 	if !ok {
-		return nil, ErrInvalidResponse
+		return nil, errInvalidResponse
 	}
-	n, ok := out.Num("newest_seq")
+	n, ok := out.num("newest_seq")
 	if !ok || n != math.Trunc(n) || math.Abs(n) > 1<<53-1 || int64(n) < cursor {
-		return nil, ErrJournalInvalid
+		return nil, errJournalInvalid
 	}
 	st, err := exitOf(data)
 	if err != nil {

@@ -16,19 +16,19 @@ func TestRecoveredExitOf(t *testing.T) {
 		{"the fixture's answer", `{"state":"exited","tree_exited":true,"exit_code":0,"signal":"","output":{"newest_seq":1}}`, 1, ptr(0), nil, 1, nil},
 		{"a signal", `{"exit_code":null,"signal":"SIGKILL","output":{"newest_seq":4}}`, 2, nil, ptr("SIGKILL"), 4, nil},
 		{"code and signal", `{"exit_code":143,"signal":"SIGTERM","output":{"newest_seq":0}}`, 0, ptr(143), ptr("SIGTERM"), 0, nil},
-		{"no output", `{"exit_code":0}`, 0, nil, nil, 0, ErrInvalidResponse},
-		{"output not an object", `{"exit_code":0,"output":[1]}`, 0, nil, nil, 0, ErrInvalidResponse},
-		{"no newest_seq", `{"exit_code":0,"output":{}}`, 0, nil, nil, 0, ErrJournalInvalid},
-		{"newest_seq a string", `{"exit_code":0,"output":{"newest_seq":"1"}}`, 0, nil, nil, 0, ErrJournalInvalid},
-		{"newest_seq fractional", `{"exit_code":0,"output":{"newest_seq":1.5}}`, 0, nil, nil, 0, ErrJournalInvalid},
-		{"newest_seq unsafe", `{"exit_code":0,"output":{"newest_seq":9007199254740992}}`, 0, nil, nil, 0, ErrJournalInvalid},
-		{"newest_seq behind the cursor", `{"exit_code":0,"output":{"newest_seq":2}}`, 3, nil, nil, 0, ErrJournalInvalid},
-		{"no exit", `{"exit_code":null,"signal":"","output":{"newest_seq":1}}`, 1, nil, nil, 0, ErrExitMissing},
-		{"a signal that is not one", `{"signal":"TERM","output":{"newest_seq":1}}`, 1, nil, nil, 0, ErrExitMissing},
-		{"a fractional code", `{"exit_code":1.5,"output":{"newest_seq":1}}`, 1, nil, nil, 0, ErrExitMissing},
+		{"no output", `{"exit_code":0}`, 0, nil, nil, 0, errInvalidResponse},
+		{"output not an object", `{"exit_code":0,"output":[1]}`, 0, nil, nil, 0, errInvalidResponse},
+		{"no newest_seq", `{"exit_code":0,"output":{}}`, 0, nil, nil, 0, errJournalInvalid},
+		{"newest_seq a string", `{"exit_code":0,"output":{"newest_seq":"1"}}`, 0, nil, nil, 0, errJournalInvalid},
+		{"newest_seq fractional", `{"exit_code":0,"output":{"newest_seq":1.5}}`, 0, nil, nil, 0, errJournalInvalid},
+		{"newest_seq unsafe", `{"exit_code":0,"output":{"newest_seq":9007199254740992}}`, 0, nil, nil, 0, errJournalInvalid},
+		{"newest_seq behind the cursor", `{"exit_code":0,"output":{"newest_seq":2}}`, 3, nil, nil, 0, errJournalInvalid},
+		{"no exit", `{"exit_code":null,"signal":"","output":{"newest_seq":1}}`, 1, nil, nil, 0, errExitMissing},
+		{"a signal that is not one", `{"signal":"TERM","output":{"newest_seq":1}}`, 1, nil, nil, 0, errExitMissing},
+		{"a fractional code", `{"exit_code":1.5,"output":{"newest_seq":1}}`, 1, nil, nil, 0, errExitMissing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, ok := AsObject([]byte(tc.data))
+			o, ok := asObject([]byte(tc.data))
 			if !ok {
 				t.Fatal("bad fixture")
 			}

@@ -36,7 +36,7 @@ func viewOf(data Object) (Sandbox, bool) {
 			v.Egress = nil
 		}
 	}
-	if n, has := data.Num("auto_pause_after_seconds"); has {
+	if n, has := data.num("auto_pause_after_seconds"); has {
 		a := int64(n)
 		v.AutoPause = &a
 	}
@@ -94,7 +94,7 @@ func (c *Client) Create(ctx context.Context, b CreateBody) (Sandbox, error) {
 	}
 	v, ok := viewOf(data)
 	if !ok {
-		return Sandbox{}, ErrInvalidID
+		return Sandbox{}, errInvalidID
 	}
 	return v, nil
 }
@@ -162,7 +162,7 @@ func (c *Client) List(ctx context.Context) ([]Sandbox, error) {
 		}
 		var rows []Object
 		if jsonUnmarshal(data["data"], &rows) != nil {
-			return nil, ErrInvalidResponse
+			return nil, errInvalidResponse
 		}
 		for _, r := range rows {
 			if v, ok := viewOf(r); ok {
@@ -207,7 +207,7 @@ func (c *Client) Fork(ctx context.Context, source string, egress []string) (Sand
 		}
 		v, ok := viewOf(data)
 		if !ok {
-			return Sandbox{}, ErrInvalidID
+			return Sandbox{}, errInvalidID
 		}
 		return v, nil
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
 )
 
 // roundTrip answers requests in the test's bubble, without a network.
@@ -23,22 +25,24 @@ func answer(status int, hdr http.Header, body string) *http.Response {
 	return &http.Response{StatusCode: status, Header: hdr, Body: io.NopCloser(strings.NewReader(body))}
 }
 
-// countingPacer counts waits and rejections.
+// countingPacer counts waits and rejections, and keeps the last request.
 type countingPacer struct {
 	mu              sync.Mutex
 	waits, rejected int
+	last            sched.Request
 }
 
-func (p *countingPacer) Wait(context.Context, Account) error {
+func (p *countingPacer) Turn(_ context.Context, _ sched.Account, r *sched.Request) (sched.Turn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.waits++
-	return nil
+	p.last = *r
+	return sched.Turn{Carried: []*sched.Request{r}}, nil
 }
 
-func (p *countingPacer) Accepted(context.Context, Account) {}
+func (p *countingPacer) Accepted(context.Context, sched.Account) {}
 
-func (p *countingPacer) Rejected(context.Context, Account) {
+func (p *countingPacer) Rejected(context.Context, sched.Account, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.rejected++
@@ -88,7 +92,7 @@ func TestSendRetriesRejectionsWithinTheDeadline(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
 				defer cancel()
 				t0 := time.Now()
-				resp, err := c.Send(ctx, http.MethodPut, "/sandboxes/sb/files?path=x", BytesBody([]byte("content")), nil)
+				resp, err := c.send(ctx, http.MethodPut, "/sandboxes/sb/files?path=x", bytesBody([]byte("content")), nil)
 				if resp != nil {
 					resp.Body.Close()
 				}

@@ -53,7 +53,7 @@ func (f *frameReader) next() (Object, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		o, ok := AsObject(line)
+		o, ok := asObject(line)
 		if !ok {
 			return nil, errInvalidFrame
 		}
@@ -124,7 +124,7 @@ type ExitStatus struct {
 // ^SIG[A-Z0-9]+$ is required.
 func exitOf(o Object) (*ExitStatus, error) {
 	var st ExitStatus
-	if f, ok := o.Num("exit_code"); ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 {
+	if f, ok := o.num("exit_code"); ok && f == math.Trunc(f) && math.Abs(f) <= 1<<53-1 {
 		code := int(f)
 		st.Code = &code
 	}
@@ -132,7 +132,7 @@ func exitOf(o Object) (*ExitStatus, error) {
 		st.Signal = &s
 	}
 	if st.Code == nil && (st.Signal == nil || !signalRE.MatchString(*st.Signal)) {
-		return nil, ErrExitMissing
+		return nil, errExitMissing
 	}
 	return &st, nil
 }
@@ -146,7 +146,7 @@ func (e *Follower) handle(fr Object) (*ExitStatus, error) {
 	case "heartbeat":
 		return nil, nil
 	case "data":
-		seq, ok := fr.Num("seq")
+		seq, ok := fr.num("seq")
 		if !ok || seq != math.Trunc(seq) || seq < 1 || seq > 1<<53-1 {
 			return nil, errInvalidSeq
 		}
@@ -154,7 +154,7 @@ func (e *Follower) handle(fr Object) (*ExitStatus, error) {
 			return nil, nil
 		}
 		if int64(seq) != e.cursor+1 {
-			return nil, ErrSeqGap
+			return nil, errSeqGap
 		}
 		stream, _ := fr.Str("stream")
 		data, okData := fr.Str("data_base64")

@@ -139,13 +139,13 @@ func (ch *Channel) start() bool {
 	}
 	// The output is what the other end of a live session waits on (a
 	// PING's ack): its reconnects are live requests, as the writes are.
-	fctx, abort := context.WithCancelCause(api.Urgent(ch.life))
+	fctx, abort := context.WithCancelCause(ch.life)
 	ch.abortFollow, ch.live = abort, true
 	stream := "stdout"
 	if ch.pty {
 		stream = "pty"
 	}
-	f := &api.Follower{Client: ch.c, Path: ch.path, PTY: true, Delay: ch.env.Delay, Replay: ch.env.Replay, Deliver: func(s string, p []byte) {
+	f := &api.Follower{Client: ch.c.Live(), Path: ch.path, PTY: true, Delay: ch.env.Delay, Replay: ch.env.Replay, Deliver: func(s string, p []byte) {
 		if s == stream && len(p) > 0 {
 			ch.sink.Data(p)
 		}

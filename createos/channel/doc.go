@@ -5,5 +5,5 @@
 // passes what a channel needs as an Env: the client, the sandbox, the
 // bounds of its requests and a Lease that registers the channel and
 // records a process that may still run. Live requests (output, writes) go
-// as api.Urgent, a process's end as api.Ending.
+// through the client's Live view, a process's end through its Ending view.
 package channel

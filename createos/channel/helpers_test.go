@@ -13,6 +13,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
 	"github.com/paperclip-sandbox/sandbox-plugin/internal/testkit"
 )
 
@@ -91,7 +92,7 @@ func (s *testSink) bytes() []byte {
 
 // simEnv is an Env on a running sandbox of createostest, whose requests
 // wait on pacer.
-func simEnv(t *testing.T, pacer api.Pacer) (*createostest.Server, Env, *testLease) {
+func simEnv(t *testing.T, pacer sched.Pacer) (*createostest.Server, Env, *testLease) {
 	t.Helper()
 	createostest.RequireIsolation(t)
 	srv := createostest.NewServer(t, createostest.Options{APIKey: "test-secret", Heartbeat: 50 * time.Millisecond})

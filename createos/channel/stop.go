@@ -28,7 +28,7 @@ func (ch *Channel) Stop() {
 func (ch *Channel) runStop() {
 	defer close(ch.stopped)
 	ch.writeMu.Lock() // the write in flight ends first; later ones are ignored
-	ctx, cancel := deadline.Timeout(api.Ending(ch.life), ch.env.Timeout)
+	ctx, cancel := deadline.Timeout(ch.life, ch.env.Timeout)
 	err := ch.terminate(ctx)
 	cancel()
 	ch.writeMu.Unlock()
@@ -56,7 +56,7 @@ func (ch *Channel) terminate(ctx context.Context) error {
 	if ch.exited.Load() {
 		return nil
 	}
-	data, err := ch.c.JSON(ctx, http.MethodDelete, ch.processPath()+"?grace_ms=1000", nil)
+	data, err := ch.c.Ending().JSON(ctx, http.MethodDelete, ch.processPath()+"?grace_ms=1000", nil)
 	switch {
 	case api.IsStatus(err, http.StatusNotFound):
 		return nil

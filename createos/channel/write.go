@@ -58,11 +58,12 @@ func (ch *Channel) flush() {
 		return
 	}
 	defer done()
-	if admitted, err := ch.c.Admit(ctx); err == nil {
-		ctx = admitted
+	c := ch.c.Live()
+	if admitted, err := c.Admit(ctx); err == nil {
+		c = admitted
 	}
 	ws := ch.takePending()
-	answer(ws, ch.input(ctx, path, ws))
+	answer(ws, ch.input(ctx, c, path, ws))
 }
 
 // answer gives each of ws its answer.
@@ -90,7 +91,7 @@ func (ch *Channel) takePending() []*pendingWrite {
 
 // input sends the bytes of ws, in order, in POST …/input requests of at
 // most maxInputChunk bytes.
-func (ch *Channel) input(ctx context.Context, path string, ws []*pendingWrite) error {
+func (ch *Channel) input(ctx context.Context, c *api.Client, path string, ws []*pendingWrite) error {
 	p := ws[0].p
 	if len(ws) > 1 {
 		var all []byte
@@ -102,7 +103,7 @@ func (ch *Channel) input(ctx context.Context, path string, ws []*pendingWrite) e
 	for len(p) > 0 {
 		n := min(len(p), maxInputChunk)
 		body := map[string]string{"data_base64": base64.StdEncoding.EncodeToString(p[:n])}
-		if _, err := ch.c.JSON(ctx, http.MethodPost, path+"/input", body); err != nil {
+		if _, err := c.JSON(ctx, http.MethodPost, path+"/input", body); err != nil {
 			return err
 		}
 		p = p[n:]
@@ -120,9 +121,9 @@ func (ch *Channel) beginWrite() (ctx context.Context, path string, done func()) 
 		return nil, "", nil
 	}
 	// A write is what the other end of a live session waits on (a bridge
-	// response the agent reads): a live request (api.Urgent), it takes its
+	// response the agent reads): a live request (flush), it takes its
 	// turn before the account's work.
-	wctx, cut := context.WithCancelCause(api.Urgent(ch.life))
+	wctx, cut := context.WithCancelCause(ch.life)
 	ctx, cancel := deadline.Timeout(wctx, min(ch.env.Timeout, ch.env.WriteBudget))
 	ch.endWrite = cut
 	return ctx, ch.path, func() {

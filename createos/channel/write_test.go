@@ -7,14 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/schedtest"
 )
 
 // Writes that come while a request waits for its turn go with it, as one
 // input, in the order they came, each answered; what the process reads is
 // what it would read of them one by one.
 func TestWritesWaitingGoTogether(t *testing.T) {
-	pacer := api.NewLimiter()
+	pacer := sched.NewLimiter()
 	srv, env, _ := simEnv(t, pacer)
 	sink := &testSink{}
 	s, err := Duplex([]string{"cat"})
@@ -25,7 +26,7 @@ func TestWritesWaitingGoTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	openUp := pacer.Hold()
+	openUp := schedtest.Hold(pacer)
 	from := len(srv.Requests())
 	first := make(chan error, 1)
 	go func() { first <- ch.Write([]byte("first\n")) }()

@@ -16,6 +16,7 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/deadline"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/launch"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -102,6 +103,7 @@ func (r *Runner) noHelper(sandbox string) bool {
 
 // job is one execute waiting to go, or gone in a batch.
 type job struct {
+	req  sched.Request // its request for a turn (while it waits)
 	ctx  context.Context
 	l    launched
 	sink handlers.OutputSink
@@ -159,9 +161,9 @@ type batchRun struct {
 	stderr  []byte
 }
 
-// startBatch sends jobs as one request (admitted: their turn) and
+// startBatch sends jobs as one request (lead: c bound to their turn) and
 // answers each on its res; the runner owns the requests until they end.
-func (r *Runner) startBatch(admitted context.Context, c *api.Client, sandbox string, jobs []*job) {
+func (r *Runner) startBatch(ctx context.Context, c, lead *api.Client, sandbox string, jobs []*job) {
 	id, err := api.CheckID(sandbox)
 	if err != nil {
 		for _, j := range jobs {
@@ -169,8 +171,8 @@ func (r *Runner) startBatch(admitted context.Context, c *api.Client, sandbox str
 		}
 		return
 	}
-	b := &batchRun{r: r, c: c, sandbox: sandbox, id: id, log: zerolog.Ctx(admitted)}
-	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(admitted))
+	b := &batchRun{r: r, c: c, sandbox: sandbox, id: id, log: zerolog.Ctx(ctx)}
+	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	stopOnClose := context.AfterFunc(r.closing, b.cancel)
 	b.mu.Lock()
 	for _, j := range jobs {
@@ -182,7 +184,7 @@ func (r *Runner) startBatch(admitted context.Context, c *api.Client, sandbox str
 	r.batches.Go(func() {
 		defer stopOnClose()
 		defer b.cancel()
-		b.run()
+		b.run(lead)
 		b.work.Wait()
 		b.stopLinger()
 	})
@@ -191,14 +193,13 @@ func (r *Runner) startBatch(admitted context.Context, c *api.Client, sandbox str
 // run sends the batch until a request is not rejected, or no job waits.
 // The first request goes with the admission the lead waited for, each
 // later one after the wait the rejection asked for and a turn of its own.
-func (b *batchRun) run() {
-	ctx := b.ctx
+func (b *batchRun) run(c *api.Client) {
 	for attempt := 1; ; attempt++ {
 		body, ok := b.prepare()
 		if !ok {
 			return
 		}
-		code, err := b.c.ExecStreamOnce(ctx, b.id, body, b.deliver)
+		code, err := c.ExecStreamOnce(b.ctx, b.id, body, b.deliver)
 		wait, rejected := api.Rejected(err)
 		if !rejected {
 			b.over(code, err)
@@ -211,7 +212,7 @@ func (b *batchRun) run() {
 			b.over(nil, err)
 			return
 		}
-		if ctx, err = b.admit(); err != nil {
+		if c, err = b.admit(); err != nil {
 			b.over(nil, err)
 			return
 		}
@@ -220,15 +221,15 @@ func (b *batchRun) run() {
 
 // admit waits for a re-sent request's own turn as the call that ends
 // first among those it carries would wait for its command's request alone
-// (api.Client.AdmitFor): due when that call ends, so the scheduler's work
+// (api.Client.Admit): due when that call ends, so the scheduler's work
 // due soon, and out of the queue if that call ends first; the others then
 // wait on, as the call of theirs that ends first.
-func (b *batchRun) admit() (context.Context, error) {
+func (b *batchRun) admit() (*api.Client, error) {
 	for {
 		call := b.firstDue()
-		ctx, err := b.c.AdmitFor(b.ctx, call)
+		c, err := b.c.Admit(call)
 		if err == nil || call.Err() == nil || b.ctx.Err() != nil {
-			return ctx, err
+			return c, err
 		}
 	}
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
-// Coalescing is the scheduler's turn (createos/api, Group): every execute
+// Coalescing is the scheduler's turn (createos/sched, Group): every execute
 // waits for its turn as a request of its sandbox's group. The turn that
 // admits one carries every execute of that sandbox still waiting; the
 // first (the lead) sends them, alone when it is the only one (exactly as
@@ -19,7 +20,7 @@ import (
 
 // sandboxKey names a sandbox on an account: the executes that may share
 // a request.
-type sandboxKey struct{ account, sandbox string }
+func sandboxKey(account, sandbox string) string { return account + "\x00" + sandbox }
 
 // fitsBatch reports whether commands whose launch data come to size
 // bytes as JSON (and one command's header) fit in one batch's request.
@@ -28,13 +29,40 @@ func fitsBatch(size int) bool {
 }
 
 // group is j's place in its sandbox's group: none when coalescing is off.
-func (r *Runner) group(c *api.Client, sandbox string, j *job) api.Group {
-	g := api.Group{Item: j, Size: j.l.size}
+func (r *Runner) group(c *api.Client, sandbox string, j *job) sched.Group {
+	g := sched.Group{Size: j.l.size}
 	if r.mode() != CoalesceOff {
-		g.Key = sandboxKey{c.Account().ID, sandbox}
+		g.Key = sandboxKey(c.Account().ID, sandbox)
 		g.Fits = func(size int) bool { return fitsBatch(size + batchPerCommand) }
 	}
 	return g
+}
+
+// turn waits for j's turn, as a request of its sandbox's group, and
+// returns the jobs the turn carries (none when j rode with another's) and
+// c bound to the turn. The runner finds the jobs a turn carries by their
+// requests (waiting): each job is there while it waits for its turn.
+func (r *Runner) turn(ctx context.Context, c *api.Client, sandbox string, j *job) ([]*job, *api.Client, error) {
+	j.req.Group = r.group(c, sandbox, j)
+	r.waitMu.Lock()
+	r.waiting[&j.req] = j
+	r.waitMu.Unlock()
+	t, lead, err := c.Turn(ctx, &j.req)
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	switch {
+	case err != nil:
+		delete(r.waiting, &j.req)
+		return nil, c, err
+	case t.Rode():
+		return nil, c, nil // the lead takes it out
+	}
+	jobs := make([]*job, len(t.Carried))
+	for i, rq := range t.Carried {
+		jobs[i] = r.waiting[rq]
+		delete(r.waiting, rq)
+	}
+	return jobs, lead, nil
 }
 
 // batched decides whether a turn's n jobs go as one batch (mode: the
@@ -62,24 +90,20 @@ func (r *Runner) execute(ctx context.Context, c *api.Client, sandbox string, l l
 		return nil, tooLarge(l)
 	}
 	j := &job{ctx: ctx, l: l, sink: sink, res: make(chan jobResult, 1)}
-	turn, admitted, err := c.Turn(ctx, r.group(c, sandbox, j))
+	jobs, lead, err := r.turn(ctx, c, sandbox, j)
 	switch {
 	case err != nil:
 		return r.streamCommand(ctx, c, sandbox, l, sink)
-	case turn.Rode():
+	case len(jobs) == 0:
 		return r.answer(ctx, c, sandbox, j, <-j.res)
-	}
-	jobs := make([]*job, len(turn.Items))
-	for i, it := range turn.Items {
-		jobs[i] = it.(*job)
 	}
 	if !batched(r.mode(), r.noHelper(sandbox), len(jobs), jobs[0].l.size) {
 		for _, o := range jobs[1:] {
 			o.res <- jobResult{err: errNoHelper}
 		}
-		return r.streamCommand(admitted, c, sandbox, l, sink)
+		return r.streamCommand(ctx, lead, sandbox, l, sink)
 	}
-	r.startBatch(admitted, c, sandbox, jobs)
+	r.startBatch(ctx, c, lead, sandbox, jobs)
 	return r.answer(ctx, c, sandbox, j, <-j.res)
 }
 

@@ -15,6 +15,9 @@ import (
 func ptr[T any](v T) *T { return &v }
 
 func TestOutcome(t *testing.T) {
+	// What the api client fails with: a stream that broke, a connection
+	// lost, an answer without a valid id.
+	errBroke, errLost, errNoID := errors.New("stream broke"), errors.New("connection lost"), errors.New("invalid id")
 	exit0 := &api.ExitStatus{Code: ptr(0)}
 	refused := &api.APIError{Status: http.StatusBadRequest, Label: "process creation"}
 	for _, tc := range []struct {
@@ -25,17 +28,17 @@ func TestOutcome(t *testing.T) {
 		{"exit", happened{exit: exit0, mayBeCreated: true, created: true}, verdict{exit: exit0, flush: true}},
 		{"exit read past the deadline", happened{exit: exit0, ended: overdue, mayBeCreated: true, created: true}, verdict{exit: exit0, flush: true}},
 		{"exit read after a cancellation", happened{exit: exit0, ended: cancelled, mayBeCreated: true, created: true}, verdict{err: ErrCancelled}},
-		{"failure", happened{err: api.ErrSeqGap, mayBeCreated: true, created: true}, verdict{err: api.ErrSeqGap}},
-		{"failure past the deadline", happened{err: api.ErrConnection, ended: overdue, mayBeCreated: true, created: true}, verdict{timedOut: true, flush: true}},
+		{"failure", happened{err: errBroke, mayBeCreated: true, created: true}, verdict{err: errBroke}},
+		{"failure past the deadline", happened{err: errLost, ended: overdue, mayBeCreated: true, created: true}, verdict{timedOut: true, flush: true}},
 		{"failure after a cancellation", happened{err: context.Canceled, ended: cancelled, mayBeCreated: true, created: true}, verdict{err: ErrCancelled}},
 		{"refused creation", happened{err: refused}, verdict{err: refused}},
 		{"refused creation past the deadline", happened{err: refused, ended: overdue}, verdict{timedOut: true, flush: true}},
 		{"staging stdin cancelled", happened{err: context.Canceled, ended: cancelled}, verdict{err: ErrCancelled}},
-		{"creation unconfirmed", happened{err: api.ErrConnection, mayBeCreated: true}, verdict{err: ErrCreationUnconfirmed}},
+		{"creation unconfirmed", happened{err: errLost, mayBeCreated: true}, verdict{err: ErrCreationUnconfirmed}},
 		{"creation unconfirmed past the deadline", happened{err: deadline.ErrTimedOut, ended: overdue, mayBeCreated: true}, verdict{err: ErrCreationUnconfirmed}},
 		{"creation unconfirmed after a cancellation", happened{err: context.Canceled, ended: cancelled, mayBeCreated: true}, verdict{err: ErrCreationUnconfirmed}},
-		{"creation answered an invalid id", happened{err: api.ErrInvalidID, mayBeCreated: true}, verdict{err: ErrCreationUnconfirmed}},
-		{"cleanup failed after a failure", happened{err: api.ErrSeqGap, mayBeCreated: true, created: true, cleanupFailed: true}, verdict{err: ErrCleanupUnconfirmed}},
+		{"creation answered an invalid id", happened{err: errNoID, mayBeCreated: true}, verdict{err: ErrCreationUnconfirmed}},
+		{"cleanup failed after a failure", happened{err: errBroke, mayBeCreated: true, created: true, cleanupFailed: true}, verdict{err: ErrCleanupUnconfirmed}},
 		{"cleanup failed past the deadline", happened{err: deadline.ErrTimedOut, ended: overdue, mayBeCreated: true, created: true, cleanupFailed: true}, verdict{err: ErrCleanupUnconfirmed, flush: true}},
 		{"cleanup failed after a cancellation", happened{err: context.Canceled, ended: cancelled, mayBeCreated: true, created: true, cleanupFailed: true}, verdict{err: ErrCleanupUnconfirmed}},
 	} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/output"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
 	"github.com/paperclip-sandbox/sandbox-plugin/handlers"
 )
 
@@ -33,6 +34,8 @@ type Runner struct {
 	batches      sync.WaitGroup     // batch requests in flight and their kills
 	closing      context.Context    // done once Close began: batch requests end
 	closeBatches context.CancelFunc // ends closing
+	waitMu       sync.Mutex
+	waiting      map[*sched.Request]*job // jobs waiting for their turn (turn)
 }
 
 // NewRunner returns a Runner with the default configuration.
@@ -43,6 +46,7 @@ func NewRunner() *Runner {
 		Reconnect:  250 * time.Millisecond,
 		Replay:     time.Second,
 		NewID:      uuid.NewString,
+		waiting:    map[*sched.Request]*job{},
 	}
 	r.closing, r.closeBatches = context.WithCancel(context.Background())
 	return r

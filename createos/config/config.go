@@ -46,7 +46,7 @@ type Config struct {
 	Snapshot *string
 	// RequestsPerMinute is the account's window this config asks for: at
 	// most this many requests to this API origin and key in any 60 s
-	// (api.Limiter, which keeps the smallest any config asks for).
+	// (sched.Limiter, which keeps the smallest any config asks for).
 	RequestsPerMinute int
 }
 

@@ -8,7 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/createos/api"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/schedtest"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/setup"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/trace"
 	"github.com/paperclip-sandbox/sandbox-plugin/e2e/server/wait"
@@ -16,7 +17,7 @@ import (
 
 // createosHeartbeatRatio bounds the createos stub heartbeat's wall time:
 // at most this many times the fake one's, plus what the scheduler's
-// pacing of the heartbeat's requests takes on an idle account (api.Span).
+// pacing of the heartbeat's requests takes on an idle account (schedtest.Span).
 // Each is the fastest of timedHeartbeats. The figures are printed and are
 // what docs/performance.md reports; the bound is no timing claim but a
 // tripwire: a busy machine (a run measured 1.56x under a parallel build)
@@ -73,7 +74,7 @@ func (h env) heartbeatTimes(ctx context.Context, t *setup.StubTimings) error {
 	if err != nil {
 		return err
 	}
-	pacing := api.Span(api.DefaultPerMinute, cos.Requests)
+	pacing := schedtest.Span(sched.DefaultPerMinute, cos.Requests)
 	bound := time.Duration(createosHeartbeatRatio*float64(fake)) + pacing
 	fmt.Printf("   stub heartbeat, fastest of %d: fake-plugin %v, createos %v (createos/fake-plugin %s; %d requests, whose pacing alone is %v; tripwire %.1fx + that = %v); createos-sim %s: %s\n",
 		timedHeartbeats, fake.Round(10*time.Millisecond), cos.Took.Round(10*time.Millisecond), againstTarget(cos.Took, fake, createosHeartbeatTarget),

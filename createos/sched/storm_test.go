@@ -1,4 +1,4 @@
-package api
+package sched
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/ratelimit"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 )
 
 // A rate-limit storm on an account that eight leases keep busy, from its
@@ -66,8 +65,7 @@ func (s storm) run(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 8 {
 			wg.Go(func() {
-				c := tenant.With(ctx, tenant.Tenant{Lease: fmt.Sprint(i)})
-				for p.send(c, l, acct) == nil {
+				for p.send(ctx, l, acct, Request{Lease: fmt.Sprint(i)}) == nil {
 				}
 			})
 		}
@@ -121,10 +119,10 @@ func (s storm) endings(t *testing.T, ctx context.Context, p *provider, l *Limite
 	var late []string
 	for k := range int(stormFor / (5 * time.Second)) {
 		wg.Go(func() {
-			c, stop := context.WithTimeout(Ending(tenant.With(ctx, tenant.Tenant{Lease: fmt.Sprint("ending-", k)})), closeFor)
+			c, stop := context.WithTimeout(ctx, closeFor)
 			defer stop()
 			into := time.Since(from)
-			if err := p.send(c, l, acct); err != nil && into >= s.outage {
+			if err := p.send(c, l, acct, Request{Class: Ending, Lease: fmt.Sprint("ending-", k)}); err != nil && into >= s.outage {
 				mu.Lock()
 				late = append(late, fmt.Sprintf("the ending sent %v into the storm: %v", into, err))
 				mu.Unlock()

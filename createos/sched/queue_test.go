@@ -1,4 +1,4 @@
-package api
+package sched
 
 import (
 	"context"
@@ -10,40 +10,59 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
+	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/internal/hook"
 )
 
-// turnOf is one Turn asked for by a tenant with a group key and item.
+// turnOf is one Turn asked for by a lease with a group key, named item.
 type turnOf struct {
-	who  tenant.Tenant
-	key  any
+	who  Request
+	key  string
 	item string
 	size int
 }
 
 // turns asks for every turn of asks while l is held, in order, then
-// releases l and returns each Turn (and error).
-func turns(t *testing.T, l *Limiter, fits func(int) bool, asks []turnOf) ([]Turn, []error) {
+// releases l and returns, for each, the items its Turn carries (nil when
+// it rode) and its error.
+func turns(t *testing.T, l *Limiter, fits func(int) bool, asks []turnOf) ([][]string, []error) {
 	t.Helper()
-	release := l.Hold()
-	out, errs := make([]Turn, len(asks)), make([]error, len(asks))
-	var wg sync.WaitGroup
+	release := hold(l)
+	out, errs := make([][]string, len(asks)), make([]error, len(asks))
+	items := map[*Request]string{}
+	reqs := make([]*Request, len(asks))
 	for i, a := range asks {
-		wg.Go(func() {
-			out[i], errs[i] = l.Turn(tenant.With(t.Context(), a.who), acct, Group{Key: a.key, Item: a.item, Size: a.size, Fits: fits})
-		})
+		r := a.who
+		r.Group = Group{Key: a.key, Size: a.size, Fits: fits}
+		reqs[i] = &r
+		items[&r] = a.item
+	}
+	turns := make([]Turn, len(asks))
+	var wg sync.WaitGroup
+	for i := range asks {
+		wg.Go(func() { turns[i], errs[i] = l.Turn(t.Context(), acct, reqs[i]) })
 		synctest.Wait() // in arrival order
 	}
 	release()
 	wg.Wait()
+	for i, tn := range turns {
+		for _, r := range tn.Carried {
+			out[i] = append(out[i], items[r])
+		}
+	}
 	return out, errs
 }
+
+// hold stops every admission of l until release is called.
+func hold(l *Limiter) (release func()) { return hook.Hold(l) }
+
+// waiting is how many requests wait on l.
+func waiting(l *Limiter) int { return hook.Waiting(l) }
 
 // A turn carries every request of its group that its lease has waiting,
 // in arrival order, and nothing of another group or lease; the others ride.
 func TestTurnCarriesItsLeasesGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l1, l2 := tenant.Tenant{Company: "c", Lease: "1"}, tenant.Tenant{Company: "c", Lease: "2"}
+		l1, l2 := Request{Company: "c", Lease: "1"}, Request{Company: "c", Lease: "2"}
 		got, errs := turns(t, NewLimiter(), nil, []turnOf{
 			{who: l1, key: "sandbox", item: "a"},
 			{who: l1, key: "sandbox", item: "b"},
@@ -52,10 +71,10 @@ func TestTurnCarriesItsLeasesGroup(t *testing.T) {
 			{who: l1, key: "sandbox", item: "d"},
 			{who: l2, key: "sandbox", item: "e"},
 		})
-		want := [][]any{{"a", "b", "d"}, nil, {"c"}, {"no group"}, nil, {"e"}}
+		want := [][]string{{"a", "b", "d"}, nil, {"c"}, {"no group"}, nil, {"e"}}
 		for i := range got {
-			if errs[i] != nil || !slices.Equal(got[i].Items, want[i]) {
-				t.Errorf("turn %d: %v %v, want %v", i, got[i].Items, errs[i], want[i])
+			if errs[i] != nil || !slices.Equal(got[i], want[i]) {
+				t.Errorf("turn %d: %v %v, want %v", i, got[i], errs[i], want[i])
 			}
 		}
 	})
@@ -66,7 +85,7 @@ func TestTurnCarriesItsLeasesGroup(t *testing.T) {
 // turn of their own.
 func TestTurnCarriesWhatFits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		who := tenant.Tenant{Lease: "1"}
+		who := Request{Lease: "1"}
 		fits := func(size int) bool { return size <= 10 }
 		got, _ := turns(t, NewLimiter(), fits, []turnOf{
 			{who: who, key: "k", item: "a", size: 4},
@@ -74,10 +93,10 @@ func TestTurnCarriesWhatFits(t *testing.T) {
 			{who: who, key: "k", item: "c", size: 6},
 			{who: who, key: "k", item: "d", size: 4},
 		})
-		want := [][]any{{"a", "c"}, {"b"}, nil, {"d"}}
+		want := [][]string{{"a", "c"}, {"b"}, nil, {"d"}}
 		for i := range got {
-			if !slices.Equal(got[i].Items, want[i]) {
-				t.Errorf("turn %d: %v, want %v", i, got[i].Items, want[i])
+			if !slices.Equal(got[i], want[i]) {
+				t.Errorf("turn %d: %v, want %v", i, got[i], want[i])
 			}
 		}
 	})
@@ -89,19 +108,24 @@ func TestTurnCarriesWhatFits(t *testing.T) {
 // Thousands of rounds under -race; in each, the lead's context ends as the
 // turn is given.
 func TestTurnIsNeverLost(t *testing.T) {
-	who := tenant.With(context.Background(), tenant.Tenant{Lease: "1"})
+	who := context.Background()
 	for round := range 3000 {
 		l := NewLimiter()
-		release := l.Hold()
+		release := hold(l)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var led []Turn
 		var survivor Turn
 		var survivorErr error
+		survivorReq := &Request{Lease: "1", Group: Group{Key: "sandbox"}}
 		ask := func(ctx context.Context, item string) {
-			n := l.Waiting()
+			n := waiting(l)
+			r := &Request{Lease: "1", Group: Group{Key: "sandbox"}}
+			if item == "survivor" {
+				r = survivorReq
+			}
 			wg.Go(func() {
-				tn, err := l.Turn(ctx, acct, Group{Key: "sandbox", Item: item})
+				tn, err := l.Turn(ctx, acct, r)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -111,7 +135,7 @@ func TestTurnIsNeverLost(t *testing.T) {
 					led = append(led, tn)
 				}
 			})
-			for l.Waiting() == n {
+			for waiting(l) == n {
 				runtime.Gosched()
 			}
 		}
@@ -121,7 +145,7 @@ func TestTurnIsNeverLost(t *testing.T) {
 		ask(lead, "lead")
 		ask(who, "survivor")
 		cancelGone()
-		for l.Waiting() > 2 {
+		for waiting(l) > 2 {
 			runtime.Gosched()
 		}
 		wg.Go(cancelLead)
@@ -130,7 +154,7 @@ func TestTurnIsNeverLost(t *testing.T) {
 		if survivorErr != nil {
 			t.Fatalf("round %d: the request that stayed: %v", round, survivorErr)
 		}
-		if survivor.Rode() && !slices.ContainsFunc(led, func(tn Turn) bool { return slices.Contains(tn.Items, any("survivor")) }) {
+		if survivor.Rode() && !slices.ContainsFunc(led, func(tn Turn) bool { return slices.Contains(tn.Carried, survivorReq) }) {
 			t.Fatalf("round %d: the request that stayed rode with a turn nobody kept: %v", round, led)
 		}
 	}
@@ -145,9 +169,9 @@ func TestIdleAccountNeverPaces(t *testing.T) {
 				l := NewLimiter()
 				a := Account{ID: "a", PerMinute: per}
 				t0 := time.Now()
-				starts(t, l, a, newScheduler(per).free())
+				starts(t, l, a, burst(per))
 				if d := time.Since(t0); d != 0 {
-					t.Errorf("%d requests on an idle account of %d a minute waited %v", newScheduler(per).free(), per, d)
+					t.Errorf("%d requests on an idle account of %d a minute waited %v", burst(per), per, d)
 				}
 			})
 		})
@@ -169,8 +193,7 @@ func TestLiveRequestsLeaveWorkDueSoonItsRoom(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 20 {
 			wg.Go(func() {
-				c := Urgent(tenant.With(ctx, tenant.Tenant{Lease: fmt.Sprint("live-", i)}))
-				for l.Wait(c, a) == nil {
+				for wait(ctx, l, a, Request{Class: Live, Lease: fmt.Sprint("live-", i)}) == nil {
 				}
 			})
 		}
@@ -179,8 +202,8 @@ func TestLiveRequestsLeaveWorkDueSoonItsRoom(t *testing.T) {
 		for i := range 4 {
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					call, stop := context.WithTimeout(tenant.With(ctx, tenant.Tenant{Lease: fmt.Sprint("work-", i)}), 15*time.Second)
-					err := l.Wait(call, a)
+					call, stop := context.WithTimeout(ctx, 15*time.Second)
+					err := wait(call, l, a, Request{Lease: fmt.Sprint("work-", i)})
 					stop()
 					mu.Lock()
 					if err != nil && ctx.Err() == nil {
@@ -208,7 +231,7 @@ func TestLiveRequestsLeaveWorkDueSoonItsRoom(t *testing.T) {
 func TestQuietAccountAfterABusyMinuteDoesNotPace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
-		loops(l, acct, 8, 2*time.Minute, func(i int) tenant.Tenant { return tenant.Tenant{Lease: fmt.Sprint(i)} })
+		loops(l, acct, 8, 2*time.Minute, func(i int) Request { return Request{Lease: fmt.Sprint(i)} })
 		time.Sleep(20 * time.Second)
 		t0 := time.Now()
 		starts(t, l, acct, 40)

@@ -1,4 +1,4 @@
-package api
+package sched
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 )
 
 // Regression tests of the scheduler: each is a way an account's window was
@@ -16,14 +14,14 @@ import (
 
 // admitted runs n Waits of ctx on a at once and returns, for each, when it
 // was admitted (the zero time when its context ended first).
-func admitted(l *Limiter, a Account, n int, ctx func(i int) (context.Context, context.CancelFunc)) []time.Time {
+func admitted(l *Limiter, a Account, r Request, n int, ctx func(i int) (context.Context, context.CancelFunc)) []time.Time {
 	out := make([]time.Time, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		c, cancel := ctx(i)
 		wg.Go(func() {
 			defer cancel()
-			if l.Wait(c, a) == nil {
+			if wait(c, l, a, r) == nil {
 				out[i] = time.Now()
 			}
 		})
@@ -55,11 +53,11 @@ func TestLimiterWaitsThatEndGiveTheirTurnBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
 		a := Account{ID: "a", PerMinute: 20}
-		first := count(admitted(l, a, 40, within(2500*time.Millisecond)))
+		first := count(admitted(l, a, Request{}, 40, within(2500*time.Millisecond)))
 		if first == 0 || first >= 20 {
 			t.Fatalf("%d of 40 admitted within 2.5 s on an account of 20 a minute", first)
 		}
-		if got := count(admitted(l, a, 1, within(15*time.Second))); got != 1 {
+		if got := count(admitted(l, a, Request{}, 1, within(15*time.Second))); got != 1 {
 			t.Fatalf("a lone wait of 15 s after %d requests on an account of 20 a minute was not admitted: the ended waits kept their turns", first)
 		}
 	})
@@ -74,7 +72,7 @@ func TestLimiterOneSchedulerPerAccount(t *testing.T) {
 		var at []time.Time
 		for i := range 60 {
 			a := Account{ID: "a", PerMinute: 20 + i%2}
-			if err := l.Wait(t.Context(), a); err != nil {
+			if err := wait(t.Context(), l, a, Request{}); err != nil {
 				t.Fatal(err)
 			}
 			at = append(at, time.Now())
@@ -91,8 +89,8 @@ func TestLimiterEndingsStayWithinTheWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
 		a := Account{ID: "a", PerMinute: 60}
-		at := admitted(l, a, 3*66, func(int) (context.Context, context.CancelFunc) {
-			return context.WithTimeout(Ending(context.Background()), 10*time.Minute)
+		at := admitted(l, a, Request{Class: Ending}, 3*66, func(int) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 10*time.Minute)
 		})
 		at = slices.DeleteFunc(at, time.Time.IsZero)
 		slices.SortFunc(at, time.Time.Compare)
@@ -111,16 +109,16 @@ func TestLimiterIsFairAcrossCompanies(t *testing.T) {
 		defer cancel()
 		l := NewLimiter()
 		a := Account{ID: "a", PerMinute: 20}
-		busy := tenant.With(ctx, tenant.Tenant{Company: "c1", Lease: "l1"})
+		busy := Request{Company: "c1", Lease: "l1"}
 		var wg sync.WaitGroup
 		for range 30 {
-			wg.Go(func() { _ = l.Wait(busy, a) })
+			wg.Go(func() { _ = wait(ctx, l, a, busy) })
 		}
 		synctest.Wait()
 		time.Sleep(time.Second)
-		lone, stop := context.WithTimeout(tenant.With(t.Context(), tenant.Tenant{Company: "c2"}), 8*time.Second)
+		lone, stop := context.WithTimeout(t.Context(), 8*time.Second)
 		defer stop()
-		if err := l.Wait(lone, a); err != nil {
+		if err := wait(lone, l, a, Request{Company: "c2"}); err != nil {
 			t.Errorf("another company's lone request behind 30 queued ones: %v", err)
 		}
 		cancel()

@@ -1,4 +1,4 @@
-package api
+package sched
 
 import (
 	"bytes"
@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 )
 
 // The limiter tests run in a synctest bubble: time is virtual, so windows
@@ -24,18 +22,22 @@ import (
 
 var acct = Account{ID: "a", PerMinute: 270}
 
+// wait waits for the turn of r, due when ctx ends, on l for a.
+func wait(ctx context.Context, l *Limiter, a Account, r Request) error {
+	if end, ok := ctx.Deadline(); ok {
+		r.Due = end
+	}
+	_, err := l.Turn(ctx, a, &r)
+	return err
+}
+
 // starts waits n times on l for a, one after another, and returns when
 // each start came.
 func starts(t *testing.T, l *Limiter, a Account, n int) []time.Time {
 	t.Helper()
-	return startsCtx(t, t.Context(), l, a, n)
-}
-
-func startsCtx(t *testing.T, ctx context.Context, l *Limiter, a Account, n int) []time.Time {
-	t.Helper()
 	out := make([]time.Time, 0, n)
 	for range n {
-		if err := l.Wait(ctx, a); err != nil {
+		if err := wait(t.Context(), l, a, Request{}); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, time.Now())
@@ -56,17 +58,17 @@ func busiest(at []time.Time, w time.Duration) int {
 	return most
 }
 
-// loops runs n closed loops of Wait on l for a, loop i as tenant who(i),
-// for d, and returns every start, sorted, and the starts of each loop.
-func loops(l *Limiter, a Account, n int, d time.Duration, who func(i int) tenant.Tenant) (all []time.Time, each [][]time.Time) {
+// loops runs n closed loops of requests on l for a, loop i's request
+// who(i), for d, and returns every start, sorted, and the starts of each
+// loop.
+func loops(l *Limiter, a Account, n int, d time.Duration, who func(i int) Request) (all []time.Time, each [][]time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	each = make([][]time.Time, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			c := tenant.With(ctx, who(i))
-			for l.Wait(c, a) == nil {
+			for wait(ctx, l, a, who(i)) == nil {
 				each[i] = append(each[i], time.Now())
 			}
 		})
@@ -90,7 +92,7 @@ func TestLimiterSustainsItsWindowEvenly(t *testing.T) {
 				l := NewLimiter()
 				a := Account{ID: "a", PerMinute: per}
 				t0 := time.Now()
-				all, _ := loops(l, a, 4, 5*time.Minute, func(i int) tenant.Tenant { return tenant.Tenant{Lease: fmt.Sprint(i)} })
+				all, _ := loops(l, a, 4, 5*time.Minute, func(i int) Request { return Request{Lease: fmt.Sprint(i)} })
 				b := newScheduler(per)
 				if got := busiest(all, window); got > per {
 					t.Errorf("%d starts in one minute, over the window of %d", got, per)
@@ -103,13 +105,13 @@ func TestLimiterSustainsItsWindowEvenly(t *testing.T) {
 							n++
 						}
 					}
-					if n < b.capOf(work)-1 {
-						t.Errorf("minute %d: %d starts, want the work share %d", m+1, n, b.capOf(work))
+					if n < b.capOf(Work)-1 {
+						t.Errorf("minute %d: %d starts, want the work share %d", m+1, n, b.capOf(Work))
 					}
 				}
 				// What started at once is paid back over its minute, the
 				// rest of work's share spread over it, never by a stall.
-				most := window/time.Duration(b.capOf(work)-b.free()) + time.Millisecond
+				most := window/time.Duration(b.capOf(Work)-burst(per)) + time.Millisecond
 				for i := 1; i < len(all); i++ {
 					if all[i].Sub(all[i-1]) > most {
 						t.Errorf("a stall of %v at %v (at most %v)", all[i].Sub(all[i-1]), all[i].Sub(t0), most)
@@ -121,11 +123,11 @@ func TestLimiterSustainsItsWindowEvenly(t *testing.T) {
 	}
 }
 
-// An idle account starts a fifth of work's share at once, and at least two
-// leases' start and end (up to half of a small account's share); the next
-// request waits the gap that spreads the rest of the share over the minute.
+// An idle account starts half of work's share at once (the burst, and as
+// much again, fit); the next request waits the gap that spreads the rest
+// of the share over the minute.
 func TestLimiterStartsRoomAtOnce(t *testing.T) {
-	for _, tc := range []struct{ per, free int }{{MinPerMinute, 4}, {20, 8}, {DefaultPerMinute, 51}, {MaxPerMinute, 57}} {
+	for _, tc := range []struct{ per, free int }{{MinPerMinute, 4}, {20, 9}, {DefaultPerMinute, 129}, {MaxPerMinute, 143}} {
 		t.Run(fmt.Sprint(tc.per), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				l := NewLimiter()
@@ -135,7 +137,7 @@ func TestLimiterStartsRoomAtOnce(t *testing.T) {
 				if got := at[tc.free-1].Sub(t0); got != 0 {
 					t.Errorf("request %d of an idle account waited %v", tc.free, got)
 				}
-				c := newScheduler(tc.per).capOf(work)
+				c := newScheduler(tc.per).capOf(Work)
 				if got, want := at[tc.free].Sub(t0), ceilDiv(window, c-tc.free+1); got != want {
 					t.Errorf("request %d waited %v, want %v", tc.free+1, got, want)
 				}
@@ -143,6 +145,11 @@ func TestLimiterStartsRoomAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// burst is how many requests of work an idle account of per starts at
+// once: while the window's admissions, all of them recent, twice, leave
+// room in work's share.
+func burst(per int) int { return (newScheduler(per).capOf(Work) + 1) / 2 }
 
 // ceilDiv is d over n, rounded up.
 func ceilDiv(d time.Duration, n int) time.Duration {
@@ -155,7 +162,7 @@ func TestLimiterAccountsAreSeparate(t *testing.T) {
 		l := NewLimiter()
 		starts(t, l, acct, 200)
 		t0 := time.Now()
-		starts(t, l, Account{ID: "b", PerMinute: 270}, newScheduler(270).free())
+		starts(t, l, Account{ID: "b", PerMinute: 270}, burst(270))
 		if time.Since(t0) != 0 {
 			t.Errorf("another account waited %v", time.Since(t0))
 		}
@@ -170,12 +177,12 @@ func TestLimiterCancellationGivesTheTurnBack(t *testing.T) {
 	next := func(t *testing.T, leaves bool) (took time.Duration) {
 		synctest.Test(t, func(t *testing.T) {
 			l := NewLimiter()
-			starts(t, l, acct, newScheduler(acct.PerMinute).free())
+			starts(t, l, acct, burst(acct.PerMinute))
 			if leaves {
 				cause := errors.New("released")
 				ctx, cancel := context.WithCancelCause(t.Context())
 				done := make(chan error)
-				go func() { done <- l.Wait(ctx, acct) }()
+				go func() { done <- wait(ctx, l, acct, Request{}) }()
 				synctest.Wait()
 				cancel(cause)
 				if err := <-done; err != cause {
@@ -183,7 +190,7 @@ func TestLimiterCancellationGivesTheTurnBack(t *testing.T) {
 				}
 			}
 			t0 := time.Now()
-			if err := l.Wait(t.Context(), acct); err != nil {
+			if err := wait(t.Context(), l, acct, Request{}); err != nil {
 				t.Fatal(err)
 			}
 			took = time.Since(t0)
@@ -203,22 +210,22 @@ func TestLimiterEndingsAndWritesGoAheadOfWork(t *testing.T) {
 		defer cancel()
 		l := NewLimiter()
 		s := newScheduler(acct.PerMinute)
-		starts(t, l, acct, s.free())
+		starts(t, l, acct, burst(acct.PerMinute))
 		var worked atomic.Int32
 		var wg sync.WaitGroup
 		for range 100 {
 			wg.Go(func() {
-				if l.Wait(ctx, acct) == nil {
+				if wait(ctx, l, acct, Request{}) == nil {
 					worked.Add(1)
 				}
 			})
 		}
 		synctest.Wait()
 		t0 := time.Now()
-		if err := l.Wait(Ending(t.Context()), acct); err != nil || time.Since(t0) != 0 {
+		if err := wait(t.Context(), l, acct, Request{Class: Ending}); err != nil || time.Since(t0) != 0 {
 			t.Errorf("an ending behind 100 waiting requests waited %v (%v)", time.Since(t0), err)
 		}
-		if err := l.Wait(Urgent(t.Context()), acct); err != nil || time.Since(t0) > window/time.Duration(s.capOf(work)-s.free()) {
+		if err := wait(t.Context(), l, acct, Request{Class: Live}); err != nil || time.Since(t0) > window/time.Duration(s.capOf(Work)-burst(acct.PerMinute)) {
 			t.Errorf("a live request behind 100 waiting requests waited %v (%v)", time.Since(t0), err)
 		}
 		synctest.Wait()
@@ -239,25 +246,24 @@ func TestLimiterWritesUseTheReserve(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScheduler(40)
 		now := time.Now()
-		c := s.capOf(work)
+		c := s.capOf(Work)
 		for i := range c {
-			s.log = append(s.log, admission{at: now.Add(-window + time.Second + time.Duration(i)*(window-2*time.Second)/time.Duration(c))})
+			s.log = append(s.log, now.Add(-window+time.Second+time.Duration(i)*(window-2*time.Second)/time.Duration(c)))
 		}
-		s.last = s.log[c-1].at
 		interval := window / time.Duration(c)
-		if at := s.earliest(work, now); !at.After(now) {
+		if at := s.earliest(Work, now); !at.After(now) {
 			t.Errorf("work may start with its share of the window full")
 		}
-		if at := s.earliest(write, now); at.Sub(now) > interval {
+		if at := s.earliest(Live, now); at.Sub(now) > interval {
 			t.Errorf("a live request waits %v, more than an even gap %v", at.Sub(now), interval)
 		}
-		if at := s.earliest(ending, now); at.After(now) {
+		if at := s.earliest(Ending, now); at.After(now) {
 			t.Errorf("an ending waits %v", at.Sub(now))
 		}
 		for len(s.log) < s.per {
-			s.log = append(s.log, admission{at: now})
+			s.log = append(s.log, now)
 		}
-		if at := s.earliest(ending, now); !at.After(now) {
+		if at := s.earliest(Ending, now); !at.After(now) {
 			t.Error("an ending past the whole window may start")
 		}
 	})
@@ -270,8 +276,8 @@ func TestLimiterTakesTurnsAcrossLeases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := NewLimiter()
 		after := time.Now().Add(time.Second)
-		_, each := loops(l, acct, 8, 3*time.Minute, func(i int) tenant.Tenant {
-			return tenant.Tenant{Company: fmt.Sprint(i % 2), Lease: fmt.Sprint(i % 4)}
+		_, each := loops(l, acct, 8, 3*time.Minute, func(i int) Request {
+			return Request{Company: fmt.Sprint(i % 2), Lease: fmt.Sprint(i % 4)}
 		})
 		per := map[int]int{}
 		for i, e := range each {
@@ -291,57 +297,81 @@ func TestLimiterTakesTurnsAcrossLeases(t *testing.T) {
 	})
 }
 
-// A rejection spaces the account evenly over its window with nothing
-// free; another, once the change is escalateAfter old, doubles the
-// spacing; each quiet period halves it, and once steady spacing is quiet
-// too, room goes at once again. Each change is logged once at info.
-func TestLimiterSlowsDownOnRejectionAndRecovers(t *testing.T) {
+// A rejection makes the account not quiet: nothing goes at once, requests
+// are spread evenly, until quietPeriod passes without another. A rejection
+// while requests are spread, after the provider took some, makes the window
+// what the provider took in it; it grows back by a reserve each quietPeriod.
+// Refused again after the wait, having taken nothing (an outage), the
+// account keeps its window. Each change is logged once at info.
+func TestLimiterLearnsTheWindowTheProviderGrants(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs bytes.Buffer
 		ctx := zerolog.New(&logs).WithContext(t.Context())
 		a := Account{ID: "a", PerMinute: 300}
 		l := NewLimiter()
-		s := newScheduler(300)
-		interval := max(window/300, ceilDiv(window, s.capOf(work)))
+		s := l.schedulerOf(ctx, a)
+		interval := ceilDiv(window, s.capOf(Work))
 		gap := func() time.Duration {
 			t.Helper()
-			at := startsCtx(t, ctx, l, a, 2)
+			at := make([]time.Time, 2)
+			for i := range at {
+				if err := wait(ctx, l, a, Request{}); err != nil {
+					t.Fatal(err)
+				}
+				at[i] = time.Now()
+			}
 			return at[1].Sub(at[0])
 		}
-		l.Rejected(ctx, a)
-		l.Rejected(ctx, a) // the same burst: no escalation
+		l.Rejected(ctx, a, 0)
+		l.Rejected(ctx, a, 0) // the same burst: logged once
 		if g := gap(); g != interval {
 			t.Fatalf("after a rejection: spacing %v, want %v", g, interval)
 		}
-		time.Sleep(escalateAfter)
-		l.Rejected(ctx, a)
-		if g := gap(); g != 2*time.Minute/300 {
-			t.Fatalf("after a later rejection: spacing %v, want %v", g, 2*time.Minute/300)
-		}
-		time.Sleep(quietPeriod)
-		if g := gap(); g != interval {
-			t.Fatalf("after a quiet period: spacing %v, want %v", g, interval)
-		}
 		time.Sleep(quietPeriod)
 		if g := gap(); g != 0 {
-			t.Fatalf("after two quiet periods: spacing %v, want none", g)
+			t.Fatalf("after a quiet period: spacing %v, want none", g)
 		}
-		if n := strings.Count(logs.String(), `"level":"info"`); n != 4 {
-			t.Errorf("%d info lines, want one per change (4):\n%s", n, logs.String())
+		// A window past a burst, the provider taking requests, then refusing.
+		time.Sleep(window)
+		starts(t, l, a, burst(a.PerMinute)+40)
+		l.Accepted(ctx, a)
+		l.Rejected(ctx, a, 0)
+		s.mu.Lock()
+		took, per := len(s.log), s.per
+		s.mu.Unlock()
+		if per != took {
+			t.Fatalf("after a rejection past a burst: window %d, want what the provider took, %d", per, took)
+		}
+		time.Sleep(quietPeriod)
+		if err := wait(ctx, l, a, Request{}); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		per = s.per
+		s.mu.Unlock()
+		if want := took + s.reserve(); per != want {
+			t.Fatalf("after a quiet period: window %d, want %d", per, want)
+		}
+		if n := strings.Count(logs.String(), `"level":"info"`); n != 3 {
+			t.Errorf("%d info lines, want one per change (3):\n%s", n, logs.String())
+		}
+		// An outage under sustained load: refused, and refused again after
+		// the wait, with nothing taken between.
+		o := newScheduler(300)
+		now := time.Now()
+		for range 150 {
+			o.log = append(o.log, now)
+		}
+		o.spreadAt, o.took = now, true
+		o.rejected(ctx, now, time.Second)
+		if o.per != 149 {
+			t.Fatalf("refused once: window %d, want what the provider took, 149", o.per)
+		}
+		o.rejected(ctx, now.Add(time.Second), time.Second)
+		if o.per != 300 {
+			t.Fatalf("refused again after the wait, nothing taken: window %d, want 300", o.per)
 		}
 	})
-}
-
-// NoPacing starts at once but honours an ended context.
-func TestNoPacingHonoursCancellation(t *testing.T) {
-	if err := NoPacing.Wait(t.Context(), acct); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	if err := NoPacing.Wait(ctx, acct); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled: %v", err)
-	}
 }
 
 // Many waiters at once share the account without a race.
@@ -353,14 +383,7 @@ func TestLimiterConcurrentWaiters(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 400 {
 			wg.Go(func() {
-				ctx := t.Context()
-				switch i % 3 {
-				case 1:
-					ctx = Urgent(ctx)
-				case 2:
-					ctx = Ending(ctx)
-				}
-				if err := l.Wait(ctx, acct); err != nil {
+				if err := wait(t.Context(), l, acct, Request{Class: Class(i) % (Ending + 1)}); err != nil {
 					t.Error(err)
 				}
 				mu.Lock()
@@ -388,14 +411,13 @@ func TestLimiterEndsFortySessionsAtOnceOnASaturatedAccount(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 16 {
 			wg.Go(func() {
-				c := tenant.With(ctx, tenant.Tenant{Lease: fmt.Sprint(i % 8)})
-				for l.Wait(c, acct) == nil {
+				for wait(ctx, l, acct, Request{Lease: fmt.Sprint(i % 8)}) == nil {
 				}
 			})
 		}
 		time.Sleep(2 * time.Minute)
-		at := admitted(l, acct, 40, func(int) (context.Context, context.CancelFunc) {
-			return context.WithTimeout(Ending(t.Context()), 8*time.Second)
+		at := admitted(l, acct, Request{Class: Ending}, 40, func(int) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(t.Context(), 8*time.Second)
 		})
 		if n := count(at); n != 40 {
 			t.Errorf("%d of 40 session endings started within 8 s on a saturated account", n)
@@ -405,21 +427,21 @@ func TestLimiterEndsFortySessionsAtOnceOnASaturatedAccount(t *testing.T) {
 	})
 }
 
-// Span is what the limiter takes to admit n requests asked for at once on
+// span is what the limiter takes to admit n requests asked for at once on
 // an idle account.
 func TestSpanIsTheLimitersPacing(t *testing.T) {
-	free := newScheduler(acct.PerMinute).free()
+	free := burst(acct.PerMinute)
 	for _, n := range []int{1, free, free + 1, 200, 400} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				t0 := time.Now()
-				at := admitted(NewLimiter(), acct, n, func(int) (context.Context, context.CancelFunc) {
+				at := admitted(NewLimiter(), acct, Request{}, n, func(int) (context.Context, context.CancelFunc) {
 					return context.WithCancel(context.Background())
 				})
 				slices.SortFunc(at, time.Time.Compare)
-				got, want := at[n-1].Sub(t0), Span(acct.PerMinute, n)
+				got, want := at[n-1].Sub(t0), span(acct.PerMinute, n)
 				if d := got - want; d < -time.Millisecond || d > time.Millisecond {
-					t.Errorf("the limiter admitted %d in %v, Span says %v", n, got, want)
+					t.Errorf("the limiter admitted %d in %v, span says %v", n, got, want)
 				}
 			})
 		})

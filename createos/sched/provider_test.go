@@ -1,4 +1,4 @@
-package api
+package sched
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/createostest/ratelimit"
-	"github.com/paperclip-sandbox/sandbox-plugin/internal/tenant"
 )
 
 // provider is the limit createos-sim enforces, met the way Client.Send
@@ -26,9 +25,9 @@ type provider struct {
 	admitted    []time.Time
 }
 
-func (p *provider) send(ctx context.Context, l *Limiter, a Account) error {
+func (p *provider) send(ctx context.Context, l *Limiter, a Account, r Request) error {
 	for {
-		if err := l.Wait(ctx, a); err != nil {
+		if err := wait(ctx, l, a, r); err != nil {
 			return err
 		}
 		ok, retry := false, time.Second
@@ -40,7 +39,7 @@ func (p *provider) send(ctx context.Context, l *Limiter, a Account) error {
 			p.admitted = append(p.admitted, time.Now())
 		} else {
 			p.refused = append(p.refused, time.Now())
-			if classOf(ctx) == ending {
+			if r.Class == Ending {
 				p.endings++
 			} else {
 				p.refusedWork = append(p.refusedWork, time.Now())
@@ -51,8 +50,8 @@ func (p *provider) send(ctx context.Context, l *Limiter, a Account) error {
 			l.Accepted(ctx, a)
 			return nil
 		}
-		l.Rejected(ctx, a)
-		if err := Sleep(ctx, retry); err != nil {
+		l.Rejected(ctx, a, retry)
+		if err := sleep(ctx, retry); err != nil {
 			return err
 		}
 	}
@@ -86,8 +85,7 @@ func TestLimiterAgainstTheProvidersLimits(t *testing.T) {
 				var wg sync.WaitGroup
 				for i := range 8 {
 					wg.Go(func() {
-						c := tenant.With(ctx, tenant.Tenant{Lease: fmt.Sprint(i)})
-						for p.send(c, l, acct) == nil {
+						for p.send(ctx, l, acct, Request{Lease: fmt.Sprint(i)}) == nil {
 						}
 					})
 				}
@@ -108,5 +106,17 @@ func TestLimiterAgainstTheProvidersLimits(t *testing.T) {
 				t.Logf("%s: %d admitted, %d refused, busiest 60 s %d", tc.spec, len(p.admitted), len(p.refused), most)
 			})
 		})
+	}
+}
+
+// sleep waits d, or until ctx ends (its cause).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
 }
