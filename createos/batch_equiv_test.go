@@ -703,13 +703,13 @@ func eqRateLimitedTimeout(t *testing.T, e *eqEnv) {
 }
 
 // Row 5, at the bound: the provider rejects every send (429, Retry-After
-// 0) until the client gives up after api.MaxRejections of them. Nothing
+// 0) until the client gives up after 20 of them. Nothing
 // runs, and each call fails as it fails alone: with the rate limit
 // "outlasted the call" error.
 func eqRateLimitedToTheBound(t *testing.T, e *eqEnv) {
 	var outs [2][]eqOutcome
 	for i, s := range e.sides(t) {
-		rejections := api.MaxRejections
+		rejections := 20 // the sends of one request the client makes before it gives up
 		if !s.batched {
 			rejections *= len(eqRateCmds) // each request is sent until the bound
 		}

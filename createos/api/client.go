@@ -187,7 +187,7 @@ func (c *Client) send(ctx context.Context, method, path string, body reqBody, hd
 }
 
 // GiveUp decides whether the attempt-th rejection in a row (err) of a
-// request for ctx ends it: the MaxRejections-th does, and so does one
+// request for ctx ends it: the maxRejections-th does, and so does one
 // whose wait does not fit in ctx's deadline. It returns the error that says
 // which (nil: send again after the wait).
 func GiveUp(ctx context.Context, err error, attempt int) error {
@@ -195,11 +195,11 @@ func GiveUp(ctx context.Context, err error, attempt int) error {
 	if !errors.As(err, &ae) || !ae.rejected {
 		return err
 	}
-	if attempt < MaxRejections && fitsDeadline(ctx, ae.retryAfter) {
+	if attempt < maxRejections && fitsDeadline(ctx, ae.retryAfter) {
 		return nil
 	}
 	given := *ae
-	given.outlasted, given.refused = true, attempt >= MaxRejections
+	given.outlasted, given.refused = true, attempt >= maxRejections
 	return &given
 }
 
@@ -233,9 +233,9 @@ func Rejected(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// MaxRejections bounds the sends of one request the provider keeps
+// maxRejections bounds the sends of one request the provider keeps
 // refusing, whatever the deadline.
-const MaxRejections = 20
+const maxRejections = 20
 
 // fitsDeadline reports whether waiting d leaves ctx time to send again.
 func fitsDeadline(ctx context.Context, d time.Duration) bool {

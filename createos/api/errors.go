@@ -23,7 +23,7 @@ type APIError struct {
 	rejected   bool
 	retryAfter time.Duration
 	// outlasted is a rejection given up on: the wait it asked for did not
-	// fit in the call's deadline, or (refused) it was the MaxRejections-th
+	// fit in the call's deadline, or (refused) it was the maxRejections-th
 	// in a row.
 	outlasted, refused bool
 }
@@ -31,7 +31,7 @@ type APIError struct {
 func (e *APIError) Error() string {
 	switch {
 	case e.outlasted && e.refused:
-		return fmt.Sprintf("CreateOS rate limit (HTTP %d) during %s outlasted the call: the provider refused it %d times in a row. Retry later; if other clients share this API key or address, lower requestsPerMinute.", e.Status, e.Label, MaxRejections)
+		return fmt.Sprintf("CreateOS rate limit (HTTP %d) during %s outlasted the call: the provider refused it %d times in a row. Retry later; if other clients share this API key or address, lower requestsPerMinute.", e.Status, e.Label, maxRejections)
 	case e.outlasted:
 		return fmt.Sprintf("CreateOS rate limit (HTTP %d) during %s outlasted the call: the provider asked to wait longer than the call had left. Retry later; if other clients share this API key or address, lower requestsPerMinute.", e.Status, e.Label)
 	}
@@ -153,8 +153,8 @@ var (
 	errStreamError         = operator.New("CreateOS process stream reported an error.")
 	errUnknownEvent        = operator.New("CreateOS returned an unknown process event.")
 	errDownloadNoBody      = operator.New("CreateOS file download has no body.")
-	ErrDownloadEncoded     = operator.New("CreateOS file download was content-encoded; only raw bytes are accepted.")
-	ErrDownloadTooLarge    = operator.New("CreateOS file download exceeds the 11 GiB transfer limit.")
+	errDownloadEncoded     = operator.New("CreateOS file download was content-encoded; only raw bytes are accepted.")
+	errDownloadTooLarge    = operator.New("CreateOS file download exceeds the 11 GiB transfer limit.")
 	errRootfsDefault       = operator.New("CreateOS rootfs catalog did not provide a valid default.")
 	ErrCommandStreamError  = operator.New("CreateOS command stream reported an error.")
 	ErrCommandStreamEvent  = operator.New("CreateOS returned an invalid command stream event.")

@@ -46,9 +46,9 @@ func (c *Client) DownloadFile(ctx context.Context, id, guestPath, hostPath strin
 	case resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusResetContent:
 		return 0, errDownloadNoBody
 	case ce != "" && !strings.EqualFold(ce, "identity"):
-		return 0, ErrDownloadEncoded
+		return 0, errDownloadEncoded
 	case resp.ContentLength > c.maxDownload:
-		return 0, ErrDownloadTooLarge
+		return 0, errDownloadTooLarge
 	}
 	f, err := os.OpenFile(hostPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
@@ -72,14 +72,14 @@ func downloadError(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return context.Cause(ctx)
-	case errors.Is(err, ErrDownloadTooLarge), errors.As(err, &pe):
+	case errors.Is(err, errDownloadTooLarge), errors.As(err, &pe):
 		return err
 	}
 	return errConnection
 }
 
 // limitedWriter writes to w until a write would take it past left bytes,
-// which fails with ErrDownloadTooLarge and writes nothing.
+// which fails with errDownloadTooLarge and writes nothing.
 type limitedWriter struct {
 	w    io.Writer
 	left int64
@@ -87,7 +87,7 @@ type limitedWriter struct {
 
 func (l *limitedWriter) Write(p []byte) (int, error) {
 	if int64(len(p)) > l.left {
-		return 0, ErrDownloadTooLarge
+		return 0, errDownloadTooLarge
 	}
 	n, err := l.w.Write(p)
 	l.left -= int64(n)

@@ -12,9 +12,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// MaxReconnects bounds how often one process's output is reconnected
+// maxReconnects bounds how often one process's output is reconnected
 // before its exit is recovered through wait, and again after that.
-const MaxReconnects = 3
+const maxReconnects = 3
 
 // waitQuery is the process wait the reference sends: the whole tree, 30 s.
 const waitQuery = "/wait?scope=tree&timeout_ms=30000"
@@ -46,7 +46,7 @@ type followState struct {
 }
 
 // Follow connects (and reconnects) until the process's exit: its exit
-// frame, or past MaxReconnects streams that ended without one, the exit
+// frame, or past maxReconnects streams that ended without one, the exit
 // wait reports once every frame up to its newest_seq was read (ended).
 // Retryable: a failed connect with 429, 5xx or a transport error, and a
 // stream that ends or breaks without an exit. Protocol errors are fatal.
@@ -90,7 +90,7 @@ func (f *Follower) connectFailed(ctx context.Context, err error, s *followState)
 	if ctx.Err() != nil || errors.As(err, &ae) && ae.Status < 500 && ae.Status != http.StatusTooManyRequests {
 		return err
 	}
-	if s.reconnects++; s.reconnects > MaxReconnects {
+	if s.reconnects++; s.reconnects > maxReconnects {
 		return errOutputConnection
 	}
 	return Sleep(ctx, f.Delay)
@@ -103,7 +103,7 @@ func (f *Follower) connectFailed(ctx context.Context, err error, s *followState)
 // after the replay delay, for the missing tail. Past them again, the
 // recovered exit is the result only if the tail arrived meanwhile.
 func (f *Follower) ended(ctx context.Context, s *followState) (*ExitStatus, error) {
-	if s.reconnects++; s.reconnects <= MaxReconnects {
+	if s.reconnects++; s.reconnects <= maxReconnects {
 		return nil, Sleep(ctx, f.Delay)
 	}
 	if s.recovered == nil {

@@ -129,13 +129,8 @@ func (t *Transfer) inIncremental(ctx context.Context, m handlers.SyncFileMapping
 	if inc.Held.helperMissing() {
 		return 0, errFallback{ReasonNoHelper}
 	}
-	if info, err := src.f.Stat(); err != nil {
+	if err := inc.wholeIfSmall(src); err != nil {
 		return 0, err
-	} else if info.Size() < MinIncremental {
-		// Whole, as it should: nothing to report. Its contents are kept all
-		// the same, so a sync out finds what this one carried.
-		_, _ = (&delta.Encoder{Keep: inc.Store}).Encode(io.Discard, src.f, info.Size())
-		return 0, errFallback{}
 	}
 	landed := false // the landing command removed its scratch files itself
 	defer func() {
@@ -185,6 +180,21 @@ func (t *Transfer) inIncremental(ctx context.Context, m handlers.SyncFileMapping
 			return 0, inc.helperCode(code)
 		}
 	}
+}
+
+// wholeIfSmall is errFallback{} (whole, with nothing to report) for a
+// source under MinIncremental, whose contents it keeps all the same, so a
+// sync out finds what this one carried.
+func (inc *Incremental) wholeIfSmall(src *source) error {
+	info, err := src.f.Stat()
+	if err != nil {
+		return err
+	}
+	if info.Size() < MinIncremental {
+		_, _ = (&delta.Encoder{Keep: inc.Store}).Encode(io.Discard, src.f, info.Size())
+		return errFallback{}
+	}
+	return nil
 }
 
 // readIndex learns what the sandbox's store holds: the helper lists it to
@@ -304,7 +314,14 @@ func (t *Transfer) outIncremental(ctx context.Context, scratch, data string) err
 			return err
 		}
 	}
-	_, err = withFile(recipePath, func(recipe *os.File) (struct{}, error) {
+	return t.rebuild(recipePath, data, want, spill)
+}
+
+// rebuild writes data from the recipe at recipePath, the worker's store
+// and spill (what the pack brought that the store does not keep).
+func (t *Transfer) rebuild(recipePath, data string, want *delta.Wanted, spill *os.File) error {
+	inc := t.Incremental
+	_, err := withFile(recipePath, func(recipe *os.File) (struct{}, error) {
 		out, err := os.OpenFile(data, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
 			return struct{}{}, err

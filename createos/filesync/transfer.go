@@ -151,29 +151,7 @@ func (t *Transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 	if m.Mode != nil {
 		mode = os.FileMode(*m.Mode)
 	}
-	whole := true
-	if incremental && code == 0 {
-		err := t.outIncremental(ctx, scratch, l.data)
-		var fb errFallback
-		switch {
-		case err == nil:
-			whole = false
-		case errors.As(err, &fb):
-			if fb.reason != "" {
-				inc.Fallback(fb.reason)
-			}
-			if err := os.Remove(l.data); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return 0, 0, err
-			}
-		default:
-			return 0, 0, err
-		}
-	}
-	if whole {
-		if size, err = t.Client.DownloadFile(ctx, t.Sandbox, scratch, l.data, mode); err != nil {
-			return 0, 0, err
-		}
-	} else if size, err = fileSize(l.data); err != nil {
+	if size, err = t.fetch(ctx, scratch, l.data, mode, incremental && code == 0); err != nil {
 		return 0, 0, err
 	}
 	if m.Kind == "file" {
@@ -185,6 +163,29 @@ func (t *Transfer) out(ctx context.Context, m handlers.SyncFileMapping) (files, 
 		return 0, 0, err
 	}
 	return files, size, nil
+}
+
+// fetch brings the sandbox's scratch file to data on the host and returns
+// its size: by recipe when byRecipe and the incremental sync manages it,
+// else whole.
+func (t *Transfer) fetch(ctx context.Context, scratch, data string, mode os.FileMode, byRecipe bool) (int64, error) {
+	if byRecipe {
+		err := t.outIncremental(ctx, scratch, data)
+		var fb errFallback
+		switch {
+		case err == nil:
+			return fileSize(data)
+		case !errors.As(err, &fb):
+			return 0, err
+		}
+		if fb.reason != "" {
+			t.Incremental.Fallback(fb.reason)
+		}
+		if err := os.Remove(data); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 0, err
+		}
+	}
+	return t.Client.DownloadFile(ctx, t.Sandbox, scratch, data, mode)
 }
 
 func fileSize(path string) (int64, error) {
