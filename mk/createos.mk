@@ -1,5 +1,5 @@
 # The createos driver's suite a second time with every command sent
-# through the batch helper (createos/coalesce.go): what a command gets
+# through the batch helper (createos/command/coalesce.go): what a command gets
 # alone it must get in a batch. `make test-go` runs it in the default
 # mode, where a command is batched only when others of its sandbox wait.
 

@@ -128,7 +128,7 @@ func TestImportsFlowOneWay(t *testing.T) {
 
 func TestLayersRankByTheLongestPrefix(t *testing.T) {
 	for pkg, want := range map[string]int{
-		"createos": 6, "createos/api": 4, "createos/createostest": 2, "rpc/rpctest": 3,
+		"createos": 7, "createos/command": 6, "createos/api": 4, "createos/createostest": 2, "rpc/rpctest": 3,
 		"internal/operator": 0, "internal/envrule": 1, "e2e/server/recorder": 7, "sessions/sessionstest": 4,
 	} {
 		if got, ok := rankOf(pkg); !ok || got != want {
