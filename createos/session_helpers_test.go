@@ -2,7 +2,6 @@ package createos
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"path/filepath"
 	"sync"
@@ -215,22 +214,9 @@ func lastBody(t *testing.T, srv *createostest.Server, route createostest.Route) 
 // inputs decodes every POST …/input from request index from on.
 func inputs(t *testing.T, srv *createostest.Server, from int) [][]byte {
 	t.Helper()
-	var out [][]byte
-	for _, r := range srv.Requests()[from:] {
-		if r.Route != createostest.RouteInput {
-			continue
-		}
-		var b struct {
-			Data string `json:"data_base64"`
-		}
-		if err := json.Unmarshal(r.Body, &b); err != nil {
-			t.Fatalf("input body: %v", err)
-		}
-		raw, err := base64.StdEncoding.Strict().DecodeString(b.Data)
-		if err != nil {
-			t.Fatalf("input base64: %v", err)
-		}
-		out = append(out, raw)
+	out, err := srv.Inputs(from)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -3,8 +3,6 @@ package channel
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
@@ -116,22 +114,9 @@ func simEnv(t *testing.T, pacer sched.Pacer) (*createostest.Server, Env, *testLe
 // inputs decodes every POST …/input the server saw from request index from on.
 func inputs(t *testing.T, srv *createostest.Server, from int) [][]byte {
 	t.Helper()
-	var out [][]byte
-	for _, r := range srv.Requests()[from:] {
-		if r.Route != createostest.RouteInput {
-			continue
-		}
-		var b struct {
-			Data string `json:"data_base64"`
-		}
-		if err := json.Unmarshal(r.Body, &b); err != nil {
-			t.Fatalf("input body: %v", err)
-		}
-		raw, err := base64.StdEncoding.Strict().DecodeString(b.Data)
-		if err != nil {
-			t.Fatalf("input base64: %v", err)
-		}
-		out = append(out, raw)
+	out, err := srv.Inputs(from)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

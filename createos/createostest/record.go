@@ -1,6 +1,9 @@
 package createostest
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -99,6 +102,29 @@ func (s *Server) Requests() []Request {
 		out[i].Body = append([]byte(nil), r.Body...)
 	}
 	return out
+}
+
+// Inputs is the bytes of each process input request (RouteInput) recorded
+// from the from-th request on, in order, as the process read them.
+func (s *Server) Inputs(from int) ([][]byte, error) {
+	var out [][]byte
+	for _, r := range s.Requests()[from:] {
+		if r.Route != RouteInput {
+			continue
+		}
+		var b struct {
+			Data string `json:"data_base64"`
+		}
+		if err := json.Unmarshal(r.Body, &b); err != nil {
+			return nil, fmt.Errorf("input body: %w", err)
+		}
+		raw, err := base64.StdEncoding.Strict().DecodeString(b.Data)
+		if err != nil {
+			return nil, fmt.Errorf("input base64: %w", err)
+		}
+		out = append(out, raw)
+	}
+	return out, nil
 }
 
 // Count returns how many requests hit route (RouteAny: all requests).
