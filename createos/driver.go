@@ -179,7 +179,7 @@ func (d *Driver) Declaration() handlers.DriverDeclaration {
 					"description": "Hosts or CIDRs the sandbox may reach; empty allows all. A run's own network grants are added."},
 				"snapshot": handlers.Object{"type": "string", "examples": []string{"sb-..."}, "title": "Snapshot", "x-paperclip-advanced": true,
 					"description": "A captured template (a paused sandbox's ID) that leases are forked from. Paperclip sets it when you capture a custom image."},
-				"requestsPerMinute": handlers.Object{"type": "integer", "title": "Requests per minute", "minimum": api.MinPerMinute, "maximum": api.MaxPerMinute, "default": api.DefaultPerMinute, "x-paperclip-advanced": true,
+				"requestsPerMinute": handlers.Object{"type": "integer", "title": "Requests per minute", "minimum": api.MinPerMinute, "maximum": config.MaxRequestsPerMinute, "default": api.DefaultPerMinute, "x-paperclip-advanced": true,
 					"description": "CreateOS API requests this worker sends a minute with this key, 10 to 300 (the provider allows 300 per caller). Environments on the same key and API URL share one window: the smallest value any of them sets. Lower it when other workers or clients share the key."},
 			},
 		},

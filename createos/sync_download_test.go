@@ -10,7 +10,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
 )
 
 // A download asks for the raw bytes (Accept-Encoding: identity, so Go's

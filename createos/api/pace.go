@@ -18,7 +18,6 @@ import (
 const (
 	DefaultPerMinute = sched.DefaultPerMinute
 	MinPerMinute     = sched.MinPerMinute
-	MaxPerMinute     = sched.MaxPerMinute
 )
 
 // Live is c for the requests a live session waits on: a duplex channel's

@@ -25,6 +25,10 @@ const (
 	// The bounds of autoPauseAfterSeconds: a minute to a day.
 	MinAutoPauseSeconds = 60
 	MaxAutoPauseSeconds = 86400
+
+	// MaxRequestsPerMinute bounds requestsPerMinute: the provider's
+	// documented limit per caller.
+	MaxRequestsPerMinute = 300
 )
 
 // Config is a parsed and validated environment config.
@@ -130,13 +134,13 @@ func parseV02(raw handlers.Object, c *Config) error {
 }
 
 // requestsPerMinute reads the account's window: an integer in
-// [api.MinPerMinute, api.MaxPerMinute], api.DefaultPerMinute when unset.
+// [api.MinPerMinute, MaxRequestsPerMinute], api.DefaultPerMinute when unset.
 func requestsPerMinute(v any) (int, error) {
 	if v == nil {
 		return api.DefaultPerMinute, nil
 	}
 	f, ok := Number(v)
-	if !ok || math.IsNaN(f) || f != math.Trunc(f) || f < api.MinPerMinute || f > api.MaxPerMinute {
+	if !ok || math.IsNaN(f) || f != math.Trunc(f) || f < api.MinPerMinute || f > MaxRequestsPerMinute {
 		return 0, errRequestsPerMinute
 	}
 	return int(f), nil

@@ -15,7 +15,7 @@ var (
 	errCustomEndpointKey = operator.New("Custom CreateOS API endpoints require an explicit environment API key; the host fallback is only available for https://api.sb.createos.sh. Set API key to a key of the account that API URL serves.")
 	errReuseLease        = operator.New("reuseLease must be a boolean.")
 	errTimeoutRange      = operator.Errorf("timeoutMs must be an integer between 1 and %d.", MaxTimeoutMs)
-	errRequestsPerMinute = operator.Errorf("requestsPerMinute must be an integer between %d and %d (the provider allows 300 a minute per caller; set less when other clients share this API key or address).", api.MinPerMinute, api.MaxPerMinute)
+	errRequestsPerMinute = operator.Errorf("requestsPerMinute must be an integer between %d and %d (the provider allows 300 a minute per caller; set less when other clients share this API key or address).", api.MinPerMinute, MaxRequestsPerMinute)
 	errAutoPauseRange    = operator.Errorf("autoPauseAfterSeconds must be an integer between %d and %d.", MinAutoPauseSeconds, MaxAutoPauseSeconds)
 	errRootfsMap         = operator.New("rootfsByAdapter must be an object of adapter names to root filesystems.")
 	errRootfsEntries     = operator.New("rootfsByAdapter must contain non-empty adapter and root filesystem strings.")

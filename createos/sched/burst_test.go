@@ -28,25 +28,26 @@ func TestBurstRule(t *testing.T) {
 		class   Class
 		want    int
 	}{
-		// Four lease lifecycles (acquire, 20 executes, release: 115
-		// requests) on a quiet account go at once, as one does.
-		{name: "quiet account, 4 lifecycles", per: DefaultPerMinute, class: Work, want: 129},
+		// A quiet account starts a fifth of work's share at once: what a
+		// team's first minute pays back and still keeps its relays within
+		// the host's bounds.
+		{name: "quiet account", per: DefaultPerMinute, class: Work, want: 51},
 		{name: "quiet small account", per: MinPerMinute, class: Work, want: 4},
 		// A busy minute that ended 20 s ago: the window still holds most of
 		// it, but none of it is recent; a heartbeat's requests go at once.
 		{name: "busy minute over", per: DefaultPerMinute, log: even(172, nearly, 20*time.Second), class: Work, want: 43},
 		// Sustained load at the share: nothing goes at once, it is spread.
 		{name: "sustained at the share", per: DefaultPerMinute, log: even(258, nearly, 0), class: Work, want: 0},
-		// Half the share, evenly, no request waiting: that rate continued
-		// leaves room for a burst that stays in the window, half the rest.
-		{name: "half the share", per: DefaultPerMinute, log: even(129, nearly, 0), class: Work, want: 64},
+		// Half the share, evenly, no request waiting: a burst up to a fifth
+		// of the share counting the recent ones (a quarter of the 129).
+		{name: "half the share", per: DefaultPerMinute, log: even(129, nearly, 0), class: Work, want: 19},
 		// The same while requests are spread: only what the even gap allows.
 		{name: "half the share, spread", per: DefaultPerMinute, log: even(129, nearly, 0), spread: true, class: Work, want: 1},
 		// Live requests burst within their own, larger share.
-		{name: "live after work's burst", per: DefaultPerMinute, log: even(129, time.Millisecond, 0), class: Live, want: 3},
+		{name: "live after work's burst", per: DefaultPerMinute, log: even(51, time.Millisecond, 0), class: Live, want: 1},
 		// Refused within quietPeriod: nothing goes at once.
 		{name: "refused 10 s ago", per: DefaultPerMinute, refused: 10 * time.Second, class: Work, want: 1},
-		{name: "refused long ago", per: DefaultPerMinute, refused: quietPeriod, class: Work, want: 129},
+		{name: "refused long ago", per: DefaultPerMinute, refused: quietPeriod, class: Work, want: 51},
 		// Endings are never spread: the whole window.
 		{name: "endings on a sustained account", per: DefaultPerMinute, log: even(258, nearly, 0), class: Ending, want: 12},
 	} {

@@ -10,14 +10,22 @@
 //     work leaves is room that endings and live requests always find.
 //   - Bursts at once, sustained load spread. On a quiet account (no request
 //     had to wait within recentSpan, no rejection within quietPeriod) a
-//     request starts at once while the window's recent rate (its admissions
-//     per window, this one included) continued from now, with what the
-//     window still holds and this request, fits its class's share at every
-//     point of the next window: on an idle account half the share goes at
-//     once, and a busy minute that is over leaves the room its admissions
-//     make as they leave. Past that, the next start comes no sooner after
-//     the newest admission than the even gap that spreads what is left of
-//     the share until the admissions ahead of it leave the window.
+//     request starts at once while fewer than a burstShare-th of its
+//     class's share (at least burstFloor) started within recentSpan, and
+//     while the window's recent rate (its admissions per window, this one
+//     included) continued from now, with what the window still holds and
+//     this request, fits the share at every point of the next window (half
+//     the share on an idle account; a busy minute that is over leaves the
+//     room its admissions make as they leave). Past that, the next start
+//     comes no sooner after the newest admission than the even gap that
+//     spreads what is left of the share until the admissions ahead of it
+//     leave the window. The burst is a fifth because the sliding window
+//     makes every burst be paid back within the minute it counts in: a
+//     team whose first seconds took half the share (enough for four lease
+//     lifecycles at once) ran the rest of its first minute at half pace,
+//     and the host's file-bridge relays took up to 15 s (bound 10 s) and
+//     duplex PINGs up to 27 s (bound 20 s) in make bench-scale; at a fifth
+//     they stay within both.
 //   - Deadline-aware turns. Each start goes to an ending first, in arrival
 //     order; then to work due within dueSoon of its due time (before live
 //     requests unless one waits longer past dueSoon after it asked than the
@@ -41,14 +49,18 @@
 //   - window (60 s): the span the provider's limit counts.
 //   - DefaultPerMinute (270): a tenth below the documented 300, for the
 //     provider's clock and a network that delivers requests unevenly;
-//     MinPerMinute and MaxPerMinute bound what a config may ask.
+//     MinPerMinute (10) is the smallest a config may ask, and the floor no
+//     rejection shrinks a window below (the provider's 300 is config's bound).
 //   - reserveShare (40): each reserve is a fortieth of N (at least one): at
 //     270, six endings at once on a saturated account, within the host's
 //     10 s for a session close.
-//   - recentSpan (15 s): how long after a request had to wait the account
-//     counts as under sustained load, which is spread and never burst;
-//     short enough that a heartbeat after a busy minute that ended goes at
-//     once.
+//   - burstShare (5), burstFloor (8): a fifth of the share goes at once,
+//     and at least what two leases' start and end send (the rootfs catalog,
+//     create, the ready check, the delete) on a small account.
+//   - recentSpan (window/(burstShare-1), 15 s): how long the pace that pays
+//     a burst back takes to admit a burst's worth; what started within it
+//     counts against a burst, and a request that had to wait within it
+//     means sustained load, which is spread and never burst.
 //   - dueSoon (6 s): the host's run-log tail gives up after three polls that
 //     time out, so work within dueSoon of its end goes before live requests;
 //     it is also a live request's target.

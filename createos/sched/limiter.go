@@ -9,14 +9,13 @@ import (
 	"github.com/paperclip-sandbox/sandbox-plugin/createos/sched/internal/hook"
 )
 
-// Config bounds of an account's window, in requests a minute.
+// The bounds of an account's window, in requests a minute.
 const (
 	// DefaultPerMinute is the window kept when the config sets none.
 	DefaultPerMinute = 270
-	// MinPerMinute and MaxPerMinute bound config.requestsPerMinute; no
-	// rejection shrinks a window below MinPerMinute.
+	// MinPerMinute is the smallest window a config may ask for; no
+	// rejection shrinks a window below it.
 	MinPerMinute = 10
-	MaxPerMinute = 300
 )
 
 // Account is whom a request counts against: an API origin with one key,

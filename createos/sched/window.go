@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,9 +15,16 @@ import (
 const (
 	window       = time.Minute
 	reserveShare = 40
-	recentSpan   = 15 * time.Second
+	burstShare   = 5
+	burstFloor   = 8
 	quietPeriod  = 30 * time.Second
 )
+
+// recentSpan is how long the pace that pays a burst back (the rest of the
+// share over the window) takes to admit a burst's worth of requests: a
+// burst counts what started within it (15 s), and a request that had to
+// wait within it means sustained load.
+const recentSpan = window / (burstShare - 1)
 
 // scheduler is one account's state; mu guards it all.
 type scheduler struct {
@@ -62,13 +70,15 @@ func (s *scheduler) quiet(now time.Time) bool {
 }
 
 // burstFits reports whether a request of c may start at once by the burst
-// rule: on a quiet account, while at every point of the next window what
-// the window still holds, this request, and the window's rate (its
-// admissions, this one included, per window) continued from now fit c's
-// share. On an idle account that is half the share at once; on one whose
-// window holds a minute that is over, the room its leaving makes.
+// rule: on a quiet account, while fewer than a burstShare-th of c's share
+// (at least burstFloor) started within recentSpan, and while at every
+// point of the next window what the window still holds, this request, and
+// the window's rate (its admissions, this one included, per window)
+// continued from now fit c's share. On an idle account that is a fifth of
+// the share at once (half of a small one's at most); on one whose window
+// holds a minute that is over, the room its leaving makes.
 func (s *scheduler) burstFits(c Class, now time.Time) bool {
-	if !s.quiet(now) {
+	if !s.quiet(now) || s.recent(now) >= max(s.capOf(c)/burstShare, burstFloor) {
 		return false
 	}
 	limit, n := time.Duration(s.capOf(c)), time.Duration(len(s.log))
@@ -83,6 +93,12 @@ func (s *scheduler) burstFits(c Class, now time.Time) bool {
 		}
 	}
 	return true
+}
+
+// recent is how many admissions came within recentSpan of now.
+func (s *scheduler) recent(now time.Time) int {
+	cut := now.Add(-recentSpan)
+	return len(s.log) - sort.Search(len(s.log), func(i int) bool { return s.log[i].After(cut) })
 }
 
 // earliest is when a request of c may start, given the window at now: now

@@ -86,7 +86,7 @@ func loops(l *Limiter, a Account, n int, d time.Duration, who func(i int) Reques
 // from the second minute on, and admits evenly throughout: its opening
 // burst is paid back over the first minute, without a stall.
 func TestLimiterSustainsItsWindowEvenly(t *testing.T) {
-	for _, per := range []int{MinPerMinute, 100, DefaultPerMinute, MaxPerMinute} {
+	for _, per := range []int{MinPerMinute, 100, DefaultPerMinute, 300} {
 		t.Run(fmt.Sprint(per), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				l := NewLimiter()
@@ -123,11 +123,11 @@ func TestLimiterSustainsItsWindowEvenly(t *testing.T) {
 	}
 }
 
-// An idle account starts half of work's share at once (the burst, and as
-// much again, fit); the next request waits the gap that spreads the rest
-// of the share over the minute.
+// An idle account starts a fifth of work's share at once, and at least
+// burstFloor (up to half of a small account's share); the next request
+// waits the gap that spreads the rest of the share over the minute.
 func TestLimiterStartsRoomAtOnce(t *testing.T) {
-	for _, tc := range []struct{ per, free int }{{MinPerMinute, 4}, {20, 9}, {DefaultPerMinute, 129}, {MaxPerMinute, 143}} {
+	for _, tc := range []struct{ per, free int }{{MinPerMinute, 4}, {20, 8}, {DefaultPerMinute, 51}, {300, 57}} {
 		t.Run(fmt.Sprint(tc.per), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				l := NewLimiter()
@@ -147,9 +147,12 @@ func TestLimiterStartsRoomAtOnce(t *testing.T) {
 }
 
 // burst is how many requests of work an idle account of per starts at
-// once: while the window's admissions, all of them recent, twice, leave
-// room in work's share.
-func burst(per int) int { return (newScheduler(per).capOf(Work) + 1) / 2 }
+// once: a burstShare-th of work's share, at least burstFloor, while the
+// window's admissions, all of them recent, twice, leave room in the share.
+func burst(per int) int {
+	c := newScheduler(per).capOf(Work)
+	return min((c+1)/2, max(c/burstShare, burstFloor))
+}
 
 // ceilDiv is d over n, rounded up.
 func ceilDiv(d time.Duration, n int) time.Duration {

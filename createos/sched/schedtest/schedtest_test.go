@@ -76,7 +76,7 @@ func TestSpan(t *testing.T) {
 	for _, tc := range []struct {
 		n     int
 		paced bool
-	}{{1, false}, {115, false}, {400, true}} {
+	}{{1, false}, {51, false}, {52, true}, {400, true}} {
 		if got := schedtest.Span(sched.DefaultPerMinute, tc.n); (got > 0) != tc.paced {
 			t.Errorf("Span(%d, %d) = %v, paced %v", sched.DefaultPerMinute, tc.n, got, tc.paced)
 		}
