@@ -188,18 +188,24 @@ func TestSweepNeverStartsAfterClose(t *testing.T) {
 	}
 }
 
-// Close returns only once the sweeps are over.
-func TestSweepEndsBeforeCloseReturns(t *testing.T) {
+// sweepingDeadArchives starts a Sweeper on a temp dir holding n archive
+// directories of a dead worker, and returns it and its sweeps' done.
+func sweepingDeadArchives(t *testing.T, n int) (*Sweeper, <-chan struct{}) {
 	tmp := t.TempDir()
 	dead := exitedWorker(t)
-	for i := range 500 {
+	for i := range n {
 		madeArchive(t, filepath.Join(tmp, fmt.Sprintf(".paperclip-createos-archive-%d", i)), dead)
 	}
-	var s Sweeper
+	s := &Sweeper{}
 	s.Start(t.Context(), tmp)
 	s.mu.Lock()
-	done := s.done
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	return s, s.done
+}
+
+// Close returns only once the sweeps are over.
+func TestSweepEndsBeforeCloseReturns(t *testing.T) {
+	s, done := sweepingDeadArchives(t, 500)
 	s.Close(context.Background())
 	select {
 	case <-done:
@@ -211,16 +217,7 @@ func TestSweepEndsBeforeCloseReturns(t *testing.T) {
 // Close is bounded by its ctx: once that ends, the pass in progress is
 // cut where it is, and the sweeps end.
 func TestSweepIsCutWhenClosesContextEnds(t *testing.T) {
-	tmp := t.TempDir()
-	dead := exitedWorker(t)
-	for i := range 500 {
-		madeArchive(t, filepath.Join(tmp, fmt.Sprintf(".paperclip-createos-archive-%d", i)), dead)
-	}
-	var s Sweeper
-	s.Start(t.Context(), tmp)
-	s.mu.Lock()
-	done := s.done
-	s.mu.Unlock()
+	s, done := sweepingDeadArchives(t, 500)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	s.Close(ctx)
