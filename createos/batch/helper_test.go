@@ -156,9 +156,14 @@ func TestHelperCancelEndsOnlyThatCommandsTree(t *testing.T) {
 	s := r.waitFor("the command's processes", printed(0, "orphan", "instant", "job", "child", "grandchild", "ready"))
 	tree := pids(t, s.cmds[0].stdout)
 	delete(tree, "ready")
+	// $! is printed as soon as the shell forked, before setsid ran in the
+	// child: wait for each to lead its own session.
 	for _, name := range []string{"orphan", "instant"} {
-		if _, _, sid, _, _ := procStat(tree[name].pid); sid != tree[name].pid {
-			t.Fatalf("the %s is in session %d: the test did not make what it means to", name, sid)
+		if !testkit.Eventually(func() bool {
+			_, _, sid, _, _ := procStat(tree[name].pid)
+			return sid == tree[name].pid
+		}) {
+			t.Fatalf("the %s never led a session of its own: the test did not make what it means to", name)
 		}
 	}
 
